@@ -1,0 +1,29 @@
+/* jrpc_log — one line per event on stderr, key=value.
+ *
+ *   JRPC_LOG(JRPC_LOG_WARN, "worker", "event=malformed_frame worker=%s rc=%d", id, rc);
+ *
+ * prints
+ *   ts=2026-11-22T03:06:21.123Z level=warn proc=jrpc-broker comp=worker event=...
+ * The level is checked before the arguments are evaluated. */
+#ifndef JRPC_LOG_H
+#define JRPC_LOG_H
+
+enum jrpc_log_level { JRPC_LOG_DEBUG, JRPC_LOG_INFO, JRPC_LOG_WARN, JRPC_LOG_ERROR };
+
+extern int jrpc_log_level;   /* events below it are not printed (default INFO) */
+
+/* Sets the process name printed in every line (borrowed, keep it alive). */
+void jrpc_log_init(const char *proc);
+/* Parses "debug", "info", "warn", "error". Returns 0 or -EINVAL. */
+int  jrpc_log_set_level(const char *name);
+
+void jrpc_log_write(int level, const char *comp, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define JRPC_LOG(level, comp, ...)                          \
+    do {                                                    \
+        if ((level) >= jrpc_log_level)                      \
+            jrpc_log_write((level), (comp), __VA_ARGS__);   \
+    } while (0)
+
+#endif

@@ -1,0 +1,93 @@
+#include "jrpc_zwatch.h"
+
+#include <errno.h>
+#include <zmq.h>
+
+static int has_input(void *sock)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    if (zmq_getsockopt(sock, ZMQ_EVENTS, &events, &len) != 0)
+        return 0;
+    return (events & ZMQ_POLLIN) != 0;
+}
+
+static void on_idle(uv_idle_t *h);
+
+/* Runs the callback while input is pending; arms the idle handle when the
+ * callback asked to be called again, so the loop polls without blocking. */
+static void service(jrpc_zwatch_t *w)
+{
+    if (w->closing)
+        return;
+    int more = 0;
+    if (has_input(w->sock))
+        more = w->on_readable(w, w->sock);
+    if (more)
+        uv_idle_start(&w->idle, on_idle);
+    else
+        uv_idle_stop(&w->idle);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    service(h->data);
+}
+
+static void on_prepare(uv_prepare_t *h)
+{
+    service(h->data);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    service(h->data);
+}
+
+int jrpc_zwatch_start(uv_loop_t *loop, jrpc_zwatch_t *w, void *sock, jrpc_zwatch_cb cb, void *data)
+{
+    int fd;
+    size_t len = sizeof fd;
+    if (zmq_getsockopt(sock, ZMQ_FD, &fd, &len) != 0)
+        return -errno;
+    w->sock = sock;
+    w->on_readable = cb;
+    w->on_closed = NULL;
+    w->data = data;
+    w->closing = 0;
+    int rc = uv_poll_init(loop, &w->poll, fd);
+    if (rc < 0)
+        return rc;
+    uv_prepare_init(loop, &w->prepare);
+    uv_idle_init(loop, &w->idle);
+    w->poll.data = w->prepare.data = w->idle.data = w;
+    uv_poll_start(&w->poll, UV_READABLE, on_poll);
+    uv_prepare_start(&w->prepare, on_prepare);
+    return 0;
+}
+
+void jrpc_zwatch_kick(jrpc_zwatch_t *w)
+{
+    if (!w->closing && has_input(w->sock))
+        uv_idle_start(&w->idle, on_idle);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    jrpc_zwatch_t *w = h->data;
+    if (--w->closing == 0 && w->on_closed)
+        w->on_closed(w);
+}
+
+void jrpc_zwatch_stop(jrpc_zwatch_t *w, jrpc_zwatch_closed_cb on_closed)
+{
+    if (w->closing)
+        return;
+    w->on_closed = on_closed;
+    w->closing = 3;
+    uv_close((uv_handle_t *)&w->poll, on_handle_closed);
+    uv_close((uv_handle_t *)&w->prepare, on_handle_closed);
+    uv_close((uv_handle_t *)&w->idle, on_handle_closed);
+}

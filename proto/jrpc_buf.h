@@ -1,0 +1,54 @@
+/* jrpc_buf — a growable byte buffer and a chunked arena.
+ *
+ * Pure memory helpers shared by every proto module. Allocation failure is
+ * reported, never hidden: functions return 0 or -ENOMEM. */
+#ifndef JRPC_BUF_H
+#define JRPC_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A borrowed run of bytes. Never NUL-terminated unless said so. */
+typedef struct jrpc_span {
+    const char *p;  /* first byte (may be NULL when n == 0) */
+    size_t      n;  /* length in bytes */
+} jrpc_span_t;
+
+/* A growable buffer in caller storage. */
+typedef struct jrpc_buf {
+    char  *p;    /* bytes; NULL until the first write */
+    size_t len;  /* bytes used */
+    size_t cap;  /* bytes allocated */
+} jrpc_buf_t;
+
+void jrpc_buf_init(jrpc_buf_t *b);
+void jrpc_buf_dispose(jrpc_buf_t *b);             /* frees; b may be reused after _init */
+static inline void jrpc_buf_reset(jrpc_buf_t *b) { b->len = 0; }
+
+/* Makes room for at least n more bytes. Returns 0 or -ENOMEM. */
+int jrpc_buf_reserve(jrpc_buf_t *b, size_t n);
+/* Appends n bytes. Returns 0 or -ENOMEM (b unchanged). */
+int jrpc_buf_append(jrpc_buf_t *b, const void *data, size_t n);
+/* Appends a NUL-terminated string (without the NUL). */
+int jrpc_buf_puts(jrpc_buf_t *b, const char *s);
+/* Appends one byte. */
+int jrpc_buf_putc(jrpc_buf_t *b, char c);
+
+/* A chunked arena: many small allocations freed at once.
+ * Memory from jrpc_arena_alloc() stays valid until _reset or _dispose. */
+typedef struct jrpc_arena_chunk jrpc_arena_chunk_t;
+typedef struct jrpc_arena {
+    jrpc_arena_chunk_t *head;   /* current chunk (newest first) */
+    size_t              first;  /* size of the first chunk to allocate */
+} jrpc_arena_t;
+
+void  jrpc_arena_init(jrpc_arena_t *a, size_t first_chunk);
+void  jrpc_arena_dispose(jrpc_arena_t *a);
+/* Frees all but the first chunk and rewinds it, for reuse. */
+void  jrpc_arena_reset(jrpc_arena_t *a);
+/* Returns n bytes aligned to 8, or NULL on allocation failure. */
+void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n);
+/* Copies n bytes into the arena. NULL on allocation failure. */
+char *jrpc_arena_dup(jrpc_arena_t *a, const void *p, size_t n);
+
+#endif

@@ -1,0 +1,18 @@
+#include "jrpc_errors.h"
+
+const char *jrpc_error_message(int code)
+{
+    switch (code) {
+    case JRPC_PARSE_ERROR:       return "Parse error";
+    case JRPC_INVALID_REQUEST:   return "Invalid Request";
+    case JRPC_METHOD_NOT_FOUND:  return "Method not found";
+    case JRPC_INVALID_PARAMS:    return "Invalid params";
+    case JRPC_INTERNAL_ERROR:    return "Internal error";
+    case JRPC_SERVER_BUSY:       return "Server busy";
+    case JRPC_VALIDATION_FAILED: return "Validation failed";
+    case JRPC_UNAUTHORIZED:      return "Unauthorized";
+    case JRPC_TIMEOUT:           return "Request timeout";
+    case JRPC_WORKER_FAILED:     return "Worker failed";
+    default:                     return "Server error";
+    }
+}

@@ -1,0 +1,63 @@
+/* jrpc_json — strict RFC 8259 JSON: validation, JSON→msgpack, msgpack→JSON.
+ *
+ * Purpose-built for the broker's hot path: one pass over the bytes, no DOM,
+ * no allocation beyond the caller's output buffer. Strict means: UTF-8 only
+ * (no BOM, no overlongs, no surrogates, nothing above U+10FFFF), no leading
+ * zeros, no trailing garbage, exactly one value, control characters escaped,
+ * and \u escapes that pair up (a lone surrogate is malformed). Input is never
+ * read past p + n; it need not be NUL-terminated.
+ *
+ * Return values: 0 (or a byte count where said) on success, otherwise one of
+ * the negative JRPC_JSON_E* codes below, or -ENOMEM. */
+#ifndef JRPC_JSON_H
+#define JRPC_JSON_H
+
+#include <stddef.h>
+#include <msgpack.h>
+#include "jrpc_buf.h"
+
+enum {
+    JRPC_JSON_EINCOMPLETE = -1001,  /* a strict prefix of some valid text: need more bytes */
+    JRPC_JSON_EMALFORMED  = -1002,  /* not JSON, whatever follows */
+    JRPC_JSON_EDEPTH      = -1003,  /* nesting deeper than max_depth */
+    JRPC_JSON_ERANGE      = -1004,  /* a number too large for a double (e.g. 1e400) */
+    JRPC_JSON_EUNREPR     = -1005,  /* msgpack value with no JSON form (bin, ext, NaN,
+                                       non-string map key, invalid UTF-8 string) */
+};
+
+#define JRPC_JSON_MAX_DEPTH 64
+
+/* A short English description of a JRPC_JSON_E* code (or -ENOMEM). */
+const char *jrpc_json_strerror(int rc);
+
+/* Checks that p[0..n) is exactly one JSON value with optional surrounding
+ * whitespace. Returns 0, JRPC_JSON_EINCOMPLETE, _EMALFORMED or _EDEPTH. */
+int jrpc_json_validate(const char *p, size_t n, unsigned max_depth);
+
+/* Transcodes the single JSON value p[0..n) to msgpack, appended to out.
+ * Integers that fit int64/uint64 become msgpack ints, every other number a
+ * float64; strings are unescaped to UTF-8 str. On error out->len is restored.
+ * Returns 0, a JRPC_JSON_E* code, or -ENOMEM. */
+int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t *out);
+
+/* Appends the JSON text of a msgpack object (compact, no spaces). Floats are
+ * written in the shortest form that reads back to the same double and always
+ * carry a '.' or an exponent. On error out->len is restored.
+ * Returns 0, JRPC_JSON_EUNREPR, JRPC_JSON_EDEPTH or -ENOMEM. */
+int jrpc_json_write_msgpack(jrpc_buf_t *out, const msgpack_object *o, unsigned max_depth);
+
+/* Appends s[0..n) as a quoted, escaped JSON string. s must be valid UTF-8.
+ * Returns 0, JRPC_JSON_EUNREPR (invalid UTF-8) or -ENOMEM. */
+int jrpc_json_write_string(jrpc_buf_t *out, const char *s, size_t n);
+
+/* Appends a double in the shortest round-trip form (see above).
+ * Returns 0, JRPC_JSON_EUNREPR (NaN or infinity) or -ENOMEM. */
+int jrpc_json_write_double(jrpc_buf_t *out, double d);
+
+/* Finds the member `name` of the top-level object in p[0..n) (the whole text
+ * is validated) and sets *value to its raw JSON text, borrowed from p.
+ * Returns 0, -ENOENT (no such member, or the top level is not an object),
+ * or a JRPC_JSON_E* code. */
+int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *value);
+
+#endif

@@ -1,0 +1,119 @@
+/* jrpc_wire — the broker⇄worker protocol and the client header frame.
+ *
+ * Every worker message is one ZeroMQ frame holding one msgpack array
+ * [version, type, ...] (the ROUTER's routing-id frame aside). See
+ * proto/PROTOCOL.md, which is the contract; this module is its only codec.
+ * Decoding never trusts a frame: every field is checked, and any deviation is
+ * JRPC_WIRE_EMALFORMED, never a crash. */
+#ifndef JRPC_WIRE_H
+#define JRPC_WIRE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <msgpack.h>
+#include "jrpc_buf.h"
+
+#define JRPC_WIRE_VERSION 1
+
+enum jrpc_wire_type {
+    JRPC_WIRE_READY      = 1,  /* worker → broker: credit, methods served */
+    JRPC_WIRE_REQUEST    = 2,  /* broker → worker: one or more calls */
+    JRPC_WIRE_RESPONSE   = 3,  /* worker → broker: one or more answers */
+    JRPC_WIRE_HEARTBEAT  = 4,  /* both ways */
+    JRPC_WIRE_DISCONNECT = 5,  /* both ways: I am leaving / I do not know you */
+};
+
+enum {
+    JRPC_WIRE_EMALFORMED = -2001,  /* not a message of this protocol */
+    JRPC_WIRE_EVERSION   = -2002,  /* a protocol version we do not speak */
+};
+
+/* Sequence number 0 is never used for a call. */
+typedef uint64_t jrpc_seq_t;
+
+/* ---- encoding: each function appends to out; returns 0 or -ENOMEM ---- */
+
+int jrpc_wire_put_ready(jrpc_buf_t *out, uint32_t credit,
+                        const char *const *methods, size_t nmethods);
+int jrpc_wire_put_heartbeat(jrpc_buf_t *out);
+int jrpc_wire_put_disconnect(jrpc_buf_t *out);
+
+/* REQUEST: _begin, then one _call per call, then _end with the count. */
+int jrpc_wire_put_request_begin(jrpc_buf_t *out);
+/* params is msgpack (n == 0: no params, sent as nil); timeout_ms is how long
+ * the broker will still wait for the answer, counted from when it sent it. */
+int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                               jrpc_span_t params, uint32_t timeout_ms);
+void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
+
+/* RESPONSE: _begin, then per answer either _result_head followed by the
+ * result's msgpack bytes appended by the caller, or _error; then _end. */
+int jrpc_wire_put_response_begin(jrpc_buf_t *out);
+int jrpc_wire_put_result_head(jrpc_buf_t *out, jrpc_seq_t seq);
+int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                        jrpc_span_t data /* msgpack, n == 0: none */);
+void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers);
+
+/* ---- decoding ---- */
+
+typedef struct jrpc_wire_msg {
+    int      type;                      /* enum jrpc_wire_type */
+    /* READY */
+    uint32_t credit;                    /* calls the worker can hold at once (>= 1) */
+    const msgpack_object *methods;      /* array of str, each non-empty */
+    const msgpack_object *options;      /* map, or NULL */
+    /* REQUEST and RESPONSE */
+    const msgpack_object *items;        /* the items array */
+    uint32_t nitems;                    /* >= 1 */
+} jrpc_wire_msg_t;
+
+typedef struct jrpc_wire_call {         /* one REQUEST item */
+    jrpc_seq_t  seq;
+    jrpc_span_t method;                 /* borrowed from the decoded frame */
+    const msgpack_object *params;       /* nil, array or map */
+    uint32_t    timeout_ms;
+} jrpc_wire_call_t;
+
+typedef struct jrpc_wire_answer {       /* one RESPONSE item */
+    jrpc_seq_t  seq;
+    bool        is_error;
+    const msgpack_object *value;        /* result (any), or error (map: checked by jrpc_batch) */
+} jrpc_wire_answer_t;
+
+/* Decodes one frame into m. Objects point into zone and into buf (both must
+ * outlive m). READY, HEARTBEAT and DISCONNECT are fully checked here;
+ * REQUEST and RESPONSE items are checked by the _item functions.
+ * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
+int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);
+
+/* Item i (< m->nitems) of a REQUEST / RESPONSE. Returns 0 or JRPC_WIRE_EMALFORMED. */
+int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c);
+int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *a);
+
+/* Looks up a string-keyed member of a msgpack map; NULL when absent or when
+ * o is not a map. */
+const msgpack_object *jrpc_wire_map_get(const msgpack_object *o, const char *key);
+
+/* ---- the client header frame (ZeroMQ DEALER clients, optional) ----
+ * A msgpack map with string keys; unknown keys are ignored, so later
+ * versions can add fields. Known keys and types: */
+typedef struct jrpc_wire_header {
+    jrpc_span_t key;          /* "key": str, key id (signing) */
+    int64_t     timestamp;    /* "timestamp": int, Unix seconds (signing); 0 if absent */
+    jrpc_span_t nonce;        /* "nonce": str (signing) */
+    jrpc_span_t signature;    /* "signature": str, lower-case hex (signing) */
+    uint32_t    timeout_ms;   /* "timeout_ms": uint, 0 if absent */
+    jrpc_span_t traceparent;  /* "traceparent": str (W3C trace context) */
+} jrpc_wire_header_t;
+
+/* Decodes a header frame; a known key with the wrong type is malformed.
+ * Spans borrow from zone/buf. Returns 0, JRPC_WIRE_EMALFORMED or -ENOMEM. */
+int jrpc_wire_decode_header(const char *buf, size_t n, msgpack_zone *zone,
+                            jrpc_wire_header_t *h);
+/* Encodes a header frame with the fields that are set (non-empty / non-zero). */
+int jrpc_wire_put_header(jrpc_buf_t *out, const jrpc_wire_header_t *h);
+
+/* A short English description of a JRPC_WIRE_E* code. */
+const char *jrpc_wire_strerror(int rc);
+
+#endif
