@@ -7,7 +7,11 @@
  * order, then jrpc_batch_write_reply() writes the reply in request order.
  *
  * Memory: everything the batch makes lives in its arena; ids are borrowed
- * from the body, which must outlive the batch. */
+ * from the body, which must outlive the batch. Parsing takes one block of
+ * 3 * len bytes from the arena up front (the worst case of params as msgpack
+ * plus method names), so no call allocates on its own.
+ *
+ * Dispatch rule: dispatch exactly the calls with answered == false. */
 #ifndef JRPC_BATCH_H
 #define JRPC_BATCH_H
 
@@ -31,8 +35,9 @@ typedef struct jrpc_call {
     jrpc_span_t method;        /* unescaped UTF-8 method name (arena); valid calls only */
     jrpc_span_t params;        /* params as msgpack (arena); n == 0 when absent */
     jrpc_span_t answer;        /* `"result":<json>` or `"error":{...}` (arena), once answered */
-    bool        notification;  /* no id member: dispatched, never answered */
-    bool        answered;      /* answer is set (a notification is never answered) */
+    bool        notification;  /* no id member: never answered, left out of the reply */
+    bool        answered;      /* answer is set; on a notification: dropped (reserved
+                                  rpc.* name), do not dispatch it */
 } jrpc_call_t;
 
 typedef struct jrpc_batch {
@@ -50,20 +55,43 @@ void jrpc_batch_dispose(jrpc_batch_t *b);
  * answered (an Invalid Request, a reserved rpc.* method, ...). A body that
  * is not JSON, too deep, an empty array or too long a batch becomes a single
  * answered call with id null (-32700 or -32600); is_array is then false.
+ *
+ * Our choices where the specification leaves room:
+ *  - any JSON error anywhere in the body is one -32700 for the whole body;
+ *    nesting deeper than lim->max_depth adds data "nesting depth exceeds N",
+ *    a number in params that overflows a double (1e400) adds data "number
+ *    out of range" (underflow rounds to 0 and is accepted);
+ *  - an element that is not a valid Request gets -32600 even without an id;
+ *    its id is echoed when it is a string, number or null (and not given
+ *    twice), null otherwise; "id": null is a request, not a notification;
+ *  - a duplicate envelope member (jsonrpc, method, params, id), even with
+ *    the same value, is -32600; unknown members are ignored; "jsonrpc" and
+ *    member names are compared after unescaping ("2\u002e0" is "2.0");
+ *  - an empty method name, or one longer than lim->max_method_len bytes
+ *    (unescaped), is -32600;
+ *  - methods named rpc.*: a request gets -32601 with data "rpc.* names are
+ *    reserved"; a notification is dropped (answered set, nothing sent);
+ *  - more than lim->max_batch elements: one -32600, data "batch too large".
  * Call on a freshly initialised batch. Returns 0 or -ENOMEM. */
 int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_limits_t *lim);
 
-/* Answers call i with a result given as msgpack. A result with no JSON form
- * answers -32603 instead. Returns 0 or -ENOMEM. */
+/* Answers call i with a result given as msgpack (the object is copied).
+ * A result with no JSON form (bin, ext, NaN, non-string key, invalid UTF-8,
+ * deeper than JRPC_JSON_MAX_DEPTH) answers -32603 with data "result has no
+ * JSON form" instead. On a notification this does nothing; the same holds
+ * for the two functions below. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result);
 
 /* Answers call i with an error object from a worker. It must be a map with
- * an integer "code" and a string "message", "data" optional; anything else
- * answers -32603 instead. Returns 0 or -ENOMEM. */
+ * an integer "code" in int range and a valid UTF-8 string "message", "data"
+ * optional (any value with a JSON form); other members are dropped. Anything
+ * else (duplicate or non-string keys included) answers -32603 with data
+ * "worker sent a malformed error" instead. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_object *error);
 
 /* Answers call i with one of our codes, its standard message and, when data
- * is not NULL, a string "data" member. Returns 0 or -ENOMEM. */
+ * is not NULL, a string "data" member (left out if not valid UTF-8).
+ * Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *data);
 
 /* True when at least one call expects an answer (the reply is not empty). */
@@ -71,7 +99,9 @@ bool jrpc_batch_expects_reply(const jrpc_batch_t *b);
 
 /* Appends the reply: one object, an array in request order (notifications
  * left out), or nothing at all when no call expects an answer. Every call
- * that expects an answer must be answered. Returns 0 or -ENOMEM. */
+ * that expects an answer must be answered (asserted; without asserts, and
+ * for a call marked answered with no answer set, -32603 with data "no
+ * answer" is written). Returns 0 or -ENOMEM. */
 int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out);
 
 /* Appends a whole error response with id null, for transport-level refusals:

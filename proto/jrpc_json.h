@@ -7,6 +7,15 @@
  * and \u escapes that pair up (a lone surrogate is malformed). Input is never
  * read past p + n; it need not be NUL-terminated.
  *
+ * Transcoding choices: only integer syntax (no '.', no exponent) that fits
+ * int64/uint64 becomes a msgpack int, with the smallest encoding ("-0" is
+ * int 0); "1.0" and "1e5" are float64. A number that overflows a double is
+ * JRPC_JSON_ERANGE; one that underflows becomes a denormal or 0. Duplicate
+ * keys inside values are kept as duplicate map keys. Strings may carry a
+ * str8/16/32 header larger than needed (sized from the escaped length).
+ * Numbers are read and written with strtod/snprintf: LC_NUMERIC must stay
+ * "C". Note that msgpack-c's own unpacker stops at 32 levels of nesting.
+ *
  * Return values: 0 (or a byte count where said) on success, otherwise one of
  * the negative JRPC_JSON_E* codes below, or -ENOMEM. */
 #ifndef JRPC_JSON_H
@@ -41,8 +50,10 @@ int jrpc_json_validate(const char *p, size_t n, unsigned max_depth);
 int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t *out);
 
 /* Appends the JSON text of a msgpack object (compact, no spaces). Floats are
- * written in the shortest form that reads back to the same double and always
- * carry a '.' or an exponent. On error out->len is restored.
+ * written in the shortest form that reads back to the same double (a float32
+ * to the same float) and always carry a '.' or an exponent ("1.0", "1e+300").
+ * Strings escape '"', '\\' and control characters only. max_depth counts
+ * arrays and maps as jrpc_json_validate() does. On error out->len is restored.
  * Returns 0, JRPC_JSON_EUNREPR, JRPC_JSON_EDEPTH or -ENOMEM. */
 int jrpc_json_write_msgpack(jrpc_buf_t *out, const msgpack_object *o, unsigned max_depth);
 

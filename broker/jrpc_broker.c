@@ -1,0 +1,310 @@
+/* jrpc_broker — see jrpc_broker.h.
+ *
+ * Every open body is a bbatch on a list sorted by deadline (almost always
+ * appended at the tail, since deadlines mostly grow with arrival); one timer
+ * is armed for the head. */
+#include "jrpc_broker.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+
+#define NO_HANDLE UINT32_MAX
+
+typedef struct bbatch bbatch_t;
+
+struct bbatch {
+    jrpc_batch_t   req;          /* the parsed body and its answers */
+    jrpc_broker_t *broker;
+    jrpc_reply_fn  fn;           /* the front end's reply function */
+    void          *ctx;
+    uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
+    uint32_t       unanswered;   /* calls still owing an answer to the client */
+    uint32_t       outstanding;  /* calls still at (or queued for) workers */
+    uint64_t       deadline;     /* loop ms */
+    bool           replied;
+    bool           listed;       /* on the deadline list */
+    bool           busy;         /* being submitted: not to be freed yet */
+    bbatch_t      *prev, *next;  /* the deadline list */
+    size_t         len;          /* body bytes */
+    char           body[];       /* our copy of the body */
+};
+
+struct jrpc_broker {
+    uv_loop_t        *loop;
+    jrpc_broker_opts_t opts;
+    jrpc_workers_t   *workers;
+    uv_timer_t        timer;       /* fires at the head's deadline */
+    bbatch_t         *head, *tail; /* open bodies by deadline */
+    uint32_t          open;
+    jrpc_buf_t        out;         /* the reply being written */
+    void            (*on_empty)(void *);
+    void             *on_empty_arg;
+    uint64_t          bodies, calls, timeouts;
+};
+
+static void list_remove(jrpc_broker_t *b, bbatch_t *x)
+{
+    x->listed = false;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        b->head = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    else
+        b->tail = x->prev;
+    x->prev = x->next = NULL;
+}
+
+static void list_insert(jrpc_broker_t *b, bbatch_t *x)
+{
+    x->listed = true;
+    bbatch_t *after = b->tail;
+    while (after && after->deadline > x->deadline)
+        after = after->prev;
+    x->prev = after;
+    x->next = after ? after->next : b->head;
+    if (x->next)
+        x->next->prev = x;
+    else
+        b->tail = x;
+    if (after)
+        after->next = x;
+    else
+        b->head = x;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm_timer(jrpc_broker_t *b)
+{
+    if (b->head == NULL) {
+        uv_timer_stop(&b->timer);
+        return;
+    }
+    uint64_t now = uv_now(b->loop);
+    uv_timer_start(&b->timer, on_timer, b->head->deadline > now ? b->head->deadline - now : 0, 0);
+}
+
+static void batch_free(bbatch_t *x)
+{
+    jrpc_batch_dispose(&x->req);
+    free(x);
+}
+
+static void reply(jrpc_broker_t *b, bbatch_t *x)
+{
+    x->replied = true;
+    jrpc_buf_reset(&b->out);
+    if (jrpc_batch_write_reply(&x->req, &b->out) < 0) {
+        jrpc_buf_reset(&b->out);
+        jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
+    }
+    x->fn(x->ctx, b->out.p, b->out.len);
+}
+
+/* Replies when the last answer is in; frees when no worker holds a call. */
+static void settle(jrpc_broker_t *b, bbatch_t *x)
+{
+    if (x->busy)
+        return;
+    if (!x->replied && x->unanswered == 0)
+        reply(b, x);
+    if (x->replied && x->outstanding == 0) {
+        if (x->listed) {
+            bool was_head = b->head == x;
+            list_remove(b, x);
+            if (was_head)
+                arm_timer(b);
+        }
+        b->open--;
+        batch_free(x);
+        if (b->open == 0 && b->on_empty) {
+            void (*fn)(void *) = b->on_empty;
+            b->on_empty = NULL;
+            fn(b->on_empty_arg);
+        }
+    }
+}
+
+static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
+{
+    jrpc_call_t *c = &x->req.calls[i];
+    if (c->notification || c->answered)
+        return;
+    if (jrpc_batch_answer_error(&x->req, i, code, data) < 0)
+        c->answered = true; /* out of memory: the reply writer reports it */
+    x->unanswered--;
+}
+
+static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_object *value,
+                    void *arg)
+{
+    jrpc_broker_t *b = arg;
+    bbatch_t *x = owner;
+    jrpc_call_t *c = &x->req.calls[i];
+    x->handles[i] = NO_HANDLE;
+    x->outstanding--;
+    if (!c->notification && !c->answered) {
+        int rc = 0;
+        if (kind == JRPC_DONE_RESULT)
+            rc = jrpc_batch_answer_result(&x->req, i, value);
+        else if (kind == JRPC_DONE_ERROR)
+            rc = jrpc_batch_answer_error_obj(&x->req, i, value);
+        else
+            rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
+        if (rc < 0)
+            c->answered = true;
+        x->unanswered--;
+    }
+    settle(b, x);
+}
+
+static void expire(jrpc_broker_t *b, bbatch_t *x)
+{
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        if (x->handles[i] == NO_HANDLE)
+            continue;
+        jrpc_workers_cancel(b->workers, x->handles[i]);
+        x->handles[i] = NO_HANDLE;
+        x->outstanding--;
+        if (!x->req.calls[i].notification && !x->req.calls[i].answered)
+            b->timeouts++;
+        answer_code(x, i, JRPC_TIMEOUT, NULL);
+    }
+    settle(b, x);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    jrpc_broker_t *b = t->data;
+    uint64_t now = uv_now(b->loop);
+    while (b->head && b->head->deadline <= now) {
+        bbatch_t *x = b->head;
+        list_remove(b, x);
+        expire(b, x);
+    }
+    arm_timer(b);
+}
+
+int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t timeout_ms,
+                       jrpc_reply_fn fn, void *ctx)
+{
+    bbatch_t *x = malloc(sizeof *x + len);
+    if (x == NULL)
+        return -ENOMEM;
+    memset(x, 0, sizeof *x);
+    memcpy(x->body, body, len);
+    x->len = len;
+    x->broker = b;
+    x->fn = fn;
+    x->ctx = ctx;
+    x->busy = true;
+    jrpc_batch_init(&x->req);
+    if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
+        (x->handles = jrpc_arena_alloc(&x->req.arena,
+                                       (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL) {
+        batch_free(x);
+        return -ENOMEM;
+    }
+    b->bodies++;
+    b->open++;
+    if (timeout_ms == 0 || timeout_ms > b->opts.timeout_ms)
+        timeout_ms = b->opts.timeout_ms;
+    x->deadline = uv_now(b->loop) + timeout_ms;
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        jrpc_call_t *c = &x->req.calls[i];
+        x->handles[i] = NO_HANDLE;
+        if (c->answered)
+            continue;
+        if (!c->notification)
+            x->unanswered++;
+        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->deadline, x, i,
+                                       &x->handles[i]);
+        if (rc == 0) {
+            x->outstanding++;
+            b->calls++;
+        } else {
+            answer_code(x, i, rc == -ENOENT ? JRPC_METHOD_NOT_FOUND
+                              : rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
+                        NULL);
+        }
+    }
+    if (x->outstanding > 0) {
+        bool first = b->head == NULL || x->deadline < b->head->deadline;
+        list_insert(b, x);
+        if (first)
+            arm_timer(b);
+    }
+    /* A failed send in the flush may answer calls of x: settle after it. */
+    jrpc_workers_flush(b->workers);
+    x->busy = false;
+    settle(b, x);
+    return 0;
+}
+
+jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
+{
+    jrpc_broker_t *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->loop = loop;
+    b->opts = *opts;
+    jrpc_buf_init(&b->out);
+    b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
+    if (b->workers == NULL) {
+        free(b);
+        return NULL;
+    }
+    uv_timer_init(loop, &b->timer);
+    b->timer.data = b;
+    return b;
+}
+
+void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg)
+{
+    if (b->open == 0) {
+        on_empty(arg);
+        return;
+    }
+    b->on_empty = on_empty;
+    b->on_empty_arg = arg;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    jrpc_broker_t *b = h->data;
+    jrpc_buf_dispose(&b->out);
+    free(b);
+}
+
+void jrpc_broker_destroy(jrpc_broker_t **self_p)
+{
+    jrpc_broker_t *b = *self_p;
+    if (b == NULL)
+        return;
+    *self_p = NULL;
+    while (b->head) {
+        bbatch_t *x = b->head;
+        list_remove(b, x);
+        batch_free(x);
+    }
+    jrpc_workers_destroy(&b->workers);
+    uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+}
+
+void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
+                       jrpc_workers_stats_t *wst)
+{
+    st->bodies = b->bodies;
+    st->calls = b->calls;
+    st->timeouts = b->timeouts;
+    st->open = b->open;
+    if (wst)
+        jrpc_workers_stats(b->workers, wst);
+}

@@ -1,0 +1,204 @@
+/* jrpc_front_zmq — see jrpc_front_zmq.h. */
+#include "jrpc_front_zmq.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+#include "jrpc_wire.h"
+#include "jrpc_zwatch.h"
+
+#define READ_BUDGET 64   /* client messages per readable callback */
+#define MAX_FRAMES  4    /* delimiter, header, body, and one to detect excess */
+
+struct jrpc_front_zmq {
+    void          *sock;     /* ROUTER */
+    jrpc_zwatch_t  watch;
+    jrpc_broker_t *broker;
+    bool           paused;
+    msgpack_zone   zone;     /* header frame decoding */
+    jrpc_buf_t     err;      /* error replies written here */
+    uint64_t       dropped;  /* replies the client was not there to take */
+};
+
+/* Where a reply goes: kept from the request until the broker answers. */
+typedef struct route {
+    jrpc_front_zmq_t *front;
+    bool              delim;   /* the client sent an empty delimiter frame */
+    size_t            idlen;
+    char              id[];    /* routing id */
+} route_t;
+
+static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, size_t n)
+{
+    int rc = zmq_send(f->sock, r->id, r->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && r->delim)
+        rc = zmq_send(f->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0)
+        rc = zmq_send(f->sock, p, n, ZMQ_DONTWAIT);
+    if (rc < 0) {
+        /* EHOSTUNREACH: the client is gone; EAGAIN: it does not read. */
+        f->dropped++;
+        JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply_dropped error=\"%s\"",
+                 zmq_strerror(errno));
+    }
+    jrpc_zwatch_kick(&f->watch);
+}
+
+static void on_reply(void *ctx, const char *reply, size_t len)
+{
+    route_t *r = ctx;
+    send_reply(r->front, r, reply, len);
+    free(r);
+}
+
+static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *data)
+{
+    jrpc_buf_reset(&f->err);
+    jrpc_batch_write_error(&f->err, code, data);
+    send_reply(f, r, f->err.p, f->err.len);
+}
+
+/* Handles one client message: frames[0] is the routing id. */
+static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool excess)
+{
+    size_t idlen = zmq_msg_size(&frames[0]);
+    route_t *r = malloc(sizeof *r + idlen);
+    if (r == NULL)
+        return;
+    r->front = f;
+    r->idlen = idlen;
+    memcpy(r->id, zmq_msg_data(&frames[0]), idlen);
+    int k = 1;
+    r->delim = k < n && zmq_msg_size(&frames[k]) == 0 && n > 2;
+    if (r->delim)
+        k++;
+    int left = n - k;
+    if (excess || left < 1 || left > 2) {
+        reply_error(f, r, JRPC_INVALID_REQUEST, "a message is [header frame] JSON frame");
+        free(r);
+        return;
+    }
+    uint32_t timeout_ms = 0;
+    if (left == 2) {
+        jrpc_wire_header_t h;
+        msgpack_zone_clear(&f->zone);
+        if (jrpc_wire_decode_header(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
+                                    &f->zone, &h) < 0) {
+            reply_error(f, r, JRPC_INVALID_REQUEST, "malformed header frame");
+            free(r);
+            return;
+        }
+        timeout_ms = h.timeout_ms;
+        k++;
+    }
+    if (jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
+                           timeout_ms, on_reply, r) < 0) {
+        reply_error(f, r, JRPC_INTERNAL_ERROR, "out of memory");
+        free(r);
+    }
+}
+
+static int on_readable(jrpc_zwatch_t *zw, void *sock)
+{
+    jrpc_front_zmq_t *f = zw->data;
+    for (int budget = 0; budget < READ_BUDGET; budget++) {
+        if (f->paused)
+            return 0;
+        zmq_msg_t frames[MAX_FRAMES];
+        int n = 0;
+        bool excess = false;
+        zmq_msg_init(&frames[0]);
+        if (zmq_msg_recv(&frames[0], sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frames[0]);
+            return 0;
+        }
+        n = 1;
+        while (zmq_msg_more(&frames[n - 1])) {
+            if (n == MAX_FRAMES) { /* too many frames: read and drop the rest */
+                zmq_msg_t extra;
+                zmq_msg_init(&extra);
+                zmq_msg_recv(&extra, sock, 0);
+                bool more = zmq_msg_more(&extra);
+                zmq_msg_close(&extra);
+                excess = true;
+                if (!more)
+                    break;
+                continue;
+            }
+            zmq_msg_init(&frames[n]);
+            if (zmq_msg_recv(&frames[n], sock, 0) < 0) {
+                zmq_msg_close(&frames[n]);
+                break;
+            }
+            n++;
+        }
+        on_message(f, frames, n, excess);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&frames[i]);
+    }
+    return 1;
+}
+
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
+                                     jrpc_broker_t *broker, int64_t max_msg_bytes)
+{
+    jrpc_front_zmq_t *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    f->broker = broker;
+    msgpack_zone_init(&f->zone, 1024);
+    jrpc_buf_init(&f->err);
+    f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
+    if (f->sock == NULL)
+        goto fail;
+    int one = 1, zero = 0;
+    zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
+    if (zmq_bind(f->sock, endpoint) != 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=bind_failed endpoint=%s error=\"%s\"",
+                 endpoint, zmq_strerror(errno));
+        goto fail;
+    }
+    if (jrpc_zwatch_start(loop, &f->watch, f->sock, on_readable, f) < 0)
+        goto fail;
+    JRPC_LOG(JRPC_LOG_INFO, "front_zmq", "event=listening endpoint=%s", endpoint);
+    return f;
+fail:
+    if (f->sock)
+        zmq_close(f->sock);
+    msgpack_zone_destroy(&f->zone);
+    free(f);
+    return NULL;
+}
+
+void jrpc_front_zmq_pause(jrpc_front_zmq_t *f)
+{
+    f->paused = true;
+}
+
+static void on_closed(jrpc_zwatch_t *zw)
+{
+    jrpc_front_zmq_t *f = zw->data;
+    /* Let the last replies leave: zmq_ctx_term() waits up to this long. */
+    int linger = 2000;
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(f->sock);
+    msgpack_zone_destroy(&f->zone);
+    jrpc_buf_dispose(&f->err);
+    free(f);
+}
+
+void jrpc_front_zmq_destroy(jrpc_front_zmq_t **self_p)
+{
+    jrpc_front_zmq_t *f = *self_p;
+    if (f == NULL)
+        return;
+    *self_p = NULL;
+    jrpc_zwatch_stop(&f->watch, on_closed);
+}

@@ -1,0 +1,25 @@
+/* jrpc_front_zmq — the ZeroMQ front door: a ROUTER socket for clients.
+ *
+ * A client message is, after the routing id: an optional empty delimiter
+ * (REQ sockets add it; the reply then carries it too), an optional header
+ * frame (msgpack map, see jrpc_wire.h), and one frame of JSON text. The
+ * reply is one frame of JSON, or one empty frame where the specification
+ * returns nothing, so a REQ client never deadlocks. */
+#ifndef JRPC_FRONT_ZMQ_H
+#define JRPC_FRONT_ZMQ_H
+
+#include <stdint.h>
+#include <uv.h>
+#include "jrpc_broker.h"
+
+typedef struct jrpc_front_zmq jrpc_front_zmq_t;
+
+/* Binds endpoint and starts reading. NULL on failure (logged). */
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
+                                     jrpc_broker_t *broker, int64_t max_msg_bytes);
+/* Stops taking new messages; replies still go out. */
+void jrpc_front_zmq_pause(jrpc_front_zmq_t *f);
+/* Closes the socket (after the broker has drained). */
+void jrpc_front_zmq_destroy(jrpc_front_zmq_t **self_p);
+
+#endif

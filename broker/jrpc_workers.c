@@ -1,0 +1,690 @@
+/* jrpc_workers — see jrpc_workers.h.
+ *
+ * Calls live in one table of slots indexed by the low 32 bits of their
+ * sequence number; the high 32 bits are a generation, so an answer for a
+ * slot that was since reused is recognised as stale. A queued call waits in
+ * its method's FIFO (linked through the slots); a cancelled queued call is
+ * skipped when it reaches the head. */
+#include "jrpc_workers.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+#include "jrpc_wire.h"
+#include "jrpc_zwatch.h"
+
+#define NIL UINT32_MAX
+#define READ_BUDGET 256      /* messages per readable callback, for fairness */
+#define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
+
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_SENT };
+
+typedef struct worker worker_t;
+typedef struct method method_t;
+
+typedef struct slot {
+    uint64_t    seq;        /* generation << 32 | (index + 1); 0 when free */
+    void       *owner;      /* NULL once cancelled */
+    uint32_t    index;      /* the owner's index of the call */
+    uint32_t    next;       /* free list or method queue link */
+    uint8_t     state;      /* SLOT_* */
+    worker_t   *worker;     /* SLOT_SENT: who holds it */
+    method_t   *method;     /* SLOT_QUEUED: whose queue */
+    jrpc_span_t params;     /* SLOT_QUEUED: borrowed from the owner */
+    uint64_t    deadline;   /* SLOT_QUEUED: loop ms, sent as the time left */
+} slot_t;
+
+struct method {
+    char       *name;       /* NUL-terminated */
+    size_t      len;        /* bytes in name */
+    worker_t  **workers;    /* live workers serving it */
+    uint32_t    nworkers;
+    uint32_t    rr;         /* where the next search for credit starts */
+    uint32_t    qhead, qtail; /* FIFO of queued slots */
+    method_t   *next;       /* hash chain */
+};
+
+struct worker {
+    char        id[MAX_ROUTING_ID]; /* ROUTER routing id */
+    size_t      idlen;
+    uint32_t    credit;     /* announced at READY */
+    uint32_t    inflight;   /* calls sent, not answered */
+    uint64_t    last_seen;  /* loop ms of its last message */
+    bool        draining;   /* sent DISCONNECT: no new calls */
+    method_t  **methods;    /* served */
+    uint32_t    nmethods;
+    jrpc_buf_t  out;        /* REQUEST being built for the next flush */
+    uint32_t    out_n;      /* calls in out */
+    bool        dead;       /* removed; freed at the end of the turn */
+    worker_t   *next;       /* all workers */
+};
+
+struct jrpc_workers {
+    uv_loop_t      *loop;
+    void           *sock;          /* ROUTER */
+    jrpc_zwatch_t   watch;
+    uv_timer_t      heartbeat;
+    int             closing;       /* handles still closing */
+    jrpc_workers_opts_t opts;
+    jrpc_done_fn    done;
+    void           *done_arg;
+    worker_t       *workers;       /* list of connected workers */
+    uint32_t        nworkers;
+    method_t      **mtab;          /* method hash table */
+    uint32_t        mtab_size;     /* power of two */
+    slot_t         *slots;
+    uint32_t        nslots, cap_slots, free_head;
+    uint32_t        generation;
+    uint32_t        queued, inflight;
+    uint64_t        late, malformed;
+    msgpack_zone    zone;          /* for decoding one frame at a time */
+    jrpc_buf_t      scratch;       /* encoding of small messages */
+};
+
+static uint64_t now_ms(jrpc_workers_t *w)
+{
+    return uv_now(w->loop);
+}
+
+static uint32_t hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* ---- methods ---- */
+
+static method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)
+{
+    for (method_t *m = w->mtab[hash(name, len) & (w->mtab_size - 1)]; m; m = m->next)
+        if (m->len == len && memcmp(m->name, name, len) == 0)
+            return m;
+    return NULL;
+}
+
+static method_t *method_get(jrpc_workers_t *w, const char *name, size_t len)
+{
+    method_t *m = method_find(w, name, len);
+    if (m)
+        return m;
+    m = calloc(1, sizeof *m);
+    if (m == NULL || (m->name = malloc(len + 1)) == NULL) {
+        free(m);
+        return NULL;
+    }
+    memcpy(m->name, name, len);
+    m->name[len] = '\0';
+    m->len = len;
+    m->qhead = m->qtail = NIL;
+    uint32_t b = hash(name, len) & (w->mtab_size - 1);
+    m->next = w->mtab[b];
+    w->mtab[b] = m;
+    return m;
+}
+
+/* ---- slots ---- */
+
+static int slot_alloc(jrpc_workers_t *w, uint32_t *idx)
+{
+    if (w->free_head == NIL) {
+        if (w->nslots == w->cap_slots) {
+            uint32_t cap = w->cap_slots ? w->cap_slots * 2 : 1024;
+            slot_t *s = realloc(w->slots, (size_t)cap * sizeof *s);
+            if (s == NULL)
+                return -ENOMEM;
+            w->slots = s;
+            w->cap_slots = cap;
+        }
+        w->slots[w->nslots].next = NIL;
+        w->free_head = w->nslots++;
+    }
+    uint32_t i = w->free_head;
+    slot_t *s = &w->slots[i];
+    w->free_head = s->next;
+    if (++w->generation == 0)
+        w->generation = 1;
+    memset(s, 0, sizeof *s);
+    s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
+    s->next = NIL;
+    *idx = i;
+    return 0;
+}
+
+static void slot_free(jrpc_workers_t *w, uint32_t i)
+{
+    slot_t *s = &w->slots[i];
+    s->seq = 0;
+    s->state = SLOT_FREE;
+    s->owner = NULL;
+    s->next = w->free_head;
+    w->free_head = i;
+}
+
+static slot_t *slot_by_seq(jrpc_workers_t *w, uint64_t seq, uint32_t *idx)
+{
+    uint64_t low = seq & 0xffffffffu;
+    if (low == 0 || low > w->nslots)
+        return NULL;
+    slot_t *s = &w->slots[low - 1];
+    if (s->seq != seq)
+        return NULL;
+    *idx = (uint32_t)(low - 1);
+    return s;
+}
+
+/* Ends a call: tells its owner (unless cancelled) and frees the slot. */
+static void slot_finish(jrpc_workers_t *w, uint32_t i, int kind, int code,
+                        const msgpack_object *value)
+{
+    slot_t *s = &w->slots[i];
+    void *owner = s->owner;
+    uint32_t index = s->index;
+    slot_free(w, i);
+    if (owner)
+        w->done(owner, index, kind, code, value, w->done_arg);
+}
+
+/* ---- sending ---- */
+
+static int send_to(jrpc_workers_t *w, worker_t *wk, const char *p, size_t n)
+{
+    if (zmq_send(w->sock, wk->id, wk->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(w->sock, p, n, ZMQ_DONTWAIT) < 0)
+        return -errno;
+    return 0;
+}
+
+static void send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type)
+{
+    jrpc_buf_reset(&w->scratch);
+    if ((type == JRPC_WIRE_HEARTBEAT ? jrpc_wire_put_heartbeat(&w->scratch)
+                                     : jrpc_wire_put_disconnect(&w->scratch)) < 0)
+        return;
+    if (zmq_send(w->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+        zmq_send(w->sock, w->scratch.p, w->scratch.len, ZMQ_DONTWAIT);
+}
+
+/* Adds one call to the worker's REQUEST under construction. */
+static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i, jrpc_span_t method,
+                           jrpc_span_t params, uint64_t deadline)
+{
+    slot_t *s = &w->slots[i];
+    uint64_t now = now_ms(w);
+    /* 0 would mean "no deadline" on the wire: a call already late gets 1. */
+    uint32_t timeout_ms = deadline > now ? (uint32_t)(deadline - now) : 1;
+    if (wk->out_n == 0) {
+        jrpc_buf_reset(&wk->out);
+        if (jrpc_wire_put_request_begin(&wk->out) < 0)
+            return -ENOMEM;
+    }
+    if (jrpc_wire_put_request_call(&wk->out, s->seq, method, params, timeout_ms) < 0)
+        return -ENOMEM;
+    wk->out_n++;
+    wk->inflight++;
+    w->inflight++;
+    s->state = SLOT_SENT;
+    s->worker = wk;
+    s->method = NULL;
+    return 0;
+}
+
+/* ---- worker lifecycle ---- */
+
+static worker_t *worker_find(jrpc_workers_t *w, const char *id, size_t idlen)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->idlen == idlen && memcmp(wk->id, id, idlen) == 0)
+            return wk;
+    return NULL;
+}
+
+static void method_remove_worker(method_t *m, worker_t *wk)
+{
+    for (uint32_t i = 0; i < m->nworkers; i++) {
+        if (m->workers[i] == wk) {
+            m->workers[i] = m->workers[--m->nworkers];
+            return;
+        }
+    }
+}
+
+/* Answers every queued call of a method that nobody serves any more. */
+static void method_fail_queue(jrpc_workers_t *w, method_t *m)
+{
+    while (m->qhead != NIL) {
+        uint32_t i = m->qhead;
+        m->qhead = w->slots[i].next;
+        if (w->slots[i].owner)
+            w->queued--;
+        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_METHOD_NOT_FOUND, NULL);
+    }
+    m->qtail = NIL;
+}
+
+/* Stops routing new calls to wk (DISCONNECT or death). */
+static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
+{
+    for (uint32_t i = 0; i < wk->nmethods; i++) {
+        method_t *m = wk->methods[i];
+        method_remove_worker(m, wk);
+        if (m->nworkers == 0)
+            method_fail_queue(w, m);
+    }
+    wk->nmethods = 0;
+}
+
+/* Removes a worker: its calls in flight are answered "worker failed". */
+static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
+{
+    if (wk->dead)
+        return;
+    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=worker_lost reason=%s inflight=%u", why,
+             wk->inflight);
+    wk->dead = true;
+    w->nworkers--;
+    worker_unroute(w, wk);
+    w->inflight -= wk->inflight;
+    wk->inflight = 0;
+    wk->out_n = 0;
+    for (uint32_t i = 0; i < w->nslots; i++) {
+        slot_t *s = &w->slots[i];
+        if (s->state == SLOT_SENT && s->worker == wk)
+            slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NULL);
+    }
+}
+
+static void worker_free(worker_t *wk)
+{
+    jrpc_buf_dispose(&wk->out);
+    free(wk->methods);
+    free(wk);
+}
+
+/* Frees the workers marked dead (never from inside a loop over them). */
+static void reap(jrpc_workers_t *w)
+{
+    worker_t **pp = &w->workers;
+    while (*pp) {
+        worker_t *wk = *pp;
+        if (wk->dead || (wk->draining && wk->inflight == 0)) {
+            if (!wk->dead) {
+                wk->dead = true;
+                w->nworkers--;
+                JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_drained");
+            }
+            *pp = wk->next;
+            worker_free(wk);
+        } else {
+            pp = &wk->next;
+        }
+    }
+}
+
+/* Moves queued calls to wk while it has credit. */
+static void worker_pull(jrpc_workers_t *w, worker_t *wk)
+{
+    if (wk->draining || wk->dead || wk->nmethods == 0)
+        return;
+    for (uint32_t k = 0; k < wk->nmethods && wk->inflight < wk->credit; k++) {
+        method_t *m = wk->methods[k];
+        while (m->qhead != NIL && wk->inflight < wk->credit) {
+            uint32_t i = m->qhead;
+            slot_t *s = &w->slots[i];
+            m->qhead = s->next;
+            if (m->qhead == NIL)
+                m->qtail = NIL;
+            if (s->owner == NULL) { /* cancelled while queued */
+                slot_free(w, i);
+                continue;
+            }
+            w->queued--;
+            if (worker_add_call(w, wk, i, (jrpc_span_t){ m->name, m->len }, s->params,
+                                s->deadline) < 0)
+                slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
+        }
+    }
+}
+
+static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc_wire_msg_t *m)
+{
+    worker_t *old = worker_find(w, id, idlen);
+    if (old)
+        worker_kill(w, old, "ready_again");
+    worker_t *wk = calloc(1, sizeof *wk);
+    uint32_t n = m->methods->via.array.size;
+    if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL) {
+        free(wk);
+        return;
+    }
+    memcpy(wk->id, id, idlen);
+    wk->idlen = idlen;
+    wk->credit = m->credit;
+    wk->last_seen = now_ms(w);
+    jrpc_buf_init(&wk->out);
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object_str *s = &m->methods->via.array.ptr[i].via.str;
+        method_t *mt = method_get(w, s->ptr, s->size);
+        if (mt == NULL)
+            continue;
+        bool dup = false;
+        for (uint32_t j = 0; j < wk->nmethods; j++)
+            dup |= wk->methods[j] == mt;
+        if (dup)
+            continue;
+        worker_t **ws = realloc(mt->workers, (mt->nworkers + 1) * sizeof *ws);
+        if (ws == NULL)
+            continue;
+        mt->workers = ws;
+        mt->workers[mt->nworkers++] = wk;
+        wk->methods[wk->nmethods++] = mt;
+    }
+    wk->next = w->workers;
+    w->workers = wk;
+    w->nworkers++;
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_ready credit=%u methods=%u workers=%u",
+             wk->credit, wk->nmethods, w->nworkers);
+    worker_pull(w, wk);
+}
+
+static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+{
+    for (uint32_t k = 0; k < m->nitems; k++) {
+        jrpc_wire_answer_t a;
+        uint32_t i;
+        slot_t *s;
+        if (jrpc_wire_response_item(m, k, &a) < 0) {
+            w->malformed++;
+            JRPC_LOG(JRPC_LOG_WARN, "workers", "event=malformed_answer item=%u", k);
+            continue;
+        }
+        s = slot_by_seq(w, a.seq, &i);
+        if (s == NULL || s->state != SLOT_SENT || s->worker != wk) {
+            w->late++;
+            JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=unknown_answer seq=%llu",
+                     (unsigned long long)a.seq);
+            continue;
+        }
+        wk->inflight--;
+        w->inflight--;
+        if (s->owner == NULL)
+            w->late++;
+        slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
+    }
+    worker_pull(w, wk);
+}
+
+static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const char *p, size_t n)
+{
+    jrpc_wire_msg_t m;
+    msgpack_zone_clear(&w->zone);
+    int rc = jrpc_wire_decode(p, n, &w->zone, &m);
+    if (rc < 0) {
+        w->malformed++;
+        JRPC_LOG(JRPC_LOG_WARN, "workers", "event=malformed_frame bytes=%zu error=\"%s\"", n,
+                 jrpc_wire_strerror(rc));
+        return;
+    }
+    worker_t *wk = worker_find(w, id, idlen);
+    if (m.type == JRPC_WIRE_READY) {
+        on_ready(w, id, idlen, &m);
+        return;
+    }
+    if (wk == NULL) {
+        /* Not ours (we restarted, or it timed out): ask it to start over. */
+        if (m.type != JRPC_WIRE_DISCONNECT)
+            send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
+        return;
+    }
+    wk->last_seen = now_ms(w);
+    switch (m.type) {
+    case JRPC_WIRE_RESPONSE:
+        on_response(w, wk, &m);
+        break;
+    case JRPC_WIRE_DISCONNECT:
+        JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_disconnect inflight=%u", wk->inflight);
+        wk->draining = true;
+        worker_unroute(w, wk);
+        break;
+    case JRPC_WIRE_HEARTBEAT:
+        break;
+    default: /* REQUEST is not for us */
+        w->malformed++;
+        break;
+    }
+}
+
+static int on_readable(jrpc_zwatch_t *zw, void *sock)
+{
+    jrpc_workers_t *w = zw->data;
+    for (int budget = 0; budget < READ_BUDGET; budget++) {
+        zmq_msg_t id, body;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_msg_init(&id);
+        if (zmq_msg_recv(&id, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&id);
+            jrpc_workers_flush(w);
+            reap(w);
+            return 0;
+        }
+        zmq_msg_init(&body);
+        bool ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, 0) >= 0;
+        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+        while (more) { /* a worker message is exactly two frames: drop the rest */
+            zmq_msg_t extra;
+            zmq_msg_init(&extra);
+            zmq_msg_recv(&extra, sock, 0);
+            zmq_msg_close(&extra);
+            zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+            ok = false;
+        }
+        if (ok && zmq_msg_size(&id) <= MAX_ROUTING_ID)
+            on_message(w, zmq_msg_data(&id), zmq_msg_size(&id), zmq_msg_data(&body),
+                       zmq_msg_size(&body));
+        else
+            w->malformed++;
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+    }
+    jrpc_workers_flush(w);
+    reap(w);
+    return 1;
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    jrpc_workers_t *w = t->data;
+    uint64_t now = now_ms(w);
+    uint64_t limit = (uint64_t)w->opts.heartbeat_ms * w->opts.liveness;
+    for (worker_t *wk = w->workers; wk; wk = wk->next) {
+        if (wk->dead)
+            continue;
+        if (now - wk->last_seen > limit)
+            worker_kill(w, wk, "heartbeat_expired");
+        else
+            send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
+    }
+    reap(w);
+    jrpc_zwatch_kick(&w->watch);
+}
+
+/* ---- public ---- */
+
+jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,
+                                 jrpc_done_fn done, void *arg)
+{
+    jrpc_workers_t *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->loop = loop;
+    w->opts = *opts;
+    w->done = done;
+    w->done_arg = arg;
+    w->free_head = NIL;
+    w->generation = (uint32_t)time(NULL) ^ (uint32_t)uv_os_getpid() << 16;
+    w->mtab_size = 256;
+    w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
+    jrpc_buf_init(&w->scratch);
+    msgpack_zone_init(&w->zone, 4096);
+    w->sock = zmq_socket(opts->zmq_ctx, ZMQ_ROUTER);
+    if (w->mtab == NULL || w->sock == NULL)
+        goto fail;
+    int one = 1, zero = 0;
+    int64_t maxmsg = 64 << 20;
+    zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (zmq_bind(w->sock, opts->endpoint) != 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
+                 opts->endpoint, zmq_strerror(errno));
+        goto fail;
+    }
+    if (jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0)
+        goto fail;
+    uv_timer_init(loop, &w->heartbeat);
+    w->heartbeat.data = w;
+    uv_timer_start(&w->heartbeat, on_heartbeat, opts->heartbeat_ms, opts->heartbeat_ms);
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s", opts->endpoint);
+    return w;
+fail:
+    if (w->sock)
+        zmq_close(w->sock);
+    msgpack_zone_destroy(&w->zone);
+    free(w->mtab);
+    free(w);
+    return NULL;
+}
+
+int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                          uint64_t deadline, void *owner, uint32_t index, uint32_t *handle)
+{
+    method_t *m = method_find(w, method.p, method.n);
+    if (m == NULL || m->nworkers == 0)
+        return -ENOENT;
+    /* The worker with the most free credit, searching from a rotating start. */
+    worker_t *best = NULL;
+    uint32_t best_free = 0;
+    for (uint32_t k = 0; k < m->nworkers; k++) {
+        worker_t *wk = m->workers[(m->rr + k) % m->nworkers];
+        uint32_t fr = wk->credit - wk->inflight;
+        if (wk->inflight < wk->credit && fr > best_free) {
+            best = wk;
+            best_free = fr;
+        }
+    }
+    m->rr++;
+    if (best == NULL && w->queued >= w->opts.max_queue)
+        return -EBUSY;
+    uint32_t i;
+    if (slot_alloc(w, &i) < 0)
+        return -ENOMEM;
+    slot_t *s = &w->slots[i];
+    s->owner = owner;
+    s->index = index;
+    *handle = i;
+    if (best) {
+        if (worker_add_call(w, best, i, method, params, deadline) < 0) {
+            slot_free(w, i);
+            return -ENOMEM;
+        }
+        return 0;
+    }
+    s->state = SLOT_QUEUED;
+    s->method = m;
+    s->params = params;
+    s->deadline = deadline;
+    if (m->qtail == NIL)
+        m->qhead = i;
+    else
+        w->slots[m->qtail].next = i;
+    m->qtail = i;
+    w->queued++;
+    return 0;
+}
+
+void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle)
+{
+    slot_t *s = &w->slots[handle];
+    if (s->owner == NULL)
+        return;
+    s->owner = NULL;
+    if (s->state == SLOT_QUEUED)
+        w->queued--; /* the slot is freed when it reaches the head of its queue */
+}
+
+void jrpc_workers_flush(jrpc_workers_t *w)
+{
+    bool sent = false;
+    for (worker_t *wk = w->workers; wk; wk = wk->next) {
+        if (wk->dead || wk->out_n == 0)
+            continue;
+        jrpc_wire_put_request_end(&wk->out, wk->out_n);
+        wk->out_n = 0;
+        int rc = send_to(w, wk, wk->out.p, wk->out.len);
+        sent = true;
+        if (rc < 0) /* EHOSTUNREACH: it is gone; EAGAIN: it stopped reading */
+            worker_kill(w, wk, rc == -EHOSTUNREACH ? "unreachable" : "send_blocked");
+    }
+    if (sent)
+        jrpc_zwatch_kick(&w->watch);
+}
+
+void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
+{
+    st->workers = w->nworkers;
+    st->inflight = w->inflight;
+    st->queued = w->queued;
+    st->late = w->late;
+    st->malformed = w->malformed;
+}
+
+static void on_closed_handle(uv_handle_t *h)
+{
+    jrpc_workers_t *w = h->data;
+    if (--w->closing > 0)
+        return;
+    while (w->workers) {
+        worker_t *wk = w->workers;
+        w->workers = wk->next;
+        worker_free(wk);
+    }
+    for (uint32_t b = 0; b < w->mtab_size; b++) {
+        while (w->mtab[b]) {
+            method_t *m = w->mtab[b];
+            w->mtab[b] = m->next;
+            free(m->workers);
+            free(m->name);
+            free(m);
+        }
+    }
+    free(w->mtab);
+    free(w->slots);
+    zmq_close(w->sock);
+    jrpc_buf_dispose(&w->scratch);
+    msgpack_zone_destroy(&w->zone);
+    free(w);
+}
+
+static void on_closed_watch(jrpc_zwatch_t *zw)
+{
+    on_closed_handle((uv_handle_t *)&((jrpc_workers_t *)zw->data)->heartbeat);
+}
+
+void jrpc_workers_destroy(jrpc_workers_t **self_p)
+{
+    jrpc_workers_t *w = *self_p;
+    if (w == NULL)
+        return;
+    *self_p = NULL;
+    w->closing = 2;
+    uv_close((uv_handle_t *)&w->heartbeat, on_closed_handle);
+    jrpc_zwatch_stop(&w->watch, on_closed_watch);
+}

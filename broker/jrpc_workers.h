@@ -1,0 +1,76 @@
+/* jrpc_workers — the worker side of the broker: the ROUTER socket workers
+ * connect to, who serves which method, credit, the wait queue, and the table
+ * of calls in flight keyed by the broker's own sequence numbers.
+ *
+ * The module knows nothing of batches or clients: a call is dispatched with
+ * an opaque owner pointer and an index, and comes back exactly once through
+ * on_done — with the worker's answer, or with an error the module decided
+ * (worker lost, method gone) — unless the owner cancelled it first. */
+#ifndef JRPC_WORKERS_H
+#define JRPC_WORKERS_H
+
+#include <stdint.h>
+#include <msgpack.h>
+#include <uv.h>
+#include "jrpc_buf.h"
+
+typedef struct jrpc_workers jrpc_workers_t;
+
+typedef struct jrpc_workers_opts {
+    const char *endpoint;      /* ROUTER bind address for workers */
+    void       *zmq_ctx;       /* ZeroMQ context (borrowed) */
+    uint32_t    max_queue;     /* calls waiting for credit, all methods together */
+    uint32_t    heartbeat_ms;  /* heartbeat interval, both ways */
+    uint32_t    liveness;      /* missed heartbeats before a worker is dead */
+} jrpc_workers_opts_t;
+
+/* How a call ended. */
+enum jrpc_done_kind {
+    JRPC_DONE_RESULT,  /* value is the worker's result */
+    JRPC_DONE_ERROR,   /* value is the worker's error object (unchecked map) */
+    JRPC_DONE_FAILED,  /* value is NULL; code says why (-32601, -32004, ...) */
+};
+
+/* Called once per dispatched call that was not cancelled. value borrows from
+ * the worker's frame: use it before returning. */
+typedef void (*jrpc_done_fn)(void *owner, uint32_t index, int kind, int code,
+                             const msgpack_object *value, void *arg);
+
+/* Creates the module and binds its socket. NULL on failure (logged). */
+jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,
+                                 jrpc_done_fn done, void *arg);
+/* Closes the socket and the loop handles; frees from the close callbacks.
+ * Calls still known are dropped without on_done. */
+void jrpc_workers_destroy(jrpc_workers_t **self_p);
+
+/* Routes one call (method, msgpack params) to a worker that serves it, or
+ * queues it when all such workers are out of credit. The REQUEST leaves at
+ * the next jrpc_workers_flush(), together with the other calls for the same
+ * worker. On success *handle identifies the call for jrpc_workers_cancel().
+ * deadline (loop ms) travels to the worker as the time left when the call is
+ * sent. method and params are borrowed until on_done or cancel.
+ * Returns 0, -ENOENT when no connected
+ * worker serves the method, -EBUSY when the queue is full, or -ENOMEM. */
+int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                          uint64_t deadline, void *owner, uint32_t index,
+                          uint32_t *handle);
+
+/* Forgets a dispatched call: on_done will not be called for it. A queued
+ * call leaves the queue; an answer that arrives later is dropped (counted)
+ * and still returns the worker's credit. */
+void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle);
+
+/* Sends the REQUEST messages built since the last flush. */
+void jrpc_workers_flush(jrpc_workers_t *w);
+
+typedef struct jrpc_workers_stats {
+    uint32_t workers;      /* connected */
+    uint32_t inflight;     /* calls at workers */
+    uint32_t queued;       /* calls waiting for credit */
+    uint64_t late;         /* answers that came after their call was cancelled */
+    uint64_t malformed;    /* frames dropped as malformed */
+} jrpc_workers_stats_t;
+
+void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
+
+#endif

@@ -1,0 +1,166 @@
+/* jrpc-broker — flags, signals, and the loop. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jrpc_broker.h"
+#include "jrpc_front_zmq.h"
+#include "jrpc_log.h"
+
+static const char usage[] =
+    "Usage: jrpc-broker [OPTIONS]\n"
+    "\n"
+    "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ,\n"
+    "fans the calls out to worker processes, and answers when all are back.\n"
+    "\n"
+    "Options (defaults in brackets):\n"
+    "  --zmq ENDPOINT        ROUTER socket for clients [tcp://127.0.0.1:5555]\n"
+    "  --workers ENDPOINT    ROUTER socket workers connect to [tcp://127.0.0.1:5556]\n"
+    "  --timeout-ms N        deadline of every call; a client may ask for less [30000]\n"
+    "  --max-body N          largest request body in bytes [1048576]\n"
+    "  --max-batch N         most calls in one batch [1000]\n"
+    "  --max-depth N         deepest JSON nesting in a body [64]\n"
+    "  --max-method-len N    longest method name in bytes [256]\n"
+    "  --max-queue N         calls waiting for worker credit before -32000 [100000]\n"
+    "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
+    "  --liveness N          missed heartbeats before a worker is dead [3]\n"
+    "  --log-level LEVEL     debug, info, warn or error [info]\n"
+    "  --help                print this and exit\n"
+    "  --version             print the version and exit\n"
+    "\n"
+    "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0.\n"
+    "Exit status: 0 after a clean stop, 1 when a socket cannot be bound, 2 for bad flags.\n";
+
+static void die_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "jrpc-broker: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'jrpc-broker --help'.\n");
+    exit(2);
+}
+
+static uint32_t parse_uint(const char *flag, const char *s, uint32_t min, uint32_t max)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "jrpc-broker: %s: '%s' is not a whole number from %u to %u\n", flag, s,
+                min, max);
+        exit(2);
+    }
+    return (uint32_t)v;
+}
+
+typedef struct app {
+    uv_loop_t          loop;
+    uv_signal_t        sigint, sigterm;
+    jrpc_broker_t     *broker;
+    jrpc_front_zmq_t  *front;
+    int                stopping;
+} app_t;
+
+static void on_drained(void *arg)
+{
+    app_t *a = arg;
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=drained");
+    jrpc_front_zmq_destroy(&a->front);
+    jrpc_broker_destroy(&a->broker);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    app_t *a = s->data;
+    if (a->stopping++) {
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=second_signal action=exit");
+        exit(1);
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d", signum);
+    jrpc_front_zmq_pause(a->front);
+    jrpc_broker_drain(a->broker, on_drained, a);
+}
+
+int main(int argc, char **argv)
+{
+    const char *zmq_ep = "tcp://127.0.0.1:5555";
+    jrpc_broker_opts_t o = {
+        .limits = JRPC_LIMITS_DEFAULT,
+        .timeout_ms = 30000,
+        .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
+                     .heartbeat_ms = 1000, .liveness = 3 },
+    };
+    uint32_t max_body = 1 << 20;
+    static const struct option longopts[] = {
+        { "zmq", required_argument, 0, 'z' },
+        { "workers", required_argument, 0, 'w' },
+        { "timeout-ms", required_argument, 0, 't' },
+        { "max-body", required_argument, 0, 'B' },
+        { "max-batch", required_argument, 0, 'b' },
+        { "max-depth", required_argument, 0, 'd' },
+        { "max-method-len", required_argument, 0, 'm' },
+        { "max-queue", required_argument, 0, 'q' },
+        { "heartbeat-ms", required_argument, 0, 'H' },
+        { "liveness", required_argument, 0, 'L' },
+        { "log-level", required_argument, 0, 'l' },
+        { "help", no_argument, 0, 'h' },
+        { "version", no_argument, 0, 'V' },
+        { 0, 0, 0, 0 },
+    };
+    jrpc_log_init("jrpc-broker");
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'z': zmq_ep = optarg; break;
+        case 'w': o.workers.endpoint = optarg; break;
+        case 't': o.timeout_ms = parse_uint("--timeout-ms", optarg, 1, 86400000); break;
+        case 'B': max_body = parse_uint("--max-body", optarg, 2, 1u << 30); break;
+        case 'b': o.limits.max_batch = parse_uint("--max-batch", optarg, 1, 1000000); break;
+        case 'd': o.limits.max_depth = parse_uint("--max-depth", optarg, 2, 1024); break;
+        case 'm': o.limits.max_method_len = parse_uint("--max-method-len", optarg, 1, 65535); break;
+        case 'q': o.workers.max_queue = parse_uint("--max-queue", optarg, 0, 100000000); break;
+        case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
+        case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
+        case 'l':
+            if (jrpc_log_set_level(optarg) < 0)
+                die_usage("--log-level: '%s' is not one of debug, info, warn, error", optarg);
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        case 'V': printf("jrpc-broker %s\n", JRPC_VERSION); return 0;
+        default:
+            die_usage("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die_usage("unexpected argument '%s'", argv[optind]);
+
+    signal(SIGPIPE, SIG_IGN);
+    app_t a = { 0 };
+    uv_loop_init(&a.loop);
+    void *zctx = zmq_ctx_new();
+    o.workers.zmq_ctx = zctx;
+    a.broker = jrpc_broker_new(&a.loop, &o);
+    if (a.broker == NULL)
+        return 1;
+    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body);
+    if (a.front == NULL)
+        return 1;
+    uv_signal_init(&a.loop, &a.sigint);
+    uv_signal_init(&a.loop, &a.sigterm);
+    a.sigint.data = a.sigterm.data = &a;
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=started version=%s timeout_ms=%u max_batch=%u",
+             JRPC_VERSION, o.timeout_ms, o.limits.max_batch);
+    uv_run(&a.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&a.loop);
+    zmq_ctx_term(zctx);
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=exit status=0");
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* jrpc — the command-line client: call, notify, or send raw bytes. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jrpc_buf.h"
+#include "jrpc_client.h"
+#include "jrpc_json.h"
+
+
+enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2 };
+
+static const char usage_text[] =
+"Usage:\n"
+"  jrpc [--url URL] [--timeout-ms N] call METHOD [PARAMS_JSON]\n"
+"  jrpc [--url URL] [--timeout-ms N] notify METHOD [PARAMS_JSON]\n"
+"  jrpc [--url URL] [--timeout-ms N] send [FILE]\n"
+"  jrpc --help | --version\n"
+"\n"
+"Sends JSON-RPC 2.0 requests to a jrpc broker and prints the answer.\n"
+"\n"
+"Commands:\n"
+"  call METHOD [PARAMS_JSON]   Send {\"jsonrpc\":\"2.0\",\"method\":METHOD,\n"
+"                              \"params\":PARAMS_JSON,\"id\":1} and print the raw\n"
+"                              JSON of its \"result\". If the answer is an error,\n"
+"                              print the raw error object instead (exit 1).\n"
+"  notify METHOD [PARAMS_JSON] Send the same without \"id\" (a notification);\n"
+"                              prints nothing: the broker does not answer.\n"
+"  send [FILE]                 Send the bytes of FILE (or stdin when FILE is\n"
+"                              missing or '-') exactly as they are, e.g. a batch,\n"
+"                              and print the raw answer followed by a newline\n"
+"                              (nothing when the broker has nothing to answer).\n"
+"\n"
+"PARAMS_JSON must be a JSON array or object; it is checked before anything\n"
+"is sent. Omit it to send no \"params\" member.\n"
+"\n"
+"Options:\n"
+"  -u, --url URL          Broker address: tcp://HOST:PORT or ipc://PATH\n"
+"                         (default: $JRPC_URL, else " JRPC_CLIENT_DEFAULT_URL ").\n"
+"  -t, --timeout-ms N     Give up after N milliseconds (default 10000).\n"
+"  -h, --help             Show this help and exit.\n"
+"  -V, --version          Show the version and exit.\n"
+"Options go before the command, so PARAMS_JSON may start with '-'.\n"
+"\n"
+"Exit status:\n"
+"  0  success (call: a result; notify/send: the broker took the request)\n"
+"  1  call (or notify of an invalid request) answered with a JSON-RPC error\n"
+"  2  usage error, invalid PARAMS_JSON, unreadable FILE, no answer within\n"
+"     the timeout (broker down or unreachable), or a malformed answer\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("jrpc: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'jrpc --help' for more information.\n", stderr);
+    return EXIT_FAIL;
+}
+
+/* Parses a positive int. Returns 0 or -EINVAL. */
+static int parse_ms(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX)
+        return -EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+/* Reads a whole file ("-" or NULL: stdin) into buf. Returns 0 or -errno. */
+static int read_all(const char *path, jrpc_buf_t *buf)
+{
+    int rc = 0;
+    bool is_stdin = path == NULL || strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (f == NULL)
+        return -errno;
+    for (;;) {
+        if ((rc = jrpc_buf_reserve(buf, 65536)) < 0)
+            goto out;
+        size_t n = fread(buf->p + buf->len, 1, buf->cap - buf->len, f);
+        buf->len += n;
+        if (n == 0)
+            break;
+    }
+    rc = ferror(f) ? -EIO : 0;
+out:
+    if (!is_stdin)
+        fclose(f);
+    return rc;
+}
+
+/* Builds a request: {"jsonrpc":"2.0","method":M[,"params":P][,"id":1]}.
+ * Returns 0, JRPC_JSON_EUNREPR (method not UTF-8) or -ENOMEM. */
+static int build_request(jrpc_buf_t *out, const char *method, const char *params, bool with_id)
+{
+    int rc;
+    if ((rc = jrpc_buf_puts(out, "{\"jsonrpc\":\"2.0\",\"method\":")) < 0
+        || (rc = jrpc_json_write_string(out, method, strlen(method))) < 0)
+        return rc;
+    if (params && ((rc = jrpc_buf_puts(out, ",\"params\":")) < 0
+                   || (rc = jrpc_buf_puts(out, params)) < 0))
+        return rc;
+    if (with_id && (rc = jrpc_buf_puts(out, ",\"id\":1")) < 0)
+        return rc;
+    return jrpc_buf_putc(out, '}');
+}
+
+/* PARAMS_JSON must be one JSON value, an array or an object (JSON-RPC 2.0
+ * §4.2: params is a structured value). Returns 0 or prints why and -EINVAL. */
+static int check_params(const char *params)
+{
+    size_t n = strlen(params);
+    int rc = jrpc_json_validate(params, n, JRPC_JSON_MAX_DEPTH);
+    if (rc < 0) {
+        fprintf(stderr, "jrpc: PARAMS_JSON is not valid JSON (%s): %s\n",
+                jrpc_json_strerror(rc), params);
+        return -EINVAL;
+    }
+    size_t i = strspn(params, " \t\r\n");
+    if (params[i] != '[' && params[i] != '{') {
+        fprintf(stderr, "jrpc: PARAMS_JSON must be a JSON array or object: %s\n", params);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int write_line(const char *p, size_t n)
+{
+    if ((n && fwrite(p, 1, n, stdout) != n) || putchar('\n') == EOF || fflush(stdout) == EOF) {
+        fprintf(stderr, "jrpc: cannot write to stdout: %s\n", strerror(errno));
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+/* Prints what a call (or a notification) got back; see the exit codes in
+ * usage_text. */
+static int print_answer(const jrpc_buf_t *reply, const char *url, bool expect_result)
+{
+    jrpc_span_t v;
+    if (jrpc_json_member(reply->p, reply->len, "error", &v) == 0) {
+        int rc = write_line(v.p, v.n);
+        return rc == EXIT_OK ? EXIT_RPC_ERROR : rc;
+    }
+    if (expect_result && jrpc_json_member(reply->p, reply->len, "result", &v) == 0)
+        return write_line(v.p, v.n);
+    fprintf(stderr, "jrpc: unexpected answer from %s: %.*s\n", url,
+            reply->len > 200 ? 200 : (int)reply->len, reply->p ? reply->p : "");
+    return EXIT_FAIL;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "url",        required_argument, NULL, 'u' },
+        { "timeout-ms", required_argument, NULL, 't' },
+        { "help",       no_argument,       NULL, 'h' },
+        { "version",    no_argument,       NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *url = getenv("JRPC_URL");
+    int timeout_ms = JRPC_CLIENT_DEFAULT_TIMEOUT_MS;
+    int opt, ret = EXIT_FAIL;
+    jrpc_client_t *c = NULL;
+    jrpc_buf_t body, reply;
+
+    jrpc_buf_init(&body);
+    jrpc_buf_init(&reply);
+    if (url == NULL || *url == '\0')
+        url = JRPC_CLIENT_DEFAULT_URL;
+
+    opterr = 0;
+    /* '+': stop at the command, so PARAMS_JSON like -1 is not an option */
+    while ((opt = getopt_long(argc, argv, "+:u:t:hV", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'u':
+            url = optarg;
+            break;
+        case 't':
+            if (parse_ms(optarg, &timeout_ms) < 0)
+                return usage_error("--timeout-ms wants a positive number of "
+                                   "milliseconds, not '%s'", optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        case 'V':
+            puts("jrpc " JRPC_VERSION);
+            return EXIT_OK;
+        case ':':
+            return usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            if (optopt) {
+                char shortopt[3] = { '-', (char)optopt, '\0' };
+                return usage_error("unknown option '%s'", shortopt);
+            }
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("missing command%s (call, notify or send)", "");
+
+    const char *cmd = argv[optind++];
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    bool is_call = strcmp(cmd, "call") == 0, is_notify = strcmp(cmd, "notify") == 0;
+
+    if (is_call || is_notify) {
+        if (nargs < 1 || nargs > 2)
+            return usage_error("usage: jrpc %s METHOD [PARAMS_JSON]", cmd);
+        const char *params = nargs == 2 ? args[1] : NULL;
+        if (params && check_params(params) < 0)
+            goto out;
+        int rc = build_request(&body, args[0], params, is_call);
+        if (rc == JRPC_JSON_EUNREPR) {
+            fprintf(stderr, "jrpc: METHOD is not valid UTF-8\n");
+            goto out;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "jrpc: out of memory\n");
+            goto out;
+        }
+    } else if (strcmp(cmd, "send") == 0) {
+        if (nargs > 1)
+            return usage_error("usage: jrpc send [FILE]%s", "");
+        const char *path = nargs == 1 ? args[0] : NULL;
+        int rc = read_all(path, &body);
+        if (rc < 0) {
+            fprintf(stderr, "jrpc: cannot read %s: %s\n",
+                    path && strcmp(path, "-") != 0 ? path : "stdin", strerror(-rc));
+            goto out;
+        }
+    } else {
+        return usage_error("unknown command '%s' (call, notify or send)", cmd);
+    }
+
+    jrpc_client_opts_t opts = { .timeout_ms = timeout_ms };
+    if ((c = jrpc_client_new(url, &opts)) == NULL) {
+        fprintf(stderr, "jrpc: %s: %s\n", url, jrpc_client_strerror(-errno));
+        goto out;
+    }
+    if (jrpc_client_send(c, body.p, body.len, NULL, &reply, timeout_ms) < 0) {
+        fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));
+        goto out;
+    }
+
+    if (is_call) {
+        ret = reply.len ? print_answer(&reply, url, true) : EXIT_FAIL;
+        if (reply.len == 0)
+            fprintf(stderr, "jrpc: %s sent no answer to a call\n", url);
+    } else if (is_notify) {
+        /* The broker answers a notification only when it is not a valid
+         * request (e.g. -32600 with "id": null): show that. */
+        ret = reply.len ? print_answer(&reply, url, false) : EXIT_OK;
+    } else {
+        ret = reply.len ? write_line(reply.p, reply.len) : EXIT_OK;
+    }
+out:
+    jrpc_client_destroy(&c);
+    jrpc_buf_dispose(&body);
+    jrpc_buf_dispose(&reply);
+    return ret;
+}

@@ -1,0 +1,612 @@
+/* jrpc_batch — JSON-RPC 2.0 envelopes and batches over the strict reader of
+ * jrpc_json. See jrpc_batch.h for the contract.
+ *
+ * One pass over the body: each request object is read member by member, its
+ * params transcoded to msgpack as they are read, into one scratch block taken
+ * from the arena up front (JRPC_JSON_MSGPACK_BOUND(len) bytes cover the
+ * params and method names of the whole body, so nothing grows mid-way). Any
+ * JSON error anywhere throws the calls away and answers a single -32700. */
+#include "jrpc_batch.h"
+#include "jrpc_errors.h"
+#include "jrpc_json.h"
+#include "jrpc_json_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LIT(s) s, (sizeof s - 1)
+
+#define ANSWER_INVALID "\"error\":{\"code\":-32600,\"message\":\"Invalid Request\"}"
+#define ANSWER_PARSE   "\"error\":{\"code\":-32700,\"message\":\"Parse error\"}"
+#define ANSWER_LOST    "\"error\":{\"code\":-32603,\"message\":\"Internal error\"," \
+                       "\"data\":\"no answer\"}"
+
+static const jrpc_span_t id_null = { "null", 4 };
+
+enum whole {              /* the body as a whole is answered with one error */
+    WHOLE_NONE = 0,
+    WHOLE_NOT_REQUEST,    /* a scalar: -32600 */
+    WHOLE_EMPTY,          /* []: -32600 */
+    WHOLE_TOO_LARGE,      /* more than max_batch elements: -32600 */
+};
+
+typedef struct bparse {
+    jrpc_jp_t            j;        /* the reader; j.w is set only inside params */
+    jrpc_batch_t        *b;        /* the batch being filled */
+    const jrpc_limits_t *lim;      /* the caller's limits */
+    char                *scratch;  /* next free byte for params and method names */
+    uint32_t             cap;      /* room in b->calls */
+    enum whole           whole;    /* set when the body gets a single error */
+} bparse_t;
+
+void jrpc_batch_init(jrpc_batch_t *b)
+{
+    jrpc_arena_init(&b->arena, 16384);
+    b->is_array = false;
+    b->calls = NULL;
+    b->ncalls = 0;
+}
+
+void jrpc_batch_dispose(jrpc_batch_t *b)
+{
+    jrpc_arena_dispose(&b->arena);
+    jrpc_batch_init(b);
+}
+
+static jrpc_call_t *new_call(bparse_t *bp)
+{
+    jrpc_batch_t *b = bp->b;
+    if (b->ncalls == bp->cap) {
+        uint32_t cap = bp->cap * 2;
+        if (cap == 0) {  /* guess from the body: a small call is ~50 bytes */
+            size_t guess = (size_t)(bp->j.end - bp->j.p) / 48 + 1;
+            cap = guess < bp->lim->max_batch ? (uint32_t)guess : bp->lim->max_batch;
+            if (cap == 0)
+                cap = 1;
+        }
+        jrpc_call_t *calls = jrpc_arena_alloc(&b->arena, (size_t)cap * sizeof *calls);
+        if (calls == NULL)
+            return NULL;
+        if (b->ncalls)
+            memcpy(calls, b->calls, (size_t)b->ncalls * sizeof *calls);
+        b->calls = calls;
+        bp->cap = cap;
+    }
+    jrpc_call_t *c = &b->calls[b->ncalls++];
+    *c = (jrpc_call_t){ .id = id_null };
+    return c;
+}
+
+static int add_invalid(bparse_t *bp, jrpc_span_t id)
+{
+    jrpc_call_t *c = new_call(bp);
+    if (c == NULL)
+        return -ENOMEM;
+    c->id = id;
+    c->answer = (jrpc_span_t){ LIT(ANSWER_INVALID) };
+    c->answered = true;
+    return 0;
+}
+
+/* ---- error objects ---- */
+
+#define ERROR_HEAD     "\"error\":{\"code\":"
+#define ERROR_MESSAGE  ",\"message\":"
+#define ERROR_DATA     ",\"data\":"
+
+/* Room for `"error":{"code":C,"message":M` (without data and closing brace). */
+static size_t error_head_size(const char *msg, size_t msg_n)
+{
+    size_t n = 0;
+    jrpc_json_string_size(msg, msg_n, &n);  /* our own message table: valid UTF-8 */
+    return sizeof ERROR_HEAD + 11 + sizeof ERROR_MESSAGE + n;
+}
+
+static char *error_head_put(char *w, int code, const char *msg, size_t msg_n)
+{
+    memcpy(w, LIT(ERROR_HEAD));
+    w = jrpc_json_int_put(w + sizeof ERROR_HEAD - 1, code);
+    memcpy(w, LIT(ERROR_MESSAGE));
+    return jrpc_json_string_put(w + sizeof ERROR_MESSAGE - 1, msg, msg_n);
+}
+
+/* Writes `"error":{...}` for one of our codes into the arena. Data that is
+ * not valid UTF-8 is left out rather than sent broken. */
+static int error_answer(jrpc_arena_t *a, int code, const char *data, jrpc_span_t *answer)
+{
+    const char *msg = jrpc_error_message(code);
+    size_t msg_n = strlen(msg), data_n = 0, data_size = 0;
+    if (data) {
+        data_n = strlen(data);
+        if (jrpc_json_string_size(data, data_n, &data_size) < 0)
+            data = NULL;
+    }
+    size_t room = error_head_size(msg, msg_n) + (data ? sizeof ERROR_DATA + data_size : 0) + 1;
+    char *w0 = jrpc_arena_alloc(a, room);
+    if (w0 == NULL)
+        return -ENOMEM;
+    char *w = error_head_put(w0, code, msg, msg_n);
+    if (data) {
+        memcpy(w, LIT(ERROR_DATA));
+        w = jrpc_json_string_put(w + sizeof ERROR_DATA - 1, data, data_n);
+    }
+    *w++ = '}';
+    *answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    return 0;
+}
+
+/* ---- parsing ---- */
+
+enum member { M_OTHER, M_JSONRPC, M_METHOD, M_PARAMS, M_ID };
+
+static enum member member_kind(jrpc_span_t key, bool plain)
+{
+    char buf[64];
+    const char *k = key.p;
+    size_t n = key.n;
+    if (!plain) {
+        if (n > sizeof buf)
+            return M_OTHER;  /* unescapes to more than 7 bytes */
+        n = jrpc_json_unescape(k, n, buf);
+        k = buf;
+    }
+    switch (n) {
+    case 2:
+        return memcmp(k, "id", 2) == 0 ? M_ID : M_OTHER;
+    case 6:
+        if (memcmp(k, "method", 6) == 0)
+            return M_METHOD;
+        return memcmp(k, "params", 6) == 0 ? M_PARAMS : M_OTHER;
+    case 7:
+        return memcmp(k, "jsonrpc", 7) == 0 ? M_JSONRPC : M_OTHER;
+    default:
+        return M_OTHER;
+    }
+}
+
+static bool is_version(jrpc_span_t v, bool plain)
+{
+    char buf[32];
+    if (!plain) {
+        if (v.n > sizeof buf)
+            return false;
+        v.n = jrpc_json_unescape(v.p, v.n, buf);
+        v.p = buf;
+    }
+    return v.n == 3 && memcmp(v.p, "2.0", 3) == 0;
+}
+
+/* Reads the object at j->p as a request and adds its call. depth is the
+ * number of containers open around it. Returns 0, -ENOMEM or a JSON error. */
+static int request(bparse_t *bp, unsigned depth)
+{
+    jrpc_jp_t *j = &bp->j;
+    char *mark = bp->scratch;
+    unsigned seen = 0;
+    bool dup = false, id_dup = false, version_ok = false, method_ok = false;
+    bool params_ok = false, id_ok = false, method_plain = true;
+    jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, id = id_null;
+    int rc;
+
+    if (depth + 1 > j->max_depth)
+        return JRPC_JSON_EDEPTH;
+    j->p++;
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p != '}') {
+        for (;;) {
+            jrpc_span_t key, v;
+            bool plain;
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p != '"')
+                return JRPC_JSON_EMALFORMED;
+            if ((rc = jrpc_jp_string(j, &key, &plain)) < 0)
+                return rc;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p != ':')
+                return JRPC_JSON_EMALFORMED;
+            j->p++;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+
+            enum member kind = member_kind(key, plain);
+            if (kind != M_OTHER) {
+                if (seen & (1u << kind)) {
+                    dup = true;
+                    id_dup |= kind == M_ID;
+                }
+                seen |= 1u << kind;
+            }
+            const char *start = j->p;
+            char c = *start;
+            switch (kind) {
+            case M_JSONRPC:
+                if (c == '"') {
+                    rc = jrpc_jp_string(j, &v, &plain);
+                    version_ok = rc == 0 && is_version(v, plain);
+                } else {
+                    rc = jrpc_jp_value(j, depth + 1);
+                    version_ok = false;
+                }
+                break;
+            case M_METHOD:
+                method_ok = c == '"';
+                rc = method_ok ? jrpc_jp_string(j, &method, &method_plain)
+                               : jrpc_jp_value(j, depth + 1);
+                break;
+            case M_PARAMS:
+                params_ok = c == '[' || c == '{';
+                if (params_ok) {
+                    /* Transcoded even in a request already known to be
+                     * invalid, so that an out-of-range number is a parse
+                     * error whatever the member order. */
+                    j->w = bp->scratch;
+                    rc = jrpc_jp_value(j, depth + 1);
+                    params = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
+                    bp->scratch = j->w;
+                    j->w = NULL;
+                } else {
+                    rc = jrpc_jp_value(j, depth + 1);
+                }
+                break;
+            case M_ID:
+                rc = jrpc_jp_value(j, depth + 1);
+                id = (jrpc_span_t){ start, (size_t)(j->p - start) };
+                id_ok = c == '"' || c == 'n' || c == '-' || (c >= '0' && c <= '9');
+                break;
+            default:  /* unknown members are read and ignored */
+                rc = jrpc_jp_value(j, depth + 1);
+                break;
+            }
+            if (rc < 0)
+                return rc;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p == '}')
+                break;
+            if (*j->p != ',')
+                return JRPC_JSON_EMALFORMED;
+            j->p++;
+            jrpc_jp_skip_ws(j);
+        }
+    }
+    j->p++;
+
+    bool has_id = seen & (1u << M_ID);
+    if (!has_id || !id_ok || id_dup)
+        id = id_null;
+    bool valid = !dup && version_ok && method_ok &&
+                 (!(seen & (1u << M_PARAMS)) || params_ok) && (!has_id || id_ok);
+    size_t mn = 0;
+    char *m = bp->scratch;
+    if (valid) {
+        if (method_plain) {
+            memcpy(m, method.p, method.n);
+            mn = method.n;
+        } else {
+            mn = jrpc_json_unescape(method.p, method.n, m);
+        }
+        valid = mn > 0 && mn <= bp->lim->max_method_len;
+    }
+    if (!valid) {
+        bp->scratch = mark;  /* its params are not needed */
+        return add_invalid(bp, id);
+    }
+    bp->scratch += mn;
+
+    jrpc_call_t *call = new_call(bp);
+    if (call == NULL)
+        return -ENOMEM;
+    call->id = id;
+    call->method = (jrpc_span_t){ m, mn };
+    call->params = params;
+    call->notification = !has_id;
+    if (mn >= 4 && memcmp(m, "rpc.", 4) == 0) {
+        if (call->notification) {
+            call->answered = true;  /* dropped: never dispatched */
+            return 0;
+        }
+        if ((rc = error_answer(&bp->b->arena, JRPC_METHOD_NOT_FOUND,
+                               "rpc.* names are reserved", &call->answer)) < 0)
+            return rc;
+        call->answered = true;
+    }
+    return 0;
+}
+
+static int batch(bparse_t *bp)
+{
+    jrpc_jp_t *j = &bp->j;
+    bool too_large = false;
+    uint32_t n = 0;
+    int rc;
+
+    if (j->max_depth < 1)
+        return JRPC_JSON_EDEPTH;
+    j->p++;
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p == ']') {
+        j->p++;
+        bp->whole = WHOLE_EMPTY;
+        return 0;
+    }
+    for (;;) {
+        if (n == bp->lim->max_batch)
+            too_large = true;  /* keep reading: a parse error still wins */
+        if (j->p == j->end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (!too_large && *j->p == '{') {
+            rc = request(bp, 1);
+        } else {
+            rc = jrpc_jp_value(j, 1);
+            if (rc == 0 && !too_large)
+                rc = add_invalid(bp, id_null);
+        }
+        if (rc < 0)
+            return rc;
+        n++;
+        jrpc_jp_skip_ws(j);
+        if (j->p == j->end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (*j->p == ']')
+            break;
+        if (*j->p != ',')
+            return JRPC_JSON_EMALFORMED;
+        j->p++;
+        jrpc_jp_skip_ws(j);
+    }
+    j->p++;
+    if (too_large)
+        bp->whole = WHOLE_TOO_LARGE;
+    else
+        bp->b->is_array = true;
+    return 0;
+}
+
+static int parse_body(bparse_t *bp)
+{
+    jrpc_jp_t *j = &bp->j;
+    int rc;
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p == '{') {
+        rc = request(bp, 0);
+    } else if (*j->p == '[') {
+        rc = batch(bp);
+    } else {
+        rc = jrpc_jp_value(j, 0);
+        bp->whole = WHOLE_NOT_REQUEST;
+    }
+    if (rc < 0)
+        return rc;
+    jrpc_jp_skip_ws(j);
+    return j->p == j->end ? 0 : JRPC_JSON_EMALFORMED;
+}
+
+int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_limits_t *lim)
+{
+    assert(b->ncalls == 0);
+    bparse_t bp = {
+        .j = { .p = body, .end = body + len, .w = NULL, .max_depth = lim->max_depth },
+        .b = b,
+        .lim = lim,
+    };
+    bp.scratch = jrpc_arena_alloc(&b->arena, JRPC_JSON_MSGPACK_BOUND(len) + 1);
+    if (bp.scratch == NULL)
+        return -ENOMEM;
+
+    int rc = parse_body(&bp);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc == 0 && bp.whole == WHOLE_NONE)
+        return 0;
+
+    /* The body as a whole gets one error, with id null. */
+    b->ncalls = 0;
+    b->is_array = false;
+    jrpc_call_t *c = new_call(&bp);
+    if (c == NULL)
+        return -ENOMEM;
+    c->answered = true;
+    char data[64];
+    switch (rc) {
+    case 0:
+        if (bp.whole != WHOLE_TOO_LARGE) {
+            c->answer = (jrpc_span_t){ LIT(ANSWER_INVALID) };
+            return 0;
+        }
+        return error_answer(&b->arena, JRPC_INVALID_REQUEST, "batch too large", &c->answer);
+    case JRPC_JSON_EDEPTH:
+        snprintf(data, sizeof data, "nesting depth exceeds %u", lim->max_depth);
+        return error_answer(&b->arena, JRPC_PARSE_ERROR, data, &c->answer);
+    case JRPC_JSON_ERANGE:
+        return error_answer(&b->arena, JRPC_PARSE_ERROR, "number out of range", &c->answer);
+    default:
+        c->answer = (jrpc_span_t){ LIT(ANSWER_PARSE) };
+        return 0;
+    }
+}
+
+/* ---- answers ---- */
+
+int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *data)
+{
+    assert(i < b->ncalls);
+    jrpc_call_t *c = &b->calls[i];
+    if (c->notification)
+        return 0;
+    int rc = error_answer(&b->arena, code, data, &c->answer);
+    if (rc == 0)
+        c->answered = true;
+    return rc;
+}
+
+int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result)
+{
+    assert(i < b->ncalls);
+    jrpc_call_t *c = &b->calls[i];
+    if (c->notification)
+        return 0;
+    size_t n;
+    if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0)
+        return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+    char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
+    if (w0 == NULL)
+        return -ENOMEM;
+    memcpy(w0, LIT("\"result\":"));
+    char *w = jrpc_json_msgpack_put(w0 + sizeof "\"result\":" - 1, result);
+    c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    c->answered = true;
+    return 0;
+}
+
+static bool str_is(const msgpack_object *o, const char *s, size_t n)
+{
+    return o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_object *error)
+{
+    assert(i < b->ncalls);
+    jrpc_call_t *c = &b->calls[i];
+    const msgpack_object *code = NULL, *msg = NULL, *data = NULL;
+    size_t msg_size, data_size = 0;
+    if (c->notification)
+        return 0;
+    if (error->type != MSGPACK_OBJECT_MAP)
+        goto malformed;
+    for (uint32_t k = 0; k < error->via.map.size; k++) {
+        const msgpack_object *key = &error->via.map.ptr[k].key;
+        const msgpack_object **slot;
+        if (key->type != MSGPACK_OBJECT_STR)
+            goto malformed;
+        if (str_is(key, LIT("code")))
+            slot = &code;
+        else if (str_is(key, LIT("message")))
+            slot = &msg;
+        else if (str_is(key, LIT("data")))
+            slot = &data;
+        else
+            continue;  /* other members are dropped */
+        if (*slot)
+            goto malformed;
+        *slot = &error->via.map.ptr[k].val;
+    }
+    if (code == NULL || msg == NULL || msg->type != MSGPACK_OBJECT_STR)
+        goto malformed;
+    if (!(code->type == MSGPACK_OBJECT_POSITIVE_INTEGER && code->via.u64 <= INT_MAX) &&
+        !(code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && code->via.i64 >= INT_MIN))
+        goto malformed;
+    if (jrpc_json_string_size(msg->via.str.ptr, msg->via.str.size, &msg_size) < 0)
+        goto malformed;
+    if (data && jrpc_json_msgpack_size(data, JRPC_JSON_MAX_DEPTH, &data_size) < 0)
+        goto malformed;
+
+    size_t room = sizeof ERROR_HEAD + 11 + sizeof ERROR_MESSAGE + msg_size +
+                  (data ? sizeof ERROR_DATA + data_size : 0) + 1;
+    char *w0 = jrpc_arena_alloc(&b->arena, room);
+    if (w0 == NULL)
+        return -ENOMEM;
+    char *w = error_head_put(w0, (int)code->via.i64, msg->via.str.ptr, msg->via.str.size);
+    if (data) {
+        memcpy(w, LIT(ERROR_DATA));
+        w = jrpc_json_msgpack_put(w + sizeof ERROR_DATA - 1, data);
+    }
+    *w++ = '}';
+    c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    c->answered = true;
+    return 0;
+malformed:
+    return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "worker sent a malformed error");
+}
+
+bool jrpc_batch_expects_reply(const jrpc_batch_t *b)
+{
+    for (uint32_t i = 0; i < b->ncalls; i++)
+        if (!b->calls[i].notification)
+            return true;
+    return false;
+}
+
+/* A call marked answered without an answer (the caller's fallback when
+ * answering ran out of memory) still gets a well-formed error. */
+static const jrpc_span_t *answer_of(const jrpc_call_t *c, const jrpc_span_t *lost)
+{
+    return c->answered && c->answer.n ? &c->answer : lost;
+}
+
+#define REPLY_HEAD "{\"jsonrpc\":\"2.0\","
+#define REPLY_ID   ",\"id\":"
+
+int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out)
+{
+    static const jrpc_span_t lost = { LIT(ANSWER_LOST) };
+    size_t room = 2;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < b->ncalls; i++) {
+        const jrpc_call_t *c = &b->calls[i];
+        if (c->notification)
+            continue;
+        assert(c->answered);
+        room += sizeof REPLY_HEAD + sizeof REPLY_ID + answer_of(c, &lost)->n + c->id.n;
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    assert(b->is_array || n == 1);
+    int rc = jrpc_buf_reserve(out, room);
+    if (rc < 0)
+        return rc;
+    char *w = out->p + out->len;
+    if (b->is_array)
+        *w++ = '[';
+    n = 0;
+    for (uint32_t i = 0; i < b->ncalls; i++) {
+        const jrpc_call_t *c = &b->calls[i];
+        if (c->notification)
+            continue;
+        const jrpc_span_t *a = answer_of(c, &lost);
+        if (n++)
+            *w++ = ',';
+        memcpy(w, LIT(REPLY_HEAD));
+        w += sizeof REPLY_HEAD - 1;
+        memcpy(w, a->p, a->n);
+        w += a->n;
+        memcpy(w, LIT(REPLY_ID));
+        w += sizeof REPLY_ID - 1;
+        memcpy(w, c->id.p, c->id.n);
+        w += c->id.n;
+        *w++ = '}';
+    }
+    if (b->is_array)
+        *w++ = ']';
+    out->len = (size_t)(w - out->p);
+    return 0;
+}
+
+int jrpc_batch_write_error(jrpc_buf_t *out, int code, const char *data)
+{
+    jrpc_arena_t a;
+    jrpc_span_t answer;
+    jrpc_arena_init(&a, 256);
+    int rc = error_answer(&a, code, data, &answer);
+    if (rc == 0 && (rc = jrpc_buf_reserve(out, answer.n + 32)) == 0) {
+        jrpc_buf_append(out, LIT(REPLY_HEAD));
+        jrpc_buf_append(out, answer.p, answer.n);
+        jrpc_buf_append(out, LIT(",\"id\":null}"));
+    }
+    jrpc_arena_dispose(&a);
+    return rc;
+}

@@ -1,0 +1,914 @@
+/* jrpc_json — strict JSON reading (validate, transcode to msgpack) and
+ * msgpack-to-JSON writing. See jrpc_json.h for the contract and
+ * jrpc_json_internal.h for the pieces jrpc_batch reuses.
+ *
+ * The reader is a recursive-descent parser over (p, end) whose recursion is
+ * bounded by max_depth: a container opening deeper than that is refused
+ * before anything inside it is read. Reaching end inside a value that could
+ * still become valid is EINCOMPLETE; anything no continuation could fix is
+ * EMALFORMED. */
+#include "jrpc_json.h"
+#include "jrpc_json_internal.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- byte classes ---- */
+
+enum {
+    S_OK = 0,  /* printable ASCII: copied as is */
+    S_QUOTE,   /* '"' ends the string */
+    S_BSL,     /* '\\' starts an escape */
+    S_CTRL,    /* < 0x20: must have been escaped */
+    S_U2,      /* C2..DF: lead of a 2-byte sequence */
+    S_E0,      /* E0: 3 bytes, second A0..BF (no overlongs) */
+    S_U3,      /* E1..EC, EE..EF: 3 bytes */
+    S_ED,      /* ED: 3 bytes, second 80..9F (no surrogates) */
+    S_F0,      /* F0: 4 bytes, second 90..BF (no overlongs) */
+    S_U4,      /* F1..F3: 4 bytes */
+    S_F4,      /* F4: 4 bytes, second 80..8F (nothing above U+10FFFF) */
+    S_BAD,     /* 80..C1, F5..FF: never a lead byte */
+};
+
+static const uint8_t scls[256] = {
+    [0x00 ... 0x1f] = S_CTRL,
+    ['"'] = S_QUOTE,
+    ['\\'] = S_BSL,
+    [0x80 ... 0xc1] = S_BAD,
+    [0xc2 ... 0xdf] = S_U2,
+    [0xe0] = S_E0,
+    [0xe1 ... 0xec] = S_U3,
+    [0xed] = S_ED,
+    [0xee ... 0xef] = S_U3,
+    [0xf0] = S_F0,
+    [0xf1 ... 0xf3] = S_U4,
+    [0xf4] = S_F4,
+    [0xf5 ... 0xff] = S_BAD,
+};
+
+/* Output length of an ASCII byte inside a JSON string; 0 for non-ASCII,
+ * which is copied after UTF-8 validation. */
+static const uint8_t ecls[256] = {
+    [0x00 ... 0x07] = 6,
+    ['\b'] = 2, ['\t'] = 2, ['\n'] = 2,
+    [0x0b] = 6,
+    ['\f'] = 2, ['\r'] = 2,
+    [0x0e ... 0x1f] = 6,
+    [0x20 ... 0x21] = 1,
+    ['"'] = 2,
+    [0x23 ... 0x5b] = 1,
+    ['\\'] = 2,
+    [0x5d ... 0x7f] = 1,
+};
+
+/* Checks the UTF-8 sequence at p. Returns its length, EINCOMPLETE when end
+ * cuts a sequence that is valid so far, or EMALFORMED. */
+static int utf8_seq(const uint8_t *p, const uint8_t *end)
+{
+    uint8_t lo = 0x80, hi = 0xbf;
+    int n;
+    switch (scls[*p]) {
+    case S_U2: n = 2; break;
+    case S_E0: n = 3; lo = 0xa0; break;
+    case S_U3: n = 3; break;
+    case S_ED: n = 3; hi = 0x9f; break;
+    case S_F0: n = 4; lo = 0x90; break;
+    case S_U4: n = 4; break;
+    case S_F4: n = 4; hi = 0x8f; break;
+    default:   return JRPC_JSON_EMALFORMED;
+    }
+    for (int k = 1; k < n; k++) {
+        if (p + k >= end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (p[k] < lo || p[k] > hi)
+            return JRPC_JSON_EMALFORMED;
+        lo = 0x80;
+        hi = 0xbf;
+    }
+    return n;
+}
+
+static int hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Checks the escape at p ('\\'). Returns the bytes it takes (a surrogate
+ * pair takes both \u escapes), or a JRPC_JSON_E* code. */
+static int scan_escape(const uint8_t *p, const uint8_t *end)
+{
+    if (end - p < 2)
+        return JRPC_JSON_EINCOMPLETE;
+    switch (p[1]) {
+    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+        return 2;
+    case 'u':
+        break;
+    default:
+        return JRPC_JSON_EMALFORMED;
+    }
+    int cp = 0;
+    for (int k = 2; k < 6; k++) {
+        if (p + k >= end)
+            return JRPC_JSON_EINCOMPLETE;
+        int h = hexval(p[k]);
+        if (h < 0)
+            return JRPC_JSON_EMALFORMED;
+        cp = cp * 16 + h;
+    }
+    if (cp < 0xd800 || cp > 0xdfff)
+        return 6;
+    if (cp >= 0xdc00)
+        return JRPC_JSON_EMALFORMED;  /* a low surrogate alone */
+    /* A high surrogate: the next 6 bytes must be \uDC00..\uDFFF. */
+    static const char want[2] = { '\\', 'u' };
+    for (int k = 6; k < 12; k++) {
+        if (p + k >= end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (k < 8) {
+            if (p[k] != want[k - 6])
+                return JRPC_JSON_EMALFORMED;
+            continue;
+        }
+        int h = hexval(p[k]);
+        if (h < 0 || (k == 8 && h != 0xd) || (k == 9 && h < 0xc))
+            return JRPC_JSON_EMALFORMED;
+    }
+    return 12;
+}
+
+int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain)
+{
+    const uint8_t *s = (const uint8_t *)j->p + 1;
+    const uint8_t *p = s, *end = (const uint8_t *)j->end;
+    bool esc = false;
+    for (;;) {
+        while (end - p >= 4) {
+            if (scls[p[0]]) goto special;
+            if (scls[p[1]]) { p += 1; goto special; }
+            if (scls[p[2]]) { p += 2; goto special; }
+            if (scls[p[3]]) { p += 3; goto special; }
+            p += 4;
+        }
+        while (p < end && scls[*p] == S_OK)
+            p++;
+        if (p == end)
+            return JRPC_JSON_EINCOMPLETE;
+special:
+        switch (scls[*p]) {
+        case S_QUOTE:
+            raw->p = (const char *)s;
+            raw->n = (size_t)(p - s);
+            *plain = !esc;
+            j->p = (const char *)p + 1;
+            return 0;
+        case S_BSL: {
+            esc = true;
+            int r = scan_escape(p, end);
+            if (r < 0)
+                return r;
+            p += r;
+            break;
+        }
+        case S_CTRL:
+            return JRPC_JSON_EMALFORMED;
+        default: {
+            int r = utf8_seq(p, end);
+            if (r < 0)
+                return r;
+            p += r;
+            break;
+        }
+        }
+    }
+}
+
+static unsigned hex4(const char *p)
+{
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++)
+        v = v * 16 + (unsigned)hexval((uint8_t)p[k]);
+    return v;
+}
+
+static char *utf8_put(char *w, unsigned cp)
+{
+    unsigned char *u = (unsigned char *)w;
+    if (cp < 0x80) {
+        *u++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        *u++ = (unsigned char)(0xc0 | (cp >> 6));
+        *u++ = (unsigned char)(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        *u++ = (unsigned char)(0xe0 | (cp >> 12));
+        *u++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        *u++ = (unsigned char)(0x80 | (cp & 0x3f));
+    } else {
+        *u++ = (unsigned char)(0xf0 | (cp >> 18));
+        *u++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+        *u++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        *u++ = (unsigned char)(0x80 | (cp & 0x3f));
+    }
+    return (char *)u;
+}
+
+size_t jrpc_json_unescape(const char *raw, size_t n, char *dst)
+{
+    const char *p = raw, *end = raw + n;
+    char *w = dst;
+    while (p < end) {
+        const char *bs = memchr(p, '\\', (size_t)(end - p));
+        if (bs == NULL) {
+            memcpy(w, p, (size_t)(end - p));
+            w += end - p;
+            break;
+        }
+        memcpy(w, p, (size_t)(bs - p));
+        w += bs - p;
+        p = bs;
+        switch (p[1]) {
+        case 'b': *w++ = '\b'; p += 2; break;
+        case 'f': *w++ = '\f'; p += 2; break;
+        case 'n': *w++ = '\n'; p += 2; break;
+        case 'r': *w++ = '\r'; p += 2; break;
+        case 't': *w++ = '\t'; p += 2; break;
+        case 'u': {
+            unsigned cp = hex4(p + 2);
+            p += 6;
+            if (cp >= 0xd800 && cp <= 0xdbff) {  /* validated: a low one follows */
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (hex4(p + 2) - 0xdc00);
+                p += 6;
+            }
+            w = utf8_put(w, cp);
+            break;
+        }
+        default:  /* '"', '\\', '/' */
+            *w++ = p[1];
+            p += 2;
+            break;
+        }
+    }
+    return (size_t)(w - dst);
+}
+
+/* ---- msgpack emission (room already guaranteed by the bound) ---- */
+
+static inline unsigned char *be16(unsigned char *u, uint16_t v)
+{
+    u[0] = (unsigned char)(v >> 8);
+    u[1] = (unsigned char)v;
+    return u + 2;
+}
+
+static inline unsigned char *be32(unsigned char *u, uint32_t v)
+{
+    u[0] = (unsigned char)(v >> 24);
+    u[1] = (unsigned char)(v >> 16);
+    u[2] = (unsigned char)(v >> 8);
+    u[3] = (unsigned char)v;
+    return u + 4;
+}
+
+static inline unsigned char *be64(unsigned char *u, uint64_t v)
+{
+    be32(u, (uint32_t)(v >> 32));
+    return be32(u + 4, (uint32_t)v);
+}
+
+static unsigned char *mp_uint(unsigned char *u, uint64_t v)
+{
+    if (v < 128) {
+        *u++ = (unsigned char)v;
+    } else if (v < 256) {
+        *u++ = 0xcc;
+        *u++ = (unsigned char)v;
+    } else if (v < 65536) {
+        *u++ = 0xcd;
+        u = be16(u, (uint16_t)v);
+    } else if (v <= UINT32_MAX) {
+        *u++ = 0xce;
+        u = be32(u, (uint32_t)v);
+    } else {
+        *u++ = 0xcf;
+        u = be64(u, v);
+    }
+    return u;
+}
+
+/* mag is the magnitude of a negative integer, 1 .. 2^63. */
+static unsigned char *mp_neg(unsigned char *u, uint64_t mag)
+{
+    if (mag <= 32) {
+        *u++ = (unsigned char)(0x100 - mag);
+    } else if (mag <= 128) {
+        *u++ = 0xd0;
+        *u++ = (unsigned char)(0x100 - mag);
+    } else if (mag <= 32768) {
+        *u++ = 0xd1;
+        u = be16(u, (uint16_t)(0x10000 - mag));
+    } else if (mag <= 0x80000000u) {
+        *u++ = 0xd2;
+        u = be32(u, (uint32_t)(0x100000000u - mag));
+    } else {
+        *u++ = 0xd3;
+        u = be64(u, (uint64_t)0 - mag);
+    }
+    return u;
+}
+
+/* Closes a container whose 5-byte header was reserved at hdr: a fix header
+ * when small (moving a little content back), otherwise array32/map32. */
+static void finish_container(jrpc_jp_t *j, unsigned char *hdr, uint32_t count,
+                             unsigned char fix, unsigned char big)
+{
+    unsigned char *content = hdr + 5;
+    size_t len = (size_t)((unsigned char *)j->w - content);
+    if (count < 16 && len <= 256) {
+        hdr[0] = (unsigned char)(fix | count);
+        memmove(hdr + 1, content, len);
+        j->w -= 4;
+    } else {
+        hdr[0] = big;
+        be32(hdr + 1, count);
+    }
+}
+
+/* ---- the parser ---- */
+
+static int value_string(jrpc_jp_t *j)
+{
+    jrpc_span_t raw;
+    bool plain;
+    int rc = jrpc_jp_string(j, &raw, &plain);
+    if (rc < 0 || j->w == NULL)
+        return rc;
+    /* The header is sized from the raw length, an upper bound of the
+     * unescaped one, so the bytes never move. */
+    unsigned char *u = (unsigned char *)j->w;
+    size_t h = raw.n < 32 ? 1 : raw.n < 256 ? 2 : raw.n < 65536 ? 3 : 5;
+    size_t n;
+    if (plain) {
+        memcpy(u + h, raw.p, raw.n);
+        n = raw.n;
+    } else {
+        n = jrpc_json_unescape(raw.p, raw.n, (char *)u + h);
+    }
+    switch (h) {
+    case 1: u[0] = (unsigned char)(0xa0 | n); break;
+    case 2: u[0] = 0xd9; u[1] = (unsigned char)n; break;
+    case 3: u[0] = 0xda; be16(u + 1, (uint16_t)n); break;
+    default: u[0] = 0xdb; be32(u + 1, (uint32_t)n); break;
+    }
+    j->w = (char *)u + h + n;
+    return 0;
+}
+
+static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
+{
+    char local[64], *buf = local;
+    if (n >= sizeof local && (buf = malloc(n + 1)) == NULL)  /* rare: huge numbers */
+        return -ENOMEM;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    double d = strtod(buf, NULL);
+    int rc = 0;
+    /* Overflow is refused; underflow rounds to a denormal or zero. */
+    if (errno == ERANGE && isinf(d))
+        rc = JRPC_JSON_ERANGE;
+    if (buf != local)
+        free(buf);
+    if (rc < 0)
+        return rc;
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    unsigned char *u = (unsigned char *)j->w;
+    *u++ = 0xcb;
+    j->w = (char *)be64(u, bits);
+    return 0;
+}
+
+static int number(jrpc_jp_t *j)
+{
+    const char *s = j->p, *p = s, *end = j->end;
+    bool neg = false, isint = true, ovf = false;
+    uint64_t v = 0;
+    if (*p == '-') {
+        neg = true;
+        if (++p == end)
+            return JRPC_JSON_EINCOMPLETE;
+    }
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        do {
+            if (__builtin_mul_overflow(v, 10, &v) ||
+                __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+                ovf = true;
+            p++;
+        } while (p < end && *p >= '0' && *p <= '9');
+    } else {
+        return JRPC_JSON_EMALFORMED;
+    }
+    if (p < end && *p == '.') {
+        isint = false;
+        if (++p == end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (*p < '0' || *p > '9')
+            return JRPC_JSON_EMALFORMED;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        isint = false;
+        if (++p == end)
+            return JRPC_JSON_EINCOMPLETE;
+        if ((*p == '+' || *p == '-') && ++p == end)
+            return JRPC_JSON_EINCOMPLETE;
+        if (*p < '0' || *p > '9')
+            return JRPC_JSON_EMALFORMED;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    j->p = p;
+    if (j->w == NULL)
+        return 0;
+    if (isint && !ovf && (!neg || v <= (uint64_t)1 << 63)) {
+        unsigned char *u = (unsigned char *)j->w;
+        j->w = (char *)(neg && v ? mp_neg(u, v) : mp_uint(u, v));  /* -0 is int 0 */
+        return 0;
+    }
+    return emit_double(j, s, (size_t)(p - s));
+}
+
+static int literal(jrpc_jp_t *j, const char *word, size_t n, unsigned char mp)
+{
+    size_t avail = (size_t)(j->end - j->p);
+    size_t k = avail < n ? avail : n;
+    if (memcmp(j->p, word, k) != 0)
+        return JRPC_JSON_EMALFORMED;
+    if (k < n)
+        return JRPC_JSON_EINCOMPLETE;
+    j->p += n;
+    if (j->w)
+        *(unsigned char *)j->w++ = mp;
+    return 0;
+}
+
+static int parse_array(jrpc_jp_t *j, unsigned depth)
+{
+    if (depth > j->max_depth)
+        return JRPC_JSON_EDEPTH;
+    unsigned char *hdr = (unsigned char *)j->w;
+    if (hdr)
+        j->w += 5;
+    uint32_t count = 0;
+    int rc;
+    j->p++;
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p != ']') {
+        for (;;) {
+            if ((rc = jrpc_jp_value(j, depth)) < 0)
+                return rc;
+            count++;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p == ']')
+                break;
+            if (*j->p != ',')
+                return JRPC_JSON_EMALFORMED;
+            j->p++;
+            jrpc_jp_skip_ws(j);
+        }
+    }
+    j->p++;
+    if (hdr)
+        finish_container(j, hdr, count, 0x90, 0xdd);
+    return 0;
+}
+
+static int parse_object(jrpc_jp_t *j, unsigned depth)
+{
+    if (depth > j->max_depth)
+        return JRPC_JSON_EDEPTH;
+    unsigned char *hdr = (unsigned char *)j->w;
+    if (hdr)
+        j->w += 5;
+    uint32_t count = 0;
+    int rc;
+    j->p++;
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p != '}') {
+        for (;;) {
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p != '"')
+                return JRPC_JSON_EMALFORMED;
+            if ((rc = value_string(j)) < 0)
+                return rc;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p != ':')
+                return JRPC_JSON_EMALFORMED;
+            j->p++;
+            jrpc_jp_skip_ws(j);
+            if ((rc = jrpc_jp_value(j, depth)) < 0)
+                return rc;
+            count++;
+            jrpc_jp_skip_ws(j);
+            if (j->p == j->end)
+                return JRPC_JSON_EINCOMPLETE;
+            if (*j->p == '}')
+                break;
+            if (*j->p != ',')
+                return JRPC_JSON_EMALFORMED;
+            j->p++;
+            jrpc_jp_skip_ws(j);
+        }
+    }
+    j->p++;
+    if (hdr)
+        finish_container(j, hdr, count, 0x80, 0xdf);
+    return 0;
+}
+
+int jrpc_jp_value(jrpc_jp_t *j, unsigned depth)
+{
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    switch (*j->p) {
+    case '{': return parse_object(j, depth + 1);
+    case '[': return parse_array(j, depth + 1);
+    case '"': return value_string(j);
+    case 't': return literal(j, "true", 4, 0xc3);
+    case 'f': return literal(j, "false", 5, 0xc2);
+    case 'n': return literal(j, "null", 4, 0xc0);
+    case '-': case '0': case '1': case '2': case '3': case '4':
+    case '5': case '6': case '7': case '8': case '9':
+        return number(j);
+    default:
+        return JRPC_JSON_EMALFORMED;
+    }
+}
+
+/* Parses the whole text: one value with optional whitespace around it. */
+static int parse_text(jrpc_jp_t *j)
+{
+    jrpc_jp_skip_ws(j);
+    int rc = jrpc_jp_value(j, 0);
+    if (rc < 0)
+        return rc;
+    jrpc_jp_skip_ws(j);
+    return j->p == j->end ? 0 : JRPC_JSON_EMALFORMED;
+}
+
+const char *jrpc_json_strerror(int rc)
+{
+    switch (rc) {
+    case 0:                     return "success";
+    case JRPC_JSON_EINCOMPLETE: return "truncated JSON text";
+    case JRPC_JSON_EMALFORMED:  return "malformed JSON text";
+    case JRPC_JSON_EDEPTH:      return "nesting too deep";
+    case JRPC_JSON_ERANGE:      return "number out of range";
+    case JRPC_JSON_EUNREPR:     return "value has no JSON form";
+    case -ENOMEM:               return "out of memory";
+    default:                    return "unknown error";
+    }
+}
+
+int jrpc_json_validate(const char *p, size_t n, unsigned max_depth)
+{
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = max_depth };
+    return parse_text(&j);
+}
+
+int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t *out)
+{
+    int rc = jrpc_buf_reserve(out, JRPC_JSON_MSGPACK_BOUND(n) + 1);
+    if (rc < 0)
+        return rc;
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = out->p + out->len, .max_depth = max_depth };
+    if ((rc = parse_text(&j)) < 0)
+        return rc;  /* out->len was never moved */
+    out->len = (size_t)(j.w - out->p);
+    return 0;
+}
+
+int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *value)
+{
+    int rc = jrpc_json_validate(p, n, JRPC_JSON_MAX_DEPTH);
+    if (rc < 0)
+        return rc;
+    size_t name_n = strlen(name);
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = JRPC_JSON_MAX_DEPTH };
+    jrpc_jp_skip_ws(&j);
+    if (*j.p != '{')
+        return -ENOENT;
+    j.p++;
+    /* The text is valid, so the walk below needs no end checks. */
+    for (;;) {
+        jrpc_jp_skip_ws(&j);
+        if (*j.p == '}')
+            return -ENOENT;
+        jrpc_span_t key;
+        bool plain, match;
+        jrpc_jp_string(&j, &key, &plain);
+        if (plain) {
+            match = key.n == name_n && memcmp(key.p, name, name_n) == 0;
+        } else {
+            char buf[256];
+            match = key.n <= sizeof buf &&
+                    jrpc_json_unescape(key.p, key.n, buf) == name_n &&
+                    memcmp(buf, name, name_n) == 0;
+        }
+        jrpc_jp_skip_ws(&j);
+        j.p++;  /* ':' */
+        jrpc_jp_skip_ws(&j);
+        const char *start = j.p;
+        jrpc_jp_value(&j, 1);
+        if (match) {
+            value->p = start;
+            value->n = (size_t)(j.p - start);
+            return 0;
+        }
+        jrpc_jp_skip_ws(&j);
+        j.p++;  /* ',' or '}' (then the next key or the end) */
+        if (j.p[-1] == '}')
+            return -ENOENT;
+    }
+}
+
+/* ---- msgpack → JSON ---- */
+
+int jrpc_json_string_size(const char *s, size_t n, size_t *out)
+{
+    const uint8_t *p = (const uint8_t *)s, *end = p + n;
+    size_t extra = 2;
+    while (p < end) {
+        uint8_t c = ecls[*p];
+        if (c == 1) {
+            p++;
+        } else if (c == 0) {
+            int r = utf8_seq(p, end);
+            if (r < 0)
+                return JRPC_JSON_EUNREPR;
+            p += r;
+        } else {
+            extra += c - 1u;
+            p++;
+        }
+    }
+    *out = n + extra;
+    return 0;
+}
+
+char *jrpc_json_string_put(char *w, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *p = (const uint8_t *)s, *end = p + n, *run = p;
+    *w++ = '"';
+    for (; p < end; p++) {
+        uint8_t c = *p;
+        if (ecls[c] <= 1)
+            continue;
+        memcpy(w, run, (size_t)(p - run));
+        w += p - run;
+        run = p + 1;
+        *w++ = '\\';
+        switch (c) {
+        case '"':  *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\r': *w++ = 'r'; break;
+        case '\t': *w++ = 't'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = hex[c >> 4];
+            *w++ = hex[c & 15];
+            break;
+        }
+    }
+    if (end > run)  /* s may be NULL when n == 0 */
+        memcpy(w, run, (size_t)(end - run));
+    w += end - run;
+    *w++ = '"';
+    return w;
+}
+
+static char *u64_put(char *w, uint64_t v)
+{
+    char buf[20], *e = buf + sizeof buf, *q = e;
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(w, q, (size_t)(e - q));
+    return w + (e - q);
+}
+
+char *jrpc_json_int_put(char *w, int64_t v)
+{
+    if (v < 0) {
+        *w++ = '-';
+        return u64_put(w, (uint64_t)0 - (uint64_t)v);
+    }
+    return u64_put(w, (uint64_t)v);
+}
+
+#define DOUBLE_MAX_TEXT 32  /* "-2.2250738585072014e-308" and then some */
+
+/* Writes a finite double in the shortest form that reads back exactly.
+ * %.15g is exact and shortest for every normal double that has a form of
+ * at most 15 digits (DBL_DIG); denormals carry fewer digits, so try them all.
+ * is_float: the value came from a float32; round-trip as a float. */
+static char *double_put(char *w, double d, bool is_float)
+{
+    char buf[DOUBLE_MAX_TEXT];
+    int n = 0;
+    if (d == 0) {
+        memcpy(w, signbit(d) ? "-0.0" : "0.0", 4);
+        return w + (signbit(d) ? 4 : 3);
+    }
+    if (fabs(d) < 9007199254740992.0 && d == trunc(d)) {
+        w = jrpc_json_int_put(w, (int64_t)d);
+        memcpy(w, ".0", 2);
+        return w + 2;
+    }
+    bool tiny = fabs(d) < (is_float ? FLT_MIN : DBL_MIN);
+    int lo = tiny ? 1 : is_float ? 6 : 15;
+    int hi = is_float ? 9 : 17;
+    for (int prec = lo; prec <= hi; prec++) {
+        n = snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (prec == hi)
+            break;
+        if (is_float ? strtof(buf, NULL) == (float)d : strtod(buf, NULL) == d)
+            break;
+    }
+    memcpy(w, buf, (size_t)n);
+    w += n;
+    if (strpbrk(buf, ".eE") == NULL) {
+        memcpy(w, ".0", 2);
+        w += 2;
+    }
+    return w;
+}
+
+static int msize(const msgpack_object *o, unsigned depth, unsigned max_depth, size_t *acc)
+{
+    size_t n;
+    int rc;
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        *acc += 4;
+        return 0;
+    case MSGPACK_OBJECT_BOOLEAN:
+        *acc += 5;
+        return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *acc += 20;
+        return 0;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        if (!isfinite(o->via.f64))
+            return JRPC_JSON_EUNREPR;
+        *acc += DOUBLE_MAX_TEXT;
+        return 0;
+    case MSGPACK_OBJECT_STR:
+        if ((rc = jrpc_json_string_size(o->via.str.ptr, o->via.str.size, &n)) < 0)
+            return rc;
+        *acc += n;
+        return 0;
+    case MSGPACK_OBJECT_ARRAY:
+        if (depth + 1 > max_depth)
+            return JRPC_JSON_EDEPTH;
+        *acc += 2 + (size_t)o->via.array.size;
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            if ((rc = msize(&o->via.array.ptr[i], depth + 1, max_depth, acc)) < 0)
+                return rc;
+        return 0;
+    case MSGPACK_OBJECT_MAP:
+        if (depth + 1 > max_depth)
+            return JRPC_JSON_EDEPTH;
+        *acc += 2 + 2 * (size_t)o->via.map.size;
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object_kv *kv = &o->via.map.ptr[i];
+            if (kv->key.type != MSGPACK_OBJECT_STR)
+                return JRPC_JSON_EUNREPR;
+            if ((rc = msize(&kv->key, depth + 1, max_depth, acc)) < 0 ||
+                (rc = msize(&kv->val, depth + 1, max_depth, acc)) < 0)
+                return rc;
+        }
+        return 0;
+    default:  /* bin, ext */
+        return JRPC_JSON_EUNREPR;
+    }
+}
+
+int jrpc_json_msgpack_size(const msgpack_object *o, unsigned max_depth, size_t *n)
+{
+    *n = 0;
+    return msize(o, 0, max_depth, n);
+}
+
+char *jrpc_json_msgpack_put(char *w, const msgpack_object *o)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        memcpy(w, "null", 4);
+        return w + 4;
+    case MSGPACK_OBJECT_BOOLEAN:
+        if (o->via.boolean) {
+            memcpy(w, "true", 4);
+            return w + 4;
+        }
+        memcpy(w, "false", 5);
+        return w + 5;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return u64_put(w, o->via.u64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return jrpc_json_int_put(w, o->via.i64);
+    case MSGPACK_OBJECT_FLOAT32:
+        return double_put(w, o->via.f64, true);
+    case MSGPACK_OBJECT_FLOAT64:
+        return double_put(w, o->via.f64, false);
+    case MSGPACK_OBJECT_STR:
+        return jrpc_json_string_put(w, o->via.str.ptr, o->via.str.size);
+    case MSGPACK_OBJECT_ARRAY:
+        *w++ = '[';
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            if (i)
+                *w++ = ',';
+            w = jrpc_json_msgpack_put(w, &o->via.array.ptr[i]);
+        }
+        *w++ = ']';
+        return w;
+    case MSGPACK_OBJECT_MAP:
+        *w++ = '{';
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            if (i)
+                *w++ = ',';
+            w = jrpc_json_msgpack_put(w, &o->via.map.ptr[i].key);
+            *w++ = ':';
+            w = jrpc_json_msgpack_put(w, &o->via.map.ptr[i].val);
+        }
+        *w++ = '}';
+        return w;
+    default:
+        return w;  /* unreachable after jrpc_json_msgpack_size() */
+    }
+}
+
+int jrpc_json_write_msgpack(jrpc_buf_t *out, const msgpack_object *o, unsigned max_depth)
+{
+    size_t n;
+    int rc = jrpc_json_msgpack_size(o, max_depth, &n);
+    if (rc < 0 || (rc = jrpc_buf_reserve(out, n)) < 0)
+        return rc;
+    char *w = jrpc_json_msgpack_put(out->p + out->len, o);
+    out->len = (size_t)(w - out->p);
+    return 0;
+}
+
+int jrpc_json_write_string(jrpc_buf_t *out, const char *s, size_t n)
+{
+    size_t len;
+    int rc = jrpc_json_string_size(s, n, &len);
+    if (rc < 0 || (rc = jrpc_buf_reserve(out, len)) < 0)
+        return rc;
+    char *w = jrpc_json_string_put(out->p + out->len, s, n);
+    out->len = (size_t)(w - out->p);
+    return 0;
+}
+
+int jrpc_json_write_double(jrpc_buf_t *out, double d)
+{
+    if (!isfinite(d))
+        return JRPC_JSON_EUNREPR;
+    int rc = jrpc_buf_reserve(out, DOUBLE_MAX_TEXT);
+    if (rc < 0)
+        return rc;
+    char *w = double_put(out->p + out->len, d, false);
+    out->len = (size_t)(w - out->p);
+    return 0;
+}

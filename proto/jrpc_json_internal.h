@@ -1,0 +1,60 @@
+/* jrpc_json_internal — the parser and writer pieces jrpc_batch builds on.
+ *
+ * Not part of the public API: only jrpc_json.c and jrpc_batch.c (and their
+ * tests) include this. Everything here works on raw pointers into memory
+ * whose size the caller has already bounded, so nothing reallocates mid-way. */
+#ifndef JRPC_JSON_INTERNAL_H
+#define JRPC_JSON_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <msgpack.h>
+#include "jrpc_buf.h"
+#include "jrpc_json.h"
+
+/* The msgpack form of a JSON text of n bytes never exceeds this many bytes,
+ * at any moment of transcoding (containers reserve a 5-byte header, floats
+ * take 9 bytes and need at least 3 characters, "-0" becomes int 0). */
+#define JRPC_JSON_MSGPACK_BOUND(n) (3 * (size_t)(n))
+
+/* Parser state: one pass over p[0..end), restartable, not resumable. */
+typedef struct jrpc_jp {
+    const char *p;          /* next byte to read */
+    const char *end;        /* one past the last byte */
+    char       *w;          /* msgpack output cursor; NULL: validate only */
+    unsigned    max_depth;  /* containers allowed to nest this deep */
+} jrpc_jp_t;
+
+static inline void jrpc_jp_skip_ws(jrpc_jp_t *j)
+{
+    const char *p = j->p, *end = j->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    j->p = p;
+}
+
+/* Parses one value at j->p (no leading whitespace), depth being the number of
+ * containers already open around it; transcodes it to j->w when j->w is set.
+ * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding). */
+int jrpc_jp_value(jrpc_jp_t *j, unsigned depth);
+
+/* Scans the string at j->p (which is '"'), validating UTF-8 and escapes.
+ * Sets *raw to the bytes between the quotes and *plain to true when they hold
+ * no escape (so raw is the value itself). Returns 0 or a JRPC_JSON_E* code. */
+int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain);
+
+/* Unescapes the raw body of a string jrpc_jp_string() accepted into dst
+ * (room for n bytes suffices). Returns the number of bytes written. */
+size_t jrpc_json_unescape(const char *raw, size_t n, char *dst);
+
+/* Sizing and writing of msgpack as JSON, in two passes so that the writer
+ * never checks room: _size checks representability and sets *n to an upper
+ * bound of the text's length; _put writes it (only after _size said 0) and
+ * returns the new cursor. */
+int   jrpc_json_msgpack_size(const msgpack_object *o, unsigned max_depth, size_t *n);
+char *jrpc_json_msgpack_put(char *w, const msgpack_object *o);
+int   jrpc_json_string_size(const char *s, size_t n, size_t *out);
+char *jrpc_json_string_put(char *w, const char *s, size_t n);
+char *jrpc_json_int_put(char *w, int64_t v);
+
+#endif

@@ -1,0 +1,601 @@
+/* jrpc_wire — codec of the broker⇄worker protocol (see PROTOCOL.md).
+ *
+ * Encoding uses msgpack_packer writing into a jrpc_buf_t. Decoding runs in
+ * two passes: a bounds-checking scan of the raw bytes (scan_frame), then
+ * msgpack_unpack(). The scan is what makes decoding safe against hostile
+ * frames: msgpack-c allocates a container's elements from the declared count
+ * before reading them, so a 5-byte array32 header claiming 2^32-1 elements
+ * would ask the zone for ~96 GiB. The scan walks the whole value first and
+ * rejects any frame whose declared lengths are not backed by bytes, whose
+ * nesting is deeper than msgpack-c's fixed parser stack, or that has bytes
+ * after the one value. After it, every allocation of msgpack_unpack() is
+ * bounded by a small multiple of the frame size. */
+#include "jrpc_wire.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+/* msgpack-c's C unpacker has a fixed stack of MSGPACK_EMBED_STACK_SIZE (32)
+ * containers and reports deeper input as "out of memory"; we call it
+ * malformed instead, before the unpacker sees it. */
+#define WIRE_MAX_DEPTH 32
+
+/* ---- encoding ---- */
+
+static int buf_write(void *data, const char *p, size_t n)
+{
+    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
+}
+
+static void packer_init(msgpack_packer *pk, jrpc_buf_t *out)
+{
+    msgpack_packer_init(pk, out, buf_write);
+}
+
+/* Every msgpack_pack_* returns 0 or -1; -1 only comes from buf_write. */
+#define PACK(call)              \
+    do {                        \
+        if ((call) < 0)         \
+            goto nomem;         \
+    } while (0)
+
+static int put_head(msgpack_packer *pk, size_t n, int type)
+{
+    if (msgpack_pack_array(pk, n) < 0 || msgpack_pack_uint8(pk, JRPC_WIRE_VERSION) < 0 ||
+        msgpack_pack_uint8(pk, (uint8_t)type) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static int put_str(msgpack_packer *pk, const char *p, size_t n)
+{
+    if (msgpack_pack_str(pk, n) < 0 || msgpack_pack_str_body(pk, p, n) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int jrpc_wire_put_ready(jrpc_buf_t *out, uint32_t credit, const char *const *methods,
+                        size_t nmethods)
+{
+    assert(credit >= 1 && nmethods >= 1);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(put_head(&pk, 4, JRPC_WIRE_READY));
+    PACK(msgpack_pack_uint32(&pk, credit));
+    PACK(msgpack_pack_array(&pk, nmethods));
+    for (size_t i = 0; i < nmethods; i++) {
+        assert(methods[i] != NULL && methods[i][0] != '\0');
+        PACK(put_str(&pk, methods[i], strlen(methods[i])));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+static int put_bare(jrpc_buf_t *out, int type)
+{
+    const char msg[3] = { (char)0x92, JRPC_WIRE_VERSION, (char)type };
+    return jrpc_buf_append(out, msg, sizeof msg);
+}
+
+int jrpc_wire_put_heartbeat(jrpc_buf_t *out)
+{
+    return put_bare(out, JRPC_WIRE_HEARTBEAT);
+}
+
+int jrpc_wire_put_disconnect(jrpc_buf_t *out)
+{
+    return put_bare(out, JRPC_WIRE_DISCONNECT);
+}
+
+/* [1, type, array32(0)]: the count is patched by _end. The message must start
+ * at out->p[0] (the frame buffer holds this one message). */
+#define BATCH_HEAD_LEN 8
+
+static int put_batch_begin(jrpc_buf_t *out, int type)
+{
+    assert(out->len == 0);
+    const char head[BATCH_HEAD_LEN] = { (char)0x93, JRPC_WIRE_VERSION, (char)type,
+                                        (char)0xdd, 0, 0, 0, 0 };
+    return jrpc_buf_append(out, head, sizeof head);
+}
+
+static void put_batch_end(jrpc_buf_t *out, int type, uint32_t n)
+{
+    assert(out->len >= BATCH_HEAD_LEN && (unsigned char)out->p[0] == 0x93 &&
+           out->p[2] == (char)type && (unsigned char)out->p[3] == 0xdd);
+    (void)type;
+    unsigned char *p = (unsigned char *)out->p + 4;
+    p[0] = (unsigned char)(n >> 24);
+    p[1] = (unsigned char)(n >> 16);
+    p[2] = (unsigned char)(n >> 8);
+    p[3] = (unsigned char)n;
+}
+
+int jrpc_wire_put_request_begin(jrpc_buf_t *out)
+{
+    return put_batch_begin(out, JRPC_WIRE_REQUEST);
+}
+
+int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                               jrpc_span_t params, uint32_t timeout_ms)
+{
+    assert(seq != 0 && method.n > 0);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(msgpack_pack_array(&pk, 4));
+    PACK(msgpack_pack_uint64(&pk, seq));
+    PACK(put_str(&pk, method.p, method.n));
+    if (params.n == 0)
+        PACK(msgpack_pack_nil(&pk));
+    else
+        PACK(jrpc_buf_append(out, params.p, params.n));
+    PACK(msgpack_pack_uint32(&pk, timeout_ms));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls)
+{
+    put_batch_end(out, JRPC_WIRE_REQUEST, ncalls);
+}
+
+int jrpc_wire_put_response_begin(jrpc_buf_t *out)
+{
+    return put_batch_begin(out, JRPC_WIRE_RESPONSE);
+}
+
+int jrpc_wire_put_result_head(jrpc_buf_t *out, jrpc_seq_t seq)
+{
+    assert(seq != 0);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(msgpack_pack_array(&pk, 3));
+    PACK(msgpack_pack_uint64(&pk, seq));
+    PACK(msgpack_pack_uint8(&pk, 0));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                        jrpc_span_t data)
+{
+    assert(seq != 0 && message != NULL);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(msgpack_pack_array(&pk, 3));
+    PACK(msgpack_pack_uint64(&pk, seq));
+    PACK(msgpack_pack_uint8(&pk, 1));
+    PACK(msgpack_pack_map(&pk, data.n ? 3 : 2));
+    PACK(put_str(&pk, "code", 4));
+    PACK(msgpack_pack_int(&pk, code));
+    PACK(put_str(&pk, "message", 7));
+    PACK(put_str(&pk, message, strlen(message)));
+    if (data.n) {
+        PACK(put_str(&pk, "data", 4));
+        PACK(jrpc_buf_append(out, data.p, data.n));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)
+{
+    put_batch_end(out, JRPC_WIRE_RESPONSE, nanswers);
+}
+
+/* ---- the pre-scan ---- */
+
+static uint64_t be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Walks exactly one msgpack value covering all of p[0..n). Returns 0, or
+ * JRPC_WIRE_EMALFORMED when the bytes are truncated, use the reserved byte
+ * 0xc1, nest deeper than WIRE_MAX_DEPTH, declare more elements than there
+ * are bytes left, or are followed by extra bytes. Never allocates. */
+static int scan_frame(const unsigned char *p, size_t n)
+{
+    uint64_t left[WIRE_MAX_DEPTH + 1]; /* values still to read at each level */
+    int depth = 0;
+    size_t pos = 0;
+    left[0] = 1;
+    for (;;) {
+        while (left[depth] == 0) {
+            if (depth == 0)
+                return pos == n ? 0 : JRPC_WIRE_EMALFORMED;
+            depth--;
+        }
+        left[depth]--;
+        if (pos >= n)
+            return JRPC_WIRE_EMALFORMED;
+        unsigned char b = p[pos++];
+        size_t avail = n - pos;
+        uint64_t skip = 0;   /* payload bytes after the header */
+        uint64_t count = 0;  /* values in a container */
+        int container = 0;
+        int lenbytes = 0;    /* size of a length field following b */
+        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+            /* fixint, nil, bool */
+        } else if (b >= 0x80 && b <= 0x8f) {
+            container = 1, count = 2u * (b & 0x0f);
+        } else if (b >= 0x90 && b <= 0x9f) {
+            container = 1, count = b & 0x0f;
+        } else if (b >= 0xa0 && b <= 0xbf) {
+            skip = b & 0x1f;
+        } else {
+            switch (b) {
+            case 0xc4: case 0xd9: lenbytes = 1; break;                 /* bin8, str8 */
+            case 0xc5: case 0xda: lenbytes = 2; break;                 /* bin16, str16 */
+            case 0xc6: case 0xdb: lenbytes = 4; break;                 /* bin32, str32 */
+            case 0xc7: lenbytes = 1; skip = 1; break;                  /* ext8 (+type) */
+            case 0xc8: lenbytes = 2; skip = 1; break;                  /* ext16 */
+            case 0xc9: lenbytes = 4; skip = 1; break;                  /* ext32 */
+            case 0xca: skip = 4; break;                                /* float32 */
+            case 0xcb: skip = 8; break;                                /* float64 */
+            case 0xcc: case 0xd0: skip = 1; break;                     /* (u)int8 */
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: skip = 4; break;
+            case 0xcf: case 0xd3: skip = 8; break;
+            case 0xd4: skip = 2; break;                                /* fixext1..16 */
+            case 0xd5: skip = 3; break;
+            case 0xd6: skip = 5; break;
+            case 0xd7: skip = 9; break;
+            case 0xd8: skip = 17; break;
+            case 0xdc: lenbytes = 2; container = 1; break;             /* array16 */
+            case 0xdd: lenbytes = 4; container = 1; break;             /* array32 */
+            case 0xde: lenbytes = 2; container = 2; break;             /* map16 */
+            case 0xdf: lenbytes = 4; container = 2; break;             /* map32 */
+            default: return JRPC_WIRE_EMALFORMED;                      /* 0xc1 */
+            }
+        }
+        if (lenbytes) {
+            if (avail < (size_t)lenbytes)
+                return JRPC_WIRE_EMALFORMED;
+            uint64_t len = be(p + pos, lenbytes);
+            pos += (size_t)lenbytes;
+            avail -= (size_t)lenbytes;
+            if (container)
+                count = container == 2 ? 2 * len : len;
+            else
+                skip += len;
+        }
+        if (container) {
+            /* Each value takes at least one byte. */
+            if (count > avail)
+                return JRPC_WIRE_EMALFORMED;
+            if (depth == WIRE_MAX_DEPTH)
+                return JRPC_WIRE_EMALFORMED;
+            left[++depth] = count;
+        } else {
+            if (skip > avail)
+                return JRPC_WIRE_EMALFORMED;
+            pos += (size_t)skip;
+        }
+    }
+}
+
+/* Unpacks exactly one value covering buf[0..n) into zone. */
+static int unpack_one(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *o)
+{
+    if (buf == NULL || n == 0)
+        return JRPC_WIRE_EMALFORMED;
+    int rc = scan_frame((const unsigned char *)buf, n);
+    if (rc < 0)
+        return rc;
+    size_t off = 0;
+    switch (msgpack_unpack(buf, n, &off, zone, o)) {
+    case MSGPACK_UNPACK_SUCCESS:
+        return off == n ? 0 : JRPC_WIRE_EMALFORMED;
+    case MSGPACK_UNPACK_NOMEM_ERROR:
+        return -ENOMEM;
+    default:
+        return JRPC_WIRE_EMALFORMED;
+    }
+}
+
+/* ---- decoding ---- */
+
+static int get_uint(const msgpack_object *o, uint64_t max, uint64_t *v)
+{
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > max)
+        return JRPC_WIRE_EMALFORMED;
+    *v = o->via.u64;
+    return 0;
+}
+
+static bool is_nonempty_str(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size > 0;
+}
+
+static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    if (a->size < 4)
+        return JRPC_WIRE_EMALFORMED;
+    uint64_t credit;
+    if (get_uint(&a->ptr[2], UINT32_MAX, &credit) < 0 || credit == 0)
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *methods = &a->ptr[3];
+    if (methods->type != MSGPACK_OBJECT_ARRAY || methods->via.array.size == 0)
+        return JRPC_WIRE_EMALFORMED;
+    for (uint32_t i = 0; i < methods->via.array.size; i++)
+        if (!is_nonempty_str(&methods->via.array.ptr[i]))
+            return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *options = NULL;
+    if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {
+        if (a->ptr[4].type != MSGPACK_OBJECT_MAP)
+            return JRPC_WIRE_EMALFORMED;
+        options = &a->ptr[4];
+    }
+    m->credit = (uint32_t)credit;
+    m->methods = methods;
+    m->options = options;
+    return 0;
+}
+
+static int decode_items(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    if (a->size < 3)
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *items = &a->ptr[2];
+    if (items->type != MSGPACK_OBJECT_ARRAY || items->via.array.size == 0)
+        return JRPC_WIRE_EMALFORMED;
+    m->items = items;
+    m->nitems = items->via.array.size;
+    return 0;
+}
+
+int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m)
+{
+    memset(m, 0, sizeof *m);
+    msgpack_object root;
+    int rc = unpack_one(buf, n, zone, &root);
+    if (rc < 0)
+        return rc;
+    if (root.type != MSGPACK_OBJECT_ARRAY || root.via.array.size < 1)
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object_array *a = &root.via.array;
+    /* The version is checked first: another version may change the rest. */
+    if (a->ptr[0].type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return JRPC_WIRE_EVERSION;
+    if (a->ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return JRPC_WIRE_EMALFORMED;
+    if (a->ptr[0].via.u64 != JRPC_WIRE_VERSION)
+        return JRPC_WIRE_EVERSION;
+    uint64_t type;
+    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_DISCONNECT, &type) < 0)
+        return JRPC_WIRE_EMALFORMED;
+    switch (type) {
+    case JRPC_WIRE_READY:
+        rc = decode_ready(a, m);
+        break;
+    case JRPC_WIRE_REQUEST:
+    case JRPC_WIRE_RESPONSE:
+        rc = decode_items(a, m);
+        break;
+    case JRPC_WIRE_HEARTBEAT:
+    case JRPC_WIRE_DISCONNECT:
+        rc = 0;
+        break;
+    default:
+        rc = JRPC_WIRE_EMALFORMED;
+        break;
+    }
+    if (rc < 0) {
+        memset(m, 0, sizeof *m);
+        return rc;
+    }
+    m->type = (int)type;
+    return 0;
+}
+
+static const msgpack_object_array *item_array(const jrpc_wire_msg_t *m, uint32_t i,
+                                              uint32_t min_size)
+{
+    assert(m->items != NULL && i < m->nitems);
+    const msgpack_object *it = &m->items->via.array.ptr[i];
+    if (it->type != MSGPACK_OBJECT_ARRAY || it->via.array.size < min_size)
+        return NULL;
+    return &it->via.array;
+}
+
+int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c)
+{
+    assert(m->type == JRPC_WIRE_REQUEST);
+    memset(c, 0, sizeof *c);
+    const msgpack_object_array *a = item_array(m, i, 4);
+    if (a == NULL)
+        return JRPC_WIRE_EMALFORMED;
+    uint64_t seq, timeout;
+    if (get_uint(&a->ptr[0], UINT64_MAX, &seq) < 0 || seq == 0)
+        return JRPC_WIRE_EMALFORMED;
+    if (!is_nonempty_str(&a->ptr[1]))
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *params = &a->ptr[2];
+    if (params->type != MSGPACK_OBJECT_NIL && params->type != MSGPACK_OBJECT_ARRAY &&
+        params->type != MSGPACK_OBJECT_MAP)
+        return JRPC_WIRE_EMALFORMED;
+    if (get_uint(&a->ptr[3], UINT32_MAX, &timeout) < 0)
+        return JRPC_WIRE_EMALFORMED;
+    c->seq = seq;
+    c->method.p = a->ptr[1].via.str.ptr;
+    c->method.n = a->ptr[1].via.str.size;
+    c->params = params;
+    c->timeout_ms = (uint32_t)timeout;
+    return 0;
+}
+
+int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *an)
+{
+    assert(m->type == JRPC_WIRE_RESPONSE);
+    memset(an, 0, sizeof *an);
+    const msgpack_object_array *a = item_array(m, i, 3);
+    if (a == NULL)
+        return JRPC_WIRE_EMALFORMED;
+    uint64_t seq, flag;
+    if (get_uint(&a->ptr[0], UINT64_MAX, &seq) < 0 || seq == 0)
+        return JRPC_WIRE_EMALFORMED;
+    if (get_uint(&a->ptr[1], 1, &flag) < 0)
+        return JRPC_WIRE_EMALFORMED;
+    if (flag == 1 && a->ptr[2].type != MSGPACK_OBJECT_MAP)
+        return JRPC_WIRE_EMALFORMED;
+    an->seq = seq;
+    an->is_error = flag == 1;
+    an->value = &a->ptr[2];
+    return 0;
+}
+
+const msgpack_object *jrpc_wire_map_get(const msgpack_object *o, const char *key)
+{
+    if (o == NULL || o->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t klen = strlen(key);
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
+            memcmp(k->via.str.ptr, key, klen) == 0)
+            return &o->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+/* ---- the client header frame ---- */
+
+static bool key_is(const msgpack_object *k, const char *name)
+{
+    size_t n = strlen(name);
+    return k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
+}
+
+static int get_span(const msgpack_object *v, jrpc_span_t *s)
+{
+    if (v->type != MSGPACK_OBJECT_STR)
+        return JRPC_WIRE_EMALFORMED;
+    s->p = v->via.str.ptr;
+    s->n = v->via.str.size;
+    return 0;
+}
+
+int jrpc_wire_decode_header(const char *buf, size_t n, msgpack_zone *zone,
+                            jrpc_wire_header_t *h)
+{
+    memset(h, 0, sizeof *h);
+    msgpack_object root;
+    int rc = unpack_one(buf, n, zone, &root);
+    if (rc < 0)
+        return rc;
+    if (root.type != MSGPACK_OBJECT_MAP)
+        return JRPC_WIRE_EMALFORMED;
+    /* A known key given twice is refused: the header carries signing input,
+     * and two readers must never disagree on which value counts. */
+    enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32 };
+    unsigned seen = 0, bit = 0;
+    for (uint32_t i = 0; i < root.via.map.size && rc == 0; i++) {
+        const msgpack_object *k = &root.via.map.ptr[i].key;
+        const msgpack_object *v = &root.via.map.ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR) {
+            rc = JRPC_WIRE_EMALFORMED;
+            break;
+        }
+        if (key_is(k, "key")) {
+            bit = K_KEY;
+            rc = get_span(v, &h->key);
+        } else if (key_is(k, "timestamp")) {
+            bit = K_TS;
+            if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= INT64_MAX)
+                h->timestamp = (int64_t)v->via.u64;
+            else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                h->timestamp = v->via.i64;
+            else
+                rc = JRPC_WIRE_EMALFORMED;
+        } else if (key_is(k, "nonce")) {
+            bit = K_NONCE;
+            rc = get_span(v, &h->nonce);
+        } else if (key_is(k, "signature")) {
+            bit = K_SIG;
+            rc = get_span(v, &h->signature);
+        } else if (key_is(k, "timeout_ms")) {
+            uint64_t t;
+            bit = K_TIMEOUT;
+            rc = get_uint(v, UINT32_MAX, &t);
+            h->timeout_ms = (uint32_t)t;
+        } else if (key_is(k, "traceparent")) {
+            bit = K_TRACE;
+            rc = get_span(v, &h->traceparent);
+        } else {
+            continue; /* unknown keys: later versions */
+        }
+        if (seen & bit)
+            rc = JRPC_WIRE_EMALFORMED;
+        seen |= bit;
+    }
+    if (rc < 0)
+        memset(h, 0, sizeof *h);
+    return rc;
+}
+
+int jrpc_wire_put_header(jrpc_buf_t *out, const jrpc_wire_header_t *h)
+{
+    size_t len0 = out->len;
+    size_t nkeys = (h->key.n > 0) + (h->timestamp != 0) + (h->nonce.n > 0) +
+                   (h->signature.n > 0) + (h->timeout_ms != 0) + (h->traceparent.n > 0);
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(msgpack_pack_map(&pk, nkeys));
+    if (h->key.n) {
+        PACK(put_str(&pk, "key", 3));
+        PACK(put_str(&pk, h->key.p, h->key.n));
+    }
+    if (h->timestamp) {
+        PACK(put_str(&pk, "timestamp", 9));
+        PACK(msgpack_pack_int64(&pk, h->timestamp));
+    }
+    if (h->nonce.n) {
+        PACK(put_str(&pk, "nonce", 5));
+        PACK(put_str(&pk, h->nonce.p, h->nonce.n));
+    }
+    if (h->signature.n) {
+        PACK(put_str(&pk, "signature", 9));
+        PACK(put_str(&pk, h->signature.p, h->signature.n));
+    }
+    if (h->timeout_ms) {
+        PACK(put_str(&pk, "timeout_ms", 10));
+        PACK(msgpack_pack_uint32(&pk, h->timeout_ms));
+    }
+    if (h->traceparent.n) {
+        PACK(put_str(&pk, "traceparent", 11));
+        PACK(put_str(&pk, h->traceparent.p, h->traceparent.n));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+const char *jrpc_wire_strerror(int rc)
+{
+    switch (rc) {
+    case 0:                    return "success";
+    case JRPC_WIRE_EMALFORMED: return "malformed worker-protocol frame";
+    case JRPC_WIRE_EVERSION:   return "unsupported worker-protocol version";
+    case -ENOMEM:              return "out of memory";
+    default:                   return "unknown error";
+    }
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# End-to-end test of the `jrpc` CLI: exact stdout bytes and exit codes
+# against a real broker and a real demo worker.
+#
+# lib.sh ($JRPC_E2E_LIB) exports JRPC_URL for the broker it starts, which
+# the CLI reads itself, so the broker cases pass no --url.
+# shellcheck source=lib.sh
+source "$JRPC_E2E_LIB"
+
+TMP=$E2E_TMP
+
+# run [--stdin FILE] CMD...: runs CMD and sets RC, OUT and ERR (exact bytes,
+# trailing newlines kept) and MS (wall time in milliseconds).
+run() {
+    local in=/dev/null t0 t1
+    if [ "$1" = --stdin ]; then in=$2; shift 2; fi
+    t0=$(date +%s%N)
+    "$@" <"$in" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    t1=$(date +%s%N)
+    MS=$(( (t1 - t0) / 1000000 ))
+    OUT=$(cat "$TMP/out"; printf x); OUT=${OUT%x}
+    ERR=$(cat "$TMP/err"; printf x); ERR=${ERR%x}
+}
+
+# A TCP port nothing listens on (bound then released).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' \
+        2>/dev/null || e2e_pick_port
+}
+DEAD_URL="tcp://127.0.0.1:$(free_port)"
+
+# ---- no broker needed ----
+
+run "$JRPC" --help
+check "help: exit 0" 0 "$RC"
+for word in call notify send --url --timeout-ms --help --version JRPC_URL "Exit status"; do
+    case "$OUT" in
+        *"$word"*) check "help mentions $word" yes yes ;;
+        *)         check "help mentions $word" yes no ;;
+    esac
+done
+
+run "$JRPC" --version
+check "version: exit 0" 0 "$RC"
+
+run "$JRPC" --bogus call subtract '[42,23]'
+check "unknown flag: exit 2" 2 "$RC"
+check "unknown flag: no stdout" "" "$OUT"
+check "unknown flag: says so" $'jrpc: unknown option \'--bogus\'\nTry \'jrpc --help\' for more information.\n' "$ERR"
+
+run "$JRPC" frobnicate
+check "unknown command: exit 2" 2 "$RC"
+
+run "$JRPC" call
+check "call without METHOD: exit 2" 2 "$RC"
+
+run "$JRPC" --timeout-ms -5 call subtract
+check "bad --timeout-ms: exit 2" 2 "$RC"
+
+# Invalid PARAMS_JSON is refused before any connection: with a dead URL and
+# the default 10 s timeout, contacting it would take 10 s.
+run "$JRPC" --url "$DEAD_URL" call subtract '[42,'
+check "invalid params: exit 2" 2 "$RC"
+check "invalid params: no stdout" "" "$OUT"
+check "invalid params: message" yes "$([[ $ERR == "jrpc: PARAMS_JSON is not valid JSON"* ]] && echo yes || echo "no: $ERR")"
+check "invalid params: broker not contacted" yes "$( ((MS < 2000)) && echo yes || echo "no: ${MS} ms")"
+
+run "$JRPC" --url "$DEAD_URL" call subtract '42'
+check "scalar params: exit 2" 2 "$RC"
+
+run "$JRPC" --url "$DEAD_URL" --timeout-ms 500 call subtract '[42,23]'
+check "no broker: exit 2" 2 "$RC"
+check "no broker: no stdout" "" "$OUT"
+check "no broker: message" "jrpc: no answer from $DEAD_URL within 500 ms (is the broker running?)"$'\n' "$ERR"
+check "no broker: within the timeout" yes "$( ((MS >= 450 && MS < 2000)) && echo yes || echo "no: ${MS} ms")"
+
+run "$JRPC" --url http://127.0.0.1:8080/rpc call subtract '[42,23]'
+check "http url (not yet): exit 2" 2 "$RC"
+
+# ---- against a real broker and worker ----
+
+e2e_start_broker
+e2e_start_worker
+e2e_wait_workers 1
+
+run "$JRPC" call subtract '[42,23]'
+check "call positional: exit 0" 0 "$RC"
+check "call positional: result" $'19\n' "$OUT"
+check "call positional: no stderr" "" "$ERR"
+
+run "$JRPC" call subtract '{"subtrahend":23,"minuend":42}'
+check "call named: exit 0" 0 "$RC"
+check "call named: result" $'19\n' "$OUT"
+
+run "$JRPC" call subtract '[23,42]'
+check "call negative result" $'-19\n' "$OUT"
+
+run "$JRPC" call no_such_method '[]'
+check "unknown method: exit 1" 1 "$RC"
+check "unknown method: error object" '{"code":-32601,"message":"Method not found"}'$'\n' "$OUT"
+
+run "$JRPC" notify subtract '[42,23]'
+check "notify: exit 0" 0 "$RC"
+check "notify: no stdout" "" "$OUT"
+check "notify: no stderr" "" "$ERR"
+
+printf '%s' '{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":7}' >"$TMP/req.json"
+run --stdin "$TMP/req.json" "$JRPC" send
+check "send stdin: exit 0" 0 "$RC"
+check "send stdin: raw answer" '{"jsonrpc":"2.0","result":19,"id":7}'$'\n' "$OUT"
+
+run --stdin "$TMP/req.json" "$JRPC" send -
+check "send '-': raw answer" '{"jsonrpc":"2.0","result":19,"id":7}'$'\n' "$OUT"
+
+printf '%s' '{"jsonrpc":"2.0","method":"subtract","params":{"minuend":5,"subtrahend":3},"id":"x"}' >"$TMP/named.json"
+run "$JRPC" send "$TMP/named.json"
+check "send file: exit 0" 0 "$RC"
+check "send file: raw answer" '{"jsonrpc":"2.0","result":2,"id":"x"}'$'\n' "$OUT"
+
+printf '%s' '{"jsonrpc":"2.0","method":"subtract","params":[1,1]}' >"$TMP/notif.json"
+run "$JRPC" send "$TMP/notif.json"
+check "send notification: exit 0" 0 "$RC"
+check "send notification: no output at all" "" "$OUT"
+
+printf '%s' '{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]' >"$TMP/bad.json"
+run "$JRPC" send "$TMP/bad.json"
+check "send garbage: exit 0 (the broker judges)" 0 "$RC"
+check "send garbage: a parse error answer" yes \
+    "$([[ $OUT == *'"code":-32700'*$'}\n' ]] && echo yes || echo "no: $OUT")"
+
+e2e_finish

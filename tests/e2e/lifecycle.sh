@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Processes coming and going: a worker started after the broker is used at
+# once; a broker restarted under running workers is used again by them; a
+# worker killed mid-call yields -32004, not a hang; SIGTERM answers what is in
+# flight and exits 0.
+source "$JRPC_E2E_LIB"
+e2e_start_broker --heartbeat-ms 200
+send() { printf '%s' "$1" | "$JRPC" send; }
+
+check "no worker yet: method not found" \
+    '{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":1}' \
+    "$(send '{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}')"
+
+e2e_start_worker --heartbeat-ms 200
+W1=$LAST_PID
+e2e_wait_workers 1
+check "worker started after the broker is used at once" '{"jsonrpc":"2.0","result":3,"id":1}' \
+    "$(send '{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}')"
+
+e2e_restart_broker --heartbeat-ms 200
+e2e_wait_workers 1
+check "restarted broker is used by the running worker" '{"jsonrpc":"2.0","result":5,"id":2}' \
+    "$(send '{"jsonrpc":"2.0","method":"add","params":[2,3],"id":2}')"
+check "the worker was not restarted" 0 "$(kill -0 "$W1" 2>/dev/null; echo $?)"
+
+# A worker killed while it holds a call: the call fails at once (heartbeat
+# expiry), it does not wait for the 30 s deadline.
+( sleep 0.3; kill -9 "$W1" ) &
+start=$(date +%s)
+out=$(send '{"jsonrpc":"2.0","method":"sleep","params":{"ms":20000},"id":3}')
+check "worker killed mid-call: -32004" \
+    '{"jsonrpc":"2.0","error":{"code":-32004,"message":"Worker failed"},"id":3}' "$out"
+check "answered well before the deadline" 1 "$(( $(date +%s) - start < 10 ))"
+
+# SIGTERM with a call in flight: it is answered, then the broker exits 0.
+e2e_start_worker --heartbeat-ms 200
+e2e_wait_workers 1
+send '{"jsonrpc":"2.0","method":"sleep","params":{"ms":500},"id":4}' > "$E2E_TMP/inflight.out" &
+SENDER=$!
+sleep 0.2
+kill -TERM "$BROKER_PID"
+wait "$BROKER_PID"; status=$?
+wait "$SENDER"
+check "in-flight call answered during shutdown" '{"jsonrpc":"2.0","result":500,"id":4}' \
+    "$(cat "$E2E_TMP/inflight.out")"
+check "broker exit status after SIGTERM" 0 "$status"
+e2e_finish

@@ -1,0 +1,576 @@
+/* Tests of jrpc_batch: every example of section 7 of the JSON-RPC 2.0
+ * specification, answered by a fake server and compared byte for byte; the
+ * envelope rules (ids, notifications, duplicates, rpc.*, limits); worker
+ * results and errors; and the whole JSONTestSuite as request bodies. Bodies
+ * sit in malloc'd buffers of exactly their size (ASan+UBSan build). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <msgpack.h>
+#include "jrpc_batch.h"
+#include "jrpc_errors.h"
+#include "jrpc_json.h"
+
+#define SUITE_DIR JRPC_TESTDATA "/jsontestsuite/test_parsing"
+
+#define INVALID "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid Request\"},\"id\":null}"
+#define PARSE   "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"Parse error\"},\"id\":null}"
+
+/* ---- helpers ---- */
+
+typedef struct req {
+    char         *body;   /* exact-size copy: outlives the batch */
+    jrpc_batch_t  b;
+    jrpc_buf_t    out;    /* the reply, NUL-terminated */
+} req_t;
+
+static void req_parse_n(req_t *r, const char *body, size_t n, const jrpc_limits_t *lim)
+{
+    r->body = malloc(n ? n : 1);
+    assert_non_null(r->body);
+    if (n)
+        memcpy(r->body, body, n);
+    jrpc_batch_init(&r->b);
+    jrpc_buf_init(&r->out);
+    assert_int_equal(jrpc_batch_parse(&r->b, r->body, n, lim), 0);
+    assert_true(r->b.ncalls >= 1);
+}
+
+static void req_parse(req_t *r, const char *body)
+{
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    req_parse_n(r, body, strlen(body), &lim);
+}
+
+static const char *req_reply(req_t *r)
+{
+    jrpc_buf_reset(&r->out);
+    assert_int_equal(jrpc_batch_write_reply(&r->b, &r->out), 0);
+    assert_int_equal(jrpc_buf_putc(&r->out, '\0'), 0);
+    return r->out.p;
+}
+
+static void req_dispose(req_t *r)
+{
+    jrpc_batch_dispose(&r->b);
+    jrpc_buf_dispose(&r->out);
+    free(r->body);
+}
+
+static bool method_is(const jrpc_call_t *c, const char *m)
+{
+    return c->method.n == strlen(m) && memcmp(c->method.p, m, c->method.n) == 0;
+}
+
+/* Answers call i with the msgpack value pack() writes. */
+static void answer_packed(jrpc_batch_t *b, uint32_t i, void (*pack)(msgpack_packer *, int64_t),
+                          int64_t v)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack(&pk, v);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    assert_int_equal(msgpack_unpack_next(&u, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(jrpc_batch_answer_result(b, i, &u.data), 0);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void pack_int(msgpack_packer *pk, int64_t v)
+{
+    msgpack_pack_int64(pk, v);
+}
+
+static void pack_hello(msgpack_packer *pk, int64_t v)
+{
+    msgpack_pack_array(pk, 2);
+    msgpack_pack_str(pk, 5);
+    msgpack_pack_str_body(pk, "hello", 5);
+    msgpack_pack_int64(pk, v);
+}
+
+static int64_t map_int(const msgpack_object *m, const char *key)
+{
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        const msgpack_object_kv *kv = &m->via.map.ptr[i];
+        if (kv->key.via.str.size == strlen(key) &&
+            memcmp(kv->key.via.str.ptr, key, strlen(key)) == 0)
+            return kv->val.via.i64;
+    }
+    fail_msg("no member %s", key);
+    return 0;
+}
+
+/* A fake server with the methods of the specification's examples. */
+static void serve(jrpc_batch_t *b)
+{
+    for (uint32_t i = 0; i < b->ncalls; i++) {
+        const jrpc_call_t *c = &b->calls[i];
+        if (c->answered)
+            continue;  /* already answered, or dropped */
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        const msgpack_object *p = NULL;
+        if (c->params.n) {
+            size_t off = 0;
+            assert_int_equal(msgpack_unpack_next(&u, c->params.p, c->params.n, &off),
+                             MSGPACK_UNPACK_SUCCESS);
+            assert_int_equal(off, c->params.n);
+            p = &u.data;
+        }
+        if (method_is(c, "subtract")) {
+            int64_t r = p->type == MSGPACK_OBJECT_ARRAY
+                      ? p->via.array.ptr[0].via.i64 - p->via.array.ptr[1].via.i64
+                      : map_int(p, "minuend") - map_int(p, "subtrahend");
+            answer_packed(b, i, pack_int, r);
+        } else if (method_is(c, "sum")) {
+            int64_t r = 0;
+            for (uint32_t k = 0; k < p->via.array.size; k++)
+                r += p->via.array.ptr[k].via.i64;
+            answer_packed(b, i, pack_int, r);
+        } else if (method_is(c, "get_data")) {
+            answer_packed(b, i, pack_hello, 5);
+        } else if (method_is(c, "echo")) {
+            assert_int_equal(jrpc_batch_answer_result(b, i, p), 0);
+        } else if (!c->notification) {
+            assert_int_equal(jrpc_batch_answer_error(b, i, JRPC_METHOD_NOT_FOUND, NULL), 0);
+        }
+        msgpack_unpacked_destroy(&u);
+    }
+}
+
+/* Parses, serves and checks the exact reply ("" for no reply). */
+static void assert_exchange(const char *body, const char *want)
+{
+    req_t r;
+    req_parse(&r, body);
+    serve(&r.b);
+    const char *got = req_reply(&r);
+    if (strcmp(got, want) != 0)
+        fail_msg("body %s\n got  %s\n want %s", body, got, want);
+    assert_int_equal(jrpc_batch_expects_reply(&r.b), want[0] != '\0');
+    req_dispose(&r);
+}
+
+/* ---- specification, section 7 ---- */
+
+static void test_spec_examples(void **state)
+{
+    (void)state;
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"subtract\", \"params\": [42, 23], \"id\": 1}",
+                    "{\"jsonrpc\":\"2.0\",\"result\":19,\"id\":1}");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"subtract\", \"params\": [23, 42], \"id\": 2}",
+                    "{\"jsonrpc\":\"2.0\",\"result\":-19,\"id\":2}");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"subtract\", \"params\": "
+                    "{\"subtrahend\": 23, \"minuend\": 42}, \"id\": 3}",
+                    "{\"jsonrpc\":\"2.0\",\"result\":19,\"id\":3}");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"subtract\", \"params\": "
+                    "{\"minuend\": 42, \"subtrahend\": 23}, \"id\": 4}",
+                    "{\"jsonrpc\":\"2.0\",\"result\":19,\"id\":4}");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"update\", \"params\": [1,2,3,4,5]}", "");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"foobar\"}", "");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"foobar\", \"id\": \"1\"}",
+                    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"},\"id\":\"1\"}");
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": \"foobar, \"params\": \"bar\", \"baz]", PARSE);
+    assert_exchange("{\"jsonrpc\": \"2.0\", \"method\": 1, \"params\": \"bar\"}", INVALID);
+    assert_exchange("[\n  {\"jsonrpc\": \"2.0\", \"method\": \"sum\", \"params\": [1,2,4], \"id\": \"1\"},\n"
+                    "  {\"jsonrpc\": \"2.0\", \"method\"\n]", PARSE);
+    assert_exchange("[]", INVALID);
+    assert_exchange("[1]", "[" INVALID "]");
+    assert_exchange("[1,2,3]", "[" INVALID "," INVALID "," INVALID "]");
+    assert_exchange(
+        "[\n"
+        "  {\"jsonrpc\": \"2.0\", \"method\": \"sum\", \"params\": [1,2,4], \"id\": \"1\"},\n"
+        "  {\"jsonrpc\": \"2.0\", \"method\": \"notify_hello\", \"params\": [7]},\n"
+        "  {\"jsonrpc\": \"2.0\", \"method\": \"subtract\", \"params\": [42,23], \"id\": \"2\"},\n"
+        "  {\"foo\": \"boo\"},\n"
+        "  {\"jsonrpc\": \"2.0\", \"method\": \"foo.get\", \"params\": {\"name\": \"myself\"}, \"id\": \"5\"},\n"
+        "  {\"jsonrpc\": \"2.0\", \"method\": \"get_data\", \"id\": \"9\"}\n"
+        "]",
+        "[{\"jsonrpc\":\"2.0\",\"result\":7,\"id\":\"1\"},"
+        "{\"jsonrpc\":\"2.0\",\"result\":19,\"id\":\"2\"},"
+        INVALID ","
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"},\"id\":\"5\"},"
+        "{\"jsonrpc\":\"2.0\",\"result\":[\"hello\",5],\"id\":\"9\"}]");
+    assert_exchange("[\n"
+                    "  {\"jsonrpc\": \"2.0\", \"method\": \"notify_sum\", \"params\": [1,2,4]},\n"
+                    "  {\"jsonrpc\": \"2.0\", \"method\": \"notify_hello\", \"params\": [7]}\n"
+                    "]", "");
+}
+
+static void test_calls(void **state)
+{
+    (void)state;
+    req_t r;
+    req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[42,23],\"id\":1}");
+    assert_false(r.b.is_array);
+    assert_int_equal(r.b.ncalls, 1);
+    const jrpc_call_t *c = &r.b.calls[0];
+    assert_false(c->answered);
+    assert_false(c->notification);
+    assert_int_equal(c->method.n, 3);
+    assert_memory_equal(c->method.p, "add", 3);
+    assert_int_equal(c->params.n, 3);
+    assert_memory_equal(c->params.p, "\x92\x2a\x17", 3);
+    assert_int_equal(c->id.n, 1);
+    assert_memory_equal(c->id.p, "1", 1);
+    req_dispose(&r);
+
+    /* No params; an escaped method name; unknown members ignored. */
+    req_parse(&r, "{\"x\":[{}],\"jsonrpc\":\"2\\u002e0\",\"m\\u0065thod\":\"a\\u00e9\\n\",\"id\":null}");
+    c = &r.b.calls[0];
+    assert_false(c->answered);
+    assert_int_equal(c->params.n, 0);
+    assert_int_equal(c->method.n, 4);
+    assert_memory_equal(c->method.p, "a\xc3\xa9\n", 4);
+    req_dispose(&r);
+
+    /* Duplicate ids in a batch are two calls. */
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1],\"id\":7},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[2],\"id\":7}]");
+    assert_int_equal(r.b.ncalls, 2);
+    serve(&r.b);
+    assert_string_equal(req_reply(&r), "[{\"jsonrpc\":\"2.0\",\"result\":[1],\"id\":7},"
+                                       "{\"jsonrpc\":\"2.0\",\"result\":[2],\"id\":7}]");
+    req_dispose(&r);
+}
+
+static void test_ids(void **state)
+{
+    (void)state;
+    static const char *ids[] = {
+        "1.0", "9007199254740993", "\"\\u00e9\"", "-0", "1e5", "null", "\"\"",
+        "-1.5E-7", "\"a\\\"b\"", "123456789012345678901234567890",
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char body[256], want[256];
+        snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[],\"id\": %s }", ids[i]);
+        snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"result\":[],\"id\":%s}", ids[i]);
+        assert_exchange(body, want);
+        /* Echoed on an invalid request too, since the id itself is valid. */
+        snprintf(body, sizeof body, "{\"jsonrpc\":\"2.1\",\"method\":\"echo\",\"id\":%s}", ids[i]);
+        snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                 "\"message\":\"Invalid Request\"},\"id\":%s}", ids[i]);
+        assert_exchange(body, want);
+    }
+    /* Ids of the wrong type: Invalid Request, id null. */
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":[1]}", INVALID);
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":{}}", INVALID);
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":true}", INVALID);
+    /* "id": null is a request, answered. */
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":null}",
+                    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"},\"id\":null}");
+}
+
+static void test_envelope(void **state)
+{
+    (void)state;
+    static const char *invalid[] = {
+        "{}",
+        "{\"method\":\"a\"}",                                      /* no jsonrpc */
+        "{\"jsonrpc\":\"2.00\",\"method\":\"a\"}",
+        "{\"jsonrpc\":2.0,\"method\":\"a\"}",
+        "{\"jsonrpc\":\"2.0\"}",                                     /* no method */
+        "{\"jsonrpc\":\"2.0\",\"method\":null}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"\"}",                     /* empty */
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":null}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"method\":\"a\"}",   /* duplicates */
+        "{\"jsonrpc\":\"2.0\",\"jsonrpc\":\"2.0\",\"method\":\"a\"}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":[],\"params\":[]}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":1,\"id\":1}",
+        "1", "\"x\"", "null", "true", " 1.5 ",                      /* scalars */
+        "[ ]",
+    };
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        req_t r;
+        req_parse(&r, invalid[i]);
+        assert_int_equal(r.b.ncalls, 1);
+        assert_false(r.b.is_array);
+        assert_true(r.b.calls[0].answered);
+        assert_false(r.b.calls[0].notification);  /* answered even without an id */
+        const char *got = req_reply(&r);
+        if (strcmp(got, INVALID) != 0)
+            fail_msg("%s gave %s", invalid[i], got);
+        req_dispose(&r);
+    }
+    /* A duplicate member other than id keeps the (valid) id. */
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"method\":\"a\",\"id\":3}",
+                    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid Request\"},\"id\":3}");
+    static const char *parse_errors[] = {
+        "", "  ", "{", "[", "[1,", "{\"jsonrpc\":\"2.0\",\"method\":\"a\"} x", "[][]", "\xef\xbb\xbf{}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\\ud800\"}", "[{}, 01]",
+    };
+    for (size_t i = 0; i < sizeof parse_errors / sizeof parse_errors[0]; i++)
+        assert_exchange(parse_errors[i], PARSE);
+    /* Out-of-range numbers in params are a parse error with a reason. */
+    assert_exchange("[{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":{\"x\":[-1e400]},\"id\":1}]",
+                    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"Parse error\","
+                    "\"data\":\"number out of range\"},\"id\":null}");
+}
+
+static void test_reserved(void **state)
+{
+    (void)state;
+    assert_exchange("{\"jsonrpc\":\"2.0\",\"method\":\"rpc.ping\",\"id\":1}",
+                    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32601,\"message\":\"Method not found\","
+                    "\"data\":\"rpc.* names are reserved\"},\"id\":1}");
+    req_t r;
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"rpc.ping\"},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"rpc\"},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"rpc\\u002eping\"}]");
+    assert_int_equal(r.b.ncalls, 3);
+    assert_true(r.b.calls[0].notification);
+    assert_true(r.b.calls[0].answered);   /* dropped: not dispatched */
+    assert_true(r.b.calls[1].notification);
+    assert_false(r.b.calls[1].answered);  /* "rpc" itself is not reserved */
+    assert_true(r.b.calls[2].answered);
+    assert_false(jrpc_batch_expects_reply(&r.b));
+    assert_string_equal(req_reply(&r), "");
+    req_dispose(&r);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    lim.max_batch = 3;
+    lim.max_method_len = 5;
+    req_t r;
+    const char *three = "[1,{\"jsonrpc\":\"2.0\",\"method\":\"abcde\"},3]";
+    req_parse_n(&r, three, strlen(three), &lim);
+    assert_true(r.b.is_array);
+    assert_int_equal(r.b.ncalls, 3);
+    assert_false(r.b.calls[1].answered);
+    req_dispose(&r);
+    const char *four = "[1,2,3,{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":1}]";
+    req_parse_n(&r, four, strlen(four), &lim);
+    assert_false(r.b.is_array);
+    assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                        "\"message\":\"Invalid Request\",\"data\":\"batch too large\"},\"id\":null}");
+    req_dispose(&r);
+    const char *four_bad = "[1,2,3,4,]";
+    req_parse_n(&r, four_bad, strlen(four_bad), &lim);
+    assert_string_equal(req_reply(&r), PARSE);
+    req_dispose(&r);
+    const char *longname = "{\"jsonrpc\":\"2.0\",\"method\":\"abcdef\",\"id\":1}";
+    req_parse_n(&r, longname, strlen(longname), &lim);
+    assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                        "\"message\":\"Invalid Request\"},\"id\":1}");
+    req_dispose(&r);
+
+    /* Depth: 64 levels in all pass, 65 are a parse error. */
+    jrpc_limits_t def = JRPC_LIMITS_DEFAULT;
+    char body[512];
+    for (unsigned depth = 64; depth <= 65; depth++) {
+        /* the request object is level 1, params level 2 */
+        int n = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":");
+        for (unsigned k = 1; k < depth; k++)
+            body[n++] = '[';
+        for (unsigned k = 1; k < depth; k++)
+            body[n++] = ']';
+        n += snprintf(body + n, sizeof body - (size_t)n, ",\"id\":1}");
+        req_parse_n(&r, body, (size_t)n, &def);
+        if (depth == 64) {
+            assert_false(r.b.calls[0].answered);
+            assert_int_equal(r.b.calls[0].params.n, 63);
+        } else {
+            assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                                "\"message\":\"Parse error\",\"data\":\"nesting depth exceeds 64\"},\"id\":null}");
+        }
+        req_dispose(&r);
+    }
+    memset(body, '[', 64);
+    memset(body + 64, ']', 64);
+    req_parse_n(&r, body, 128, &def);
+    assert_string_equal(req_reply(&r), "[" INVALID "]");
+    req_dispose(&r);
+    memset(body, '[', 65);
+    req_parse_n(&r, body, 65, &def);  /* incomplete too: depth wins */
+    assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                        "\"message\":\"Parse error\",\"data\":\"nesting depth exceeds 64\"},\"id\":null}");
+    req_dispose(&r);
+}
+
+static void test_params_round_trip(void **state)
+{
+    (void)state;
+    static const char *params[] = {
+        "[18446744073709551615,-9223372036854775808,0,-1,127,128,-33,65536,4294967296]",
+        "[0.1,1e+300,-0.0,5e-324,2.5]",
+        "[\"a\\\"\\\\\\n\\u0001\xc3\xa9\xf0\x9d\x84\x9e\"]",
+        "{\"a\":{\"b\":[[],{},null,true,false]},\"\":\"\"}",
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        char body[512], want[512];
+        snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":%s,\"id\":1}", params[i]);
+        snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"result\":%s,\"id\":1}", params[i]);
+        assert_exchange(body, want);
+    }
+}
+
+static void test_worker_answers(void **state)
+{
+    (void)state;
+    req_t r;
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":1},{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":2},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":3}]");
+    /* A well-formed error, data any value, other members dropped. */
+    msgpack_object_kv kv[4] = {
+        { .key = { .type = MSGPACK_OBJECT_STR, .via.str = { 4, "code" } },
+          .val = { .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = -32000 } },
+        { .key = { .type = MSGPACK_OBJECT_STR, .via.str = { 7, "message" } },
+          .val = { .type = MSGPACK_OBJECT_STR, .via.str = { 4, "busy" } } },
+        { .key = { .type = MSGPACK_OBJECT_STR, .via.str = { 5, "extra" } },
+          .val = { .type = MSGPACK_OBJECT_BIN, .via.bin = { 1, "x" } } },
+        { .key = { .type = MSGPACK_OBJECT_STR, .via.str = { 4, "data" } },
+          .val = { .type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = true } },
+    };
+    msgpack_object err = { .type = MSGPACK_OBJECT_MAP, .via.map = { 4, kv } };
+    assert_int_equal(jrpc_batch_answer_error_obj(&r.b, 0, &err), 0);
+    /* A result with no JSON form: -32603. */
+    msgpack_object bin = { .type = MSGPACK_OBJECT_BIN, .via.bin = { 1, "x" } };
+    assert_int_equal(jrpc_batch_answer_result(&r.b, 1, &bin), 0);
+    /* Positive code, no data. */
+    err.via.map.size = 2;
+    kv[0].val = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = 7 };
+    assert_int_equal(jrpc_batch_answer_error_obj(&r.b, 2, &err), 0);
+    assert_string_equal(req_reply(&r),
+        "[{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32000,\"message\":\"busy\",\"data\":true},\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\","
+        "\"data\":\"result has no JSON form\"},\"id\":2},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":7,\"message\":\"busy\"},\"id\":3}]");
+
+    /* Malformed worker errors. */
+    const char *malformed = "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\","
+                            "\"data\":\"worker sent a malformed error\"},\"id\":1}";
+    msgpack_object nil = { .type = MSGPACK_OBJECT_NIL };
+    msgpack_object_kv bad[3];
+    msgpack_object bad_err = { .type = MSGPACK_OBJECT_MAP, .via.map = { 2, bad } };
+    for (int variant = 0; variant < 9; variant++) {
+        memcpy(bad, kv, sizeof bad);
+        bad[0].val = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = -1 };
+        bad_err.via.map.size = 2;
+        const msgpack_object *e = &bad_err;
+        switch (variant) {
+        case 0: e = &nil; break;
+        case 1: bad_err.via.map.size = 1; break;  /* no message */
+        case 2: bad[0].val = (msgpack_object){ .type = MSGPACK_OBJECT_STR, .via.str = { 1, "1" } }; break;
+        case 3: bad[0].val = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER,
+                                               .via.u64 = (uint64_t)INT_MAX + 1 }; break;
+        case 4: bad[1].val = (msgpack_object){ .type = MSGPACK_OBJECT_NIL }; break;
+        case 5: bad[1].val = (msgpack_object){ .type = MSGPACK_OBJECT_STR, .via.str = { 1, "\xff" } }; break;
+        case 6: bad[2] = (msgpack_object_kv){ .key = { .type = MSGPACK_OBJECT_STR, .via.str = { 4, "data" } },
+                                              .val = bin };
+                bad_err.via.map.size = 3; break;
+        case 7: bad[2] = bad[0]; bad_err.via.map.size = 3; break;  /* duplicate code */
+        case 8: bad[2] = (msgpack_object_kv){ .key = nil, .val = nil }; bad_err.via.map.size = 3; break;
+        }
+        req_t q;
+        req_parse(&q, "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":1}");
+        assert_int_equal(jrpc_batch_answer_error_obj(&q.b, 0, e), 0);
+        const char *got = req_reply(&q);
+        if (strcmp(got, malformed) != 0)
+            fail_msg("variant %d gave %s", variant, got);
+        req_dispose(&q);
+    }
+    req_dispose(&r);
+
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    assert_int_equal(jrpc_batch_write_error(&out, JRPC_SERVER_BUSY, "queue \"full\""), 0);
+    assert_int_equal(jrpc_batch_write_error(&out, JRPC_PARSE_ERROR, NULL), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_string_equal(out.p, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32000,\"message\":\"Server busy\","
+                        "\"data\":\"queue \\\"full\\\"\"},\"id\":null}" PARSE);
+    jrpc_buf_dispose(&out);
+}
+
+/* ---- JSONTestSuite bodies ---- */
+
+static void suite_file(const char *name, const char *p, size_t n)
+{
+    jrpc_batch_t b;
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    jrpc_batch_init(&b);
+    assert_int_equal(jrpc_batch_parse(&b, p, n, &lim), 0);
+    static const char pe[] = "\"error\":{\"code\":-32700,";
+    bool parse_error = b.ncalls == 1 && b.calls[0].answered && b.calls[0].answer.n > sizeof pe &&
+                       memcmp(b.calls[0].answer.p, pe, sizeof pe - 1) == 0;
+    if (name[0] == 'n') {
+        if (!parse_error || b.is_array || b.calls[0].id.n != 4)
+            fail_msg("%s: not a single -32700", name);
+    } else if (name[0] == 'y' && parse_error) {
+        fail_msg("%s: -32700", name);
+    }
+    msgpack_object nil = { .type = MSGPACK_OBJECT_NIL };
+    for (uint32_t i = 0; i < b.ncalls; i++)
+        if (!b.calls[i].answered)
+            assert_int_equal(jrpc_batch_answer_result(&b, i, &nil), 0);
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    assert_int_equal(jrpc_batch_write_reply(&b, &out), 0);
+    if (out.len)  /* the reply is strict JSON itself */
+        assert_int_equal(jrpc_json_validate(out.p, out.len, 64), 0);
+    jrpc_buf_dispose(&out);
+    jrpc_batch_dispose(&b);
+}
+
+static void test_suite(void **state)
+{
+    (void)state;
+    DIR *d = opendir(SUITE_DIR);
+    assert_non_null(d);
+    struct dirent *e;
+    int count = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", SUITE_DIR, e->d_name);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        char *p = malloc(n ? (size_t)n : 1);
+        assert_non_null(p);
+        assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+        fclose(f);
+        suite_file(e->d_name, p, (size_t)n);
+        free(p);
+        count++;
+    }
+    closedir(d);
+    assert_true(count >= 300);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_examples),
+        cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_envelope),
+        cmocka_unit_test(test_reserved),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_params_round_trip),
+        cmocka_unit_test(test_worker_answers),
+        cmocka_unit_test(test_suite),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

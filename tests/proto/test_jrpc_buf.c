@@ -1,0 +1,83 @@
+/* Tests of jrpc_buf: the growable buffer and the chunked arena. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include "jrpc_buf.h"
+
+static void test_buf_append(void **state)
+{
+    (void)state;
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_null(b.p);
+    assert_int_equal(jrpc_buf_append(&b, "", 0), 0);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(jrpc_buf_puts(&b, "hello"), 0);
+    assert_int_equal(jrpc_buf_putc(&b, ' '), 0);
+    assert_int_equal(jrpc_buf_append(&b, "world!", 5), 0);
+    assert_int_equal(b.len, 11);
+    assert_memory_equal(b.p, "hello world", 11);
+    /* Growth keeps the bytes. */
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(jrpc_buf_putc(&b, (char)('a' + i % 26)), 0);
+    assert_int_equal(b.len, 10011);
+    assert_true(b.cap >= b.len);
+    assert_memory_equal(b.p, "hello world", 11);
+    assert_int_equal(b.p[11 + 27], 'b');
+    jrpc_buf_reset(&b);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(jrpc_buf_reserve(&b, 100000), 0);
+    assert_true(b.cap - b.len >= 100000);
+    assert_int_equal(jrpc_buf_reserve(&b, SIZE_MAX), -ENOMEM);
+    jrpc_buf_dispose(&b);
+    assert_null(b.p);
+    assert_int_equal(b.cap, 0);
+}
+
+static void test_arena(void **state)
+{
+    (void)state;
+    jrpc_arena_t a;
+    jrpc_arena_init(&a, 64);
+    char *first = jrpc_arena_alloc(&a, 1);
+    assert_non_null(first);
+    assert_int_equal((uintptr_t)first % 8, 0);
+    char *p[100];
+    for (int i = 0; i < 100; i++) {
+        p[i] = jrpc_arena_alloc(&a, (size_t)i + 1);
+        assert_non_null(p[i]);
+        assert_int_equal((uintptr_t)p[i] % 8, 0);
+        memset(p[i], i, (size_t)i + 1);
+    }
+    for (int i = 0; i < 100; i++)  /* no overlap */
+        for (int k = 0; k <= i; k++)
+            assert_int_equal((unsigned char)p[i][k], i);
+    char *big = jrpc_arena_alloc(&a, 100000);  /* bigger than any chunk so far */
+    assert_non_null(big);
+    memset(big, 0xff, 100000);
+    char *d = jrpc_arena_dup(&a, "abc", 3);
+    assert_memory_equal(d, "abc", 3);
+    assert_non_null(jrpc_arena_dup(&a, "", 0));
+    jrpc_arena_reset(&a);
+    char *again = jrpc_arena_alloc(&a, 1);
+    assert_ptr_equal(again, first);  /* the first chunk is rewound and kept */
+    jrpc_arena_dispose(&a);
+    assert_null(a.head);
+    jrpc_arena_dispose(&a);  /* idempotent */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buf_append),
+        cmocka_unit_test(test_arena),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

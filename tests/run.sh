@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is needed, builds twice (plain with
+# warnings as errors, then AddressSanitizer + UndefinedBehaviorSanitizer) and
+# runs every test in both. The last line is the total: "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+bash deploy/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+jobs=$(nproc)
+total_pass=0
+total_fail=0
+for variant in plain asan; do
+    dir=build-test-$variant
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DJRPC_WERROR=ON)
+    [ $variant = asan ] && flags+=(-DJRPC_SANITIZE=ON)
+    echo "=== build ($variant)"
+    if ! { cmake -S . -B "$dir" "${flags[@]}" >/dev/null && cmake --build "$dir" -j"$jobs" >/dev/null; }; then
+        cmake --build "$dir" 2>&1 | grep -E 'error|warning' | head -40
+        total_fail=$((total_fail + 1))
+        continue
+    fi
+    echo "=== tests ($variant)"
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    ctest --test-dir "$dir" -j"$jobs" --output-on-failure 2>&1 | tee "$dir/ctest.out"
+    line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$dir/ctest.out" | tail -n 1)
+    failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+    all=$(echo "$line" | sed -E 's/.* tests failed out of ([0-9]+).*/\1/')
+    if [ -z "$line" ]; then failed=1; all=1; fi
+    total_pass=$((total_pass + all - failed))
+    total_fail=$((total_fail + failed))
+done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,728 @@
+/* jrpc_worker — the worker side of the broker⇄worker protocol.
+ *
+ * One conn per broker endpoint. A conn owns at most one DEALER at a time;
+ * a "reset" (DISCONNECT from the broker, or the broker silent for
+ * liveness × heartbeat) throws the socket away and opens a fresh one, which
+ * the broker sees as a new worker, then sends READY again. Calls remember
+ * the generation of the socket they came on: an answer completed after a
+ * reset belongs to a broker session that no longer exists and is dropped.
+ *
+ * Answers are gathered per conn into one RESPONSE and flushed when the loop
+ * turn that completed them ends (an idle handle), at the end of each read
+ * burst, or when the buffer grows large. */
+#include "jrpc_worker.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+#include "jrpc_wire.h"
+#include "jrpc_zwatch.h"
+
+#define READ_BURST      64          /* frames read per callback before yielding */
+#define FLUSH_BYTES     (256 << 10) /* flush a RESPONSE at once beyond this size */
+#define RECONNECT_IVL   100         /* ZMQ_RECONNECT_IVL, ms */
+#define RECONNECT_MAX   1000        /* ZMQ_RECONNECT_IVL_MAX, ms */
+#define FREE_CALLS_MAX  1024        /* finished calls kept for reuse */
+
+typedef struct handler {
+    char           *name;  /* method (owned, NUL-terminated) */
+    size_t          len;   /* strlen(name) */
+    jrpc_handler_fn fn;
+    void           *arg;   /* the caller's */
+} handler_t;
+
+typedef struct conn {
+    jrpc_worker_t *w;
+    char          *endpoint;   /* owned */
+    void          *sock;       /* the current DEALER; NULL when none */
+    jrpc_zwatch_t *zw;         /* its watcher (heap; freed in on_sock_closed) */
+    uint64_t       gen;        /* bumped per socket; calls of older ones are stale */
+    uint64_t       last_recv;  /* uv_now() of the last frame from the broker */
+    uint64_t       last_send;  /* uv_now() of the last frame to it */
+    uint64_t       last_reset; /* uv_now() of the last socket (re)open */
+    uint32_t       inflight;   /* calls of this generation not yet answered */
+    bool           alive;      /* heard from the broker on this socket */
+    bool           reset_due;  /* DISCONNECT came too soon after a reset: reset on tick */
+    jrpc_buf_t     out;        /* RESPONSE being gathered */
+    uint32_t       nout;       /* answers in out */
+} conn_t;
+
+struct jrpc_wcall {
+    jrpc_worker_t  *w;
+    conn_t         *conn;      /* where the answer goes */
+    uint64_t        gen;       /* conn->gen when the call came */
+    jrpc_seq_t      seq;       /* the broker's sequence number */
+    uint64_t        deadline;  /* uv_now() ms, UINT64_MAX: none */
+    const char     *method;    /* the handler's name, or "" */
+    jrpc_buf_t      result;    /* packed result */
+    msgpack_packer  pk;        /* writes into result */
+    jrpc_wcall_t   *prev;      /* outstanding list / free list (next only) */
+    jrpc_wcall_t   *next;
+};
+
+struct jrpc_worker {
+    jrpc_worker_opts_t opts;
+    uv_loop_t   *loop;         /* the loop we run on */
+    uv_loop_t    own_loop;     /* storage when we own it */
+    bool         owns_loop;
+    void        *zctx;         /* ZeroMQ context (owned) */
+    handler_t   *handlers;
+    size_t       nhandlers;
+    conn_t     **conns;
+    size_t       nconns;
+    uv_timer_t   tick;         /* heartbeats and liveness, every heartbeat_ms */
+    uv_idle_t    flush_idle;   /* flushes gathered answers at the end of a turn */
+    bool         tick_started;
+    msgpack_zone zone;         /* decoded frames; cleared after each */
+    jrpc_wcall_t *calls;       /* outstanding calls (doubly linked) */
+    jrpc_wcall_t *free_calls;  /* finished calls for reuse (singly linked) */
+    size_t       nfree;
+    int          nclosing;     /* handles/watchers still closing */
+    bool         stopping;     /* jrpc_worker_stop() was called */
+    jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
+};
+
+static void conn_flush(conn_t *c);
+static void conn_reset(conn_t *c, const char *why);
+
+/* ---- options ---- */
+
+void jrpc_worker_opts_init(jrpc_worker_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->credit = 64;
+    o->heartbeat_ms = 1000;
+    o->liveness = 3;
+    o->linger_ms = 1000;
+}
+
+/* ---- sockets ---- */
+
+static int buf_write(void *data, const char *p, size_t n)
+{
+    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
+}
+
+static int conn_send(conn_t *c, const char *p, size_t n)
+{
+    if (c->sock == NULL)
+        return -ENOTCONN;
+    if (zmq_send(c->sock, p, n, ZMQ_DONTWAIT) < 0) {
+        int rc = -errno;
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=send_failed endpoint=%s bytes=%zu err=\"%s\"",
+                 c->endpoint, n, zmq_strerror(-rc));
+        return rc;
+    }
+    c->last_send = uv_now(c->w->loop);
+    /* The send may have consumed the ZMQ_FD edge. */
+    jrpc_zwatch_kick(c->zw);
+    return 0;
+}
+
+static int conn_send_bare(conn_t *c, int type)
+{
+    jrpc_buf_t *b = &c->w->tmp;
+    jrpc_buf_reset(b);
+    int rc = type == JRPC_WIRE_HEARTBEAT ? jrpc_wire_put_heartbeat(b) : jrpc_wire_put_disconnect(b);
+    if (rc < 0)
+        return rc;
+    return conn_send(c, b->p, b->len);
+}
+
+static int conn_send_ready(conn_t *c)
+{
+    jrpc_worker_t *w = c->w;
+    int rc = -ENOMEM;
+    const char **names = malloc(w->nhandlers * sizeof *names);
+    if (names == NULL)
+        goto out;
+    for (size_t i = 0; i < w->nhandlers; i++)
+        names[i] = w->handlers[i].name;
+    jrpc_buf_reset(&w->tmp);
+    if ((rc = jrpc_wire_put_ready(&w->tmp, w->opts.credit, names, w->nhandlers)) < 0)
+        goto out;
+    rc = conn_send(c, w->tmp.p, w->tmp.len);
+out:
+    free(names);
+    return rc;
+}
+
+static void on_sock_closed(jrpc_zwatch_t *zw)
+{
+    conn_t *c = zw->data;
+    zmq_close(zw->sock);
+    c->w->nclosing--;
+    free(zw);
+}
+
+/* Throws the socket away. linger: how long ZeroMQ may keep trying to
+ * deliver what was sent (0 on resets: the old session is dead anyway). */
+static void conn_close(conn_t *c, int linger)
+{
+    if (c->sock == NULL)
+        return;
+    conn_flush(c);
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+    c->w->nclosing++;
+    jrpc_zwatch_stop(c->zw, on_sock_closed);
+    c->sock = NULL;
+    c->zw = NULL;
+    jrpc_buf_reset(&c->out);
+    c->nout = 0;
+    c->inflight = 0;
+}
+
+static int on_readable(jrpc_zwatch_t *zw, void *sock);
+
+/* Opens a fresh DEALER to c->endpoint and queues READY on it. */
+static int conn_open(conn_t *c)
+{
+    jrpc_worker_t *w = c->w;
+    int rc;
+    jrpc_zwatch_t *zw = NULL;
+    void *sock = zmq_socket(w->zctx, ZMQ_DEALER);
+    if (sock == NULL)
+        return -errno;
+    int linger = 0, ivl = RECONNECT_IVL, ivl_max = RECONNECT_MAX;
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl) != 0 ||
+        zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max) != 0 ||
+        zmq_connect(sock, c->endpoint) != 0) {
+        rc = -errno;
+        goto out;
+    }
+    rc = -ENOMEM;
+    if ((zw = calloc(1, sizeof *zw)) == NULL)
+        goto out;
+    if ((rc = jrpc_zwatch_start(w->loop, zw, sock, on_readable, c)) < 0)
+        goto out;
+    uint64_t now = uv_now(w->loop);
+    c->sock = sock;
+    c->zw = zw;
+    c->gen++;
+    c->last_recv = c->last_send = c->last_reset = now;
+    c->alive = false;
+    c->reset_due = false;
+    c->inflight = 0;
+    jrpc_buf_reset(&c->out);
+    c->nout = 0;
+    JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=socket_open endpoint=%s gen=%llu", c->endpoint,
+             (unsigned long long)c->gen);
+    /* READY is queued on the pipe even before the TCP connection is up. */
+    conn_send_ready(c);
+    return 0;
+out:
+    /* jrpc_zwatch_start() fails before initialising any handle, so zw can
+     * be freed at once. */
+    free(zw);
+    zmq_close(sock);
+    return rc;
+}
+
+static void conn_reset(conn_t *c, const char *why)
+{
+    if (c->w->stopping)
+        return;
+    conn_close(c, 0);
+    int rc = conn_open(c);
+    if (rc < 0)
+        JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=reconnect_failed endpoint=%s reason=%s err=\"%s\"",
+                 c->endpoint, why, zmq_strerror(-rc));
+    else
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=reconnect endpoint=%s reason=%s gen=%llu",
+                 c->endpoint, why, (unsigned long long)c->gen);
+}
+
+/* ---- answers ---- */
+
+static void conn_flush(conn_t *c)
+{
+    if (c->nout == 0)
+        return;
+    jrpc_wire_put_response_end(&c->out, c->nout);
+    conn_send(c, c->out.p, c->out.len);
+    jrpc_buf_reset(&c->out);
+    c->nout = 0;
+}
+
+static void on_flush_idle(uv_idle_t *h)
+{
+    jrpc_worker_t *w = h->data;
+    uv_idle_stop(h);
+    for (size_t i = 0; i < w->nconns; i++)
+        conn_flush(w->conns[i]);
+}
+
+/* Appends the answer of call wc to its conn's RESPONSE. is_error: code and
+ * message; else the packed result (nil when empty). */
+static int conn_answer(conn_t *c, jrpc_wcall_t *wc, bool is_error, int code, const char *message)
+{
+    size_t len0 = c->out.len;
+    int rc;
+    if (c->nout == 0 && (rc = jrpc_wire_put_response_begin(&c->out)) < 0)
+        goto fail;
+    if (is_error) {
+        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, (jrpc_span_t){ NULL, 0 });
+    } else {
+        rc = jrpc_wire_put_result_head(&c->out, wc->seq);
+        if (rc == 0 && wc->result.len == 0)
+            rc = jrpc_buf_putc(&c->out, (char)0xc0); /* nil */
+        else if (rc == 0)
+            rc = jrpc_buf_append(&c->out, wc->result.p, wc->result.len);
+    }
+    if (rc < 0)
+        goto fail;
+    c->nout++;
+    if (c->out.len >= FLUSH_BYTES)
+        conn_flush(c);
+    else
+        uv_idle_start(&c->w->flush_idle, on_flush_idle);
+    return 0;
+fail:
+    c->out.len = len0;
+    return rc;
+}
+
+/* ---- calls ---- */
+
+static jrpc_wcall_t *call_new(jrpc_worker_t *w)
+{
+    jrpc_wcall_t *wc = w->free_calls;
+    if (wc != NULL) {
+        w->free_calls = wc->next;
+        w->nfree--;
+        jrpc_buf_reset(&wc->result);
+    } else {
+        if ((wc = malloc(sizeof *wc)) == NULL)
+            return NULL;
+        jrpc_buf_init(&wc->result);
+    }
+    wc->w = w;
+    msgpack_packer_init(&wc->pk, &wc->result, buf_write);
+    wc->prev = NULL;
+    wc->next = w->calls;
+    if (w->calls)
+        w->calls->prev = wc;
+    w->calls = wc;
+    return wc;
+}
+
+static void call_free(jrpc_wcall_t *wc)
+{
+    jrpc_worker_t *w = wc->w;
+    if (wc->prev)
+        wc->prev->next = wc->next;
+    else
+        w->calls = wc->next;
+    if (wc->next)
+        wc->next->prev = wc->prev;
+    if (w->nfree < FREE_CALLS_MAX && wc->result.cap <= 64 * 1024) {
+        wc->next = w->free_calls;
+        w->free_calls = wc;
+        w->nfree++;
+    } else {
+        jrpc_buf_dispose(&wc->result);
+        free(wc);
+    }
+}
+
+static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *message)
+{
+    conn_t *c = wc->conn;
+    int rc = 0;
+    if (wc->w->stopping || c->sock == NULL || c->gen != wc->gen) {
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=answer_dropped reason=stale endpoint=%s seq=%llu",
+                 c->endpoint, (unsigned long long)wc->seq);
+    } else {
+        c->inflight--;
+        rc = conn_answer(c, wc, is_error, code, message);
+        if (rc < 0)
+            JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=answer_lost endpoint=%s seq=%llu err=nomem",
+                     c->endpoint, (unsigned long long)wc->seq);
+    }
+    call_free(wc);
+    return rc;
+}
+
+const char *jrpc_wcall_method(const jrpc_wcall_t *c)
+{
+    return c->method;
+}
+
+uint64_t jrpc_wcall_deadline(const jrpc_wcall_t *c)
+{
+    return c->deadline;
+}
+
+msgpack_packer *jrpc_wcall_result(jrpc_wcall_t *c)
+{
+    return &c->pk;
+}
+
+int jrpc_wcall_finish(jrpc_wcall_t *c)
+{
+    return call_complete(c, false, 0, NULL);
+}
+
+int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message)
+{
+    assert(message != NULL);
+    return call_complete(c, true, code, message);
+}
+
+/* ---- reading ---- */
+
+static const handler_t *find_handler(const jrpc_worker_t *w, jrpc_span_t method)
+{
+    for (size_t i = 0; i < w->nhandlers; i++) {
+        const handler_t *h = &w->handlers[i];
+        if (h->len == method.n && memcmp(h->name, method.p, method.n) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
+{
+    jrpc_worker_t *w = c->w;
+    jrpc_wcall_t *wc = call_new(w);
+    if (wc == NULL) {
+        JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=call_dropped endpoint=%s seq=%llu err=nomem",
+                 c->endpoint, (unsigned long long)call->seq);
+        return;
+    }
+    uint64_t now = uv_now(w->loop);
+    const handler_t *h = find_handler(w, call->method);
+    wc->conn = c;
+    wc->gen = c->gen;
+    wc->seq = call->seq;
+    wc->deadline = call->timeout_ms ? now + call->timeout_ms : UINT64_MAX;
+    wc->method = h ? h->name : "";
+    if (++c->inflight > w->opts.credit)
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=credit_exceeded endpoint=%s inflight=%u credit=%u",
+                 c->endpoint, c->inflight, w->opts.credit);
+    if (h == NULL) {
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=unknown_method endpoint=%s seq=%llu method=%.*s",
+                 c->endpoint, (unsigned long long)call->seq,
+                 (int)(call->method.n > 64 ? 64 : call->method.n), call->method.p);
+        jrpc_wcall_error(wc, JRPC_METHOD_NOT_FOUND, jrpc_error_message(JRPC_METHOD_NOT_FOUND));
+        return;
+    }
+    JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=call endpoint=%s seq=%llu method=%s timeout_ms=%u",
+             c->endpoint, (unsigned long long)call->seq, h->name, call->timeout_ms);
+    h->fn(wc, call->params, h->arg);
+}
+
+static void handle_frame(conn_t *c, const char *p, size_t n)
+{
+    jrpc_worker_t *w = c->w;
+    jrpc_wire_msg_t m;
+    int rc = jrpc_wire_decode(p, n, &w->zone, &m);
+    if (rc < 0) {
+        JRPC_LOG(rc == JRPC_WIRE_EVERSION ? JRPC_LOG_ERROR : JRPC_LOG_WARN, "worker",
+                 "event=frame_dropped endpoint=%s bytes=%zu err=\"%s\"", c->endpoint, n,
+                 jrpc_wire_strerror(rc));
+        return;
+    }
+    if (!c->alive && m.type != JRPC_WIRE_DISCONNECT) {
+        c->alive = true;
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connected endpoint=%s credit=%u methods=%zu",
+                 c->endpoint, w->opts.credit, w->nhandlers);
+    }
+    switch (m.type) {
+    case JRPC_WIRE_REQUEST:
+        if (c->reset_due)
+            break; /* the broker told us it does not know us */
+        uint64_t gen = c->gen;
+        for (uint32_t i = 0; i < m.nitems && c->gen == gen && c->sock != NULL && !w->stopping; i++) {
+            jrpc_wire_call_t call;
+            if ((rc = jrpc_wire_request_item(&m, i, &call)) < 0) {
+                JRPC_LOG(JRPC_LOG_WARN, "worker", "event=call_dropped endpoint=%s item=%u err=\"%s\"",
+                         c->endpoint, i, jrpc_wire_strerror(rc));
+                continue;
+            }
+            dispatch(c, &call);
+        }
+        break;
+    case JRPC_WIRE_HEARTBEAT:
+        break;
+    case JRPC_WIRE_DISCONNECT: {
+        uint64_t now = uv_now(w->loop);
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_received endpoint=%s", c->endpoint);
+        /* Reconnect at once, but not in a tight loop with a broker that keeps
+         * refusing us: at most once per heartbeat interval. */
+        if (now - c->last_reset >= w->opts.heartbeat_ms)
+            conn_reset(c, "disconnect");
+        else
+            c->reset_due = true;
+        break;
+    }
+    default:
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=frame_dropped endpoint=%s type=%d err=\"unexpected\"",
+                 c->endpoint, m.type);
+        break;
+    }
+}
+
+static int on_readable(jrpc_zwatch_t *zw, void *sock)
+{
+    conn_t *c = zw->data;
+    jrpc_worker_t *w = c->w;
+    for (int i = 0; i < READ_BURST; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
+            int err = errno;
+            zmq_msg_close(&msg);
+            if (err != EAGAIN)
+                JRPC_LOG(JRPC_LOG_WARN, "worker", "event=recv_failed endpoint=%s err=\"%s\"",
+                         c->endpoint, zmq_strerror(err));
+            conn_flush(c);
+            return 0;
+        }
+        c->last_recv = uv_now(w->loop);
+        if (zmq_msg_more(&msg)) {
+            /* Not ours: the protocol is one frame per message. */
+            int parts = 1;
+            do {
+                zmq_msg_close(&msg);
+                zmq_msg_init(&msg);
+                if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0)
+                    break;
+                parts++;
+            } while (zmq_msg_more(&msg));
+            zmq_msg_close(&msg);
+            JRPC_LOG(JRPC_LOG_WARN, "worker", "event=frame_dropped endpoint=%s parts=%d err=\"multipart\"",
+                     c->endpoint, parts);
+            continue;
+        }
+        handle_frame(c, zmq_msg_data(&msg), zmq_msg_size(&msg));
+        msgpack_zone_clear(&w->zone);
+        zmq_msg_close(&msg);
+        if (c->zw != zw)
+            return 0; /* reset or stopped meanwhile: this socket is gone */
+    }
+    conn_flush(c);
+    return 1;
+}
+
+/* ---- heartbeats and liveness ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+    jrpc_worker_t *w = t->data;
+    uint64_t now = uv_now(w->loop);
+    uint64_t hb = w->opts.heartbeat_ms;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL) {
+            conn_reset(c, "retry");
+        } else if (c->reset_due) {
+            conn_reset(c, "disconnect");
+        } else if (now - c->last_recv >= hb * w->opts.liveness) {
+            if (c->alive)
+                JRPC_LOG(JRPC_LOG_WARN, "worker", "event=broker_lost endpoint=%s silent_ms=%llu",
+                         c->endpoint, (unsigned long long)(now - c->last_recv));
+            else
+                JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=broker_unreachable endpoint=%s",
+                         c->endpoint);
+            conn_reset(c, "silence");
+        } else if (now - c->last_send >= hb - hb / 10) {
+            /* Timer ticks drift a little; a heartbeat slightly early is harmless. */
+            conn_send_bare(c, JRPC_WIRE_HEARTBEAT);
+        }
+    }
+}
+
+/* ---- the worker ---- */
+
+jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
+{
+    jrpc_worker_opts_t o;
+    if (opts == NULL)
+        jrpc_worker_opts_init(&o);
+    else
+        o = *opts;
+    if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    jrpc_worker_t *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->opts = o;
+    jrpc_buf_init(&w->tmp);
+    if (o.loop != NULL) {
+        w->loop = o.loop;
+    } else {
+        if (uv_loop_init(&w->own_loop) < 0)
+            goto fail_loop;
+        w->loop = &w->own_loop;
+        w->owns_loop = true;
+    }
+    if ((w->zctx = zmq_ctx_new()) == NULL)
+        goto fail_ctx;
+    if (!msgpack_zone_init(&w->zone, 8192))
+        goto fail_zone;
+    uv_timer_init(w->loop, &w->tick);
+    uv_idle_init(w->loop, &w->flush_idle);
+    w->tick.data = w->flush_idle.data = w;
+    return w;
+fail_zone:
+    zmq_ctx_term(w->zctx);
+fail_ctx:
+    if (w->owns_loop)
+        uv_loop_close(&w->own_loop);
+fail_loop:
+    free(w);
+    return NULL;
+}
+
+int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg)
+{
+    if (method == NULL || method[0] == '\0' || fn == NULL)
+        return -EINVAL;
+    if (w->nconns > 0)
+        return -EBUSY;
+    size_t len = strlen(method);
+    if (find_handler(w, (jrpc_span_t){ method, len }) != NULL)
+        return -EEXIST;
+    handler_t *hs = realloc(w->handlers, (w->nhandlers + 1) * sizeof *hs);
+    if (hs == NULL)
+        return -ENOMEM;
+    w->handlers = hs;
+    char *name = strdup(method);
+    if (name == NULL)
+        return -ENOMEM;
+    hs[w->nhandlers++] = (handler_t){ .name = name, .len = len, .fn = fn, .arg = arg };
+    return 0;
+}
+
+int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
+{
+    if (w->nhandlers == 0 || endpoint == NULL || w->stopping)
+        return -EINVAL;
+    int rc = -ENOMEM;
+    conn_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        goto out;
+    c->w = w;
+    jrpc_buf_init(&c->out);
+    if ((c->endpoint = strdup(endpoint)) == NULL)
+        goto out;
+    conn_t **cs = realloc(w->conns, (w->nconns + 1) * sizeof *cs);
+    if (cs == NULL)
+        goto out;
+    w->conns = cs;
+    if ((rc = conn_open(c)) < 0)
+        goto out;
+    w->conns[w->nconns++] = c;
+    c = NULL;
+    if (!w->tick_started) {
+        uv_timer_start(&w->tick, on_tick, w->opts.heartbeat_ms, w->opts.heartbeat_ms);
+        w->tick_started = true;
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s credit=%u heartbeat_ms=%u",
+             endpoint, w->opts.credit, w->opts.heartbeat_ms);
+    rc = 0;
+out:
+    if (c != NULL) {
+        free(c->endpoint);
+        free(c);
+    }
+    return rc;
+}
+
+int jrpc_worker_run(jrpc_worker_t *w)
+{
+    int rc = 0;
+    if (!w->stopping)
+        rc = uv_run(w->loop, UV_RUN_DEFAULT);
+    /* Let the handles and sockets closed by jrpc_worker_stop() finish. */
+    while (w->nclosing > 0)
+        uv_run(w->loop, UV_RUN_NOWAIT);
+    return rc < 0 ? rc : 0;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    jrpc_worker_t *w = h->data;
+    w->nclosing--;
+}
+
+void jrpc_worker_stop(jrpc_worker_t *w)
+{
+    if (w->stopping)
+        return;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL)
+            continue;
+        conn_flush(c);
+        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u",
+                 c->endpoint, c->inflight);
+        /* A broker we never heard from would only make exit wait. */
+        conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
+    }
+    w->stopping = true;
+    w->nclosing += 2;
+    uv_close((uv_handle_t *)&w->tick, on_handle_closed);
+    uv_close((uv_handle_t *)&w->flush_idle, on_handle_closed);
+    uv_stop(w->loop);
+}
+
+uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w)
+{
+    return w->loop;
+}
+
+void jrpc_worker_destroy(jrpc_worker_t **self_p)
+{
+    jrpc_worker_t *w = *self_p;
+    if (w == NULL)
+        return;
+    *self_p = NULL;
+    jrpc_worker_stop(w);
+    while (w->nclosing > 0)
+        uv_run(w->loop, UV_RUN_NOWAIT);
+    while (w->calls) {
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=call_abandoned seq=%llu",
+                 (unsigned long long)w->calls->seq);
+        jrpc_wcall_t *wc = w->calls;
+        w->calls = wc->next;
+        jrpc_buf_dispose(&wc->result);
+        free(wc);
+    }
+    while (w->free_calls) {
+        jrpc_wcall_t *wc = w->free_calls;
+        w->free_calls = wc->next;
+        jrpc_buf_dispose(&wc->result);
+        free(wc);
+    }
+    for (size_t i = 0; i < w->nconns; i++) {
+        jrpc_buf_dispose(&w->conns[i]->out);
+        free(w->conns[i]->endpoint);
+        free(w->conns[i]);
+    }
+    free(w->conns);
+    for (size_t i = 0; i < w->nhandlers; i++)
+        free(w->handlers[i].name);
+    free(w->handlers);
+    msgpack_zone_destroy(&w->zone);
+    jrpc_buf_dispose(&w->tmp);
+    zmq_ctx_term(w->zctx); /* waits up to linger_ms for DISCONNECTs to leave */
+    if (w->owns_loop) {
+        uv_run(w->loop, UV_RUN_NOWAIT);
+        int rc = uv_loop_close(w->loop);
+        if (rc < 0)
+            JRPC_LOG(JRPC_LOG_WARN, "worker", "event=loop_busy err=\"%s\" hint=\"close your handles before destroy\"",
+                     uv_strerror(rc));
+    }
+    free(w);
+}

@@ -1,0 +1,125 @@
+/* libjrpc-worker — serve JSON-RPC methods to one or more jrpc brokers.
+ *
+ *   jrpc_worker_t *w = jrpc_worker_new(NULL);              // defaults
+ *   jrpc_worker_handle(w, "add", on_add, NULL);
+ *   jrpc_worker_connect(w, "tcp://127.0.0.1:5556");
+ *   jrpc_worker_run(w);                                   // until jrpc_worker_stop()
+ *   jrpc_worker_destroy(&w);
+ *
+ *   static void on_add(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+ *   {
+ *       ...check params...
+ *       if (bad)
+ *           return (void)jrpc_wcall_error(call, JRPC_INVALID_PARAMS, "Invalid params");
+ *       msgpack_pack_int64(jrpc_wcall_result(call), a + b);
+ *       jrpc_wcall_finish(call);
+ *   }
+ *
+ * The worker keeps one ZeroMQ DEALER per broker, announces its methods and
+ * credit (READY), answers every call it is given, heartbeats, and survives
+ * broker restarts by itself (see proto/PROTOCOL.md). Everything runs on one
+ * libuv loop, in one thread: no function here may be called from another
+ * thread. Nothing here blocks, except jrpc_worker_run() and the final
+ * flush in jrpc_worker_destroy() (bounded by the linger time). */
+#ifndef JRPC_WORKER_H
+#define JRPC_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <msgpack.h>
+#include <uv.h>
+
+typedef struct jrpc_worker jrpc_worker_t;
+typedef struct jrpc_wcall  jrpc_wcall_t;   /* one call the worker is serving */
+
+typedef struct jrpc_worker_opts {
+    uint32_t   credit;        /* calls held at once, per broker (>= 1; default 64) */
+    uint32_t   heartbeat_ms;  /* heartbeat interval (>= 10; default 1000) */
+    uint32_t   liveness;      /* silent intervals before a broker is dead (>= 1; default 3) */
+    uint32_t   linger_ms;     /* how long destroy may wait to deliver DISCONNECT (default 1000) */
+    uv_loop_t *loop;          /* the loop to run on; NULL: the worker owns a new one */
+} jrpc_worker_opts_t;
+
+/* Fills o with the defaults. */
+void jrpc_worker_opts_init(jrpc_worker_opts_t *o);
+
+/* Serves one call. params is the call's params: a msgpack array, map, or nil
+ * when the request had none. params is borrowed and valid only until the
+ * handler returns: copy (or pack into the result) what you need later.
+ *
+ * The handler must complete the call exactly once, now or later, with
+ * jrpc_wcall_finish() or jrpc_wcall_error(). Until then the call object
+ * stays valid and counts against the worker's credit, so a handler may start
+ * timers or other work on jrpc_worker_loop() and complete the call from
+ * their callbacks; the worker keeps serving other calls meanwhile.
+ * Notifications are calls like any other (the broker needs the answer back
+ * to return the credit, then drops it). */
+typedef void (*jrpc_handler_fn)(jrpc_wcall_t *call, const msgpack_object *params, void *arg);
+
+/* Makes a worker. opts may be NULL (defaults). Returns NULL on allocation
+ * failure or when the ZeroMQ context or the loop cannot be created. */
+jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts);
+
+/* Closes every socket (sending DISCONNECT if jrpc_worker_stop() was not
+ * called), frees calls still outstanding (their handlers must not touch them
+ * afterwards: close your own handles that refer to calls first), closes the
+ * loop if the worker owns it, and frees w. NULL-safe; sets *self_p = NULL.
+ * Call it outside jrpc_worker_run(). */
+void jrpc_worker_destroy(jrpc_worker_t **self_p);
+
+/* Registers fn (with arg) as the handler of method (copied; non-empty,
+ * UTF-8). Methods are announced in READY, so register them all before the
+ * first jrpc_worker_connect(). Returns 0, -EINVAL (empty name or NULL fn),
+ * -EEXIST (already registered), -EBUSY (after connect), or -ENOMEM. */
+int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg);
+
+/* Connects to one broker's worker endpoint ("tcp://host:port", ...) with a
+ * DEALER of its own and queues READY; call it once per broker. It does not
+ * wait for the broker: ZeroMQ connects (and reconnects) in the background.
+ * Returns 0, -EINVAL (no handler registered, or a bad endpoint), -ENOMEM, or
+ * another -errno from ZeroMQ/libuv. */
+int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint);
+
+/* Runs the loop until jrpc_worker_stop(). Returns 0, or a negative libuv
+ * code. Blocks. */
+int jrpc_worker_run(jrpc_worker_t *w);
+
+/* Stops serving: answers already completed are flushed, every broker gets
+ * DISCONNECT, the sockets and the worker's handles are closed, and
+ * jrpc_worker_run() returns once they are. Calls completed after this are
+ * dropped (and freed). Safe to call from a handler or a signal watcher on
+ * the loop, and more than once. */
+void jrpc_worker_stop(jrpc_worker_t *w);
+
+/* The loop the worker runs on, for handlers' timers and other handles. */
+uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
+
+/* ---- completing a call ---- */
+
+/* The method name of the call (NUL-terminated, valid while the call is). */
+const char *jrpc_wcall_method(const jrpc_wcall_t *c);
+
+/* The loop time (uv_now(), ms) after which the broker no longer waits for
+ * this answer; UINT64_MAX when it set no deadline. A handler may skip work
+ * that is already late, but must still complete the call. */
+uint64_t jrpc_wcall_deadline(const jrpc_wcall_t *c);
+
+/* The packer to write the result into: pack exactly one msgpack object
+ * (nil, bool, int, float, str, array, map with str keys — anything else
+ * reaches the client as -32603). Packing nothing answers nil. Valid until
+ * the call is completed. */
+msgpack_packer *jrpc_wcall_result(jrpc_wcall_t *c);
+
+/* Completes the call with the packed result and frees it (c is invalid
+ * afterwards). Answers completed in the same loop turn travel together in
+ * one RESPONSE message. Returns 0, or -ENOMEM when the answer could not be
+ * queued (the call is freed anyway; the broker times it out). */
+int jrpc_wcall_finish(jrpc_wcall_t *c);
+
+/* Completes the call with a JSON-RPC error {code, message} (see
+ * proto/jrpc_errors.h; message is copied and should not carry internals)
+ * and frees it, discarding anything packed into the result. Returns as
+ * jrpc_wcall_finish(). */
+int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message);
+
+#endif

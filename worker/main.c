@@ -1,0 +1,391 @@
+/* jrpc-worker — the demo worker: serves the methods of the JSON-RPC 2.0
+ * specification's examples, plus echo and sleep, on libjrpc-worker. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+#include "jrpc_wire.h"
+#include "jrpc_worker.h"
+
+#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
+#define SLEEP_MAX_MS     600000
+
+static const char usage[] =
+    "Usage: jrpc-worker [--connect ENDPOINT]... [--credit N] [--heartbeat-ms N]\n"
+    "                   [--liveness N] [--log-level LEVEL] [--help]\n"
+    "\n"
+    "Serves the demo methods to one or more jrpc brokers over ZeroMQ.\n"
+    "\n"
+    "Options:\n"
+    "  --connect ENDPOINT  a broker's worker endpoint; repeat for several brokers\n"
+    "                      (default " DEFAULT_ENDPOINT ")\n"
+    "  --credit N          calls held at once per broker, 1..1000000 (default 64)\n"
+    "  --heartbeat-ms N    heartbeat interval in ms, 10..60000 (default 1000)\n"
+    "  --liveness N        silent intervals before a broker counts as dead and the\n"
+    "                      worker reconnects, 1..100 (default 3)\n"
+    "  --log-level LEVEL   debug, info, warn or error (default info); params are\n"
+    "                      never logged\n"
+    "  --help              this text\n"
+    "\n"
+    "Methods (wrong params answer -32602 \"Invalid params\"):\n"
+    "  subtract     [minuend, subtrahend] or {\"minuend\": x, \"subtrahend\": y};\n"
+    "               numbers; integers give an exact integer while it fits 64 bits\n"
+    "  sum          [x, ...]: the sum of the numbers (0 for [])\n"
+    "  add          [a, b]: a + b\n"
+    "  get_data     returns [\"hello\", 5]\n"
+    "  update, notify_hello, notify_sum\n"
+    "               accept any params, return null\n"
+    "  echo         returns its params unchanged (null when absent)\n"
+    "  sleep        {\"ms\": N}, 0 <= N <= 600000: answers N after N ms, without\n"
+    "               holding up other calls\n"
+    "\n"
+    "SIGINT/SIGTERM: sends DISCONNECT to every broker and exits 0.\n"
+    "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage.\n";
+
+/* ---- numbers ---- */
+
+/* A JSON number as msgpack: an integer (exact, in i) or a float (in f). */
+typedef struct num {
+    bool     is_int;
+    __int128 i;
+    double   f;
+} num_t;
+
+static bool get_num(const msgpack_object *o, num_t *n)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        *n = (num_t){ .is_int = true, .i = o->via.u64, .f = (double)o->via.u64 };
+        return true;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *n = (num_t){ .is_int = true, .i = o->via.i64, .f = (double)o->via.i64 };
+        return true;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        *n = (num_t){ .is_int = false, .f = o->via.f64 };
+        return isfinite(o->via.f64);
+    default:
+        return false;
+    }
+}
+
+/* Packs an exact integer when it fits int64/uint64, else its float value. */
+static void pack_int128(msgpack_packer *pk, __int128 v)
+{
+    if (v >= 0 && v <= (__int128)UINT64_MAX)
+        msgpack_pack_uint64(pk, (uint64_t)v);
+    else if (v < 0 && v >= (__int128)INT64_MIN)
+        msgpack_pack_int64(pk, (int64_t)v);
+    else
+        msgpack_pack_double(pk, (double)v);
+}
+
+/* Sums n numbers; sign[i] is +1 or -1. Integers stay exact (|n| < 2^62
+ * terms of < 2^64 each cannot overflow __int128); any float makes it a
+ * float sum. Returns false when an element is not a number. */
+static bool pack_sum(msgpack_packer *pk, const msgpack_object *v, const int *sign, uint32_t n)
+{
+    bool all_int = true;
+    __int128 isum = 0;
+    double fsum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        num_t x;
+        if (!get_num(&v[i], &x))
+            return false;
+        int s = sign ? sign[i] : 1;
+        all_int = all_int && x.is_int;
+        if (x.is_int)
+            isum += s * x.i;
+        fsum += s * x.f;
+    }
+    if (all_int) {
+        pack_int128(pk, isum);
+    } else {
+        if (!isfinite(fsum))
+            return false;
+        msgpack_pack_double(pk, fsum);
+    }
+    return true;
+}
+
+static void invalid_params(jrpc_wcall_t *call)
+{
+    jrpc_wcall_error(call, JRPC_INVALID_PARAMS, jrpc_error_message(JRPC_INVALID_PARAMS));
+}
+
+/* ---- methods ---- */
+
+static void m_subtract(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    msgpack_object pair[2];
+    static const int sign[2] = { 1, -1 };
+    if (params->type == MSGPACK_OBJECT_ARRAY && params->via.array.size == 2) {
+        pair[0] = params->via.array.ptr[0];
+        pair[1] = params->via.array.ptr[1];
+    } else if (params->type == MSGPACK_OBJECT_MAP) {
+        const msgpack_object *a = jrpc_wire_map_get(params, "minuend");
+        const msgpack_object *b = jrpc_wire_map_get(params, "subtrahend");
+        if (a == NULL || b == NULL)
+            { invalid_params(call); return; }
+        pair[0] = *a;
+        pair[1] = *b;
+    } else {
+        { invalid_params(call); return; }
+    }
+    if (!pack_sum(jrpc_wcall_result(call), pair, sign, 2))
+        { invalid_params(call); return; }
+    jrpc_wcall_finish(call);
+}
+
+static void m_sum(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    if (params->type != MSGPACK_OBJECT_ARRAY)
+        { invalid_params(call); return; }
+    if (!pack_sum(jrpc_wcall_result(call), params->via.array.ptr, NULL, params->via.array.size))
+        { invalid_params(call); return; }
+    jrpc_wcall_finish(call);
+}
+
+static void m_add(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    if (params->type != MSGPACK_OBJECT_ARRAY || params->via.array.size != 2)
+        { invalid_params(call); return; }
+    m_sum(call, params, arg);
+}
+
+static void m_get_data(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    msgpack_packer *pk = jrpc_wcall_result(call);
+    msgpack_pack_array(pk, 2);
+    msgpack_pack_str(pk, 5);
+    msgpack_pack_str_body(pk, "hello", 5);
+    msgpack_pack_int(pk, 5);
+    jrpc_wcall_finish(call);
+}
+
+static void m_null(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    jrpc_wcall_finish(call); /* nothing packed: null */
+}
+
+static void m_echo(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    msgpack_pack_object(jrpc_wcall_result(call), *params);
+    jrpc_wcall_finish(call);
+}
+
+/* sleep: one timer per call, in a list so that a stop can cancel them. */
+typedef struct sleeper {
+    uv_timer_t      timer;
+    jrpc_wcall_t   *call;
+    uint64_t        ms;    /* the answer */
+    struct sleeper *prev;  /* pending list */
+    struct sleeper *next;
+} sleeper_t;
+
+static sleeper_t *sleepers;
+
+static void sleeper_unlink(sleeper_t *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        sleepers = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+}
+
+static void on_sleeper_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void on_sleep_done(uv_timer_t *t)
+{
+    sleeper_t *s = t->data;
+    sleeper_unlink(s);
+    msgpack_pack_uint64(jrpc_wcall_result(s->call), s->ms);
+    jrpc_wcall_finish(s->call);
+    uv_close((uv_handle_t *)&s->timer, on_sleeper_closed);
+}
+
+static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    jrpc_worker_t *w = arg;
+    const msgpack_object *ms = jrpc_wire_map_get(params, "ms");
+    if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SLEEP_MAX_MS)
+        { invalid_params(call); return; }
+    sleeper_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        jrpc_wcall_error(call, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        return;
+    }
+    s->call = call;
+    s->ms = ms->via.u64;
+    uv_timer_init(jrpc_worker_loop(w), &s->timer);
+    s->timer.data = s;
+    s->next = sleepers;
+    if (sleepers)
+        sleepers->prev = s;
+    sleepers = s;
+    uv_timer_start(&s->timer, on_sleep_done, s->ms, 0);
+}
+
+/* Completes (the worker drops the answers once stopped) and closes every
+ * pending sleep. */
+static void cancel_sleepers(void)
+{
+    while (sleepers) {
+        sleeper_t *s = sleepers;
+        sleeper_unlink(s);
+        uv_timer_stop(&s->timer);
+        jrpc_wcall_error(s->call, JRPC_WORKER_FAILED, jrpc_error_message(JRPC_WORKER_FAILED));
+        uv_close((uv_handle_t *)&s->timer, on_sleeper_closed);
+    }
+}
+
+/* ---- signals ---- */
+
+typedef struct app {
+    jrpc_worker_t *w;
+    uv_signal_t    sigint;
+    uv_signal_t    sigterm;
+} app_t;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    app_t *app = h->data;
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%s", signum == SIGINT ? "INT" : "TERM");
+    jrpc_worker_stop(app->w);
+    cancel_sleepers();
+    uv_close((uv_handle_t *)&app->sigint, NULL);
+    uv_close((uv_handle_t *)&app->sigterm, NULL);
+}
+
+/* ---- flags ---- */
+
+static int parse_uint(const char *flag, const char *s, unsigned long min, unsigned long max,
+                      uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v < min || v > max) {
+        fprintf(stderr, "jrpc-worker: %s must be an integer in %lu..%lu, not '%s'\n", flag, min,
+                max, s);
+        return -EINVAL;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "connect",      required_argument, NULL, 'c' },
+        { "credit",       required_argument, NULL, 'n' },
+        { "heartbeat-ms", required_argument, NULL, 'b' },
+        { "liveness",     required_argument, NULL, 'l' },
+        { "log-level",    required_argument, NULL, 'L' },
+        { "help",         no_argument,       NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    jrpc_log_init("jrpc-worker");
+    jrpc_worker_opts_t opts;
+    jrpc_worker_opts_init(&opts);
+    const char **endpoints = calloc((size_t)argc + 1, sizeof *endpoints);
+    size_t nendpoints = 0;
+    int status = 1;
+    jrpc_worker_t *w = NULL;
+    if (endpoints == NULL)
+        goto out;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int rc = 0;
+        switch (opt) {
+        case 'c': endpoints[nendpoints++] = optarg; break;
+        case 'n': rc = parse_uint("--credit", optarg, 1, 1000000, &opts.credit); break;
+        case 'b': rc = parse_uint("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
+        case 'l': rc = parse_uint("--liveness", optarg, 1, 100, &opts.liveness); break;
+        case 'L':
+            if ((rc = jrpc_log_set_level(optarg)) < 0)
+                fprintf(stderr, "jrpc-worker: --log-level must be debug, info, warn or error, not '%s'\n",
+                        optarg);
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            status = 0;
+            goto out;
+        default:
+            if (optopt)
+                fprintf(stderr, "jrpc-worker: option '%s' needs a value\n",
+                        argv[optind - 1]);
+            else
+                fprintf(stderr, "jrpc-worker: unknown option '%s'\n", argv[optind - 1]);
+            rc = -EINVAL;
+            break;
+        }
+        if (rc < 0) {
+            fputs("Try 'jrpc-worker --help'.\n", stderr);
+            status = 2;
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "jrpc-worker: unexpected argument '%s'\nTry 'jrpc-worker --help'.\n",
+                argv[optind]);
+        status = 2;
+        goto out;
+    }
+    if (nendpoints == 0)
+        endpoints[nendpoints++] = DEFAULT_ENDPOINT;
+
+    if ((w = jrpc_worker_new(&opts)) == NULL) {
+        JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"%s\"", strerror(errno));
+        goto out;
+    }
+    static const struct { const char *name; jrpc_handler_fn fn; } methods[] = {
+        { "subtract", m_subtract }, { "sum", m_sum },       { "add", m_add },
+        { "get_data", m_get_data }, { "update", m_null },   { "notify_hello", m_null },
+        { "notify_sum", m_null },   { "echo", m_echo },     { "sleep", m_sleep },
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
+        if (jrpc_worker_handle(w, methods[i].name, methods[i].fn, w) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < nendpoints; i++) {
+        int rc = jrpc_worker_connect(w, endpoints[i]);
+        if (rc < 0) {
+            JRPC_LOG(JRPC_LOG_ERROR, "main", "event=connect_failed endpoint=%s err=\"%s\"",
+                     endpoints[i], zmq_strerror(-rc));
+            bool bad_endpoint = rc == -EINVAL || rc == -EPROTONOSUPPORT || rc == -ENOCOMPATPROTO;
+            if (bad_endpoint)
+                fprintf(stderr, "jrpc-worker: bad --connect endpoint '%s'\n", endpoints[i]);
+            status = bad_endpoint ? 2 : 1;
+            goto out;
+        }
+    }
+    app_t app = { .w = w };
+    uv_signal_init(jrpc_worker_loop(w), &app.sigint);
+    uv_signal_init(jrpc_worker_loop(w), &app.sigterm);
+    app.sigint.data = app.sigterm.data = &app;
+    uv_signal_start(&app.sigint, on_signal, SIGINT);
+    uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+    int rc = jrpc_worker_run(w);
+    /* Run the close callbacks of the signal watchers and sleepers. */
+    uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
+    status = rc < 0 ? 1 : 0;
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d", status);
+out:
+    jrpc_worker_destroy(&w);
+    free(endpoints);
+    return status;
+}
