@@ -40,6 +40,7 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, siz
         rc = zmq_send(f->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0)
         rc = zmq_send(f->sock, p, n, ZMQ_DONTWAIT);
+    JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply bytes=%zu rc=%d", n, rc);
     if (rc < 0) {
         /* EHOSTUNREACH: the client is gone; EAGAIN: it does not read. */
         f->dropped++;
@@ -84,6 +85,8 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         return;
     }
     uint32_t timeout_ms = 0;
+    JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
+             zmq_msg_size(&frames[n - 1]));
     if (left == 2) {
         jrpc_wire_header_t h;
         msgpack_zone_clear(&f->zone);

@@ -286,10 +286,10 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
 {
     if (wk->dead)
         return;
-    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=worker_lost reason=%s inflight=%u", why,
-             wk->inflight);
     wk->dead = true;
     w->nworkers--;
+    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=worker_lost reason=%s inflight=%u workers=%u", why,
+             wk->inflight, w->nworkers);
     worker_unroute(w, wk);
     w->inflight -= wk->inflight;
     wk->inflight = 0;
@@ -318,7 +318,8 @@ static void reap(jrpc_workers_t *w)
             if (!wk->dead) {
                 wk->dead = true;
                 w->nworkers--;
-                JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_drained");
+                JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_drained workers=%u",
+                         w->nworkers);
             }
             *pp = wk->next;
             worker_free(wk);

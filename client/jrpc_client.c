@@ -53,12 +53,11 @@ static int64_t now_ms(void)
 
 /* ---- ZeroMQ transport (tcp://, ipc://) ---- */
 
-/* ZMQ_IMMEDIATE=1: a request is handed to ZeroMQ only once a connection to
- * the broker is complete. Nothing ever waits in the queue of a connection
- * that may never come up (so a broker started after our timeout cannot get
- * a request nobody waits for), and we can tell "never connected" from
- * "connected but no reply" in the error message. A broker that comes up
- * within the timeout still gets the request: we wait for POLLOUT.
+/* Not ZMQ_IMMEDIATE: with it, libzmq drops the unread messages of a
+ * connection the moment it closes, so a reply sent just before the broker
+ * exits (a graceful stop) would be lost. Without it, a request to a broker
+ * that is down waits in the queue until our deadline, and then the socket is
+ * thrown away (ZMQ_LINGER=0), so nobody gets it later.
  * ZMQ_LINGER=0: closing drops anything unsent at once. */
 static int zmq_open_socket(jrpc_client_t *c)
 {
@@ -68,7 +67,6 @@ static int zmq_open_socket(jrpc_client_t *c)
     if (s == NULL)
         return -errno;
     if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) < 0
-        || zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one) < 0
         || (c->ipv6 && zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one) < 0)
         || zmq_connect(s, c->url) < 0) {
         rc = -errno;
@@ -160,7 +158,6 @@ static int zmq_transport_call(jrpc_client_t *c, const jrpc_buf_t *hdr, const cha
                               size_t len, jrpc_buf_t *reply, int timeout_ms)
 {
     int rc;
-    bool sent = false;
     int64_t deadline = now_ms() + timeout_ms;
 
     if (c->zsock == NULL && (rc = zmq_open_socket(c)) < 0) {
@@ -173,7 +170,6 @@ static int zmq_transport_call(jrpc_client_t *c, const jrpc_buf_t *hdr, const cha
      * (the high-water mark counts whole messages). */
     if ((rc = zmq_send_frame(c->zsock, "", 0, false)) < 0)
         goto out;
-    sent = true;
     if (hdr && (rc = zmq_send_frame(c->zsock, hdr->p, hdr->len, false)) < 0)
         goto out;
     if ((rc = zmq_send_frame(c->zsock, body, len, true)) < 0)
@@ -184,12 +180,9 @@ static int zmq_transport_call(jrpc_client_t *c, const jrpc_buf_t *hdr, const cha
 out:
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
-    if (rc == -ETIMEDOUT && !sent)
+    if (rc == -ETIMEDOUT)
         set_err(c, "no answer from %s within %d ms (is the broker running?)",
                 c->url, timeout_ms);
-    else if (rc == -ETIMEDOUT)
-        set_err(c, "no answer from %s within %d ms (the request was sent; "
-                "the broker did not reply in time)", c->url, timeout_ms);
     else if (rc == -EPROTO)
         set_err(c, "malformed reply from %s (expected [empty][body] frames)", c->url);
     else if (rc == -EINTR)

@@ -1,25 +1,21 @@
 /* jrpc_wire — codec of the broker⇄worker protocol (see PROTOCOL.md).
  *
- * Encoding uses msgpack_packer writing into a jrpc_buf_t. Decoding runs in
- * two passes: a bounds-checking scan of the raw bytes (scan_frame), then
- * msgpack_unpack(). The scan is what makes decoding safe against hostile
- * frames: msgpack-c allocates a container's elements from the declared count
- * before reading them, so a 5-byte array32 header claiming 2^32-1 elements
- * would ask the zone for ~96 GiB. The scan walks the whole value first and
- * rejects any frame whose declared lengths are not backed by bytes, whose
- * nesting is deeper than msgpack-c's fixed parser stack, or that has bytes
- * after the one value. After it, every allocation of msgpack_unpack() is
- * bounded by a small multiple of the frame size. */
+ * Encoding uses msgpack_packer writing into a jrpc_buf_t. Decoding uses our
+ * own msgpack decoder (jrpc_wire_unpack), not msgpack_unpack(): msgpack-c's
+ * C unpacker has a stack of MSGPACK_EMBED_STACK_SIZE (32) containers fixed
+ * when the library is built, which would cap params at 29 levels while the
+ * broker admits JSON bodies nested up to --max-depth (1024 at most). Ours is
+ * iterative, so its depth limit (JRPC_WIRE_MAX_DEPTH) costs no C stack, and
+ * it builds the same msgpack_object trees msgpack_unpack() would, so every
+ * reader of msgpack_object keeps working. It never trusts a declared length:
+ * see jrpc_wire_unpack for why a hostile frame cannot make it allocate more
+ * than a small multiple of the frame's size. */
 #include "jrpc_wire.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-
-/* msgpack-c's C unpacker has a fixed stack of MSGPACK_EMBED_STACK_SIZE (32)
- * containers and reports deeper input as "out of memory"; we call it
- * malformed instead, before the unpacker sees it. */
-#define WIRE_MAX_DEPTH 32
 
 /* ---- encoding ---- */
 
@@ -196,7 +192,7 @@ void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)
     put_batch_end(out, JRPC_WIRE_RESPONSE, nanswers);
 }
 
-/* ---- the pre-scan ---- */
+/* ---- the msgpack decoder ---- */
 
 static uint64_t be(const unsigned char *p, int n)
 {
@@ -206,108 +202,272 @@ static uint64_t be(const unsigned char *p, int n)
     return v;
 }
 
-/* Walks exactly one msgpack value covering all of p[0..n). Returns 0, or
- * JRPC_WIRE_EMALFORMED when the bytes are truncated, use the reserved byte
- * 0xc1, nest deeper than WIRE_MAX_DEPTH, declare more elements than there
- * are bytes left, or are followed by extra bytes. Never allocates. */
-static int scan_frame(const unsigned char *p, size_t n)
+/* A container being filled: its slots are the array's elements, or the
+ * map's keys and values alternating (slot 2k is key k, 2k+1 its value). */
+typedef struct level {
+    msgpack_object *parent;  /* the ARRAY or MAP object, in the zone or *out */
+    uint64_t        next;    /* index of the next slot to fill */
+} level_t;
+
+/* Levels kept on the C stack; deeper nesting moves the stack to the heap. */
+#define INLINE_LEVELS 32
+_Static_assert(JRPC_WIRE_MAX_DEPTH >= INLINE_LEVELS, "JRPC_WIRE_MAX_DEPTH too small");
+
+static uint64_t slot_count(const msgpack_object *o)
 {
-    uint64_t left[WIRE_MAX_DEPTH + 1]; /* values still to read at each level */
-    int depth = 0;
-    size_t pos = 0;
-    left[0] = 1;
-    for (;;) {
-        while (left[depth] == 0) {
-            if (depth == 0)
-                return pos == n ? 0 : JRPC_WIRE_EMALFORMED;
-            depth--;
-        }
-        left[depth]--;
-        if (pos >= n)
-            return JRPC_WIRE_EMALFORMED;
-        unsigned char b = p[pos++];
-        size_t avail = n - pos;
-        uint64_t skip = 0;   /* payload bytes after the header */
-        uint64_t count = 0;  /* values in a container */
-        int container = 0;
-        int lenbytes = 0;    /* size of a length field following b */
-        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-            /* fixint, nil, bool */
-        } else if (b >= 0x80 && b <= 0x8f) {
-            container = 1, count = 2u * (b & 0x0f);
-        } else if (b >= 0x90 && b <= 0x9f) {
-            container = 1, count = b & 0x0f;
-        } else if (b >= 0xa0 && b <= 0xbf) {
-            skip = b & 0x1f;
-        } else {
-            switch (b) {
-            case 0xc4: case 0xd9: lenbytes = 1; break;                 /* bin8, str8 */
-            case 0xc5: case 0xda: lenbytes = 2; break;                 /* bin16, str16 */
-            case 0xc6: case 0xdb: lenbytes = 4; break;                 /* bin32, str32 */
-            case 0xc7: lenbytes = 1; skip = 1; break;                  /* ext8 (+type) */
-            case 0xc8: lenbytes = 2; skip = 1; break;                  /* ext16 */
-            case 0xc9: lenbytes = 4; skip = 1; break;                  /* ext32 */
-            case 0xca: skip = 4; break;                                /* float32 */
-            case 0xcb: skip = 8; break;                                /* float64 */
-            case 0xcc: case 0xd0: skip = 1; break;                     /* (u)int8 */
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xce: case 0xd2: skip = 4; break;
-            case 0xcf: case 0xd3: skip = 8; break;
-            case 0xd4: skip = 2; break;                                /* fixext1..16 */
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xdc: lenbytes = 2; container = 1; break;             /* array16 */
-            case 0xdd: lenbytes = 4; container = 1; break;             /* array32 */
-            case 0xde: lenbytes = 2; container = 2; break;             /* map16 */
-            case 0xdf: lenbytes = 4; container = 2; break;             /* map32 */
-            default: return JRPC_WIRE_EMALFORMED;                      /* 0xc1 */
-            }
-        }
-        if (lenbytes) {
-            if (avail < (size_t)lenbytes)
-                return JRPC_WIRE_EMALFORMED;
-            uint64_t len = be(p + pos, lenbytes);
-            pos += (size_t)lenbytes;
-            avail -= (size_t)lenbytes;
-            if (container)
-                count = container == 2 ? 2 * len : len;
-            else
-                skip += len;
-        }
-        if (container) {
-            /* Each value takes at least one byte. */
-            if (count > avail)
-                return JRPC_WIRE_EMALFORMED;
-            if (depth == WIRE_MAX_DEPTH)
-                return JRPC_WIRE_EMALFORMED;
-            left[++depth] = count;
-        } else {
-            if (skip > avail)
-                return JRPC_WIRE_EMALFORMED;
-            pos += (size_t)skip;
-        }
-    }
+    return o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 2 * (uint64_t)o->via.map.size;
 }
 
-/* Unpacks exactly one value covering buf[0..n) into zone. */
-static int unpack_one(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *o)
+static msgpack_object *slot(const level_t *l)
 {
-    if (buf == NULL || n == 0)
-        return JRPC_WIRE_EMALFORMED;
-    int rc = scan_frame((const unsigned char *)buf, n);
-    if (rc < 0)
-        return rc;
-    size_t off = 0;
-    switch (msgpack_unpack(buf, n, &off, zone, o)) {
-    case MSGPACK_UNPACK_SUCCESS:
-        return off == n ? 0 : JRPC_WIRE_EMALFORMED;
-    case MSGPACK_UNPACK_NOMEM_ERROR:
-        return -ENOMEM;
-    default:
+    if (l->parent->type == MSGPACK_OBJECT_ARRAY)
+        return &l->parent->via.array.ptr[l->next];
+    msgpack_object_kv *kv = &l->parent->via.map.ptr[l->next / 2];
+    return (l->next & 1) ? &kv->val : &kv->key;
+}
+
+/* The header of one value at p[0..avail): sets *o for a scalar, or its type
+ * and *count (elements, or entries of a map) for a container, whose slots the
+ * caller allocates. Returns the bytes the value's own encoding takes (a
+ * container's header only), or JRPC_WIRE_EMALFORMED. */
+static int64_t read_head(const unsigned char *p, size_t avail, msgpack_object *o, uint64_t *count)
+{
+    unsigned char b = p[0];
+    uint64_t len = 0;
+    size_t head = 1;        /* bytes before the payload */
+    int lenbytes = 0;       /* a big-endian length field after b */
+    *count = 0;
+    if (b <= 0x7f) {
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        o->via.u64 = b;
+        return 1;
+    }
+    if (b >= 0xe0) {
+        o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+        o->via.i64 = (int8_t)b;
+        return 1;
+    }
+    if (b <= 0x8f) {
+        o->type = MSGPACK_OBJECT_MAP;
+        *count = b & 0x0f;
+        return 1;
+    }
+    if (b <= 0x9f) {
+        o->type = MSGPACK_OBJECT_ARRAY;
+        *count = b & 0x0f;
+        return 1;
+    }
+    if (b <= 0xbf) {
+        o->type = MSGPACK_OBJECT_STR;
+        len = b & 0x1f;
+        goto payload;
+    }
+    switch (b) {
+    case 0xc0:
+        o->type = MSGPACK_OBJECT_NIL;
+        return 1;
+    case 0xc2:
+    case 0xc3:
+        o->type = MSGPACK_OBJECT_BOOLEAN;
+        o->via.boolean = b == 0xc3;
+        return 1;
+    case 0xc4: case 0xc5: case 0xc6:                /* bin8/16/32 */
+        o->type = MSGPACK_OBJECT_BIN;
+        lenbytes = 1 << (b - 0xc4);
+        break;
+    case 0xd9: case 0xda: case 0xdb:                /* str8/16/32 */
+        o->type = MSGPACK_OBJECT_STR;
+        lenbytes = 1 << (b - 0xd9);
+        break;
+    case 0xc7: case 0xc8: case 0xc9:                /* ext8/16/32: length, type */
+        o->type = MSGPACK_OBJECT_EXT;
+        lenbytes = 1 << (b - 0xc7);
+        break;
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext1..16: type */
+        o->type = MSGPACK_OBJECT_EXT;
+        len = 1u << (b - 0xd4);
+        break;
+    case 0xdc: case 0xdd:                           /* array16/32 */
+        o->type = MSGPACK_OBJECT_ARRAY;
+        lenbytes = 2 << (b - 0xdc);
+        break;
+    case 0xde: case 0xdf:                           /* map16/32 */
+        o->type = MSGPACK_OBJECT_MAP;
+        lenbytes = 2 << (b - 0xde);
+        break;
+    case 0xca: case 0xcb: {                         /* float32/64 */
+        size_t w = b == 0xca ? 4 : 8;
+        if (avail < 1 + w)
+            return JRPC_WIRE_EMALFORMED;
+        uint64_t bits = be(p + 1, (int)w);
+        if (w == 4) {
+            uint32_t b32 = (uint32_t)bits;
+            float f;
+            memcpy(&f, &b32, sizeof f);
+            o->type = MSGPACK_OBJECT_FLOAT32;
+            o->via.f64 = f;
+        } else {
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            o->type = MSGPACK_OBJECT_FLOAT64;
+            o->via.f64 = d;
+        }
+        return (int64_t)(1 + w);
+    }
+    case 0xcc: case 0xcd: case 0xce: case 0xcf: {   /* uint8..64 */
+        int w = 1 << (b - 0xcc);
+        if (avail < 1 + (size_t)w)
+            return JRPC_WIRE_EMALFORMED;
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        o->via.u64 = be(p + 1, w);
+        return 1 + w;
+    }
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {   /* int8..64 */
+        int w = 1 << (b - 0xd0);
+        if (avail < 1 + (size_t)w)
+            return JRPC_WIRE_EMALFORMED;
+        uint64_t u = be(p + 1, w);
+        int64_t v;
+        if (w < 8 && (u >> (8 * w - 1)))
+            u |= ~(uint64_t)0 << (8 * w);       /* sign-extend */
+        memcpy(&v, &u, sizeof v);
+        /* As msgpack-c: a non-negative value is a positive integer
+         * whatever its encoding. */
+        if (v < 0) {
+            o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+            o->via.i64 = v;
+        } else {
+            o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+            o->via.u64 = (uint64_t)v;
+        }
+        return 1 + w;
+    }
+    default:                                        /* 0xc1, reserved */
         return JRPC_WIRE_EMALFORMED;
     }
+    if (lenbytes) {
+        if (avail - head < (size_t)lenbytes)
+            return JRPC_WIRE_EMALFORMED;
+        len = be(p + head, lenbytes);
+        head += (size_t)lenbytes;
+    }
+    if (o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP) {
+        *count = len;
+        return (int64_t)head;
+    }
+    if (o->type == MSGPACK_OBJECT_EXT) {
+        if (avail - head < 1)
+            return JRPC_WIRE_EMALFORMED;
+        o->via.ext.type = (int8_t)p[head];
+        head++;
+    }
+payload:
+    if (len > avail - head)
+        return JRPC_WIRE_EMALFORMED;
+    /* len < 2^32 here: every length field is at most 32 bits wide. */
+    if (o->type == MSGPACK_OBJECT_EXT) {
+        o->via.ext.size = (uint32_t)len;
+        o->via.ext.ptr = (const char *)p + head;
+    } else if (o->type == MSGPACK_OBJECT_STR) {
+        o->via.str.size = (uint32_t)len;
+        o->via.str.ptr = (const char *)p + head;
+    } else {
+        o->via.bin.size = (uint32_t)len;
+        o->via.bin.ptr = (const char *)p + head;
+    }
+    return (int64_t)(head + len);
+}
+
+/* Gives a container of count elements (entries, for a map) its slots. */
+static int alloc_slots(msgpack_object *o, uint64_t count, msgpack_zone *zone)
+{
+    size_t each = o->type == MSGPACK_OBJECT_ARRAY ? sizeof(msgpack_object)
+                                                  : sizeof(msgpack_object_kv);
+    if (count > SIZE_MAX / each)
+        return -ENOMEM;
+    /* As msgpack-c, an empty container gets a valid (zero-size) pointer. */
+    void *p = msgpack_zone_malloc(zone, (size_t)count * each);
+    if (p == NULL)
+        return -ENOMEM;
+    if (o->type == MSGPACK_OBJECT_ARRAY) {
+        o->via.array.size = (uint32_t)count;
+        o->via.array.ptr = p;
+    } else {
+        o->via.map.size = (uint32_t)count;
+        o->via.map.ptr = p;
+    }
+    return 0;
+}
+
+/* Why iterative, with one running count of values still owed: the depth
+ * limit is far beyond what recursion on a small thread stack tolerates, and
+ * `owed` (every value takes at least one byte) is checked against the bytes
+ * left before any container's slots are allocated. So all slots ever
+ * allocated for one frame, hostile or not, number at most n: a 5-byte
+ * array32 header claiming 2^32-1 elements allocates nothing. */
+int jrpc_wire_unpack(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *out)
+{
+    assert(zone != NULL && out != NULL);
+    const unsigned char *p = (const unsigned char *)buf;
+    level_t inline_levels[INLINE_LEVELS];
+    level_t *levels = inline_levels;
+    size_t cap = INLINE_LEVELS, depth = 0, pos = 0;
+    uint64_t owed = 1;                 /* values still to read, at every level */
+    msgpack_object *dst = out;         /* where the next value goes */
+    int rc = JRPC_WIRE_EMALFORMED;
+    if (buf == NULL || n == 0)
+        goto out;
+    for (;;) {
+        size_t avail = n - pos;
+        if (avail == 0)
+            goto out;
+        uint64_t count;
+        int64_t used = read_head(p + pos, avail, dst, &count);
+        if (used < 0)
+            goto out;
+        pos += (size_t)used;
+        avail -= (size_t)used;
+        owed--;
+        if (dst->type == MSGPACK_OBJECT_ARRAY || dst->type == MSGPACK_OBJECT_MAP) {
+            uint64_t slots = dst->type == MSGPACK_OBJECT_MAP ? 2 * count : count;
+            if (owed > avail || slots > avail - owed || depth == JRPC_WIRE_MAX_DEPTH)
+                goto out;
+            if ((rc = alloc_slots(dst, count, zone)) < 0)
+                goto out;
+            rc = JRPC_WIRE_EMALFORMED;
+            if (slots > 0) {
+                if (depth == cap) {
+                    size_t ncap = cap * 2 > JRPC_WIRE_MAX_DEPTH ? JRPC_WIRE_MAX_DEPTH : cap * 2;
+                    level_t *nl = levels == inline_levels ? malloc(ncap * sizeof *nl)
+                                                          : realloc(levels, ncap * sizeof *nl);
+                    if (nl == NULL) {
+                        rc = -ENOMEM;
+                        goto out;
+                    }
+                    if (levels == inline_levels)
+                        memcpy(nl, inline_levels, sizeof inline_levels);
+                    levels = nl;
+                    cap = ncap;
+                }
+                levels[depth++] = (level_t){ .parent = dst, .next = 0 };
+                owed += slots;
+            }
+        }
+        while (depth > 0 && levels[depth - 1].next == slot_count(levels[depth - 1].parent))
+            depth--;
+        if (depth == 0) {
+            rc = pos == n ? 0 : JRPC_WIRE_EMALFORMED;
+            goto out;
+        }
+        dst = slot(&levels[depth - 1]);
+        levels[depth - 1].next++;
+    }
+out:
+    if (levels != inline_levels)
+        free(levels);
+    if (rc < 0)
+        memset(out, 0, sizeof *out);
+    return rc;
 }
 
 /* ---- decoding ---- */
@@ -366,7 +526,7 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
 {
     memset(m, 0, sizeof *m);
     msgpack_object root;
-    int rc = unpack_one(buf, n, zone, &root);
+    int rc = jrpc_wire_unpack(buf, n, zone, &root);
     if (rc < 0)
         return rc;
     if (root.type != MSGPACK_OBJECT_ARRAY || root.via.array.size < 1)
@@ -498,7 +658,7 @@ int jrpc_wire_decode_header(const char *buf, size_t n, msgpack_zone *zone,
 {
     memset(h, 0, sizeof *h);
     msgpack_object root;
-    int rc = unpack_one(buf, n, zone, &root);
+    int rc = jrpc_wire_unpack(buf, n, zone, &root);
     if (rc < 0)
         return rc;
     if (root.type != MSGPACK_OBJECT_MAP)
@@ -532,7 +692,7 @@ int jrpc_wire_decode_header(const char *buf, size_t n, msgpack_zone *zone,
             bit = K_SIG;
             rc = get_span(v, &h->signature);
         } else if (key_is(k, "timeout_ms")) {
-            uint64_t t;
+            uint64_t t = 0;
             bit = K_TIMEOUT;
             rc = get_uint(v, UINT32_MAX, &t);
             h->timeout_ms = (uint32_t)t;

@@ -15,6 +15,12 @@
 
 #define JRPC_WIRE_VERSION 1
 
+/* The deepest nesting a frame may have, counting every container including
+ * the message's own array: the broker's largest --max-depth (1024) plus the
+ * three levels that wrap params and results ([1, type, [[..., params, ...]]]),
+ * with room to spare. Deeper frames are JRPC_WIRE_EMALFORMED. */
+#define JRPC_WIRE_MAX_DEPTH 1100
+
 enum jrpc_wire_type {
     JRPC_WIRE_READY      = 1,  /* worker → broker: credit, methods served */
     JRPC_WIRE_REQUEST    = 2,  /* broker → worker: one or more calls */
@@ -55,6 +61,17 @@ int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *m
 void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers);
 
 /* ---- decoding ---- */
+
+/* Decodes exactly one msgpack value covering buf[0..n) into *out, as
+ * msgpack_unpack() would (same object types and values), but with nesting
+ * allowed up to JRPC_WIRE_MAX_DEPTH containers. Array and map slots are
+ * allocated from zone; str, bin and ext payloads point into buf (zero-copy),
+ * so buf and zone must both outlive *out. Allocates at most a small multiple
+ * of n whatever the input claims, and never recurses.
+ * Returns 0; JRPC_WIRE_EMALFORMED when the bytes are empty, truncated, use
+ * the reserved byte 0xc1, nest too deep, or have bytes after the value; or
+ * -ENOMEM. On error *out is nil, and zone may hold garbage until cleared. */
+int jrpc_wire_unpack(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *out);
 
 typedef struct jrpc_wire_msg {
     int      type;                      /* enum jrpc_wire_type */

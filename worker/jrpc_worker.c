@@ -85,6 +85,7 @@ struct jrpc_worker {
     int          nclosing;     /* handles/watchers still closing */
     bool         stopping;     /* jrpc_worker_stop() was called */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
+    uint64_t     answered;     /* answers sent (notifications included) */
 };
 
 static void conn_flush(conn_t *c);
@@ -341,6 +342,8 @@ static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *
     } else {
         c->inflight--;
         rc = conn_answer(c, wc, is_error, code, message);
+        if (rc == 0)
+            wc->w->answered++;
         if (rc < 0)
             JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=answer_lost endpoint=%s seq=%llu err=nomem",
                      c->endpoint, (unsigned long long)wc->seq);
@@ -675,6 +678,11 @@ void jrpc_worker_stop(jrpc_worker_t *w)
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
     uv_close((uv_handle_t *)&w->flush_idle, on_handle_closed);
     uv_stop(w->loop);
+}
+
+uint64_t jrpc_worker_answered(const jrpc_worker_t *w)
+{
+    return w->answered;
 }
 
 uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w)

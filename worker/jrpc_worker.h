@@ -91,6 +91,9 @@ int jrpc_worker_run(jrpc_worker_t *w);
  * the loop, and more than once. */
 void jrpc_worker_stop(jrpc_worker_t *w);
 
+/* How many answers the worker has sent, notifications included. */
+uint64_t jrpc_worker_answered(const jrpc_worker_t *w);
+
 /* The loop the worker runs on, for handlers' timers and other handles. */
 uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
 

@@ -383,7 +383,8 @@ int main(int argc, char **argv)
     /* Run the close callbacks of the signal watchers and sleepers. */
     uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
     status = rc < 0 ? 1 : 0;
-    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d", status);
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,
+             (unsigned long long)jrpc_worker_answered(w));
 out:
     jrpc_worker_destroy(&w);
     free(endpoints);

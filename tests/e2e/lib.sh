@@ -65,7 +65,7 @@ e2e_broker_up() {
 
 e2e_launch_broker() {
     : > "$E2E_TMP/broker.log"
-    "$JRPC_BIN/jrpc-broker" --zmq "$URL" --workers "$WORKERS_EP" "$@" \
+    "$JRPC_BIN/jrpc-broker" --zmq "$URL" --workers "$WORKERS_EP" --log-level "${E2E_LOG_LEVEL:-info}" "$@" \
         >>"$E2E_TMP/broker.log" 2>&1 &
     BROKER_PID=$!
     E2E_PIDS+=("$BROKER_PID")
@@ -106,9 +106,9 @@ e2e_start_worker() {
     E2E_PIDS+=("$LAST_PID")
 }
 
-# The broker logs workers=N at every worker_ready; the last such line counts.
+# The broker logs workers=N whenever a worker comes or goes; the last counts.
 e2e_workers() {
-    grep -o 'event=worker_ready.*workers=[0-9]*' "$E2E_TMP/broker.log" 2>/dev/null |
+    grep -o 'event=worker_[a-z]* .*workers=[0-9]*' "$E2E_TMP/broker.log" 2>/dev/null |
         tail -n 1 | sed 's/.*workers=//'
 }
 
