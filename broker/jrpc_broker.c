@@ -5,6 +5,7 @@
  * is armed for the head. */
 #include "jrpc_broker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ struct jrpc_broker {
     jrpc_buf_t        out;         /* the reply being written */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
-    uint64_t          bodies, calls, timeouts;
+    uint64_t          bodies, calls, timeouts, cancelled, busy;
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -193,8 +194,12 @@ static void on_timer(uv_timer_t *t)
 }
 
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t timeout_ms,
-                       jrpc_reply_fn fn, void *ctx)
+                       jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle)
 {
+    if (b->open >= b->opts.max_open) {
+        b->busy++;
+        return -EBUSY;
+    }
     bbatch_t *x = malloc(sizeof *x + len);
     if (x == NULL)
         return -ENOMEM;
@@ -214,6 +219,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t 
     }
     b->bodies++;
     b->open++;
+    if (handle)
+        *handle = x;
     if (timeout_ms == 0 || timeout_ms > b->opts.timeout_ms)
         timeout_ms = b->opts.timeout_ms;
     x->deadline = uv_now(b->loop) + timeout_ms;
@@ -246,6 +253,21 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t 
     x->busy = false;
     settle(b, x);
     return 0;
+}
+
+void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
+{
+    assert(!x->replied);
+    b->cancelled++;
+    x->replied = true; /* nobody to reply to */
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        if (x->handles[i] == NO_HANDLE)
+            continue;
+        jrpc_workers_cancel(b->workers, x->handles[i]);
+        x->handles[i] = NO_HANDLE;
+        x->outstanding--;
+    }
+    settle(b, x);
 }
 
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
@@ -304,6 +326,8 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
     st->bodies = b->bodies;
     st->calls = b->calls;
     st->timeouts = b->timeouts;
+    st->cancelled = b->cancelled;
+    st->busy = b->busy;
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);

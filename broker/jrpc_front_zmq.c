@@ -99,9 +99,11 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         timeout_ms = h.timeout_ms;
         k++;
     }
-    if (jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                           timeout_ms, on_reply, r) < 0) {
-        reply_error(f, r, JRPC_INTERNAL_ERROR, "out of memory");
+    int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
+                                timeout_ms, on_reply, r, NULL);
+    if (rc < 0) {
+        reply_error(f, r, rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
+                    rc == -EBUSY ? "too many requests in flight, retry later" : "out of memory");
         free(r);
     }
 }

@@ -26,6 +26,7 @@ static const char usage[] =
     "  --max-depth N         deepest JSON nesting in a body [64]\n"
     "  --max-method-len N    longest method name in bytes [256]\n"
     "  --max-queue N         calls waiting for worker credit before -32000 [100000]\n"
+    "  --max-open N          bodies waiting for answers before -32000 [10000]\n"
     "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
     "  --liveness N          missed heartbeats before a worker is dead [3]\n"
     "  --log-level LEVEL     debug, info, warn or error [info]\n"
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
         .timeout_ms = 30000,
+        .max_open = 10000,
         .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
                      .heartbeat_ms = 1000, .liveness = 3 },
     };
@@ -105,6 +107,7 @@ int main(int argc, char **argv)
         { "max-depth", required_argument, 0, 'd' },
         { "max-method-len", required_argument, 0, 'm' },
         { "max-queue", required_argument, 0, 'q' },
+        { "max-open", required_argument, 0, 'O' },
         { "heartbeat-ms", required_argument, 0, 'H' },
         { "liveness", required_argument, 0, 'L' },
         { "log-level", required_argument, 0, 'l' },
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
         case 'b': o.limits.max_batch = parse_uint("--max-batch", optarg, 1, 1000000); break;
         case 'd': o.limits.max_depth = parse_uint("--max-depth", optarg, 2, 1024); break;
         case 'm': o.limits.max_method_len = parse_uint("--max-method-len", optarg, 1, 65535); break;
+        case 'O': o.max_open = parse_uint("--max-open", optarg, 1, 100000000); break;
         case 'q': o.workers.max_queue = parse_uint("--max-queue", optarg, 0, 100000000); break;
         case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
         case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
