@@ -90,6 +90,7 @@ static void on_signal(uv_signal_t *s, int signum)
 int main(int argc, char **argv)
 {
     const char *zmq_ep = "tcp://127.0.0.1:5555";
+    const char *http_listen = "127.0.0.1:8080"; /* HTTP front door: issue 3 */
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
         .timeout_ms = 30000,
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
     uint32_t max_body = 1 << 20;
     static const struct option longopts[] = {
         { "zmq", required_argument, 0, 'z' },
+        { "http", required_argument, 0, 'P' },
         { "workers", required_argument, 0, 'w' },
         { "timeout-ms", required_argument, 0, 't' },
         { "max-body", required_argument, 0, 'B' },
@@ -121,6 +123,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'z': zmq_ep = optarg; break;
+        case 'P': http_listen = optarg; break;
         case 'w': o.workers.endpoint = optarg; break;
         case 't': o.timeout_ms = parse_uint("--timeout-ms", optarg, 1, 86400000); break;
         case 'B': max_body = parse_uint("--max-body", optarg, 2, 1u << 30); break;
@@ -144,6 +147,7 @@ int main(int argc, char **argv)
     if (optind < argc)
         die_usage("unexpected argument '%s'", argv[optind]);
 
+    (void)http_listen;
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };
     uv_loop_init(&a.loop);

@@ -2,7 +2,8 @@
 # client, on 127.0.0.1. Source it, then use the functions below. Everything
 # started is killed on exit; every test is bounded in time.
 #
-#   e2e_start_broker [ARGS...]   sets BROKER_PID, URL, WORKERS_EP (retries ports)
+#   e2e_start_broker [ARGS...]   sets BROKER_PID, URL, WORKERS_EP (retries ports);
+#                                with E2E_HTTP=1 also --http, and HTTP_PORT, HTTP_URL
 #   e2e_restart_broker [ARGS...] same ports, new process
 #   e2e_start_worker [ARGS...]   sets LAST_PID
 #   e2e_wait_workers N           until the broker has N workers (or fails)
@@ -59,14 +60,18 @@ e2e_pick_port() {
 }
 
 e2e_broker_up() {
+    local want=2
+    [ -n "${E2E_HTTP:-}" ] && want=3
     kill -0 "$BROKER_PID" 2>/dev/null &&
-        [ "$(grep -c 'event=listening' "$E2E_TMP/broker.log" 2>/dev/null)" -ge 2 ]
+        [ "$(grep -c 'event=listening' "$E2E_TMP/broker.log" 2>/dev/null)" -ge $want ]
 }
 
 e2e_launch_broker() {
     : > "$E2E_TMP/broker.log"
-    "$JRPC_BIN/jrpc-broker" --zmq "$URL" --workers "$WORKERS_EP" --log-level "${E2E_LOG_LEVEL:-info}" "$@" \
-        >>"$E2E_TMP/broker.log" 2>&1 &
+    local http=(--http none)
+    [ -n "${E2E_HTTP:-}" ] && http=(--http "127.0.0.1:$HTTP_PORT")
+    "$JRPC_BIN/jrpc-broker" --zmq "$URL" --workers "$WORKERS_EP" "${http[@]}" \
+        --log-level "${E2E_LOG_LEVEL:-info}" "$@" >>"$E2E_TMP/broker.log" 2>&1 &
     BROKER_PID=$!
     E2E_PIDS+=("$BROKER_PID")
     e2e_wait_for e2e_broker_up 10
@@ -79,6 +84,8 @@ e2e_start_broker() {
         zp=$(e2e_pick_port); wp=$((zp + 1))
         URL="tcp://127.0.0.1:$zp"
         WORKERS_EP="tcp://127.0.0.1:$wp"
+        HTTP_PORT=$((zp + 2))
+        HTTP_URL="http://127.0.0.1:$HTTP_PORT"
         export JRPC_URL=$URL
         if e2e_launch_broker "$@"; then return 0; fi
         kill -9 "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null
