@@ -39,8 +39,12 @@ static const char usage_text[] =
 "is sent. Omit it to send no \"params\" member.\n"
 "\n"
 "Options:\n"
-"  -u, --url URL          Broker address: tcp://HOST:PORT or ipc://PATH\n"
-"                         (default: $JRPC_URL, else " JRPC_CLIENT_DEFAULT_URL ").\n"
+"  -u, --url URL          Broker address (default: $JRPC_URL, else\n"
+"                         " JRPC_CLIENT_DEFAULT_URL "), one of:\n"
+"                           tcp://HOST:PORT            ZeroMQ over TCP\n"
+"                           ipc://PATH                 ZeroMQ, Unix socket\n"
+"                           http://HOST[:PORT][/PATH]  HTTP/1.1 POST to PATH\n"
+"                             (PATH defaults to /rpc, PORT to 80)\n"
 "  -t, --timeout-ms N     Give up after N milliseconds (default 10000).\n"
 "  -h, --help             Show this help and exit.\n"
 "  -V, --version          Show the version and exit.\n"
@@ -49,8 +53,11 @@ static const char usage_text[] =
 "Exit status:\n"
 "  0  success (call: a result; notify/send: the broker took the request)\n"
 "  1  call (or notify of an invalid request) answered with a JSON-RPC error\n"
+"     (over http:// also when it comes with an HTTP error status such as\n"
+"     413 or 503: the error object says what went wrong)\n"
 "  2  usage error, invalid PARAMS_JSON, unreadable FILE, no answer within\n"
-"     the timeout (broker down or unreachable), or a malformed answer\n";
+"     the timeout (broker down or unreachable), connection refused or lost,\n"
+"     a malformed answer, or an HTTP error status without a JSON-RPC answer\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {

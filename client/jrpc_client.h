@@ -17,8 +17,23 @@
  *   tcp://HOST:PORT, ipc://PATH   ZeroMQ DEALER to the broker's ROUTER, REQ
  *                                 framing: [empty][header?][json] out,
  *                                 [empty][json] back.
- *   http://, https://             not yet: jrpc_client_new fails with
+ *   http://HOST[:PORT][/PATH]     HTTP/1.1 POST of the body to PATH (default
+ *                                 /rpc, port 80), Content-Type
+ *                                 application/json. One kept-alive connection
+ *                                 per client, reused by the next call.
+ *   https://                      not yet: jrpc_client_new fails with
  *                                 EPROTONOSUPPORT.
+ *
+ * HTTP specifics. An answer with status 200 carries its body; 204 means
+ * nothing to answer (reply->len == 0). An answer with any other status whose
+ * body is application/json is a JSON-RPC error from the broker (413, 503,
+ * ...): it is returned like any answer (0) and the status is available from
+ * jrpc_client_http_status(). Any other non-2xx answer is JRPC_CLIENT_EHTTP.
+ * A connection the server closed while idle is replaced before sending. A
+ * request is sent a second time only when writing it on a reused connection
+ * failed before any answer came (the server cannot have had all of it);
+ * once it is fully written it is never resent, so a call fails with
+ * -ECONNRESET rather than risk running a request twice.
  *
  * Return values: 0, or a negative errno (see each function). */
 #ifndef JRPC_CLIENT_H
@@ -31,6 +46,10 @@
 #define JRPC_CLIENT_DEFAULT_URL        "tcp://127.0.0.1:5555"
 #define JRPC_CLIENT_DEFAULT_TIMEOUT_MS 10000
 
+enum {
+    JRPC_CLIENT_EHTTP = -3001,  /* http: a non-2xx status without a JSON-RPC answer */
+};
+
 typedef struct jrpc_client jrpc_client_t;
 
 /* A zeroed struct (or NULL) gives every default. */
@@ -39,12 +58,13 @@ typedef struct jrpc_client_opts {
                         <= 0 here means JRPC_CLIENT_DEFAULT_TIMEOUT_MS */
 } jrpc_client_opts_t;
 
-/* Creates a client for url and starts connecting in the background (never
- * blocks: a broker that is down is only noticed by jrpc_client_send).
+/* Creates a client for url; over ZeroMQ it starts connecting in the
+ * background, over http:// it connects on the first jrpc_client_send. Never
+ * blocks: a broker that is down is only noticed by jrpc_client_send.
  *
  * Returns the client, or NULL with errno set to EINVAL (malformed URL or
  * unknown scheme), EPROTONOSUPPORT (a scheme planned but not implemented
- * yet: http://, https://) or ENOMEM. jrpc_client_strerror(-errno) describes
+ * yet: https://) or ENOMEM. jrpc_client_strerror(-errno) describes
  * it. url is copied. */
 jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts);
 
@@ -55,7 +75,10 @@ void jrpc_client_destroy(jrpc_client_t **self_p);
 /* Sends one request body (a JSON-RPC request, notification or batch; sent
  * as is) and blocks until the reply or the timeout. hdr, if not NULL, is
  * encoded with jrpc_wire_put_header and sent as a header frame before the
- * body (signing, deadlines); NULL sends no header frame.
+ * body (signing, deadlines); NULL sends no header frame. Over http://,
+ * hdr->timeout_ms (when not 0) becomes an X-JRPC-Timeout-Ms header and
+ * hdr->traceparent a traceparent header; a header with signing fields is
+ * refused (-ENOTSUP) rather than sent unsigned.
  *
  * timeout_ms bounds the whole call (connecting, sending, waiting); < 0 uses
  * the client's default. On success reply holds the reply bytes (reply->len is
@@ -70,6 +93,16 @@ void jrpc_client_destroy(jrpc_client_t **self_p);
  *   -EPROTO     the reply was not framed as [empty][body] (connection reset
  *               as for a timeout).
  *   -EINTR      a signal interrupted the wait (connection reset).
+ *   http:// also:
+ *   -ECONNREFUSED, -EHOSTUNREACH, ... the connection could not be made.
+ *   -ECONNRESET the server closed or reset the connection after the request
+ *               was sent and before the whole answer came (not resent).
+ *   -EPROTO     the answer is not well-formed HTTP/1.x.
+ *   -EMSGSIZE   the answer is larger than 256 MiB.
+ *   JRPC_CLIENT_EHTTP a non-2xx status with no JSON body (e.g. a proxy's
+ *               502 page); jrpc_client_http_status() has the status.
+ *   A failure once sending began closes the connection; the next call
+ *   makes a new one.
  *   -ENOMEM, or another -errno from the transport.
  * jrpc_client_last_error(c) then says what happened, in words. */
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
@@ -77,6 +110,11 @@ int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
 
 /* The URL the client was made with (borrowed: lives as long as c). */
 const char *jrpc_client_url(const jrpc_client_t *c);
+
+/* The HTTP status of the answer to the last jrpc_client_send on c (200,
+ * 204, 413, 503, ...), or 0 when the last call got no HTTP answer or c is
+ * not an http:// client. */
+int jrpc_client_http_status(const jrpc_client_t *c);
 
 /* A one-line description of the last failure of c, with its context, e.g.
  * "no answer from tcp://127.0.0.1:5555 within 500 ms (is the broker

@@ -75,8 +75,11 @@ check "no broker: no stdout" "" "$OUT"
 check "no broker: message" "jrpc: no answer from $DEAD_URL within 500 ms (is the broker running?)"$'\n' "$ERR"
 check "no broker: within the timeout" yes "$( ((MS >= 450 && MS < 2000)) && echo yes || echo "no: ${MS} ms")"
 
-run "$JRPC" --url http://127.0.0.1:8080/rpc call subtract '[42,23]'
-check "http url (not yet): exit 2" 2 "$RC"
+DEAD_HTTP="http://127.0.0.1:${DEAD_URL##*:}/rpc"
+run "$JRPC" --url "$DEAD_HTTP" --timeout-ms 500 call subtract '[42,23]'
+check "http, nothing listening: exit 2" 2 "$RC"
+check "http, nothing listening: message" \
+    "jrpc: cannot connect to $DEAD_HTTP: Connection refused"$'\n' "$ERR"
 
 # ---- against a real broker and worker ----
 

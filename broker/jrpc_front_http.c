@@ -1,0 +1,1399 @@
+/* jrpc_front_http — see jrpc_front_http.h. */
+#include "jrpc_front_http.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <http_parser.h>
+
+#include "jrpc_errors.h"
+#include "jrpc_log.h"
+
+#define COMP          "front_http"
+#define READ_BUF      65536  /* one shared read buffer for every connection */
+#define PIPELINE_MAX  16     /* requests outstanding on a connection before we stop reading */
+#define PIPELINE_LOW  8      /* ... and read again once at most this many are left */
+#define WRITE_MAX     16     /* answers gathered into one write */
+#define INLINE_BODY   256    /* answers this short are copied into the record */
+#define LINGER_MS     2000   /* read and drop after our FIN, so our last answer is not reset */
+#define FREE_RECS_MAX 1024   /* request records kept for reuse */
+#define URL_MAX       64     /* longer request targets are not ours anyway */
+#define HNAME_MAX     24     /* longer header names are not ones we look at */
+#define HVAL_MAX      256    /* longer values of headers we look at are refused */
+
+enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
+enum rstate { R_PARSING, R_SUBMITTED, R_READY };
+enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER };
+enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT };
+enum hstate { HS_NONE, HS_FIELD, HS_VALUE };
+
+typedef struct conn conn_t;
+
+/* One request on a connection, from the end of its headers to the end of
+ * its answer's write. Kept in the connection's FIFO, in request order. */
+typedef struct req {
+    struct req  *next;        /* FIFO link / free list link */
+    conn_t      *conn;
+    jrpc_body_t *handle;      /* R_SUBMITTED: what jrpc_broker_cancel() takes */
+    uint8_t      state;       /* enum rstate */
+    bool         close;       /* close the connection after this answer */
+    bool         ka10;        /* HTTP/1.0 keep-alive: say so in the answer */
+    bool         cont;        /* owes "100 Continue" when it reaches the head */
+    bool         borrowed;    /* body points at the broker's reply (fast path only) */
+    bool         hdr_built;   /* hdr/hlen are final */
+    uint16_t     status;      /* HTTP status of the answer */
+    const char  *body;        /* answer body: inline, heap (owned) or borrowed */
+    size_t       blen;
+    char        *heap;        /* owned copy of a long body, or NULL */
+    size_t       off;         /* bytes of hdr + body already written */
+    uint16_t     hlen;
+    char         hdr[224];    /* status line and headers */
+    char         inl[INLINE_BODY]; /* short bodies */
+} req_t;
+
+struct conn {
+    uv_tcp_t        tcp;       /* first: the handle's address is the connection's */
+    uv_timer_t      timer;
+    uv_write_t      wreq;
+    uv_shutdown_t   sreq;
+    http_parser     parser;
+    jrpc_front_http_t *front;
+    conn_t         *prev, *next; /* every open connection, for pause */
+    /* the FIFO of requests */
+    req_t          *head, *tail;
+    uint32_t        nreq;      /* records in the FIFO */
+    uint32_t        wrecs;     /* records covered by the write in flight */
+    /* connection state */
+    bool            reading;   /* uv_read_start is in effect */
+    bool            writing;   /* a uv_write is in flight */
+    bool            feeding;   /* inside feed(): do not re-enter */
+    bool            no_more;   /* parse nothing more (closing after an answer) */
+    bool            bp;        /* stopped reading: too many requests outstanding */
+    bool            closing;   /* front paused: close after the last answer */
+    bool            finishing; /* FIN sent, lingering */
+    bool            closed;    /* uv_close called */
+    uint8_t         tmode;     /* enum tmode */
+    uint8_t         phase;     /* enum phase */
+    uint8_t         ev;        /* what paused the parser: 1 headers, 2 message */
+    /* raw-byte checks the lenient parser does not make */
+    char            prevch;    /* last byte of the header/framing scan */
+    uint8_t         want_crlf; /* bytes of CRLF still due after chunk data */
+    const char     *scan_pos;  /* chunked framing: first byte not yet scanned */
+    const char     *exec_end;  /* end of the buffer being parsed */
+    bool            raw_bad;   /* a byte the scan refuses */
+    /* the request being parsed */
+    uint32_t        hdr_bytes;
+    uint8_t         hstate;    /* enum hstate */
+    uint8_t         hid;       /* enum hid of the header being read */
+    bool            field_at_end;
+    bool            name_bad;  /* a header name with a non-token byte */
+    uint8_t         hname_len;
+    char            hname[HNAME_MAX];
+    uint16_t        hval_len;
+    bool            hval_long;
+    char            hval[HVAL_MAX];
+    uint8_t         url_len;
+    bool            url_long;
+    char            url[URL_MAX];
+    uint8_t         n_cl, n_te, n_ct, n_expect, n_host, n_timeout;
+    bool            te_ok, ct_ok, expect_cont, expect_other, timeout_bad;
+    uint32_t        timeout_ms;
+    bool            discard;   /* refused softly: drop the body, answer at its end */
+    uint64_t        body_seen; /* body bytes received for this request */
+    const char     *zc;        /* the whole body, still in the read buffer */
+    size_t          zc_len;
+    jrpc_buf_t      body;      /* the body, when it came in pieces */
+    jrpc_buf_t      in;        /* bytes read but not parsed (backpressure) */
+};
+
+struct jrpc_front_http {
+    uv_loop_t      *loop;
+    uv_tcp_t        listener;
+    bool            listening;  /* listener open (not yet closed) */
+    bool            paused;
+    bool            destroying;
+    jrpc_broker_t  *broker;
+    jrpc_front_http_opts_t opts;
+    conn_t         *conns;      /* open connections */
+    uint32_t        nconns;
+    req_t          *free_recs;
+    uint32_t        nfree;
+    jrpc_buf_t      err;        /* error bodies are written here */
+    time_t          date_t;     /* second of date[] */
+    char            date[40];   /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+    uint64_t        refused;    /* connections past --max-conns */
+    uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
+    char            rbuf[READ_BUF];
+};
+
+static http_parser_settings settings;
+static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+static void conn_close(conn_t *c);
+static void conn_finish(conn_t *c);
+static void flush(conn_t *c);
+static void feed_pending(conn_t *c);
+
+/* ---- timers ------------------------------------------------------------ */
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(conn_t *c, enum tmode mode)
+{
+    const jrpc_front_http_opts_t *o = &c->front->opts;
+    uint64_t ms = 0;
+    switch (mode) {
+    case T_NONE:
+        if (c->tmode != T_NONE)
+            uv_timer_stop(&c->timer);
+        c->tmode = T_NONE;
+        return;
+    case T_IDLE: ms = o->idle_timeout_ms; break;
+    case T_WRITE: ms = o->idle_timeout_ms; break;
+    case T_HEADERS: ms = o->header_timeout_ms; break;
+    case T_BODY: ms = o->body_timeout_ms; break;
+    case T_LINGER: ms = LINGER_MS; break;
+    }
+    c->tmode = (uint8_t)mode;
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* ---- request records ---------------------------------------------------- */
+
+static req_t *rec_new(conn_t *c)
+{
+    jrpc_front_http_t *f = c->front;
+    req_t *r = f->free_recs;
+    if (r != NULL) {
+        f->free_recs = r->next;
+        f->nfree--;
+    } else if ((r = malloc(sizeof *r)) == NULL) {
+        return NULL;
+    }
+    r->next = NULL;
+    r->conn = c;
+    r->handle = NULL;
+    r->state = R_PARSING;
+    r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = false;
+    r->status = 0;
+    r->body = NULL;
+    r->blen = 0;
+    r->heap = NULL;
+    r->off = 0;
+    r->hlen = 0;
+    if (c->tail)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+    c->nreq++;
+    return r;
+}
+
+static void rec_free(jrpc_front_http_t *f, req_t *r)
+{
+    free(r->heap);
+    if (f->nfree < FREE_RECS_MAX) {
+        r->next = f->free_recs;
+        f->free_recs = r;
+        f->nfree++;
+    } else {
+        free(r);
+    }
+}
+
+static req_t *rec_pop(conn_t *c)
+{
+    req_t *r = c->head;
+    c->head = r->next;
+    if (c->head == NULL)
+        c->tail = NULL;
+    c->nreq--;
+    return r;
+}
+
+/* Sets the answer body: short ones are copied inline, long ones to the heap. */
+static int rec_set_body(req_t *r, const char *p, size_t n)
+{
+    if (n <= INLINE_BODY) {
+        memcpy(r->inl, p, n);
+        r->body = r->inl;
+    } else {
+        if ((r->heap = malloc(n)) == NULL)
+            return -ENOMEM;
+        memcpy(r->heap, p, n);
+        r->body = r->heap;
+    }
+    r->blen = n;
+    r->borrowed = false;
+    return 0;
+}
+
+/* An HTTP-level answer with a JSON-RPC error body (id null). */
+static void rec_error(conn_t *c, req_t *r, int status, int code, const char *data)
+{
+    jrpc_front_http_t *f = c->front;
+    jrpc_buf_reset(&f->err);
+    r->status = (uint16_t)status;
+    if (jrpc_batch_write_error(&f->err, code, data) < 0 ||
+        rec_set_body(r, f->err.p, f->err.len) < 0) {
+        r->blen = 0; /* out of memory: the status alone */
+        r->body = r->inl;
+    }
+    r->state = R_READY;
+}
+
+/* ---- answers ------------------------------------------------------------ */
+
+static const char *status_text(int s)
+{
+    switch (s) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Internal Server Error";
+    }
+}
+
+static const char *http_date(jrpc_front_http_t *f)
+{
+    time_t now = time(NULL);
+    if (now != f->date_t) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(f->date, sizeof f->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        f->date_t = now;
+    }
+    return f->date;
+}
+
+static void build_header(conn_t *c, req_t *r)
+{
+    /* The last answer of a pausing front closes its connection. */
+    if (c->closing && r->next == NULL)
+        r->close = true;
+    int n;
+    if (r->status == 204)
+        n = snprintf(r->hdr, sizeof r->hdr, "HTTP/1.1 204 No Content\r\nDate: %s\r\n%s\r\n",
+                     http_date(c->front),
+                     r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "");
+    else
+        n = snprintf(r->hdr, sizeof r->hdr,
+                     "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s%s%s\r\n",
+                     r->status, status_text(r->status), http_date(c->front), r->blen,
+                     r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "",
+                     r->status == 405 ? "Allow: POST\r\n" : "",
+                     r->status == 503 ? "Retry-After: 1\r\n" : "");
+    assert(n > 0 && (size_t)n < sizeof r->hdr);
+    r->hlen = (uint16_t)n;
+    r->hdr_built = true;
+}
+
+/* Adds what is left of r (from r->off) to bufs. */
+static int add_bufs(req_t *r, uv_buf_t *bufs, int nb)
+{
+    size_t off = r->off;
+    if (off < r->hlen)
+        bufs[nb++] = uv_buf_init(r->hdr + off, (unsigned)(r->hlen - off));
+    off = off > r->hlen ? off - r->hlen : 0;
+    if (r->blen > off)
+        bufs[nb++] = uv_buf_init((char *)r->body + off, (unsigned)(r->blen - off));
+    return nb;
+}
+
+/* Pops a fully written record; false when the connection is done with. */
+static bool written(conn_t *c)
+{
+    req_t *r = rec_pop(c);
+    bool close = r->close;
+    rec_free(c->front, r);
+    if (close) {
+        conn_finish(c);
+        return false;
+    }
+    return true;
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    conn_t *c = w->handle->data;
+    if (c->closed)
+        return; /* cancelled by uv_close; the records are gone */
+    c->writing = false;
+    if (status < 0) {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(status));
+        conn_close(c);
+        return;
+    }
+    uint32_t n = c->wrecs;
+    c->wrecs = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!written(c))
+            return;
+    flush(c);
+}
+
+/* Writes every answer that is ready at the head of the FIFO: uv_try_write
+ * first (no request, no copy), the rest with uv_write. Answers leave in
+ * request order; a later one that is ready waits for the earlier ones. */
+static void flush(conn_t *c)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    while (!c->writing && !c->closed && !c->finishing && c->head != NULL) {
+        req_t *r = c->head;
+        if (r->state != R_READY) {
+            if (r->cont) { /* the body's sender waits for this */
+                r->cont = false;
+                uv_buf_t b = uv_buf_init((char *)continue_line, sizeof continue_line - 1);
+                c->writing = true;
+                c->wrecs = 0;
+                if (uv_write(&c->wreq, s, &b, 1, on_write) < 0) {
+                    conn_close(c);
+                    return;
+                }
+                arm(c, T_WRITE);
+            }
+            break;
+        }
+        uv_buf_t bufs[2 * WRITE_MAX];
+        int nb = 0, nrec = 0;
+        for (req_t *x = r; x != NULL && x->state == R_READY && nrec < WRITE_MAX; x = x->next) {
+            if (!x->hdr_built)
+                build_header(c, x);
+            nb = add_bufs(x, bufs, nb);
+            nrec++;
+            if (x->close)
+                break;
+        }
+        int n = uv_try_write(s, bufs, (unsigned)nb);
+        if (n == UV_EAGAIN || n == UV_ENOSYS)
+            n = 0;
+        if (n < 0) {
+            JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(n));
+            conn_close(c);
+            return;
+        }
+        size_t left = (size_t)n;
+        int done = 0;
+        while (done < nrec) {
+            req_t *x = c->head;
+            size_t rem = x->hlen + x->blen - x->off;
+            if (left < rem) {
+                x->off += left;
+                break;
+            }
+            left -= rem;
+            done++;
+            if (!written(c))
+                return;
+        }
+        if (done == nrec)
+            continue; /* all out: more may be ready */
+        /* The socket is full: hand the rest to libuv, which keeps the
+         * bufs until written; borrowed bodies must be copied first. */
+        nb = 0;
+        int k = 0;
+        for (req_t *x = c->head; k < nrec - done; x = x->next, k++) {
+            if (x->borrowed) {
+                const char *p = x->body;
+                if (rec_set_body(x, p, x->blen) < 0) {
+                    conn_close(c);
+                    return;
+                }
+            }
+            nb = add_bufs(x, bufs, nb);
+        }
+        c->writing = true;
+        c->wrecs = (uint32_t)(nrec - done);
+        if (uv_write(&c->wreq, s, bufs, (unsigned)nb, on_write) < 0) {
+            conn_close(c);
+            return;
+        }
+        arm(c, T_WRITE);
+        break;
+    }
+    if (c->closed || c->finishing || c->writing)
+        return;
+    if (c->head == NULL) {
+        if (c->closing) {
+            conn_close(c);
+            return;
+        }
+        if (c->phase == PH_IDLE && c->tmode != T_IDLE)
+            arm(c, T_IDLE);
+    } else if (c->tmode == T_WRITE) {
+        arm(c, T_NONE); /* waiting for the broker, whose deadline applies */
+    }
+    if (c->bp && !c->feeding && c->nreq <= PIPELINE_LOW)
+        feed_pending(c);
+}
+
+/* The broker's answer to one body. May run inside jrpc_broker_submit(). */
+static void on_reply(void *ctx, const char *reply, size_t len)
+{
+    req_t *r = ctx;
+    conn_t *c = r->conn;
+    r->handle = NULL;
+    r->state = R_READY;
+    if (len == 0) {
+        r->status = 204;
+    } else {
+        r->status = 200;
+        if (len > INLINE_BODY && r == c->head && !c->writing) {
+            /* Fast path: written from the broker's buffer, copied only if
+             * the socket does not take it all (flush does that). */
+            r->body = reply;
+            r->blen = len;
+            r->borrowed = true;
+        } else if (rec_set_body(r, reply, len) < 0) {
+            rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+        }
+    }
+    flush(c);
+}
+
+/* ---- closing ------------------------------------------------------------ */
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    jrpc_front_http_t *f = c->front;
+    jrpc_buf_dispose(&c->body);
+    jrpc_buf_dispose(&c->in);
+    free(c);
+    if (f->destroying && f->nconns == 0 && !f->listening) {
+        req_t *r;
+        while ((r = f->free_recs) != NULL) {
+            f->free_recs = r->next;
+            free(r);
+        }
+        jrpc_buf_dispose(&f->err);
+        free(f);
+    }
+}
+
+static void on_tcp_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+/* Closes at once: requests still with the broker are cancelled, answers not
+ * yet written are dropped. */
+static void conn_close(conn_t *c)
+{
+    if (c->closed)
+        return;
+    c->closed = true;
+    jrpc_front_http_t *f = c->front;
+    while (c->head != NULL) {
+        req_t *r = rec_pop(c);
+        if (r->state == R_SUBMITTED)
+            jrpc_broker_cancel(f->broker, r->handle);
+        rec_free(f, r);
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        f->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    f->nconns--;
+    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    conn_t *c = h->data;
+    *buf = uv_buf_init(c->front->rbuf, READ_BUF);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void read_start(conn_t *c)
+{
+    if (!c->reading && !c->closed) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+            conn_close(c);
+            return;
+        }
+        c->reading = true;
+    }
+}
+
+static void read_stop(conn_t *c)
+{
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static void on_shutdown(uv_shutdown_t *sr, int status)
+{
+    conn_t *c = sr->handle->data;
+    if (c->closed)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    /* Our FIN is out after the last answer: read and drop what the client
+     * still sends until it closes, so the kernel does not answer its bytes
+     * with a reset that could destroy our answer in flight. */
+    read_start(c);
+    arm(c, T_LINGER);
+}
+
+/* Closes gracefully after the last answer: FIN after the writes, linger. */
+static void conn_finish(conn_t *c)
+{
+    if (c->finishing || c->closed)
+        return;
+    c->finishing = true;
+    c->no_more = true;
+    jrpc_front_http_t *f = c->front;
+    while (c->head != NULL) { /* nothing follows an answer that closes */
+        req_t *r = rec_pop(c);
+        if (r->state == R_SUBMITTED)
+            jrpc_broker_cancel(f->broker, r->handle);
+        rec_free(f, r);
+    }
+    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
+        conn_close(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    enum tmode mode = (enum tmode)c->tmode;
+    c->tmode = T_NONE;
+    switch (mode) {
+    case T_HEADERS:
+    case T_BODY: {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=408 reason=\"%s timeout\"",
+                 mode == T_HEADERS ? "header" : "body");
+        req_t *r = c->tail && c->tail->state == R_PARSING ? c->tail : rec_new(c);
+        if (r == NULL) {
+            conn_close(c);
+            return;
+        }
+        rec_error(c, r, 408, JRPC_INVALID_REQUEST, "request not received in time");
+        r->close = true;
+        c->no_more = true;
+        c->phase = PH_IDLE;
+        read_stop(c);
+        flush(c);
+        break;
+    }
+    default:
+        conn_close(c);
+        break;
+    }
+}
+
+/* ---- parsing: callbacks ------------------------------------------------- */
+
+static bool is_tchar(unsigned char ch)
+{
+    /* RFC 9110 token: ! # $ % & ' * + - . ^ _ ` | ~ DIGIT ALPHA */
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch != 0 && memchr(extra, ch, sizeof extra - 1) != NULL);
+}
+
+static bool eq_nocase(const char *p, size_t n, const char *lit)
+{
+    return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
+}
+
+/* Strips spaces and tabs at both ends. */
+static void trim(const char **p, size_t *n)
+{
+    while (*n && (**p == ' ' || **p == '\t')) {
+        (*p)++;
+        (*n)--;
+    }
+    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+        (*n)--;
+}
+
+/* application/json, parameters allowed; a charset must be utf-8. */
+static bool content_type_ok(const char *p, size_t n)
+{
+    const char *semi = memchr(p, ';', n);
+    const char *t = p;
+    size_t tn = semi ? (size_t)(semi - p) : n;
+    trim(&t, &tn);
+    if (!eq_nocase(t, tn, "application/json"))
+        return false;
+    while (semi != NULL) {
+        const char *q = semi + 1;
+        size_t qn = n - (size_t)(q - p);
+        semi = memchr(q, ';', qn);
+        if (semi)
+            qn = (size_t)(semi - q);
+        trim(&q, &qn);
+        if (qn >= 8 && strncasecmp(q, "charset=", 8) == 0) {
+            const char *v = q + 8;
+            size_t vn = qn - 8;
+            if (vn >= 2 && v[0] == '"' && v[vn - 1] == '"') {
+                v++;
+                vn -= 2;
+            }
+            if (!eq_nocase(v, vn, "utf-8") && !eq_nocase(v, vn, "utf8"))
+                return false;
+        }
+    }
+    return true;
+}
+
+static void finish_header(conn_t *c)
+{
+    const char *v = c->hval;
+    size_t n = c->hval_len;
+    trim(&v, &n);
+    switch (c->hid) {
+    case H_CL: c->n_cl++; break;
+    case H_TE:
+        c->n_te++;
+        c->te_ok = !c->hval_long && eq_nocase(v, n, "chunked");
+        break;
+    case H_CT:
+        c->n_ct++;
+        c->ct_ok = !c->hval_long && content_type_ok(v, n);
+        break;
+    case H_EXPECT:
+        c->n_expect++;
+        if (!c->hval_long && eq_nocase(v, n, "100-continue"))
+            c->expect_cont = true;
+        else
+            c->expect_other = true;
+        break;
+    case H_HOST: c->n_host++; break;
+    case H_TIMEOUT: {
+        c->n_timeout++;
+        uint64_t t = 0;
+        bool ok = n > 0 && n <= 10 && !c->hval_long;
+        for (size_t i = 0; ok && i < n; i++) {
+            ok = v[i] >= '0' && v[i] <= '9';
+            t = t * 10 + (uint64_t)(v[i] - '0');
+        }
+        if (!ok || t == 0 || t > UINT32_MAX)
+            c->timeout_bad = true;
+        else
+            c->timeout_ms = (uint32_t)t;
+        break;
+    }
+    default: break;
+    }
+    c->hname_len = 0;
+    c->hstate = HS_NONE;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    conn_t *c = p->data;
+    c->phase = PH_HEADERS;
+    c->hdr_bytes = 0;
+    c->hstate = HS_NONE;
+    c->hname_len = 0;
+    c->name_bad = false;
+    c->url_len = 0;
+    c->url_long = false;
+    c->n_cl = c->n_te = c->n_ct = c->n_expect = c->n_host = c->n_timeout = 0;
+    c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
+    c->timeout_ms = 0;
+    c->discard = false;
+    c->body_seen = 0;
+    c->zc = NULL;
+    c->zc_len = 0;
+    jrpc_buf_reset(&c->body);
+    c->want_crlf = 0;
+    arm(c, T_HEADERS);
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    conn_t *c = p->data;
+    if (c->url_len + len > URL_MAX) {
+        c->url_long = true;
+        return 0;
+    }
+    memcpy(c->url + c->url_len, at, len);
+    c->url_len = (uint8_t)(c->url_len + len);
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    conn_t *c = p->data;
+    /* A name continues only across a buffer boundary; anything else after
+     * a name is a new header (the previous one had an empty value). */
+    if (c->hstate == HS_VALUE || (c->hstate == HS_FIELD && !(c->field_at_end && at == c->scan_pos)))
+        finish_header(c);
+    c->hstate = HS_FIELD;
+    for (size_t i = 0; i < len; i++)
+        if (!is_tchar((unsigned char)at[i]))
+            c->name_bad = true;
+    if (c->hname_len + len <= HNAME_MAX) {
+        memcpy(c->hname + c->hname_len, at, len);
+        c->hname_len = (uint8_t)(c->hname_len + len);
+    } else {
+        c->hname_len = HNAME_MAX + 1 > UINT8_MAX ? UINT8_MAX : HNAME_MAX + 1;
+    }
+    c->field_at_end = at + len == c->exec_end;
+    return 0;
+}
+
+static uint8_t classify(const conn_t *c)
+{
+    const char *n = c->hname;
+    size_t l = c->hname_len;
+    if (l > HNAME_MAX)
+        return H_OTHER;
+    if (eq_nocase(n, l, "content-length")) return H_CL;
+    if (eq_nocase(n, l, "transfer-encoding")) return H_TE;
+    if (eq_nocase(n, l, "content-type")) return H_CT;
+    if (eq_nocase(n, l, "expect")) return H_EXPECT;
+    if (eq_nocase(n, l, "host")) return H_HOST;
+    if (eq_nocase(n, l, "x-jrpc-timeout-ms")) return H_TIMEOUT;
+    return H_OTHER;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    conn_t *c = p->data;
+    if (c->hstate != HS_VALUE) {
+        if (c->hstate == HS_NONE) /* a value with no name: cannot happen */
+            c->name_bad = true;
+        c->hstate = HS_VALUE;
+        c->hid = classify(c);
+        c->hval_len = 0;
+        c->hval_long = false;
+    }
+    if (c->hid == H_OTHER)
+        return 0;
+    if (c->hval_len + len > HVAL_MAX) {
+        c->hval_long = true;
+        return 0;
+    }
+    memcpy(c->hval + c->hval_len, at, len);
+    c->hval_len = (uint16_t)(c->hval_len + len);
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    conn_t *c = p->data;
+    if (c->hstate != HS_NONE)
+        finish_header(c);
+    c->ev = 1;
+    http_parser_pause(p, 1); /* handled in feed(), where byte counts are known */
+    return 0;
+}
+
+/* Checks the raw bytes of the header section and of chunked framing, which
+ * the lenient parser does not: every line ends in CRLF (no bare CR or LF),
+ * no obs-fold, no control bytes, and chunk data is followed by CRLF. */
+static void scan_raw(conn_t *c, const char *p, const char *end)
+{
+    char prev = c->prevch;
+    for (; p < end; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (c->want_crlf) {
+            if (ch != (c->want_crlf == 2 ? '\r' : '\n'))
+                c->raw_bad = true;
+            c->want_crlf--;
+        } else if (prev == '\r' && ch != '\n') {
+            c->raw_bad = true;
+        } else if (ch == '\n' && prev != '\r') {
+            c->raw_bad = true;
+        } else if ((ch == ' ' || ch == '\t') && prev == '\n') {
+            c->raw_bad = true; /* obs-fold */
+        } else if ((ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n') || ch == 0x7f) {
+            c->raw_bad = true;
+        }
+        prev = (char)ch;
+    }
+    c->prevch = prev;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    conn_t *c = p->data;
+    if (p->flags & F_CHUNKED) {
+        scan_raw(c, c->scan_pos, at);
+        c->scan_pos = at + len;
+        if (p->content_length == 0) { /* end of this chunk's data */
+            c->want_crlf = 2;
+            c->prevch = 0;
+        }
+    }
+    c->body_seen += len;
+    if (c->discard)
+        return 0;
+    if (c->body_seen > c->front->opts.max_body)
+        return 0; /* chunked over the limit: refused in feed() */
+    if (c->zc == NULL && c->body.len == 0) {
+        c->zc = at;
+        c->zc_len = len;
+        return 0;
+    }
+    if (c->zc != NULL) {
+        if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0)
+            return -1;
+        c->zc = NULL;
+        c->zc_len = 0;
+    }
+    return jrpc_buf_append(&c->body, at, len) < 0 ? -1 : 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    conn_t *c = p->data;
+    c->ev = 2;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+/* ---- parsing: decisions ------------------------------------------------- */
+
+/* A refusal that ends the connection: answered in order, then closed. */
+static void refuse_close(conn_t *c, int status, int code, const char *why)
+{
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=1", status, why);
+    req_t *r = c->tail && c->tail->state == R_PARSING ? c->tail : rec_new(c);
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    r->cont = false;
+    rec_error(c, r, status, code, why);
+    r->close = true;
+    c->no_more = true;
+    c->phase = PH_IDLE;
+    read_stop(c);
+    flush(c);
+}
+
+static bool path_ok(const conn_t *c)
+{
+    if (c->url_long)
+        return false;
+    const char *u = c->url;
+    size_t n = c->url_len;
+    /* absolute-form: http://authority/path */
+    if (n >= 7 && strncasecmp(u, "http://", 7) == 0) {
+        const char *slash = memchr(u + 7, '/', n - 7);
+        if (slash == NULL)
+            return false;
+        n -= (size_t)(slash - u);
+        u = slash;
+    }
+    const char *q = memchr(u, '?', n);
+    if (q)
+        n = (size_t)(q - u);
+    return (n == 1 && u[0] == '/') || (n == 4 && memcmp(u, "/rpc", 4) == 0);
+}
+
+/* The headers are in: decide whether the request is acceptable. */
+static void headers_done(conn_t *c)
+{
+    http_parser *p = &c->parser;
+    const jrpc_front_http_opts_t *o = &c->front->opts;
+    bool v11 = p->http_minor == 1;
+    if (c->hdr_bytes > o->max_header_bytes) {
+        refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
+        return;
+    }
+    if (p->http_major != 1 || p->http_minor > 1) {
+        refuse_close(c, p->http_major == 0 ? 400 : 505, JRPC_INVALID_REQUEST,
+                     "HTTP/1.0 or HTTP/1.1 only");
+        return;
+    }
+    if (c->raw_bad || c->name_bad) {
+        refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed header section");
+        return;
+    }
+    if (c->n_host > 1 || (v11 && c->n_host == 0)) {
+        refuse_close(c, 400, JRPC_INVALID_REQUEST, "exactly one Host header is required");
+        return;
+    }
+    if (c->n_te > 0 || p->uses_transfer_encoding) {
+        const char *why = NULL;
+        if (c->n_cl > 0 || (p->flags & F_CONTENTLENGTH))
+            why = "both Transfer-Encoding and Content-Length";
+        else if (c->n_te != 1 || !c->te_ok || !(p->flags & F_CHUNKED))
+            why = "Transfer-Encoding must be exactly chunked";
+        else if (!v11)
+            why = "Transfer-Encoding in an HTTP/1.0 request";
+        if (why) {
+            refuse_close(c, 400, JRPC_INVALID_REQUEST, why);
+            return;
+        }
+    }
+    if (c->n_cl > 1) {
+        refuse_close(c, 400, JRPC_INVALID_REQUEST, "several Content-Length headers");
+        return;
+    }
+    bool chunked = (p->flags & F_CHUNKED) != 0;
+    uint64_t cl = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
+    /* Soft refusals leave the framing intact: the body can be skipped and
+     * the connection kept, unless the client waits to be told to send it. */
+    int status = 0;
+    const char *why = NULL;
+    if (p->method != HTTP_POST || !path_ok(c)) {
+        status = 405;
+        why = "use POST / or POST /rpc";
+    } else if (v11 && c->expect_other) {
+        status = 417;
+        why = "only Expect: 100-continue is supported";
+    } else if (c->n_ct > 1 || (c->n_ct == 1 && !c->ct_ok)) {
+        status = 415;
+        why = "Content-Type must be application/json";
+    } else if (cl > o->max_body) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
+        refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
+        return;
+    } else if (c->n_timeout > 1 || c->timeout_bad) {
+        status = 400;
+        why = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
+    }
+    bool expecting = v11 && (c->expect_cont || c->expect_other);
+    if (status != 0 && (expecting || p->method == HTTP_CONNECT || cl > o->max_body)) {
+        refuse_close(c, status, JRPC_INVALID_REQUEST, why);
+        return;
+    }
+    req_t *r = rec_new(c);
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    r->ka10 = !v11 && http_should_keep_alive(p);
+    if (status != 0) {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
+        rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
+        r->state = R_PARSING; /* ready once the body is skipped */
+        c->discard = true;
+    } else if (v11 && c->expect_cont) {
+        r->cont = true;
+        flush(c);
+    }
+    c->phase = PH_BODY;
+    if (chunked || cl > 0)
+        arm(c, T_BODY);
+}
+
+/* The body is in: submit it (or finish a soft refusal). */
+static void message_done(conn_t *c)
+{
+    http_parser *p = &c->parser;
+    req_t *r = c->tail;
+    c->phase = PH_IDLE;
+    arm(c, T_NONE);
+    if (!http_should_keep_alive(p))
+        c->no_more = true;
+    if (r == NULL || r->state != R_PARSING)
+        return;
+    r->close = !http_should_keep_alive(p);
+    if (c->discard) {
+        r->state = R_READY;
+        flush(c);
+        return;
+    }
+    const char *body = c->zc ? c->zc : c->body.p;
+    size_t len = c->zc ? c->zc_len : c->body.len;
+    r->state = R_SUBMITTED;
+    int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, c->timeout_ms, on_reply,
+                                r, &r->handle);
+    c->zc = NULL;
+    c->zc_len = 0;
+    if (c->body.cap > 65536)
+        jrpc_buf_dispose(&c->body);
+    else
+        jrpc_buf_reset(&c->body);
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\"",
+                 rc == -EBUSY ? 503 : 500, rc == -EBUSY ? "busy" : "out of memory");
+        if (rc == -EBUSY)
+            rec_error(c, r, 503, JRPC_SERVER_BUSY, "too many requests in flight, retry later");
+        else
+            rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+        flush(c);
+    }
+}
+
+/* Parses bytes p[0..n) of one read. Returns how many were consumed: fewer
+ * than n when parsing stopped (backpressure, or nothing more to parse). */
+static size_t feed(conn_t *c, const char *p, size_t n)
+{
+    const jrpc_front_http_opts_t *o = &c->front->opts;
+    size_t done = 0;
+    c->feeding = true;
+    c->exec_end = p + n;
+    while (done < n && !c->no_more && !c->closed && !c->finishing) {
+        if (c->bp) {
+            if (c->nreq > PIPELINE_LOW)
+                break;
+            c->bp = false;
+        }
+        const char *q = p + done;
+        bool in_headers = c->phase != PH_BODY;
+        c->ev = 0;
+        c->scan_pos = q;
+        size_t k = http_parser_execute(&c->parser, &settings, q, n - done);
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        if (c->closed)
+            break;
+        if (in_headers) {
+            c->hdr_bytes += (uint32_t)(k > UINT32_MAX ? UINT32_MAX : k);
+            scan_raw(c, q, q + k);
+        } else if (c->parser.flags & F_CHUNKED) {
+            scan_raw(c, c->scan_pos, q + k);
+        }
+        done += k;
+        if (e == HPE_PAUSED) {
+            http_parser_pause(&c->parser, 0);
+            if (c->ev == 1) {
+                headers_done(c);
+            } else if (c->ev == 2) {
+                if (c->raw_bad) {
+                    refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
+                    break;
+                }
+                if (!c->discard && c->body_seen > o->max_body) {
+                    char buf[64];
+                    snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
+                    refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
+                    break;
+                }
+                c->parser.upgrade = 0; /* no protocol switch: the next request is HTTP */
+                message_done(c);
+                if (c->nreq >= PIPELINE_MAX)
+                    c->bp = true;
+            }
+            continue;
+        }
+        if (e != HPE_OK || k == 0) {
+            bool big = e == HPE_HEADER_OVERFLOW;
+            const char *why = e == HPE_OK ? "parser stalled" : http_errno_description(e);
+            refuse_close(c, big ? 431 : 400, JRPC_INVALID_REQUEST,
+                         big ? "request headers too large" : why);
+            break;
+        }
+        /* Not paused and no error: the whole rest was consumed (or the
+         * parser stopped after an upgrade request, handled as a plain one). */
+        if (c->phase == PH_HEADERS && c->hdr_bytes > o->max_header_bytes) {
+            refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
+            break;
+        }
+        if (c->phase == PH_BODY && (c->raw_bad || (!c->discard && c->body_seen > o->max_body))) {
+            if (c->raw_bad)
+                refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
+            else {
+                char buf[64];
+                snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
+                refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
+            }
+            break;
+        }
+    }
+    /* The read buffer is about to be reused: keep a partial body. */
+    if (c->zc != NULL && !c->closed) {
+        if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0)
+            conn_close(c);
+        c->zc = NULL;
+        c->zc_len = 0;
+    }
+    c->feeding = false;
+    if (c->no_more || c->closed || c->finishing)
+        return n; /* nothing more will be parsed: drop the rest */
+    return done;
+}
+
+/* Parses what backpressure left unparsed, then reads again. */
+static void feed_pending(conn_t *c)
+{
+    if (c->in.len > 0) {
+        size_t k = feed(c, c->in.p, c->in.len);
+        if (c->closed)
+            return;
+        memmove(c->in.p, c->in.p + k, c->in.len - k);
+        c->in.len -= k;
+    }
+    if (c->bp && c->nreq <= PIPELINE_LOW && c->in.len == 0)
+        c->bp = false;
+    if (!c->bp && !c->no_more && !c->finishing) {
+        if (c->in.cap > READ_BUF)
+            jrpc_buf_dispose(&c->in);
+        read_start(c);
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = s->data;
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        /* EOF or reset: the client is gone; cancel what it asked for. */
+        if (!c->finishing && c->nreq > 0)
+            JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=client_gone pending=%u error=%s", c->nreq,
+                     uv_err_name((int)nread));
+        conn_close(c);
+        return;
+    }
+    if (c->finishing || c->no_more)
+        return; /* lingering, or past an answer that closes: drop */
+    if (c->phase == PH_IDLE && c->tmode == T_IDLE)
+        arm(c, T_NONE);
+    size_t k = feed(c, buf->base, (size_t)nread);
+    if (c->closed || k == (size_t)nread)
+        return;
+    /* Backpressure: keep the rest and stop reading until answers flush. */
+    if (jrpc_buf_append(&c->in, buf->base + k, (size_t)nread - k) < 0) {
+        conn_close(c);
+        return;
+    }
+    read_stop(c);
+}
+
+/* ---- accepting ---------------------------------------------------------- */
+
+static void on_refused_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    jrpc_front_http_t *f = server->data;
+    if (status < 0) {
+        /* libuv has already made room (its reserved fd, EMFILE) and closed
+         * the pending connections; warn at most once a second. */
+        uint64_t now = uv_now(f->loop);
+        if (now - f->last_warn >= 1000) {
+            f->last_warn = now;
+            JRPC_LOG(JRPC_LOG_WARN, COMP, "event=accept_failed error=%s", uv_err_name(status));
+        }
+        return;
+    }
+    if (f->nconns >= f->opts.max_conns || f->paused) {
+        /* Past --max-conns: accept and close at once, so the client learns
+         * now instead of waiting in the backlog. */
+        uv_tcp_t *t = malloc(sizeof *t);
+        if (t == NULL || uv_tcp_init(f->loop, t) < 0) {
+            free(t);
+            return;
+        }
+        uv_accept(server, (uv_stream_t *)t);
+        uv_close((uv_handle_t *)t, on_refused_closed);
+        if (f->refused++ % 1000 == 0)
+            JRPC_LOG(JRPC_LOG_WARN, COMP, "event=conn_refused reason=max_conns max_conns=%u refused=%llu",
+                     f->opts.max_conns, (unsigned long long)f->refused);
+        return;
+    }
+    conn_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return;
+    c->front = f;
+    uv_tcp_init(f->loop, &c->tcp);
+    uv_timer_init(f->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    jrpc_buf_init(&c->body);
+    jrpc_buf_init(&c->in);
+    c->prevch = '\n';
+    c->next = f->conns;
+    if (f->conns)
+        f->conns->prev = c;
+    f->conns = c;
+    f->nconns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    read_start(c);
+    arm(c, T_IDLE);
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" and resolves it. */
+static int resolve(const char *listen, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *port;
+    if (listen[0] == '[') {
+        const char *end = strchr(listen, ']');
+        if (end == NULL || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof host)
+            return -EINVAL;
+        memcpy(host, listen + 1, (size_t)(end - listen - 1));
+        host[end - listen - 1] = '\0';
+        port = end + 2;
+    } else {
+        const char *colon = strrchr(listen, ':');
+        if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof host ||
+            memchr(listen, ':', (size_t)(colon - listen)) != NULL)
+            return -EINVAL;
+        memcpy(host, listen, (size_t)(colon - listen));
+        host[colon - listen] = '\0';
+        port = colon + 1;
+    }
+    char *end;
+    unsigned long pn = strtoul(port, &end, 10);
+    if (*port == '\0' || *end != '\0' || pn > 65535)
+        return -EINVAL;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0 || ai == NULL)
+        return -ENOENT;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
+                                       const jrpc_front_http_opts_t *opts)
+{
+    struct sockaddr_storage ss;
+    int rc = resolve(opts->listen, &ss);
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=%s error=\"%s\"", opts->listen,
+                 rc == -EINVAL ? "not HOST:PORT" : "cannot resolve host");
+        return NULL;
+    }
+    jrpc_front_http_t *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    f->loop = loop;
+    f->broker = broker;
+    f->opts = *opts;
+    jrpc_buf_init(&f->err);
+    http_parser_settings_init(&settings);
+    settings.on_message_begin = on_message_begin;
+    settings.on_url = on_url;
+    settings.on_header_field = on_header_field;
+    settings.on_header_value = on_header_value;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    /* Ours counts first; the library's own (process-wide) limit stays above. */
+    if (opts->max_header_bytes + 1024u > 80u * 1024)
+        http_parser_set_max_header_size(opts->max_header_bytes + 1024u);
+    uv_tcp_init(loop, &f->listener);
+    f->listener.data = f;
+    f->listening = true;
+    if ((rc = uv_tcp_bind(&f->listener, (struct sockaddr *)&ss, 0)) < 0 ||
+        (rc = uv_listen((uv_stream_t *)&f->listener, 1024, on_connection)) < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=http://%s error=\"%s\"",
+                 opts->listen, uv_strerror(rc));
+        /* The handle is closed by the caller's exit; free after close. */
+        f->destroying = true;
+        f->paused = true;
+        uv_close((uv_handle_t *)&f->listener, NULL);
+        return NULL; /* f leaks until exit: the broker exits 1 right away */
+    }
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    uv_tcp_getsockname(&f->listener, (struct sockaddr *)&bound, &blen);
+    if (bound.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=listening endpoint=http://[%s]:%d", ip, port);
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=listening endpoint=http://%s:%d", ip, port);
+    }
+    return f;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    jrpc_front_http_t *f = h->data;
+    f->listening = false;
+    if (f->destroying && f->nconns == 0) {
+        req_t *r;
+        while ((r = f->free_recs) != NULL) {
+            f->free_recs = r->next;
+            free(r);
+        }
+        jrpc_buf_dispose(&f->err);
+        free(f);
+    }
+}
+
+void jrpc_front_http_pause(jrpc_front_http_t *f)
+{
+    if (f == NULL || f->paused)
+        return;
+    f->paused = true;
+    uv_close((uv_handle_t *)&f->listener, on_listener_closed);
+    JRPC_LOG(JRPC_LOG_INFO, COMP, "event=pausing conns=%u", f->nconns);
+    conn_t *next;
+    for (conn_t *c = f->conns; c != NULL; c = next) {
+        next = c->next;
+        /* A request still being received will not be submitted. */
+        if (c->tail && c->tail->state == R_PARSING) {
+            req_t *last = c->tail, *prev = NULL;
+            for (req_t *x = c->head; x != last; x = x->next)
+                prev = x;
+            if (prev) {
+                prev->next = NULL;
+                c->tail = prev;
+            } else {
+                c->head = c->tail = NULL;
+            }
+            c->nreq--;
+            rec_free(f, last);
+        }
+        c->no_more = true;
+        c->closing = true;
+        read_stop(c);
+        jrpc_buf_reset(&c->in);
+        if (c->phase != PH_IDLE)
+            arm(c, T_NONE);
+        c->phase = PH_IDLE;
+        if (c->head == NULL && !c->writing)
+            conn_close(c);
+        else if (c->finishing) {
+            /* already on its way out */
+        } else if (!c->writing) {
+            flush(c);
+        }
+    }
+}
+
+void jrpc_front_http_destroy(jrpc_front_http_t **self_p)
+{
+    jrpc_front_http_t *f = *self_p;
+    if (f == NULL)
+        return;
+    *self_p = NULL;
+    jrpc_front_http_pause(f);
+    f->destroying = true;
+    /* Freed by the last close callback: the listener's or a connection's. */
+}

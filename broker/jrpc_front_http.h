@@ -1,0 +1,57 @@
+/* jrpc_front_http — the HTTP/1.1 front door: POST / or POST /rpc.
+ *
+ * Each request body goes through jrpc_broker_submit(), exactly as a ZeroMQ
+ * message does; the reply is 200 application/json (JSON-RPC errors
+ * included), or 204 when the body held only notifications. Transport
+ * refusals get an HTTP status and a JSON-RPC error body with id null.
+ *
+ * Requests are parsed by http-parser (Debian's libhttp-parser, 2.9); what it
+ * lets through that RFC 9112 forbids is checked here (see
+ * docs/ARCHITECTURE.md, "HTTP: http-parser"). Keep-alive and pipelining:
+ * answers leave strictly in request order; past PIPELINE_MAX outstanding
+ * requests a connection is not read until answers flush. */
+#ifndef JRPC_FRONT_HTTP_H
+#define JRPC_FRONT_HTTP_H
+
+#include <stdint.h>
+#include <uv.h>
+#include "jrpc_broker.h"
+
+typedef struct jrpc_front_http jrpc_front_http_t;
+
+typedef struct jrpc_front_http_opts {
+    const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; port 0 picks one */
+    uint32_t    max_body;           /* largest request body in bytes (413 past it) */
+    uint32_t    max_header_bytes;   /* request line + headers (431 past it) */
+    uint32_t    max_conns;          /* open connections; more are accepted and closed */
+    uint32_t    header_timeout_ms;  /* first byte of a request to end of headers (408) */
+    uint32_t    body_timeout_ms;    /* end of headers to end of body (408) */
+    uint32_t    idle_timeout_ms;    /* idle keep-alive connection; also a stalled write */
+} jrpc_front_http_opts_t;
+
+#define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
+    .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
+    .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
+    .idle_timeout_ms = 60000 })
+
+/* Binds opts->listen and starts accepting; logs event=listening with the
+ * bound address. NULL on failure (logged). Never blocks (the address is
+ * resolved once, here, with getaddrinfo). */
+jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
+                                       const jrpc_front_http_opts_t *opts);
+
+/* Graceful stop, first half: closes the listener, closes idle connections
+ * and those in the middle of sending a request, stops reading the others;
+ * their answers still go out, the last one with "Connection: close", and
+ * each connection closes once its writes are flushed. After this the front
+ * never calls the broker again, except jrpc_broker_cancel() for clients
+ * that disconnect before their answer. */
+void jrpc_front_http_pause(jrpc_front_http_t *f);
+
+/* Second half: frees the front once every connection has closed (the loop
+ * keeps running until then, so uv_run() returns only after the last write
+ * has been flushed). Call it after jrpc_front_http_pause() and after the
+ * broker has drained. NULL-safe; sets *self_p = NULL. */
+void jrpc_front_http_destroy(jrpc_front_http_t **self_p);
+
+#endif
