@@ -610,3 +610,24 @@ int jrpc_batch_write_error(jrpc_buf_t *out, int code, const char *data)
     jrpc_arena_dispose(&a);
     return rc;
 }
+
+int jrpc_batch_write_error_json(jrpc_buf_t *out, int code, const char *data_json)
+{
+    char head[64];
+    const char *msg = jrpc_error_message(code);
+    size_t len0 = out->len;
+    int n = snprintf(head, sizeof head, "%s\"error\":{\"code\":%d,\"message\":", REPLY_HEAD,
+                     code);
+    int rc = jrpc_buf_append(out, head, (size_t)n);
+    if (rc == 0)
+        rc = jrpc_json_write_string(out, msg, strlen(msg));
+    if (rc == 0 && data_json) {
+        if ((rc = jrpc_buf_puts(out, ",\"data\":")) == 0)
+            rc = jrpc_buf_puts(out, data_json);
+    }
+    if (rc == 0)
+        rc = jrpc_buf_puts(out, "},\"id\":null}");
+    if (rc < 0)
+        out->len = len0;
+    return rc;
+}

@@ -109,4 +109,8 @@ int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out);
  * Returns 0 or -ENOMEM. */
 int jrpc_batch_write_error(jrpc_buf_t *out, int code, const char *data);
 
+/* The same with a "data" member given as JSON text (trusted: the caller
+ * writes it), e.g. {"reason":"unknown key","server_time":1764000000}. */
+int jrpc_batch_write_error_json(jrpc_buf_t *out, int code, const char *data_json);
+
 #endif

@@ -13,6 +13,8 @@ const char *jrpc_error_message(int code)
     case JRPC_UNAUTHORIZED:      return "Unauthorized";
     case JRPC_TIMEOUT:           return "Request timeout";
     case JRPC_WORKER_FAILED:     return "Worker failed";
+    case JRPC_REPLAYED:          return "Replay detected";
+    case JRPC_REPLAY_DOWN:       return "Replay protection unavailable";
     default:                     return "Server error";
     }
 }

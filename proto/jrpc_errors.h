@@ -16,6 +16,8 @@ enum jrpc_code {
     JRPC_UNAUTHORIZED     = -32002, /* signature, key or ACL */
     JRPC_TIMEOUT          = -32003, /* deadline passed before an answer */
     JRPC_WORKER_FAILED    = -32004, /* the worker was lost or failed */
+    JRPC_REPLAYED         = -32005, /* the nonce of a signed body was seen before */
+    JRPC_REPLAY_DOWN      = -32006, /* replay protection (Redis) unavailable: fail closed */
 };
 
 /* The standard message for a code ("Parse error", ...). Never NULL:

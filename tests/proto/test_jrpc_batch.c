@@ -496,6 +496,15 @@ static void test_worker_answers(void **state)
     jrpc_buf_putc(&out, '\0');
     assert_string_equal(out.p, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32000,\"message\":\"Server busy\","
                         "\"data\":\"queue \\\"full\\\"\"},\"id\":null}" PARSE);
+    jrpc_buf_reset(&out);
+    assert_int_equal(jrpc_batch_write_error_json(&out, JRPC_UNAUTHORIZED,
+                                                 "{\"reason\":\"unknown key\",\"server_time\":7}"), 0);
+    assert_int_equal(jrpc_batch_write_error_json(&out, JRPC_REPLAYED, NULL), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_string_equal(out.p, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32002,\"message\":\"Unauthorized\","
+                        "\"data\":{\"reason\":\"unknown key\",\"server_time\":7}},\"id\":null}"
+                        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32005,\"message\":\"Replay detected\"},"
+                        "\"id\":null}");
     jrpc_buf_dispose(&out);
 }
 
