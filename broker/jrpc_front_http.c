@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
 #include <http_parser.h>
 
 #include "jrpc_errors.h"
@@ -48,6 +50,7 @@ typedef struct req {
     bool         cont;        /* owes "100 Continue" when it reaches the head */
     bool         borrowed;    /* body points at the broker's reply (fast path only) */
     bool         hdr_built;   /* hdr/hlen are final */
+    bool         head;        /* a HEAD request: the answer has no body */
     uint16_t     status;      /* HTTP status of the answer */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
@@ -106,6 +109,7 @@ struct conn {
     bool            te_ok, ct_ok, expect_cont, expect_other, timeout_bad;
     uint32_t        timeout_ms;
     bool            discard;   /* refused softly: drop the body, answer at its end */
+    bool            is_head;   /* the headers are in and the method is HEAD */
     uint64_t        body_seen; /* body bytes received for this request */
     const char     *zc;        /* the whole body, still in the read buffer */
     size_t          zc_len;
@@ -123,6 +127,7 @@ struct jrpc_front_http {
     jrpc_front_http_opts_t opts;
     conn_t         *conns;      /* open connections */
     uint32_t        nconns;
+    uint32_t        nalive;     /* connections not yet freed (close callbacks pending) */
     req_t          *free_recs;
     uint32_t        nfree;
     jrpc_buf_t      err;        /* error bodies are written here */
@@ -182,6 +187,7 @@ static req_t *rec_new(conn_t *c)
     r->handle = NULL;
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = false;
+    r->head = c->is_head;
     r->status = 0;
     r->body = NULL;
     r->blen = 0;
@@ -301,6 +307,8 @@ static void build_header(conn_t *c, req_t *r)
                      r->status == 405 ? "Allow: POST\r\n" : "",
                      r->status == 503 ? "Retry-After: 1\r\n" : "");
     assert(n > 0 && (size_t)n < sizeof r->hdr);
+    if (r->head)
+        r->blen = 0; /* Content-Length says what a POST would have had */
     r->hlen = (uint16_t)n;
     r->hdr_built = true;
 }
@@ -367,7 +375,6 @@ static void flush(conn_t *c)
                     conn_close(c);
                     return;
                 }
-                arm(c, T_WRITE);
             }
             break;
         }
@@ -425,14 +432,15 @@ static void flush(conn_t *c)
             conn_close(c);
             return;
         }
-        arm(c, T_WRITE);
+        if (c->phase == PH_IDLE)
+            arm(c, T_WRITE); /* a client that does not read */
         break;
     }
     if (c->closed || c->finishing || c->writing)
         return;
     if (c->head == NULL) {
         if (c->closing) {
-            conn_close(c);
+            conn_finish(c);
             return;
         }
         if (c->phase == PH_IDLE && c->tmode != T_IDLE)
@@ -470,6 +478,19 @@ static void on_reply(void *ctx, const char *reply, size_t len)
 
 /* ---- closing ------------------------------------------------------------ */
 
+static void front_maybe_free(jrpc_front_http_t *f)
+{
+    if (!f->destroying || f->nalive > 0 || f->listening)
+        return;
+    req_t *r;
+    while ((r = f->free_recs) != NULL) {
+        f->free_recs = r->next;
+        free(r);
+    }
+    jrpc_buf_dispose(&f->err);
+    free(f);
+}
+
 static void on_timer_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
@@ -477,15 +498,8 @@ static void on_timer_closed(uv_handle_t *h)
     jrpc_buf_dispose(&c->body);
     jrpc_buf_dispose(&c->in);
     free(c);
-    if (f->destroying && f->nconns == 0 && !f->listening) {
-        req_t *r;
-        while ((r = f->free_recs) != NULL) {
-            f->free_recs = r->next;
-            free(r);
-        }
-        jrpc_buf_dispose(&f->err);
-        free(f);
-    }
+    f->nalive--;
+    front_maybe_free(f);
 }
 
 static void on_tcp_closed(uv_handle_t *h)
@@ -664,8 +678,15 @@ static bool content_type_ok(const char *p, size_t n)
     return true;
 }
 
+static uint8_t classify(const conn_t *c);
+
 static void finish_header(conn_t *c)
 {
+    if (c->hstate == HS_FIELD) { /* a header with an empty value */
+        c->hid = classify(c);
+        c->hval_len = 0;
+        c->hval_long = false;
+    }
     const char *v = c->hval;
     size_t n = c->hval_len;
     trim(&v, &n);
@@ -721,6 +742,7 @@ static int on_message_begin(http_parser *p)
     c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
     c->timeout_ms = 0;
     c->discard = false;
+    c->is_head = false;
     c->body_seen = 0;
     c->zc = NULL;
     c->zc_len = 0;
@@ -757,7 +779,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
         memcpy(c->hname + c->hname_len, at, len);
         c->hname_len = (uint8_t)(c->hname_len + len);
     } else {
-        c->hname_len = HNAME_MAX + 1 > UINT8_MAX ? UINT8_MAX : HNAME_MAX + 1;
+        c->hname_len = HNAME_MAX + 1;
     }
     c->field_at_end = at + len == c->exec_end;
     return 0;
@@ -848,10 +870,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
         }
     }
     c->body_seen += len;
-    if (c->discard)
-        return 0;
-    if (c->body_seen > c->front->opts.max_body)
-        return 0; /* chunked over the limit: refused in feed() */
+    if (c->discard || c->body_seen > c->front->opts.max_body)
+        return 0; /* skipped, or chunked over the limit: refused in feed() */
     if (c->zc == NULL && c->body.len == 0) {
         c->zc = at;
         c->zc_len = len;
@@ -920,6 +940,7 @@ static void headers_done(conn_t *c)
     http_parser *p = &c->parser;
     const jrpc_front_http_opts_t *o = &c->front->opts;
     bool v11 = p->http_minor == 1;
+    c->is_head = p->method == HTTP_HEAD;
     if (c->hdr_bytes > o->max_header_bytes) {
         refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
         return;
@@ -1009,9 +1030,12 @@ static void message_done(conn_t *c)
     http_parser *p = &c->parser;
     req_t *r = c->tail;
     c->phase = PH_IDLE;
+    c->is_head = false;
     arm(c, T_NONE);
-    if (!http_should_keep_alive(p))
+    if (!http_should_keep_alive(p)) {
         c->no_more = true;
+        read_stop(c); /* the answer closes: read no more (a FIN from the client is then no cancel) */
+    }
     if (r == NULL || r->state != R_PARSING)
         return;
     r->close = !http_should_keep_alive(p);
@@ -1058,6 +1082,11 @@ static size_t feed(conn_t *c, const char *p, size_t n)
         }
         const char *q = p + done;
         bool in_headers = c->phase != PH_BODY;
+        if (c->phase == PH_IDLE) { /* a new request: its first line starts here */
+            c->prevch = '\n';
+            c->raw_bad = false;
+            c->want_crlf = 0;
+        }
         c->ev = 0;
         c->scan_pos = q;
         size_t k = http_parser_execute(&c->parser, &settings, q, n - done);
@@ -1080,7 +1109,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
                     refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
                     break;
                 }
-                if (!c->discard && c->body_seen > o->max_body) {
+                if (c->body_seen > o->max_body) {
                     char buf[64];
                     snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
                     refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
@@ -1106,7 +1135,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
             refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
             break;
         }
-        if (c->phase == PH_BODY && (c->raw_bad || (!c->discard && c->body_seen > o->max_body))) {
+        if (c->phase == PH_BODY && (c->raw_bad || c->body_seen > o->max_body)) {
             if (c->raw_bad)
                 refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
             else {
@@ -1164,8 +1193,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->finishing || c->no_more)
         return; /* lingering, or past an answer that closes: drop */
-    if (c->phase == PH_IDLE && c->tmode == T_IDLE)
-        arm(c, T_NONE);
     size_t k = feed(c, buf->base, (size_t)nread);
     if (c->closed || k == (size_t)nread)
         return;
@@ -1197,7 +1224,8 @@ static void on_connection(uv_stream_t *server, int status)
         }
         return;
     }
-    if (f->nconns >= f->opts.max_conns || f->paused) {
+    conn_t *c = NULL;
+    if (f->nconns >= f->opts.max_conns || f->paused || (c = calloc(1, sizeof *c)) == NULL) {
         /* Past --max-conns: accept and close at once, so the client learns
          * now instead of waiting in the backlog. */
         uv_tcp_t *t = malloc(sizeof *t);
@@ -1212,10 +1240,8 @@ static void on_connection(uv_stream_t *server, int status)
                      f->opts.max_conns, (unsigned long long)f->refused);
         return;
     }
-    conn_t *c = calloc(1, sizeof *c);
-    if (c == NULL)
-        return;
     c->front = f;
+    f->nalive++;
     uv_tcp_init(f->loop, &c->tcp);
     uv_timer_init(f->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
@@ -1273,6 +1299,13 @@ static int resolve(const char *listen, struct sockaddr_storage *ss)
     return 0;
 }
 
+static void on_listener_closed(uv_handle_t *h)
+{
+    jrpc_front_http_t *f = h->data;
+    f->listening = false;
+    front_maybe_free(f);
+}
+
 jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
                                        const jrpc_front_http_opts_t *opts)
 {
@@ -1301,18 +1334,33 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     /* Ours counts first; the library's own (process-wide) limit stays above. */
     if (opts->max_header_bytes + 1024u > 80u * 1024)
         http_parser_set_max_header_size(opts->max_header_bytes + 1024u);
+    /* Bound and listening before libuv sees it, so that a failure leaves
+     * no handle behind (the broker then exits 1 at once). */
+    int one = 1;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&ss,
+             ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
+        listen(fd, 1024) < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=http://%s error=\"%s\"",
+                 opts->listen, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        jrpc_buf_dispose(&f->err);
+        free(f);
+        return NULL;
+    }
     uv_tcp_init(loop, &f->listener);
     f->listener.data = f;
     f->listening = true;
-    if ((rc = uv_tcp_bind(&f->listener, (struct sockaddr *)&ss, 0)) < 0 ||
+    if ((rc = uv_tcp_open(&f->listener, fd)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&f->listener, 1024, on_connection)) < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=http://%s error=\"%s\"",
+        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=http://%s error=\"%s\"",
                  opts->listen, uv_strerror(rc));
-        /* The handle is closed by the caller's exit; free after close. */
         f->destroying = true;
         f->paused = true;
-        uv_close((uv_handle_t *)&f->listener, NULL);
-        return NULL; /* f leaks until exit: the broker exits 1 right away */
+        uv_close((uv_handle_t *)&f->listener, on_listener_closed);
+        return NULL; /* freed by the close callback */
     }
     struct sockaddr_storage bound;
     int blen = sizeof bound;
@@ -1331,20 +1379,6 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     return f;
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    jrpc_front_http_t *f = h->data;
-    f->listening = false;
-    if (f->destroying && f->nconns == 0) {
-        req_t *r;
-        while ((r = f->free_recs) != NULL) {
-            f->free_recs = r->next;
-            free(r);
-        }
-        jrpc_buf_dispose(&f->err);
-        free(f);
-    }
-}
 
 void jrpc_front_http_pause(jrpc_front_http_t *f)
 {
@@ -1395,5 +1429,5 @@ void jrpc_front_http_destroy(jrpc_front_http_t **self_p)
     *self_p = NULL;
     jrpc_front_http_pause(f);
     f->destroying = true;
-    /* Freed by the last close callback: the listener's or a connection's. */
+    front_maybe_free(f); /* or by the last close callback */
 }

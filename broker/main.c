@@ -8,20 +8,28 @@
 #include <zmq.h>
 
 #include "jrpc_broker.h"
+#include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
 #include "jrpc_log.h"
 
 static const char usage[] =
     "Usage: jrpc-broker [OPTIONS]\n"
     "\n"
-    "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ,\n"
-    "fans the calls out to worker processes, and answers when all are back.\n"
+    "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ\n"
+    "and HTTP (POST / or POST /rpc), fans the calls out to worker processes, and\n"
+    "answers when all are back.\n"
     "\n"
     "Options (defaults in brackets):\n"
     "  --zmq ENDPOINT        ROUTER socket for clients [tcp://127.0.0.1:5555]\n"
+    "  --http HOST:PORT      HTTP listener, [V6]:PORT too, or none [127.0.0.1:8080]\n"
     "  --workers ENDPOINT    ROUTER socket workers connect to [tcp://127.0.0.1:5556]\n"
     "  --timeout-ms N        deadline of every call; a client may ask for less [30000]\n"
-    "  --max-body N          largest request body in bytes [1048576]\n"
+    "  --max-body N          largest request body in bytes, both fronts [1048576]\n"
+    "  --max-header-bytes N  HTTP request line and headers in bytes [16384]\n"
+    "  --max-conns N         open HTTP connections; more are closed at once [10000]\n"
+    "  --header-timeout-ms N HTTP: first byte of a request to end of headers [10000]\n"
+    "  --body-timeout-ms N   HTTP: end of headers to end of body [30000]\n"
+    "  --idle-timeout-ms N   HTTP: idle keep-alive connection, stalled write [60000]\n"
     "  --max-batch N         most calls in one batch [1000]\n"
     "  --max-depth N         deepest JSON nesting in a body [64]\n"
     "  --max-method-len N    longest method name in bytes [256]\n"
@@ -62,6 +70,7 @@ typedef struct app {
     uv_signal_t        sigint, sigterm;
     jrpc_broker_t     *broker;
     jrpc_front_zmq_t  *front;
+    jrpc_front_http_t *http;   /* NULL with --http none */
     int                stopping;
 } app_t;
 
@@ -70,6 +79,9 @@ static void on_drained(void *arg)
     app_t *a = arg;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=drained");
     jrpc_front_zmq_destroy(&a->front);
+    /* Connections still writing their last answers close by themselves;
+     * uv_run() returns once they have. */
+    jrpc_front_http_destroy(&a->http);
     jrpc_broker_destroy(&a->broker);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
@@ -84,13 +96,15 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d", signum);
     jrpc_front_zmq_pause(a->front);
+    if (a->http)
+        jrpc_front_http_pause(a->http);
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
 int main(int argc, char **argv)
 {
     const char *zmq_ep = "tcp://127.0.0.1:5555";
-    const char *http_listen = "127.0.0.1:8080"; /* HTTP front door: issue 3 */
+    jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
         .timeout_ms = 30000,
@@ -105,6 +119,11 @@ int main(int argc, char **argv)
         { "workers", required_argument, 0, 'w' },
         { "timeout-ms", required_argument, 0, 't' },
         { "max-body", required_argument, 0, 'B' },
+        { "max-header-bytes", required_argument, 0, 'X' },
+        { "max-conns", required_argument, 0, 'C' },
+        { "header-timeout-ms", required_argument, 0, 'T' },
+        { "body-timeout-ms", required_argument, 0, 'Y' },
+        { "idle-timeout-ms", required_argument, 0, 'I' },
         { "max-batch", required_argument, 0, 'b' },
         { "max-depth", required_argument, 0, 'd' },
         { "max-method-len", required_argument, 0, 'm' },
@@ -123,7 +142,12 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'z': zmq_ep = optarg; break;
-        case 'P': http_listen = optarg; break;
+        case 'P': ho.listen = optarg; break;
+        case 'X': ho.max_header_bytes = parse_uint("--max-header-bytes", optarg, 256, 1u << 24); break;
+        case 'C': ho.max_conns = parse_uint("--max-conns", optarg, 1, 10000000); break;
+        case 'T': ho.header_timeout_ms = parse_uint("--header-timeout-ms", optarg, 1, 86400000); break;
+        case 'Y': ho.body_timeout_ms = parse_uint("--body-timeout-ms", optarg, 1, 86400000); break;
+        case 'I': ho.idle_timeout_ms = parse_uint("--idle-timeout-ms", optarg, 1, 86400000); break;
         case 'w': o.workers.endpoint = optarg; break;
         case 't': o.timeout_ms = parse_uint("--timeout-ms", optarg, 1, 86400000); break;
         case 'B': max_body = parse_uint("--max-body", optarg, 2, 1u << 30); break;
@@ -147,7 +171,7 @@ int main(int argc, char **argv)
     if (optind < argc)
         die_usage("unexpected argument '%s'", argv[optind]);
 
-    (void)http_listen;
+    ho.max_body = max_body;
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };
     uv_loop_init(&a.loop);
@@ -158,6 +182,9 @@ int main(int argc, char **argv)
         return 1;
     a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body);
     if (a.front == NULL)
+        return 1;
+    if (strcmp(ho.listen, "none") != 0 &&
+        (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
         return 1;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);

@@ -16,9 +16,9 @@ enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2 };
 
 static const char usage_text[] =
 "Usage:\n"
-"  jrpc [--url URL] [--timeout-ms N] call METHOD [PARAMS_JSON]\n"
-"  jrpc [--url URL] [--timeout-ms N] notify METHOD [PARAMS_JSON]\n"
-"  jrpc [--url URL] [--timeout-ms N] send [FILE]\n"
+"  jrpc [OPTIONS] call METHOD [PARAMS_JSON]\n"
+"  jrpc [OPTIONS] notify METHOD [PARAMS_JSON]\n"
+"  jrpc [OPTIONS] send [FILE]\n"
 "  jrpc --help | --version\n"
 "\n"
 "Sends JSON-RPC 2.0 requests to a jrpc broker and prints the answer.\n"
@@ -46,18 +46,36 @@ static const char usage_text[] =
 "                           http://HOST[:PORT][/PATH]  HTTP/1.1 POST to PATH\n"
 "                             (PATH defaults to /rpc, PORT to 80)\n"
 "  -t, --timeout-ms N     Give up after N milliseconds (default 10000).\n"
+"  -k, --key-id ID        Sign every request with key ID (default: $JRPC_KEY_ID).\n"
+"  -s, --secret SECRET    The key's secret (default: $JRPC_SECRET). Other users\n"
+"                         can read a command line (ps): prefer --key-file or\n"
+"                         $JRPC_SECRET.\n"
+"  -K, --key-file FILE    Take the key from FILE, in the broker's key file\n"
+"                         format: lines '<key id> <secret> [method globs...]',\n"
+"                         a field starting with '#' starts a comment. With\n"
+"                         --key-id, that key; without, the first key of the\n"
+"                         file. Not with --secret.\n"
+"                         A key needs both an id and a secret; flags win over\n"
+"                         $JRPC_KEY_ID and $JRPC_SECRET. With no key at all,\n"
+"                         requests go unsigned.\n"
 "  -h, --help             Show this help and exit.\n"
 "  -V, --version          Show the version and exit.\n"
 "Options go before the command, so PARAMS_JSON may start with '-'.\n"
 "\n"
 "Exit status:\n"
-"  0  success (call: a result; notify/send: the broker took the request)\n"
-"  1  call (or notify of an invalid request) answered with a JSON-RPC error\n"
-"     (over http:// also when it comes with an HTTP error status such as\n"
-"     413 or 503: the error object says what went wrong)\n"
-"  2  usage error, invalid PARAMS_JSON, unreadable FILE, no answer within\n"
-"     the timeout (broker down or unreachable), connection refused or lost,\n"
-"     a malformed answer, or an HTTP error status without a JSON-RPC answer\n";
+"  0  success (call: a result; notify: the broker took it; send: whatever\n"
+"     the answer, even a JSON-RPC error such as -32002, is printed raw)\n"
+"  1  call (or notify of an invalid request) answered with a JSON-RPC error,\n"
+"     which is printed: e.g. -32002 the signature was refused (no key, unknown\n"
+"     key, bad signature, clock off, bad nonce; error.data says which and the\n"
+"     broker's time), -32005 a replayed nonce, -32006 the broker cannot check\n"
+"     nonces right now (over http:// these come with status 401, 409 and 503;\n"
+"     any HTTP error status with a JSON-RPC answer counts as an answer)\n"
+"  2  usage error (including a key id without a secret or the reverse, a key\n"
+"     not in --key-file, an unreadable or malformed --key-file), invalid\n"
+"     PARAMS_JSON, unreadable FILE, no answer within the timeout (broker\n"
+"     down or unreachable), connection refused or lost, a malformed answer,\n"
+"     or an HTTP error status without a JSON-RPC answer\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -76,6 +94,119 @@ static int parse_ms(const char *s, int *out)
     if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX)
         return -EINVAL;
     *out = (int)v;
+    return 0;
+}
+
+/* The signing key, from flags, a key file or the environment. */
+typedef struct key_opts {
+    const char *id;       /* --key-id */
+    const char *secret;   /* --secret */
+    const char *file;     /* --key-file */
+} key_opts_t;
+
+/* Finds key `want` (NULL: the first key) in a key file and copies its id and
+ * secret into *id_out and *secret_out (malloc'd). Reads the whole file, so
+ * a line the broker would refuse (a key without a secret) is refused here
+ * too, wherever it is. Returns 0, or prints why (never a secret, nor a line
+ * that may hold one) and returns -1. */
+static int key_from_file(const char *path, const char *want, char **id_out, char **secret_out)
+{
+    int rc = -1;
+    unsigned lineno = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        /* As the broker reads it: a '#' at the start of a field starts a
+         * comment; inside a field (a secret) it is part of it. */
+        const char *ws = " \t\r\n\v\f";
+        char *save = NULL;
+        char *id = strtok_r(line, ws, &save);
+        if (id == NULL || id[0] == '#')
+            continue;                      /* blank or comment only */
+        char *secret = strtok_r(NULL, ws, &save);
+        if (secret == NULL || secret[0] == '#') {
+            fprintf(stderr, "jrpc: %s:%u: secret missing\n", path, lineno);
+            goto out;
+        }
+        if (*id_out || (want && strcmp(id, want) != 0))
+            continue;
+        *id_out = strdup(id);
+        *secret_out = strdup(secret);
+        if (*id_out == NULL || *secret_out == NULL) {
+            fprintf(stderr, "jrpc: out of memory\n");
+            goto out;
+        }
+    }
+    if (ferror(f))
+        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
+    else if (*id_out)
+        rc = 0;
+    else if (want)
+        fprintf(stderr, "jrpc: key '%s' is not in %s\n", want, path);
+    else
+        fprintf(stderr, "jrpc: no key in %s\n", path);
+out:
+    if (rc < 0) {   /* the caller frees only on success */
+        free(*id_out);
+        if (*secret_out)
+            explicit_bzero(*secret_out, strlen(*secret_out));
+        free(*secret_out);
+        *id_out = *secret_out = NULL;
+    }
+    if (line) {
+        explicit_bzero(line, cap);
+        free(line);
+    }
+    fclose(f);
+    return rc;
+}
+
+static const char *nonempty_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Decides the key from flags, a key file and the environment (flags win).
+ * Sets *id_out and *secret_out (malloc'd), both NULL for "unsigned".
+ * Returns 0, or prints why and returns -1 (a usage error). */
+static int resolve_key(const key_opts_t *k, char **id_out, char **secret_out)
+{
+    *id_out = *secret_out = NULL;
+    if (k->file) {
+        if (k->secret) {
+            usage_error("--secret and --key-file are exclusive%s", "");
+            return -1;
+        }
+        return key_from_file(k->file, k->id, id_out, secret_out);
+    }
+    const char *id = k->id ? k->id : nonempty_env("JRPC_KEY_ID");
+    const char *secret = k->secret ? k->secret : nonempty_env("JRPC_SECRET");
+    if (id == NULL && secret == NULL)
+        return 0;
+    if (id == NULL) {
+        usage_error("a secret (%s) needs a key id: --key-id ID or $JRPC_KEY_ID",
+                    k->secret ? "--secret" : "$JRPC_SECRET");
+        return -1;
+    }
+    if (secret == NULL) {
+        usage_error("a key id (%s) needs a secret: --secret, $JRPC_SECRET or --key-file",
+                    k->id ? "--key-id" : "$JRPC_KEY_ID");
+        return -1;
+    }
+    *id_out = strdup(id);
+    *secret_out = strdup(secret);
+    if (*id_out == NULL || *secret_out == NULL) {
+        fprintf(stderr, "jrpc: out of memory\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -167,6 +298,9 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         { "url",        required_argument, NULL, 'u' },
         { "timeout-ms", required_argument, NULL, 't' },
+        { "key-id",     required_argument, NULL, 'k' },
+        { "secret",     required_argument, NULL, 's' },
+        { "key-file",   required_argument, NULL, 'K' },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -176,6 +310,8 @@ int main(int argc, char **argv)
     int opt, ret = EXIT_FAIL;
     jrpc_client_t *c = NULL;
     jrpc_buf_t body, reply;
+    key_opts_t key = { 0 };
+    char *key_id = NULL, *secret = NULL;
 
     jrpc_buf_init(&body);
     jrpc_buf_init(&reply);
@@ -184,7 +320,7 @@ int main(int argc, char **argv)
 
     opterr = 0;
     /* '+': stop at the command, so PARAMS_JSON like -1 is not an option */
-    while ((opt = getopt_long(argc, argv, "+:u:t:hV", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:u:t:k:s:K:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'u':
             url = optarg;
@@ -193,6 +329,19 @@ int main(int argc, char **argv)
             if (parse_ms(optarg, &timeout_ms) < 0)
                 return usage_error("--timeout-ms wants a positive number of "
                                    "milliseconds, not '%s'", optarg);
+            break;
+        case 'k':
+            if (*optarg == '\0')
+                return usage_error("--key-id wants a key id%s", "");
+            key.id = optarg;
+            break;
+        case 's':
+            if (*optarg == '\0')
+                return usage_error("--secret wants a secret%s", "");
+            key.secret = optarg;
+            break;
+        case 'K':
+            key.file = optarg;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -212,6 +361,8 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         return usage_error("missing command%s (call, notify or send)", "");
+    if (resolve_key(&key, &key_id, &secret) < 0)
+        goto out;
 
     const char *cmd = argv[optind++];
     int nargs = argc - optind;
@@ -219,8 +370,10 @@ int main(int argc, char **argv)
     bool is_call = strcmp(cmd, "call") == 0, is_notify = strcmp(cmd, "notify") == 0;
 
     if (is_call || is_notify) {
-        if (nargs < 1 || nargs > 2)
-            return usage_error("usage: jrpc %s METHOD [PARAMS_JSON]", cmd);
+        if (nargs < 1 || nargs > 2) {
+            usage_error("usage: jrpc %s METHOD [PARAMS_JSON]", cmd);
+            goto out;
+        }
         const char *params = nargs == 2 ? args[1] : NULL;
         if (params && check_params(params) < 0)
             goto out;
@@ -234,8 +387,10 @@ int main(int argc, char **argv)
             goto out;
         }
     } else if (strcmp(cmd, "send") == 0) {
-        if (nargs > 1)
-            return usage_error("usage: jrpc send [FILE]%s", "");
+        if (nargs > 1) {
+            usage_error("usage: jrpc send [FILE]%s", "");
+            goto out;
+        }
         const char *path = nargs == 1 ? args[0] : NULL;
         int rc = read_all(path, &body);
         if (rc < 0) {
@@ -244,13 +399,25 @@ int main(int argc, char **argv)
             goto out;
         }
     } else {
-        return usage_error("unknown command '%s' (call, notify or send)", cmd);
+        usage_error("unknown command '%s' (call, notify or send)", cmd);
+        goto out;
     }
 
     jrpc_client_opts_t opts = { .timeout_ms = timeout_ms };
     if ((c = jrpc_client_new(url, &opts)) == NULL) {
         fprintf(stderr, "jrpc: %s: %s\n", url, jrpc_client_strerror(-errno));
         goto out;
+    }
+    if (key_id) {
+        int rc = jrpc_client_set_key(c, key_id, secret);
+        if (rc == -EINVAL) {
+            usage_error("the key id '%s' has spaces or control characters", key_id);
+            goto out;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "jrpc: out of memory\n");
+            goto out;
+        }
     }
     if (jrpc_client_send(c, body.p, body.len, NULL, &reply, timeout_ms) < 0) {
         fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));
@@ -269,6 +436,11 @@ int main(int argc, char **argv)
         ret = reply.len ? write_line(reply.p, reply.len) : EXIT_OK;
     }
 out:
+    if (secret) {
+        explicit_bzero(secret, strlen(secret));
+        free(secret);
+    }
+    free(key_id);
     jrpc_client_destroy(&c);
     jrpc_buf_dispose(&body);
     jrpc_buf_dispose(&reply);

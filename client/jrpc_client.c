@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <http_parser.h>
 #include <zmq.h>
+#include "jrpc_sign.h"
 
 /* A transport is picked once, from the URL scheme, in jrpc_client_new.
  * Adding a scheme (https://) means adding one entry to `transports` and its
@@ -36,6 +37,10 @@ struct jrpc_client {
     const transport_t *t;    /* chosen by the URL scheme */
     char      *url;          /* as given */
     int        timeout_ms;   /* default for jrpc_client_send */
+    char      *key_id;       /* signing key id, NULL: requests go unsigned */
+    char      *secret;       /* its secret (NUL-terminated, wiped on change) */
+    size_t     secret_len;   /* strlen(secret) */
+    int64_t    clock_offset_s; /* added to time(NULL) for the signing timestamp */
     void      *zctx;         /* ZeroMQ context (zmq transports) */
     void      *zsock;        /* DEALER; NULL after a failed reset, reopened on next call */
     bool       ipv6;         /* tcp://[addr]:port needs ZMQ_IPV6 */
@@ -346,22 +351,33 @@ static bool header_value_ok(jrpc_span_t v)
     return true;
 }
 
-/* Writes the request head into c->hdr. Only timeout_ms and traceparent of
- * hdr have an HTTP form; signing fields are refused rather than dropped, so
- * a signed request never goes out unsigned. Returns 0, -ENOTSUP, -EINVAL or
- * -ENOMEM with the message set. */
+/* Appends "name: value\r\n" when value is set. Returns 0 or -ENOMEM. */
+static int put_header_line(jrpc_buf_t *b, const char *name, jrpc_span_t value)
+{
+    int rc;
+    if (value.n == 0)
+        return 0;
+    if ((rc = jrpc_buf_puts(b, name)) < 0 || (rc = jrpc_buf_puts(b, ": ")) < 0
+        || (rc = jrpc_buf_append(b, value.p, value.n)) < 0)
+        return rc;
+    return jrpc_buf_puts(b, "\r\n");
+}
+
+/* Writes the request head into c->hdr: every field of hdr that is set has
+ * an HTTP form (the signing fields are the X-JRPC-* headers of the wire
+ * contract). Returns 0, -EINVAL or -ENOMEM with the message set. */
 static int http_build_head(jrpc_client_t *c, const jrpc_wire_header_t *hdr, size_t len)
 {
+    static const jrpc_wire_header_t none;
     char line[64];
     jrpc_buf_t *b = &c->hdr;
     int rc;
 
-    if (hdr && (hdr->key.n || hdr->timestamp || hdr->nonce.n || hdr->signature.n)) {
-        set_err(c, "signed requests are not supported over http:// yet (%s)", c->where);
-        return -ENOTSUP;
-    }
-    if (hdr && !header_value_ok(hdr->traceparent)) {
-        set_err(c, "traceparent holds control characters");
+    if (hdr == NULL)
+        hdr = &none;
+    if (!header_value_ok(hdr->traceparent) || !header_value_ok(hdr->key)
+        || !header_value_ok(hdr->nonce) || !header_value_ok(hdr->signature)) {
+        set_err(c, "a header value holds control characters (traceparent or signing fields)");
         return -EINVAL;
     }
     jrpc_buf_reset(b);
@@ -374,15 +390,22 @@ static int http_build_head(jrpc_client_t *c, const jrpc_wire_header_t *hdr, size
                                   "Accept: application/json\r\n")) < 0
         || (rc = jrpc_buf_puts(b, line)) < 0)
         goto out;
-    if (hdr && hdr->timeout_ms) {
+    if (hdr->timeout_ms) {
         snprintf(line, sizeof line, "X-JRPC-Timeout-Ms: %u\r\n", (unsigned)hdr->timeout_ms);
         if ((rc = jrpc_buf_puts(b, line)) < 0)
             goto out;
     }
-    if (hdr && hdr->traceparent.n
-        && ((rc = jrpc_buf_puts(b, "traceparent: ")) < 0
-            || (rc = jrpc_buf_append(b, hdr->traceparent.p, hdr->traceparent.n)) < 0
-            || (rc = jrpc_buf_puts(b, "\r\n")) < 0))
+    if ((rc = put_header_line(b, "traceparent", hdr->traceparent)) < 0
+        || (rc = put_header_line(b, "X-JRPC-Key", hdr->key)) < 0)
+        goto out;
+    if (hdr->timestamp) {
+        /* canonical decimal, as the signature covers it */
+        snprintf(line, sizeof line, "X-JRPC-Timestamp: %lld\r\n", (long long)hdr->timestamp);
+        if ((rc = jrpc_buf_puts(b, line)) < 0)
+            goto out;
+    }
+    if ((rc = put_header_line(b, "X-JRPC-Nonce", hdr->nonce)) < 0
+        || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0)
         goto out;
     rc = jrpc_buf_puts(b, "\r\n");
 out:
@@ -603,6 +626,9 @@ static int http_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *hdr, 
     int64_t deadline = now_ms() + timeout_ms;
     int rc;
 
+    /* Built once: a resend below carries the same bytes, and so the same
+     * signature and nonce. That is right, since the server never had the
+     * whole first copy and so cannot have recorded its nonce. */
     if ((rc = http_build_head(c, hdr, len)) < 0)
         return rc;
     for (int attempt = 0;; attempt++) {
@@ -738,6 +764,60 @@ static int check_tcp(const char *rest, bool *ipv6)
     return 0;
 }
 
+/* ---- signing ---- */
+
+#define NONCE_LEN 22   /* 132 random bits */
+
+static void forget_key(jrpc_client_t *c)
+{
+    if (c->secret) {
+        explicit_bzero(c->secret, c->secret_len);
+        free(c->secret);
+    }
+    free(c->key_id);
+    c->key_id = c->secret = NULL;
+    c->secret_len = 0;
+}
+
+/* Non-empty, printable ASCII without spaces: fits a header line and the
+ * newline-separated string that is signed. */
+static bool key_id_ok(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+            return false;
+    return true;
+}
+
+/* Copies hdr (or nothing) into out and sets its four signing fields for
+ * body; the spans point into nonce[] and sig[]. Returns 0 or -EINVAL / -EIO
+ * with the message set. */
+static int sign_body(jrpc_client_t *c, const jrpc_wire_header_t *hdr, const char *body,
+                     size_t len, jrpc_wire_header_t *out, char nonce[NONCE_LEN + 1],
+                     char sig[JRPC_SIGN_HEX_LEN + 1])
+{
+    int rc;
+    *out = hdr ? *hdr : (jrpc_wire_header_t){ 0 };
+    out->key = (jrpc_span_t){ c->key_id, strlen(c->key_id) };
+    out->timestamp = (int64_t)time(NULL) + c->clock_offset_s;
+    if ((rc = jrpc_sign_new_nonce(nonce, NONCE_LEN)) < 0) {
+        set_err(c, "cannot sign the request: no random bytes for a nonce");
+        return rc;
+    }
+    out->nonce = (jrpc_span_t){ nonce, NONCE_LEN };
+    rc = jrpc_sign_compute(sig, (jrpc_span_t){ c->secret, c->secret_len }, out->key,
+                           out->timestamp, out->nonce, body, len);
+    if (rc < 0) {
+        set_err(c, "cannot sign the request: %s", rc == -ENOMEM ? "out of memory"
+                : "bad timestamp (is the clock offset sensible?)");
+        return rc;
+    }
+    out->signature = (jrpc_span_t){ sig, JRPC_SIGN_HEX_LEN };
+    return 0;
+}
+
 /* ---- public API ---- */
 
 jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts)
@@ -774,6 +854,7 @@ jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts)
     c->ipv6 = ipv6;
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
                                                  : JRPC_CLIENT_DEFAULT_TIMEOUT_MS;
+    c->clock_offset_s = opts ? opts->clock_offset_s : 0;
     jrpc_buf_init(&c->hdr);
     if ((rc = t->open(c)) < 0)
         goto out;
@@ -797,10 +878,31 @@ void jrpc_client_destroy(jrpc_client_t **self_p)
     if (c == NULL)
         return;
     c->t->close(c);
+    forget_key(c);
     jrpc_buf_dispose(&c->hdr);
     free(c->url);
     free(c);
     *self_p = NULL;
+}
+
+int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret)
+{
+    assert(c != NULL);
+    if (key_id == NULL && secret == NULL) {
+        forget_key(c);
+        return 0;
+    }
+    if (key_id == NULL || secret == NULL || !key_id_ok(key_id) || secret[0] == '\0')
+        return -EINVAL;
+    forget_key(c);
+    c->key_id = strdup(key_id);
+    c->secret = strdup(secret);
+    if (c->key_id == NULL || c->secret == NULL) {
+        forget_key(c);
+        return -ENOMEM;
+    }
+    c->secret_len = strlen(secret);
+    return 0;
 }
 
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
@@ -813,7 +915,15 @@ int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
     reply->len = 0;
     if (timeout_ms < 0)
         timeout_ms = c->timeout_ms;
-    rc = c->t->call(c, hdr, body, len, reply, timeout_ms);
+    if (c->key_id) {
+        jrpc_wire_header_t signed_hdr;
+        char nonce[NONCE_LEN + 1], sig[JRPC_SIGN_HEX_LEN + 1];
+        rc = sign_body(c, hdr, body, len, &signed_hdr, nonce, sig);
+        if (rc == 0)
+            rc = c->t->call(c, &signed_hdr, body, len, reply, timeout_ms);
+    } else {
+        rc = c->t->call(c, hdr, body, len, reply, timeout_ms);
+    }
     if (rc < 0)
         reply->len = 0;   /* never a partial reply */
     return rc;

@@ -35,11 +35,26 @@
  * once it is fully written it is never resent, so a call fails with
  * -ECONNRESET rather than risk running a request twice.
  *
+ * Signing (docs/SIGNING.md). A client given a key with jrpc_client_set_key
+ * signs every body it sends (one request or a whole batch) with a timestamp
+ * (time(NULL) plus opts->clock_offset_s), a fresh 22-character nonce and
+ * jrpc_sign_compute. Over ZeroMQ the four fields go into the header frame
+ * (keys "key", "timestamp", "nonce", "signature"), merged with the caller's
+ * header; over http:// they are the X-JRPC-Key, X-JRPC-Timestamp,
+ * X-JRPC-Nonce and X-JRPC-Signature headers. The safe resend above sends the
+ * very same bytes, nonce included: the server never had the first copy, so
+ * it has not seen that nonce either. A broker that refuses the signature
+ * answers with a JSON-RPC error (-32002, -32005 for a replayed nonce, -32006
+ * when it cannot check nonces; over http:// with status 401, 409 or 503):
+ * that is an answer like any other (0). The secret is never logged, never
+ * put in an error message, and wiped when the client is destroyed.
+ *
  * Return values: 0, or a negative errno (see each function). */
 #ifndef JRPC_CLIENT_H
 #define JRPC_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "jrpc_buf.h"
 #include "jrpc_wire.h"
 
@@ -54,8 +69,12 @@ typedef struct jrpc_client jrpc_client_t;
 
 /* A zeroed struct (or NULL) gives every default. */
 typedef struct jrpc_client_opts {
-    int timeout_ms;  /* used when jrpc_client_send gets timeout_ms < 0;
-                        <= 0 here means JRPC_CLIENT_DEFAULT_TIMEOUT_MS */
+    int timeout_ms;          /* used when jrpc_client_send gets timeout_ms < 0;
+                                <= 0 here means JRPC_CLIENT_DEFAULT_TIMEOUT_MS */
+    int64_t clock_offset_s;  /* added to time(NULL) for the signing timestamp:
+                                for a clock known to be off (a 401's
+                                error.data.server_time tells by how much), and
+                                for tests that need a stale timestamp */
 } jrpc_client_opts_t;
 
 /* Creates a client for url; over ZeroMQ it starts connecting in the
@@ -72,13 +91,25 @@ jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts);
  * NULL-safe; sets *self_p to NULL. */
 void jrpc_client_destroy(jrpc_client_t **self_p);
 
+/* Makes c sign every later jrpc_client_send with this key (see "Signing"
+ * above); key_id == NULL and secret == NULL turn signing off again. Both
+ * strings are copied (the previous secret is wiped). key_id must be non-empty
+ * and free of control characters and spaces (it travels in an HTTP header);
+ * secret must be non-empty. Any key id and secret of a key file are valid.
+ *
+ * Returns 0, -EINVAL (one NULL and not the other, or a value as above: c
+ * keeps its previous key) or -ENOMEM (c is left unsigned). Never blocks. */
+int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret);
+
 /* Sends one request body (a JSON-RPC request, notification or batch; sent
  * as is) and blocks until the reply or the timeout. hdr, if not NULL, is
  * encoded with jrpc_wire_put_header and sent as a header frame before the
  * body (signing, deadlines); NULL sends no header frame. Over http://,
- * hdr->timeout_ms (when not 0) becomes an X-JRPC-Timeout-Ms header and
- * hdr->traceparent a traceparent header; a header with signing fields is
- * refused (-ENOTSUP) rather than sent unsigned.
+ * hdr->timeout_ms (when not 0) becomes an X-JRPC-Timeout-Ms header,
+ * hdr->traceparent a traceparent header, and the signing fields that are
+ * set the X-JRPC-* headers named above (for a caller that signs itself).
+ * When c has a key (jrpc_client_set_key), the body is signed and the
+ * signing fields of hdr are replaced by the client's; hdr is not modified.
  *
  * timeout_ms bounds the whole call (connecting, sending, waiting); < 0 uses
  * the client's default. On success reply holds the reply bytes (reply->len is
@@ -103,6 +134,9 @@ void jrpc_client_destroy(jrpc_client_t **self_p);
  *               502 page); jrpc_client_http_status() has the status.
  *   A failure once sending began closes the connection; the next call
  *   makes a new one.
+ *   -EINVAL     a header value that cannot be sent over http:// (control
+ *               characters), or a signing timestamp below 0 (clock_offset_s).
+ *   -EIO        no random bytes for a nonce (nothing was sent).
  *   -ENOMEM, or another -errno from the transport.
  * jrpc_client_last_error(c) then says what happened, in words. */
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,

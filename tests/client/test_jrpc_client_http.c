@@ -2,7 +2,8 @@
  * in a thread: connection reuse, transparent reconnect after an idle close,
  * never resending a request the server may have run, response framings
  * (Content-Length, chunked, close-delimited, 1xx, 204), HTTP error statuses
- * and timeouts. */
+ * and timeouts. Also request signing, over http:// (the X-JRPC-* headers)
+ * and over tcp:// (the header frame, caught by an in-process ROUTER). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,8 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <zmq.h>
 
 #include "jrpc_client.h"
+#include "jrpc_sign.h"
+#include "jrpc_wire.h"
 
 /* What the server does with request number n (1-based, over all
  * connections) that arrived as request k (1-based) on its connection. */
@@ -48,6 +52,7 @@ typedef struct server {
     pthread_t    conns[16];        /* one thread per connection */
     atomic_int   nconns;
     char         last_head[1024];  /* head of the last request, for checks */
+    char         last_body[1024];  /* its body (truncated), NUL-terminated */
 } server_t;
 
 typedef struct conn_arg {
@@ -81,6 +86,9 @@ static int read_request(server_t *s, int fd, char *buf, size_t cap, size_t *have
                 size_t hl = head < sizeof s->last_head ? head : sizeof s->last_head - 1;
                 memcpy(s->last_head, buf, hl);
                 s->last_head[hl] = '\0';
+                size_t bl = blen < sizeof s->last_body ? blen : sizeof s->last_body - 1;
+                memcpy(s->last_body, buf + head, bl);
+                s->last_body[bl] = '\0';
                 memmove(buf, buf + head + blen, *have - head - blen);
                 *have -= head + blen;
                 return 1;
@@ -410,6 +418,241 @@ static void test_refused_and_bad_urls(void **state)
     jrpc_client_destroy(&c);
 }
 
+/* ---- signing ---- */
+
+#define KEY_ID "client-7"
+#define SECRET "s3cr3t with spaces"
+#define BATCH "[" REQ "," REQ "]"
+
+/* The value of header `name` in head (first occurrence, any case), copied
+ * into out; "" when absent. */
+static const char *header_of(const char *head, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    out[0] = '\0';
+    for (const char *l = strstr(head, "\r\n"); l && l[2] != '\r'; l = strstr(l + 2, "\r\n")) {
+        const char *f = l + 2;
+        if (strncasecmp(f, name, nl) == 0 && f[nl] == ':') {
+            const char *v = f + nl + 1 + strspn(f + nl + 1, " ");
+            size_t vl = (size_t)(strstr(v, "\r\n") - v);
+            assert_true(vl < cap);
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            break;
+        }
+    }
+    return out;
+}
+
+/* Parses canonical decimal Unix seconds (no sign, no leading zero). */
+static int64_t canonical_ts(const char *t)
+{
+    assert_true(t[0] >= '1' && t[0] <= '9');
+    assert_int_equal(strspn(t, "0123456789"), strlen(t));
+    return strtoll(t, NULL, 10);
+}
+
+/* What a broker would check: signature recomputed from what came in. */
+static void assert_signed(const char *key, int64_t ts, const char *nonce, const char *sig,
+                          const char *body, size_t len)
+{
+    char want[JRPC_SIGN_HEX_LEN + 1];
+    assert_string_equal(key, KEY_ID);
+    assert_int_equal(strlen(nonce), 22);
+    assert_true(jrpc_sign_nonce_ok(nonce, strlen(nonce)));
+    assert_int_equal(jrpc_sign_compute(want, (jrpc_span_t){ SECRET, strlen(SECRET) },
+                                       (jrpc_span_t){ key, strlen(key) }, ts,
+                                       (jrpc_span_t){ nonce, strlen(nonce) }, body, len), 0);
+    assert_string_equal(sig, want);
+}
+
+typedef struct http_sig {
+    char key[128], ts[32], nonce[80], sig[80];
+} http_sig_t;
+
+static void http_sig_of(const server_t *s, http_sig_t *h)
+{
+    header_of(s->last_head, "X-JRPC-Key", h->key, sizeof h->key);
+    header_of(s->last_head, "X-JRPC-Timestamp", h->ts, sizeof h->ts);
+    header_of(s->last_head, "X-JRPC-Nonce", h->nonce, sizeof h->nonce);
+    header_of(s->last_head, "X-JRPC-Signature", h->sig, sizeof h->sig);
+}
+
+static void send_ok(jrpc_client_t *c, const char *body, const jrpc_wire_header_t *hdr)
+{
+    jrpc_buf_t reply;
+    jrpc_buf_init(&reply);
+    int rc = jrpc_client_send(c, body, strlen(body), hdr, &reply, 2000);
+    if (rc != 0)
+        fprintf(stderr, "unexpected failure: %s\n", jrpc_client_last_error(c));
+    assert_int_equal(rc, 0);
+    assert_int_equal(reply.len, strlen(OK_BODY));
+    jrpc_buf_dispose(&reply);
+}
+
+/* Each body (one request, a batch) carries the four headers; the signature
+ * is the one the broker will recompute; nonces are never reused; the
+ * caller's own header fields still go out. */
+static void test_signed_http(void **state)
+{
+    static const step_t steps[] = { { ANSWER, OK_RESP }, { ANSWER, OK_RESP } };
+    server_t *s = server_start(steps, 2);
+    jrpc_client_t *c = client_for(s, "");
+    http_sig_t a, b;
+    assert_int_equal(jrpc_client_set_key(c, KEY_ID, SECRET), 0);
+
+    send_ok(c, REQ, NULL);
+    http_sig_of(s, &a);
+    int64_t ts = canonical_ts(a.ts);
+    assert_true(llabs(ts - (int64_t)time(NULL)) <= 2);
+    assert_string_equal(s->last_body, REQ);
+    assert_signed(a.key, ts, a.nonce, a.sig, REQ, strlen(REQ));
+    assert_null(strstr(s->last_head, SECRET));
+
+    jrpc_wire_header_t h = { .timeout_ms = 1500,
+                             .traceparent = { "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 55 } };
+    send_ok(c, BATCH, &h);
+    http_sig_of(s, &b);
+    assert_string_equal(s->last_body, BATCH);
+    assert_signed(b.key, canonical_ts(b.ts), b.nonce, b.sig, BATCH, strlen(BATCH));
+    assert_string_not_equal(a.nonce, b.nonce);
+    assert_non_null(strstr(s->last_head, "X-JRPC-Timeout-Ms: 1500\r\n"));
+    assert_non_null(strstr(s->last_head, "traceparent: 00-0af7651916cd43dd8448eb211c80319c-"));
+    assert_int_equal(atomic_load(&s->accepts), 1);
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+}
+
+/* clock_offset_s moves the timestamp (tests make stale ones with it); the
+ * key can be checked, replaced and dropped; an unsigned client passes a
+ * caller's own signing fields through. */
+static void test_signing_options(void **state)
+{
+    static const step_t steps[] = { { ANSWER, OK_RESP }, { ANSWER, OK_RESP }, { ANSWER, OK_RESP } };
+    server_t *s = server_start(steps, 3);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s->port);
+    jrpc_client_opts_t o = { .clock_offset_s = -600 };
+    jrpc_client_t *c = jrpc_client_new(url, &o);
+    http_sig_t a;
+    assert_non_null(c);
+
+    assert_int_equal(jrpc_client_set_key(c, KEY_ID, NULL), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, NULL, SECRET), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, "", SECRET), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, "a b", SECRET), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, "a\nb", SECRET), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, KEY_ID, ""), -EINVAL);
+    assert_int_equal(jrpc_client_set_key(c, "old", "old"), 0);
+    assert_int_equal(jrpc_client_set_key(c, KEY_ID, SECRET), 0);   /* replaces */
+
+    send_ok(c, REQ, NULL);
+    http_sig_of(s, &a);
+    int64_t ts = canonical_ts(a.ts);
+    assert_true(llabs(ts - ((int64_t)time(NULL) - 600)) <= 2);
+    assert_signed(a.key, ts, a.nonce, a.sig, REQ, strlen(REQ));
+
+    assert_int_equal(jrpc_client_set_key(c, NULL, NULL), 0);
+    send_ok(c, REQ, NULL);
+    assert_null(strcasestr(s->last_head, "X-JRPC-"));
+
+    jrpc_wire_header_t h = { .key = { "k", 1 }, .timestamp = 1700000000,
+                             .nonce = { "nnnnnnnnnnnnnnnn", 16 }, .signature = { "ab", 2 } };
+    send_ok(c, REQ, &h);
+    assert_non_null(strstr(s->last_head, "X-JRPC-Key: k\r\nX-JRPC-Timestamp: 1700000000\r\n"
+                                         "X-JRPC-Nonce: nnnnnnnnnnnnnnnn\r\nX-JRPC-Signature: ab\r\n"));
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+}
+
+/* A ROUTER standing in for the broker's ZeroMQ front: keeps the header
+ * frame and body of each request and answers OK_BODY. */
+typedef struct router {
+    void     *ctx, *sock;
+    char      endpoint[64];
+    int       n;                 /* requests to serve */
+    pthread_t thr;
+    int       nframes[2];        /* frames after the routing id, per request */
+    char      hdr[2][512];       /* header frame of request i */
+    size_t    hdr_len[2];
+    char      body[2][256];      /* its body, NUL-terminated */
+} router_t;
+
+static void *router_main(void *arg)
+{
+    router_t *r = arg;
+    for (int i = 0; i < r->n; i++) {
+        char id[256], frame[512];
+        int more = 1, k = 0, idn = zmq_recv(r->sock, id, sizeof id, 0);
+        size_t ml = sizeof more;
+        if (idn < 0)
+            return NULL;   /* timed out: the test fails on what is missing */
+        for (zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml); more;
+             zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml), k++) {
+            int n = zmq_recv(r->sock, frame, sizeof frame, 0);
+            if (n < 0 || n > (int)sizeof frame)
+                return NULL;
+            if (k == 1) {
+                memcpy(r->hdr[i], frame, (size_t)n);
+                r->hdr_len[i] = (size_t)n;
+            } else if (k == 2 && n < (int)sizeof r->body[i]) {
+                memcpy(r->body[i], frame, (size_t)n);
+            }
+        }
+        r->nframes[i] = k;
+        zmq_send(r->sock, id, (size_t)idn, ZMQ_SNDMORE);
+        zmq_send(r->sock, "", 0, ZMQ_SNDMORE);
+        zmq_send(r->sock, OK_BODY, strlen(OK_BODY), 0);
+    }
+    return NULL;
+}
+
+static void test_signed_zmq_header_frame(void **state)
+{
+    router_t r = { .n = 2 };
+    const int tmo = 5000;
+    size_t el = sizeof r.endpoint;
+    r.ctx = zmq_ctx_new();
+    r.sock = zmq_socket(r.ctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_setsockopt(r.sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo), 0);
+    assert_int_equal(zmq_bind(r.sock, "tcp://127.0.0.1:*"), 0);
+    assert_int_equal(zmq_getsockopt(r.sock, ZMQ_LAST_ENDPOINT, r.endpoint, &el), 0);
+    pthread_create(&r.thr, NULL, router_main, &r);
+
+    jrpc_client_t *c = jrpc_client_new(r.endpoint, NULL);
+    assert_non_null(c);
+    assert_int_equal(jrpc_client_set_key(c, KEY_ID, SECRET), 0);
+    send_ok(c, REQ, NULL);
+    jrpc_wire_header_t h = { .timeout_ms = 1500, .traceparent = { "tp", 2 } };
+    send_ok(c, BATCH, &h);
+    pthread_join(r.thr, NULL);
+
+    char nonces[2][80];
+    for (int i = 0; i < 2; i++) {
+        msgpack_zone zone;
+        jrpc_wire_header_t got;
+        char key[128], nonce[80], sig[80];
+        const char *body = i == 0 ? REQ : BATCH;
+        assert_int_equal(r.nframes[i], 3);   /* [empty][header][body] */
+        assert_string_equal(r.body[i], body);
+        msgpack_zone_init(&zone, 1024);
+        assert_int_equal(jrpc_wire_decode_header(r.hdr[i], r.hdr_len[i], &zone, &got), 0);
+        snprintf(key, sizeof key, "%.*s", (int)got.key.n, got.key.p);
+        snprintf(nonce, sizeof nonce, "%.*s", (int)got.nonce.n, got.nonce.p);
+        snprintf(sig, sizeof sig, "%.*s", (int)got.signature.n, got.signature.p);
+        assert_true(llabs(got.timestamp - (int64_t)time(NULL)) <= 2);
+        assert_signed(key, got.timestamp, nonce, sig, body, strlen(body));
+        assert_int_equal(got.timeout_ms, i == 0 ? 0 : 1500);
+        assert_int_equal(got.traceparent.n, i == 0 ? 0 : 2);
+        memcpy(nonces[i], nonce, sizeof nonce);
+        msgpack_zone_destroy(&zone);
+    }
+    assert_string_not_equal(nonces[0], nonces[1]);
+    jrpc_client_destroy(&c);
+    zmq_close(r.sock);
+    zmq_ctx_term(r.ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +665,9 @@ int main(void)
         cmocka_unit_test(test_error_statuses),
         cmocka_unit_test(test_early_answer_while_sending),
         cmocka_unit_test(test_refused_and_bad_urls),
+        cmocka_unit_test(test_signed_http),
+        cmocka_unit_test(test_signing_options),
+        cmocka_unit_test(test_signed_zmq_header_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,7 +34,8 @@ DEAD_URL="tcp://127.0.0.1:$(free_port)"
 
 run "$JRPC" --help
 check "help: exit 0" 0 "$RC"
-for word in call notify send --url --timeout-ms --help --version JRPC_URL "Exit status"; do
+for word in call notify send --url --timeout-ms --key-id --secret --key-file JRPC_KEY_ID \
+            JRPC_SECRET -32002 -32005 --help --version JRPC_URL "Exit status"; do
     case "$OUT" in
         *"$word"*) check "help mentions $word" yes yes ;;
         *)         check "help mentions $word" yes no ;;
@@ -57,6 +58,48 @@ check "call without METHOD: exit 2" 2 "$RC"
 
 run "$JRPC" --timeout-ms -5 call subtract
 check "bad --timeout-ms: exit 2" 2 "$RC"
+
+# Signing key usage errors: exit 2 before any connection (a dead URL with
+# the default 10 s timeout would take 10 s), and the secret is never echoed.
+printf '# keys\n\nalice s3cr3t-alice subtract\nbob s3cr3t-bob # all methods\n' >"$TMP/keys.txt"
+printf 'alice s3cr3t-alice\ncarol\n' >"$TMP/badkeys.txt"
+# key_case NAME WANT_STDERR_PREFIX ARGS...: runs jrpc with no key in the
+# environment and checks exit 2, no stdout, the message, no secret, no wait.
+key_case() {
+    local name=$1 want=$2; shift 2
+    run env -u JRPC_KEY_ID -u JRPC_SECRET "$JRPC" --url "$DEAD_URL" "$@" call subtract '[42,23]'
+    check "$name: exit 2" 2 "$RC"
+    check "$name: no stdout" "" "$OUT"
+    check "$name: message" yes "$([[ $ERR == "$want"* ]] && echo yes || echo "no: $ERR")"
+    check "$name: secret not shown" yes "$([[ $ERR != *s3cr3t* ]] && echo yes || echo "no: $ERR")"
+    check "$name: broker not contacted" yes "$( ((MS < 2000)) && echo yes || echo "no: ${MS} ms")"
+}
+key_case "--key-id without a secret" "jrpc: a key id (--key-id) needs a secret" --key-id alice
+key_case "--secret without a key id" "jrpc: a secret (--secret) needs a key id" --secret s3cr3t-x
+key_case "empty --key-id" "jrpc: --key-id wants a key id" --key-id '' --secret s3cr3t-x
+key_case "--key-id with a space" "jrpc: the key id 'a b' has spaces" --key-id 'a b' --secret s3cr3t-x
+key_case "unreadable --key-file" "jrpc: cannot read key file $TMP/nokeys.txt: No such file" \
+    --key-file "$TMP/nokeys.txt"
+key_case "key not in --key-file" "jrpc: key 'zed' is not in $TMP/keys.txt" \
+    --key-file "$TMP/keys.txt" --key-id zed
+key_case "malformed --key-file" "jrpc: $TMP/badkeys.txt:2: secret missing" --key-file "$TMP/badkeys.txt"
+key_case "--key-file and --secret" "jrpc: --secret and --key-file are exclusive" \
+    --key-file "$TMP/keys.txt" --secret s3cr3t-x
+printf '# nothing here\n' >"$TMP/nokey.txt"
+key_case "empty --key-file" "jrpc: no key in $TMP/nokey.txt" --key-file "$TMP/nokey.txt"
+run env -u JRPC_SECRET JRPC_KEY_ID=alice "$JRPC" --url "$DEAD_URL" call subtract '[42,23]'
+check "JRPC_KEY_ID without JRPC_SECRET: exit 2" 2 "$RC"
+check "JRPC_KEY_ID without JRPC_SECRET: message" yes \
+    "$([[ $ERR == 'jrpc: a key id ($JRPC_KEY_ID) needs a secret'* ]] && echo yes || echo "no: $ERR")"
+run env -u JRPC_KEY_ID JRPC_SECRET=s3cr3t-x "$JRPC" --url "$DEAD_URL" call subtract '[42,23]'
+check "JRPC_SECRET without JRPC_KEY_ID: exit 2" 2 "$RC"
+check "JRPC_SECRET without JRPC_KEY_ID: secret not shown" yes \
+    "$([[ $ERR != *s3cr3t* ]] && echo yes || echo "no: $ERR")"
+# A good key gets as far as the network (and no further: nothing listens).
+run env -u JRPC_KEY_ID -u JRPC_SECRET "$JRPC" --url "$DEAD_URL" --timeout-ms 300 \
+    --key-file "$TMP/keys.txt" --key-id bob call subtract '[42,23]'
+check "good --key-file: gets to the network" \
+    "jrpc: no answer from $DEAD_URL within 300 ms (is the broker running?)"$'\n' "$ERR"
 
 # Invalid PARAMS_JSON is refused before any connection: with a dead URL and
 # the default 10 s timeout, contacting it would take 10 s.

@@ -387,6 +387,9 @@ for _m in ("GET", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"):
             allow = [t.strip().upper() for t in (r.header("allow") or "").split(",")]
             if "POST" not in allow:
                 raise Fail("Allow: POST, got Allow: %r" % r.header("allow"))
+            if m == "HEAD" and c.state(0.3) == "data":
+                raise Fail("no content after the HEAD response (RFC 9110 9.3.2), got %r"
+                           % c.buf[:60])
             note = may_stay_open(c)
             c.close()
             return note

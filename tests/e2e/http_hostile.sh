@@ -28,21 +28,22 @@ e2e_start_worker
 e2e_start_worker
 e2e_wait_workers 2
 
-PY_RC=none
+PY_DONE=no
 # Each case prints "ok   NAME" or "FAIL NAME: ..."; they count as checks here.
 while IFS= read -r line; do
     echo "$line"
     case "$line" in
     "ok   "*) E2E_PASS=$((E2E_PASS + 1)) ;;
     "FAIL "*) E2E_FAIL=$((E2E_FAIL + 1)) ;;
-    "python exit "*) PY_RC=${line#python exit } ;;
+    [0-9]*" passed, "*" failed") PY_DONE=yes ;;
     esac
 done < <(timeout 120 python3 "$HERE/http_hostile.py" "$HTTP_PORT" \
     "log=$E2E_TMP/broker.log" max_body=$MAX_BODY max_header=$MAX_HEADER \
     max_conns=$MAX_CONNS max_open=$MAX_OPEN header_to=$HEADER_TO \
-    body_to=$BODY_TO idle_to=$IDLE_TO 2>&1; echo "python exit $?")
+    body_to=$BODY_TO idle_to=$IDLE_TO 2>&1)
 
-check "http_hostile.py exit status" 0 "$PY_RC"
+# A crash or the timeout would leave cases unrun: the summary line says not.
+check "http_hostile.py ran to its summary line" yes "$PY_DONE"
 check "broker alive after the hostile cases" yes \
     "$(kill -0 "$BROKER_PID" 2>/dev/null && echo yes || echo no)"
 check "a valid request afterwards (curl)" '{"jsonrpc":"2.0","result":3,"id":1}' \

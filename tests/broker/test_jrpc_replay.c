@@ -1,0 +1,802 @@
+/* Tests of jrpc_replay against real redis-server processes started here on
+ * 127.0.0.1 (random free ports) or on a unix socket: fresh/replay/TTL,
+ * Redis killed and restarted, Redis frozen (SIGSTOP), 1000 claims in
+ * flight, AUTH, SELECT, bad URLs. Every wait runs the loop under a deadline,
+ * so no test can hang. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "jrpc_log.h"
+#include "jrpc_replay.h"
+
+extern char **environ;
+
+#define WINDOW_S 30
+
+/* ---- redis-server processes --------------------------------------------- */
+
+typedef struct redis_srv {
+    pid_t pid;          /* 0 when not running */
+    int   port;         /* TCP port (0 with a unix socket only) */
+    char  sock[108];    /* unix socket path, or "" */
+    char  pass[32];     /* --requirepass, or "" */
+} redis_srv_t;
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool have_redis_server(void)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char exe[4200];
+        snprintf(exe, sizeof exe, "%s/redis-server", dir);
+        if (access(exe, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static redisContext *srv_connect(const redis_srv_t *s)
+{
+    struct timeval tv = { 0, 200000 };
+    redisContext *c = s->sock[0] ? redisConnectUnixWithTimeout(s->sock, tv)
+                                 : redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (c != NULL && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Starts redis-server with s->port (0: picks one unless s->sock is set)
+ * and waits until it answers. */
+static void srv_start(redis_srv_t *s)
+{
+    if (!have_redis_server())
+        fail_msg("redis-server is not installed (apt-get install redis-server): "
+                 "these tests need a real Redis");
+    if (s->port == 0 && s->sock[0] == '\0')
+        s->port = free_port();
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    const char *argv[24];
+    int n = 0;
+    argv[n++] = "redis-server";
+    argv[n++] = "--port";        argv[n++] = port;
+    argv[n++] = "--bind";        argv[n++] = "127.0.0.1";
+    argv[n++] = "--save";        argv[n++] = "";
+    argv[n++] = "--appendonly";  argv[n++] = "no";
+    argv[n++] = "--daemonize";   argv[n++] = "no";
+    if (s->pass[0]) {
+        argv[n++] = "--requirepass"; argv[n++] = s->pass;
+    }
+    if (s->sock[0]) {
+        argv[n++] = "--unixsocket";     argv[n++] = s->sock;
+        argv[n++] = "--unixsocketperm"; argv[n++] = "700";
+    }
+    argv[n] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawnp(&s->pid, "redis-server", &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        fail_msg("cannot start redis-server: %s", strerror(rc));
+
+    for (int i = 0; i < 500; i++) {
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            s->pid = 0;
+            fail_msg("redis-server exited at start (port %d or socket %s busy?)", s->port, s->sock);
+        }
+        redisContext *c = srv_connect(s);
+        if (c != NULL) {
+            redisReply *rep = redisCommand(c, "PING");
+            bool ok = rep != NULL && (rep->type == REDIS_REPLY_STATUS ||
+                                      rep->type == REDIS_REPLY_ERROR);  /* NOAUTH: it answers */
+            freeReplyObject(rep);
+            redisFree(c);
+            if (ok)
+                return;
+        }
+        usleep(10000);
+    }
+    fail_msg("redis-server did not answer within 5 s");
+}
+
+static void srv_stop(redis_srv_t *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    if (s->sock[0])
+        unlink(s->sock);
+}
+
+/* A blocking client for checks; NULL-safe reply. */
+static redisReply *srv_cmd(const redis_srv_t *s, const char *fmt, ...)
+{
+    redisContext *c = srv_connect(s);
+    assert_non_null(c);
+    if (s->pass[0]) {
+        redisReply *a = redisCommand(c, "AUTH %s", s->pass);
+        freeReplyObject(a);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+typedef bool (*pred_fn)(void *ctx);
+
+typedef struct waiter {
+    pred_fn  done;
+    void    *ctx;
+    uint64_t deadline;  /* uv_now() */
+    bool     ok;
+} waiter_t;
+
+static void on_tick(uv_timer_t *t)
+{
+    waiter_t *w = t->data;
+    if (w->done(w->ctx)) {
+        w->ok = true;
+        uv_stop(t->loop);
+    } else if (uv_now(t->loop) >= w->deadline) {
+        uv_stop(t->loop);
+    }
+}
+
+/* Runs the loop until done(ctx) or ms have passed. Returns done(ctx). */
+static bool run_until(uv_loop_t *loop, pred_fn done, void *ctx, unsigned ms)
+{
+    uv_update_time(loop);
+    waiter_t w = { done, ctx, uv_now(loop) + ms, false };
+    if (done(ctx))
+        return true;
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    t.data = &w;
+    uv_timer_start(&t, on_tick, 1, 1);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return w.ok || done(ctx);
+}
+
+static bool never(void *ctx)
+{
+    (void)ctx;
+    return false;
+}
+
+static void run_for(uv_loop_t *loop, unsigned ms)
+{
+    run_until(loop, never, NULL, ms);
+}
+
+/* ---- claims -------------------------------------------------------------- */
+
+typedef struct res {
+    int rc;      /* last rc given to the callback */
+    int calls;   /* callback runs */
+    uint64_t at; /* uv_hrtime() of the first run */
+} res_t;
+
+static bool in_claim;   /* set around jrpc_replay_claim: the cb must never run inside */
+
+static void on_claim(void *arg, int rc)
+{
+    assert_false(in_claim);
+    res_t *res = arg;
+    res->rc = rc;
+    if (res->calls++ == 0)
+        res->at = uv_hrtime();
+}
+
+static int claim(jrpc_replay_t *r, const char *key, const char *nonce, res_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->rc = 1;
+    in_claim = true;
+    int rc = jrpc_replay_claim(r, (jrpc_span_t){ key, strlen(key) },
+                               (jrpc_span_t){ nonce, strlen(nonce) }, on_claim, res);
+    in_claim = false;
+    return rc;
+}
+
+static bool res_done(void *ctx)
+{
+    return ((res_t *)ctx)->calls > 0;
+}
+
+static bool is_up(void *ctx)
+{
+    return jrpc_replay_up(ctx);
+}
+
+/* Claims and waits for the answer: the callback's rc, or the immediate rc. */
+static int claim_wait(uv_loop_t *loop, jrpc_replay_t *r, const char *key, const char *nonce)
+{
+    res_t res;
+    int rc = claim(r, key, nonce, &res);
+    if (rc < 0) {
+        assert_int_equal(res.calls, 0);
+        return rc;
+    }
+    assert_true(run_until(loop, res_done, &res, 5000));
+    run_for(loop, 5);
+    assert_int_equal(res.calls, 1);
+    return res.rc;
+}
+
+typedef struct fx {
+    uv_loop_t      loop;
+    jrpc_replay_t *r;
+    redis_srv_t    srv;
+} fx_t;
+
+static redis_srv_t shared;   /* for the tests that do not hurt their Redis */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);   /* hiredis writes with write(2), as the broker does */
+    srv_start(&shared);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    srv_stop(&shared);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    *state = f;
+    return 0;
+}
+
+/* Destroys the module and proves every handle was closed and freed. */
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    jrpc_replay_destroy(&f->r);
+    assert_null(f->r);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    srv_stop(&f->srv);
+    free(f);
+    return 0;
+}
+
+static jrpc_replay_t *make(fx_t *f, const char *url, uint32_t timeout_ms)
+{
+    char err[256] = "";
+    jrpc_replay_opts_t o = { .url = url, .window_s = WINDOW_S, .timeout_ms = timeout_ms };
+    jrpc_replay_t *r = jrpc_replay_new(&f->loop, &o, err, sizeof err);
+    if (r == NULL)
+        fail_msg("jrpc_replay_new(%s): %s", url, err);
+    return r;
+}
+
+static void make_up(fx_t *f, const char *url, uint32_t timeout_ms)
+{
+    f->r = make(f, url, timeout_ms);
+    assert_true(run_until(&f->loop, is_up, f->r, 5000));
+}
+
+static void url_of(char *buf, size_t n, const redis_srv_t *s, const char *cred, const char *db)
+{
+    snprintf(buf, n, "redis://%s127.0.0.1:%d%s", cred, s->port, db);
+}
+
+/* Captures stderr (the log) into a temporary file. */
+typedef struct capture {
+    int  saved;
+    int  fd;
+    char path[64];
+} capture_t;
+
+static void capture_start(capture_t *c)
+{
+    snprintf(c->path, sizeof c->path, "/tmp/jrpc-replay-log-XXXXXX");
+    c->fd = mkstemp(c->path);
+    assert_true(c->fd >= 0);
+    fflush(stderr);
+    c->saved = dup(2);
+    dup2(c->fd, 2);
+}
+
+/* Restores stderr; returns the captured text (caller frees). */
+static char *capture_end(capture_t *c)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    off_t n = lseek(c->fd, 0, SEEK_END);
+    char *buf = calloc(1, (size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(pread(c->fd, buf, (size_t)n, 0), n);
+    close(c->fd);
+    unlink(c->path);
+    fputs(buf, stderr);   /* keep it visible */
+    return buf;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_bad_urls(void **state)
+{
+    fx_t *f = *state;
+    static const char *const bad[] = {
+        "http://x", "redis://host:0", "redis://host:99999", "redis://host:6379/x",
+        "redis://host", "redis://:6379", "redis://host:", "redis://host:6a", "redis://host:-1",
+        "redis://user@host:6379", "redis://user:@host:6379", "redis://host:6379/1x",
+        "redis://::1:6379", "redis://[::1:6379", "redis://:pw%zz@host:1", "unix://", "unix://rel.sock",
+        "rediss://host:6379", "redis://host:6379?db=1", "", "redis://ho st:1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[256] = "";
+        jrpc_replay_opts_t o = { .url = bad[i], .window_s = 30, .timeout_ms = 200 };
+        jrpc_replay_t *r = jrpc_replay_new(&f->loop, &o, err, sizeof err);
+        if (r != NULL)
+            fail_msg("accepted bad URL '%s'", bad[i]);
+        assert_true(strlen(err) > 10);
+        assert_non_null(strstr(err, "--redis"));
+    }
+    /* The message never repeats a password. */
+    char err[256] = "";
+    jrpc_replay_opts_t o = { .url = "redis://:topsecret@host:0", .window_s = 30, .timeout_ms = 200 };
+    assert_null(jrpc_replay_new(&f->loop, &o, err, sizeof err));
+    assert_null(strstr(err, "topsecret"));
+    /* Zero window or timeout. */
+    o.url = "redis://127.0.0.1:6379";
+    o.window_s = 0;
+    assert_null(jrpc_replay_new(&f->loop, &o, err, sizeof err));
+    o.window_s = 30;
+    o.timeout_ms = 0;
+    assert_null(jrpc_replay_new(&f->loop, &o, err, sizeof err));
+
+    static const char *const good[] = {
+        "redis://127.0.0.1:6379", "redis://localhost:1/", "redis://u:p@h:65535/15",
+        "redis://:p%40ss@h:1/0", "redis://[::1]:6379/2", "unix:///tmp/redis.sock",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        o = (jrpc_replay_opts_t){ .url = good[i], .window_s = 30, .timeout_ms = 200 };
+        jrpc_replay_t *r = jrpc_replay_new(&f->loop, &o, err, sizeof err);
+        if (r == NULL)
+            fail_msg("rejected good URL '%s': %s", good[i], err);
+        assert_false(jrpc_replay_up(r));
+        jrpc_replay_destroy(&r);
+    }
+}
+
+static void test_fresh_replay_ttl(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 1000);
+
+    assert_int_equal(claim_wait(&f->loop, f->r, "k1", "n-fresh"), 0);
+    assert_int_equal(claim_wait(&f->loop, f->r, "k1", "n-fresh"), -EEXIST);
+    assert_int_equal(claim_wait(&f->loop, f->r, "k2", "n-fresh"), 0);
+
+    redisReply *rep = srv_cmd(&shared, "TTL jrpc:nonce:k1:n-fresh");
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    /* TTL rounds to the second: 2 × window unless the host stalled. */
+    assert_true(rep->integer == 2 * WINDOW_S || rep->integer == 2 * WINDOW_S - 1);
+    freeReplyObject(rep);
+
+    /* Spans are binary-safe and need no NUL: "key\0 x" / "no nce:1" inside larger buffers. */
+    static const char kb[] = "key\0 xTRAILING", nb[] = "no nce:1TRAILING";
+    res_t res = { 0 };
+    in_claim = true;
+    assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ kb, 6 }, (jrpc_span_t){ nb, 8 },
+                                       on_claim, &res), 0);
+    in_claim = false;
+    assert_true(run_until(&f->loop, res_done, &res, 5000));
+    assert_int_equal(res.rc, 0);
+    rep = srv_cmd(&shared, "EXISTS %b", "jrpc:nonce:key\0 x:no nce:1", (size_t)26);
+    assert_int_equal(rep->integer, 1);
+    freeReplyObject(rep);
+
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_int_equal(st.claims, 3);
+    assert_int_equal(st.replays, 1);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(st.rtt_count, 4);
+    assert_true(st.rtt_us_sum > 0);
+}
+
+#define MANY 1000
+
+static bool all_done(void *ctx)
+{
+    res_t *res = ctx;
+    for (int i = 0; i < MANY; i++)
+        if (res[i].calls == 0)
+            return false;
+    return true;
+}
+
+static void test_many_in_flight(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 2000);
+
+    static res_t res[MANY];
+    char nonce[32];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(nonce, sizeof nonce, "many-%d", i);
+        assert_int_equal(claim(f->r, "kmany", nonce, &res[i]), 0);
+    }
+    assert_true(run_until(&f->loop, all_done, res, 10000));
+    run_for(&f->loop, 20);
+    for (int i = 0; i < MANY; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, 0);
+    }
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_int_equal(st.claims, MANY);
+}
+
+static void test_killed_and_restarted(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 500);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "before"), 0);
+
+    /* A claim in flight when Redis dies. */
+    res_t res;
+    assert_int_equal(claim(f->r, "kk", "inflight", &res), 0);
+    kill(f->srv.pid, SIGKILL);
+    waitpid(f->srv.pid, NULL, 0);
+    f->srv.pid = 0;
+    assert_true(run_until(&f->loop, res_done, &res, 3000));
+    assert_int_equal(res.rc, -EAGAIN);
+    run_for(&f->loop, 50);
+    assert_int_equal(res.calls, 1);
+
+    /* While down: never 0, at once or via the callback. */
+    int rc = claim_wait(&f->loop, f->r, "kk", "while-down");
+    assert_int_equal(rc, -EAGAIN);
+    assert_false(jrpc_replay_up(f->r));
+    run_for(&f->loop, 500);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "while-down-2"), -EAGAIN);
+
+    /* Back on the same port: the same module recovers by itself. */
+    srv_start(&f->srv);
+    assert_true(run_until(&f->loop, is_up, f->r, 6000));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "after"), 0);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "after"), -EEXIST);
+
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_true(st.reconnects >= 1);
+    assert_true(st.failures >= 3);
+}
+
+static void test_frozen_redis_times_out(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 200);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kf", "before"), 0);
+
+    kill(f->srv.pid, SIGSTOP);
+    res_t res[3];
+    uint64_t t0 = uv_hrtime();
+    for (int i = 0; i < 3; i++) {
+        char nonce[16];
+        snprintf(nonce, sizeof nonce, "frozen-%d", i);
+        assert_int_equal(claim(f->r, "kf", nonce, &res[i]), 0);
+    }
+    assert_true(run_until(&f->loop, res_done, &res[2], 3000));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, -EAGAIN);
+    }
+    uint64_t ms = (res[0].at - t0) / 1000000;
+    if (ms < 190 || ms > 1000)
+        fail_msg("timed out after %llu ms, expected about 200", (unsigned long long)ms);
+    assert_false(jrpc_replay_up(f->r));
+    /* Fail closed while frozen: reconnects connect (the kernel accepts)
+     * but the handshake is never answered. */
+    run_for(&f->loop, 400);
+    assert_false(jrpc_replay_up(f->r));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kf", "frozen-x"), -EAGAIN);
+
+    kill(f->srv.pid, SIGCONT);
+    assert_true(run_until(&f->loop, is_up, f->r, 6000));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kf", "thawed"), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(res[i].calls, 1);
+}
+
+static void test_auth(void **state)
+{
+    fx_t *f = *state;
+    snprintf(f->srv.pass, sizeof f->srv.pass, "secretpw");
+    srv_start(&f->srv);
+    char url[128];
+
+    url_of(url, sizeof url, &f->srv, ":secretpw@", "");
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ka", "pw-only"), 0);
+    jrpc_replay_destroy(&f->r);
+
+    url_of(url, sizeof url, &f->srv, "default:secret%70w@", "");   /* %70 = 'p' */
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ka", "user-pw"), 0);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ka", "pw-only"), -EEXIST);
+    jrpc_replay_destroy(&f->r);
+
+    capture_t cap;
+    capture_start(&cap);
+    url_of(url, sizeof url, &f->srv, ":wrongpw@", "");
+    f->r = make(f, url, 1000);
+    run_for(&f->loop, 600);
+    int rc = claim_wait(&f->loop, f->r, "ka", "wrong");
+    bool up = jrpc_replay_up(f->r);
+    char *log = capture_end(&cap);
+    assert_int_equal(rc, -EAGAIN);
+    assert_false(up);
+    assert_non_null(strstr(log, "event=auth_failed"));
+    assert_non_null(strstr(log, "comp=replay"));
+    assert_null(strstr(log, "wrongpw"));
+    assert_null(strstr(log, "secretpw"));
+    free(log);
+}
+
+static void test_select_db(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "/3");
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kdb", "n1"), 0);
+    redisReply *rep = srv_cmd(&shared, "EXISTS jrpc:nonce:kdb:n1");
+    assert_int_equal(rep->integer, 0);   /* not in db 0 */
+    freeReplyObject(rep);
+    redisContext *c = srv_connect(&shared);
+    assert_non_null(c);
+    freeReplyObject(redisCommand(c, "SELECT 3"));
+    rep = redisCommand(c, "TTL jrpc:nonce:kdb:n1");
+    assert_true(rep->integer == 2 * WINDOW_S || rep->integer == 2 * WINDOW_S - 1);
+    freeReplyObject(rep);
+    redisFree(c);
+}
+
+static void test_unix_socket(void **state)
+{
+    fx_t *f = *state;
+    snprintf(f->srv.sock, sizeof f->srv.sock, "/tmp/jrpc-replay-%d.sock", (int)getpid());
+    srv_start(&f->srv);
+    char url[160];
+    snprintf(url, sizeof url, "unix://%s", f->srv.sock);
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ku", "n1"), 0);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ku", "n1"), -EEXIST);
+}
+
+static void test_nothing_listening(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", free_port());
+    f->r = make(f, url, 200);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kn", "n1"), -EAGAIN);
+    run_for(&f->loop, 1000);
+    assert_false(jrpc_replay_up(f->r));
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_true(st.reconnects >= 2);   /* 100 ms, 200 ms, 400 ms ... */
+    assert_true(st.failures >= 1);
+}
+
+static void test_destroy_cancels(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 1000);
+    res_t res[10];
+    for (int i = 0; i < 10; i++) {
+        char nonce[16];
+        snprintf(nonce, sizeof nonce, "cancel-%d", i);
+        assert_int_equal(claim(f->r, "kc", nonce, &res[i]), 0);
+    }
+    jrpc_replay_destroy(&f->r);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, -ECANCELED);
+    }
+    run_for(&f->loop, 20);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(res[i].calls, 1);
+}
+
+/* A callback that destroys the module from inside a hiredis reply callback. */
+typedef struct reentry {
+    jrpc_replay_t **rp;
+    res_t           res[3];
+    int             calls;
+} reentry_t;
+
+static void on_claim_destroy(void *arg, int rc)
+{
+    reentry_t *re = arg;
+    re->res[re->calls++].rc = rc;
+    if (*re->rp != NULL)
+        jrpc_replay_destroy(re->rp);
+}
+
+static bool reentry_done(void *ctx)
+{
+    return ((reentry_t *)ctx)->calls >= 3;
+}
+
+static void test_destroy_from_callback(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 1000);
+    reentry_t re = { .rp = &f->r };
+    for (int i = 0; i < 3; i++) {
+        char nonce[16];
+        snprintf(nonce, sizeof nonce, "reent-%d", i);
+        assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ "kr", 2 },
+                                           (jrpc_span_t){ nonce, strlen(nonce) },
+                                           on_claim_destroy, &re), 0);
+    }
+    assert_true(run_until(&f->loop, reentry_done, &re, 3000));
+    assert_null(f->r);
+    assert_int_equal(re.res[0].rc, 0);
+    assert_int_equal(re.res[1].rc, -ECANCELED);
+    assert_int_equal(re.res[2].rc, -ECANCELED);
+    run_for(&f->loop, 20);
+    assert_int_equal(re.calls, 3);
+}
+
+/* A callback that claims again, from inside a hiredis reply callback. */
+typedef struct chain {
+    jrpc_replay_t *r;
+    int            left;   /* claims still to make */
+    int            calls;
+    int            bad;    /* callbacks with rc != 0 */
+} chain_t;
+
+static void on_chain(void *arg, int rc)
+{
+    assert_false(in_claim);
+    chain_t *c = arg;
+    c->calls++;
+    c->bad += rc != 0;
+    if (c->left-- > 0) {
+        char nonce[16];
+        snprintf(nonce, sizeof nonce, "chain-%d", c->left);
+        in_claim = true;
+        int crc = jrpc_replay_claim(c->r, (jrpc_span_t){ "kch", 3 },
+                                    (jrpc_span_t){ nonce, strlen(nonce) }, on_chain, c);
+        in_claim = false;
+        assert_int_equal(crc, 0);
+    }
+}
+
+static bool chain_done(void *ctx)
+{
+    return ((chain_t *)ctx)->calls == 51;
+}
+
+static void test_claim_from_callback(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 1000);
+    chain_t c = { .r = f->r, .left = 50 };
+    assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ "kch", 3 }, (jrpc_span_t){ "first", 5 },
+                                       on_chain, &c), 0);
+    assert_true(run_until(&f->loop, chain_done, &c, 5000));
+    run_for(&f->loop, 20);
+    assert_int_equal(c.calls, 51);
+    assert_int_equal(c.bad, 0);
+}
+
+static void test_select_fails(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "/999");   /* Redis has 16 databases by default */
+    capture_t cap;
+    capture_start(&cap);
+    f->r = make(f, url, 1000);
+    run_for(&f->loop, 300);
+    int rc = claim_wait(&f->loop, f->r, "ks", "n1");
+    bool up = jrpc_replay_up(f->r);
+    char *log = capture_end(&cap);
+    assert_int_equal(rc, -EAGAIN);
+    assert_false(up);
+    assert_non_null(strstr(log, "event=select_failed"));
+    free(log);
+}
+
+int main(void)
+{
+    jrpc_log_init("test_jrpc_replay");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fresh_replay_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_and_restarted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frozen_redis_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_select_db, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nothing_listening, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_cancels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_from_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_from_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_select_fails, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
