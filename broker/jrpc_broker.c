@@ -8,8 +8,10 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
@@ -30,6 +32,9 @@ struct bbatch {
     bool           replied;
     bool           listed;       /* on the deadline list */
     bool           busy;         /* being submitted: not to be freed yet */
+    bool           claiming;     /* waiting for Redis to claim the nonce */
+    bool           cancelled;    /* the client left while claiming */
+    const jrpc_key_t *key;       /* the signing key (ACL), or NULL when open */
     bbatch_t      *prev, *next;  /* the deadline list */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body */
@@ -45,7 +50,9 @@ struct jrpc_broker {
     jrpc_buf_t        out;         /* the reply being written */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
+    jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
     uint64_t          bodies, calls, timeouts, cancelled, busy;
+    uint64_t          unauthorized, replays, replay_down, acl_denied;
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -106,13 +113,22 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         jrpc_buf_reset(&b->out);
         jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
     }
-    x->fn(x->ctx, b->out.p, b->out.len);
+    x->fn(x->ctx, JRPC_REPLY_OK, b->out.p, b->out.len);
+}
+
+/* Refuses the whole body with a transport-level answer (401, 409, 503). */
+static void refuse(jrpc_broker_t *b, bbatch_t *x, int status, int code, const char *data_json)
+{
+    x->replied = true;
+    jrpc_buf_reset(&b->out);
+    jrpc_batch_write_error_json(&b->out, code, data_json);
+    x->fn(x->ctx, status, b->out.p, b->out.len);
 }
 
 /* Replies when the last answer is in; frees when no worker holds a call. */
 static void settle(jrpc_broker_t *b, bbatch_t *x)
 {
-    if (x->busy)
+    if (x->busy || x->claiming)
         return;
     if (!x->replied && x->unanswered == 0)
         reply(b, x);
@@ -193,7 +209,97 @@ static void on_timer(uv_timer_t *t)
     arm_timer(b);
 }
 
-int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t timeout_ms,
+/* Dispatches the calls of an admitted body (ACL first, per call). */
+static void start(jrpc_broker_t *b, bbatch_t *x)
+{
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        jrpc_call_t *c = &x->req.calls[i];
+        x->handles[i] = NO_HANDLE;
+        if (c->answered)
+            continue;
+        if (!c->notification)
+            x->unanswered++;
+        if (x->key && !jrpc_key_allows(x->key, c->method)) {
+            b->acl_denied++;
+            answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
+            continue;
+        }
+        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->deadline, x, i,
+                                       &x->handles[i]);
+        if (rc == 0) {
+            x->outstanding++;
+            b->calls++;
+        } else {
+            answer_code(x, i, rc == -ENOENT ? JRPC_METHOD_NOT_FOUND
+                              : rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
+                        NULL);
+        }
+    }
+    if (x->outstanding > 0) {
+        bool first = b->head == NULL || x->deadline < b->head->deadline;
+        list_insert(b, x);
+        if (first)
+            arm_timer(b);
+    }
+    /* A failed send in the flush may answer calls of x: settle after it. */
+    x->busy = true;
+    jrpc_workers_flush(b->workers);
+    x->busy = false;
+    settle(b, x);
+}
+
+static void on_claimed(void *arg, int rc)
+{
+    bbatch_t *x = arg;
+    jrpc_broker_t *b = x->broker;
+    x->claiming = false;
+    if (x->cancelled) {
+        settle(b, x);
+    } else if (rc == 0) {
+        start(b, x);
+    } else if (rc == -EEXIST) {
+        b->replays++;
+        refuse(b, x, JRPC_REPLY_REPLAYED, JRPC_REPLAYED,
+               "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
+        settle(b, x);
+    } else {
+        b->replay_down++;
+        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
+               "{\"reason\":\"replay protection is unavailable, retry later\"}");
+        settle(b, x);
+    }
+}
+
+/* The checks that need no I/O; then the nonce goes to Redis. Returns true
+ * when the body may go on at once (open broker). */
+static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
+{
+    if (b->opts.keys == NULL)
+        return true;
+    static const jrpc_auth_req_t none;
+    const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
+    int64_t now = (int64_t)time(NULL);
+    int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
+    if (rc != JRPC_AUTH_OK) {
+        char data[320];
+        b->unauthorized++;
+        snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
+                 jrpc_auth_reason(rc), (long long)now);
+        refuse(b, x, JRPC_REPLY_UNAUTHORIZED, JRPC_UNAUTHORIZED, data);
+        return false;
+    }
+    x->claiming = true;
+    rc = jrpc_replay_claim(b->replay, req->key, req->nonce, on_claimed, x);
+    if (rc < 0) {
+        x->claiming = false;
+        b->replay_down++;
+        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
+               "{\"reason\":\"replay protection is unavailable, retry later\"}");
+    }
+    return false;
+}
+
+int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrpc_admit_t *ad,
                        jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle)
 {
     if (b->open >= b->opts.max_open) {
@@ -217,41 +323,22 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t 
         batch_free(x);
         return -ENOMEM;
     }
+    for (uint32_t i = 0; i < x->req.ncalls; i++)
+        x->handles[i] = NO_HANDLE;
     b->bodies++;
     b->open++;
     if (handle)
         *handle = x;
+    uint32_t timeout_ms = ad ? ad->timeout_ms : 0;
     if (timeout_ms == 0 || timeout_ms > b->opts.timeout_ms)
         timeout_ms = b->opts.timeout_ms;
     x->deadline = uv_now(b->loop) + timeout_ms;
-    for (uint32_t i = 0; i < x->req.ncalls; i++) {
-        jrpc_call_t *c = &x->req.calls[i];
-        x->handles[i] = NO_HANDLE;
-        if (c->answered)
-            continue;
-        if (!c->notification)
-            x->unanswered++;
-        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->deadline, x, i,
-                                       &x->handles[i]);
-        if (rc == 0) {
-            x->outstanding++;
-            b->calls++;
-        } else {
-            answer_code(x, i, rc == -ENOENT ? JRPC_METHOD_NOT_FOUND
-                              : rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
-                        NULL);
-        }
-    }
-    if (x->outstanding > 0) {
-        bool first = b->head == NULL || x->deadline < b->head->deadline;
-        list_insert(b, x);
-        if (first)
-            arm_timer(b);
-    }
-    /* A failed send in the flush may answer calls of x: settle after it. */
-    jrpc_workers_flush(b->workers);
+    bool go = admit(b, x, ad);
     x->busy = false;
-    settle(b, x);
+    if (go)
+        start(b, x);
+    else
+        settle(b, x);
     return 0;
 }
 
@@ -260,6 +347,10 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
     assert(!x->replied);
     b->cancelled++;
     x->replied = true; /* nobody to reply to */
+    if (x->claiming) { /* freed when Redis answers */
+        x->cancelled = true;
+        return;
+    }
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         if (x->handles[i] == NO_HANDLE)
             continue;
@@ -282,6 +373,16 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     if (b->workers == NULL) {
         free(b);
         return NULL;
+    }
+    if (opts->keys) {
+        char err[256];
+        b->replay = jrpc_replay_new(loop, &opts->replay, err, sizeof err);
+        if (b->replay == NULL) {
+            JRPC_LOG(JRPC_LOG_ERROR, "broker", "event=redis_bad error=\"%s\"", err);
+            jrpc_workers_destroy(&b->workers);
+            free(b);
+            return NULL;
+        }
     }
     uv_timer_init(loop, &b->timer);
     b->timer.data = b;
@@ -317,6 +418,7 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
         batch_free(x);
     }
     jrpc_workers_destroy(&b->workers);
+    jrpc_replay_destroy(&b->replay);
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
 
@@ -328,6 +430,10 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
     st->timeouts = b->timeouts;
     st->cancelled = b->cancelled;
     st->busy = b->busy;
+    st->unauthorized = b->unauthorized;
+    st->replays = b->replays;
+    st->replay_down = b->replay_down;
+    st->acl_denied = b->acl_denied;
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);

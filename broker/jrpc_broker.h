@@ -13,7 +13,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "jrpc_auth.h"
 #include "jrpc_batch.h"
+#include "jrpc_replay.h"
 #include "jrpc_workers.h"
 
 typedef struct jrpc_broker jrpc_broker_t;
@@ -24,11 +26,29 @@ typedef struct jrpc_broker_opts {
     uint32_t            timeout_ms;  /* deadline of every call, and the cap on a client's */
     uint32_t            max_open;    /* bodies waiting for answers before -EBUSY */
     jrpc_workers_opts_t workers;     /* the worker side */
+    const jrpc_keys_t  *keys;        /* NULL: open (nothing signed); borrowed */
+    uint32_t            skew_s;      /* timestamp window, ± seconds */
+    jrpc_replay_opts_t  replay;      /* Redis, used when keys is set */
 } jrpc_broker_opts_t;
 
+/* How a body arrived, besides its bytes. Spans are read during submit only. */
+typedef struct jrpc_admit {
+    uint32_t        timeout_ms;  /* the client's own deadline; 0: the broker's */
+    jrpc_auth_req_t auth;        /* signing fields (all empty when unsigned) */
+} jrpc_admit_t;
+
+/* Transport-independent answer classes; HTTP maps them to its statuses. */
+enum jrpc_reply_status {
+    JRPC_REPLY_OK           = 200, /* a JSON-RPC answer (len 0: nothing to return) */
+    JRPC_REPLY_UNAUTHORIZED = 401, /* signature checks failed: -32002 */
+    JRPC_REPLY_REPLAYED     = 409, /* nonce seen before: -32005 */
+    JRPC_REPLY_UNAVAILABLE  = 503, /* Redis unreachable: -32006 (retry later) */
+};
+
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
- * only notifications (nothing to return). reply is valid during the call. */
-typedef void (*jrpc_reply_fn)(void *ctx, const char *reply, size_t len);
+ * only notifications (nothing to return); status is a jrpc_reply_status.
+ * reply is valid during the call. */
+typedef void (*jrpc_reply_fn)(void *ctx, int status, const char *reply, size_t len);
 
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
@@ -37,8 +57,11 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
  * it after jrpc_broker_drain() has reported an empty broker. */
 void jrpc_broker_destroy(jrpc_broker_t **self_p);
 
-/* Takes one request body (copied; the caller keeps its buffer). timeout_ms
- * is the client's own deadline, 0 for the broker's; it is capped by the
+/* Takes one request body (copied; the caller keeps its buffer). With keys,
+ * admission runs: the body is parsed (limits), then the signature checks
+ * (jrpc_auth_check: 401 on failure), then the nonce is claimed in Redis
+ * (409 replay, 503 down), then each call is checked against the key's ACL
+ * (-32002 in its slot) and dispatched. admit->timeout_ms is capped by the
  * broker's. fn(ctx, ...) is called exactly once, possibly before this
  * function returns (a body that needs no worker). When handle is not NULL,
  * *handle is set before fn can run and stays valid until fn has been called:
@@ -46,8 +69,9 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * Returns 0; -EBUSY when max_open bodies are already waiting (overload:
  * answer "server busy" at once), or -ENOMEM. On error fn is not called and
  * the caller answers on its own. */
-int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, uint32_t timeout_ms,
-                       jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle);
+int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,
+                       const jrpc_admit_t *admit, jrpc_reply_fn fn, void *ctx,
+                       jrpc_body_t **handle);
 
 /* The client of a submitted body is gone (an HTTP connection closed): its
  * calls are cancelled at the workers (late answers are dropped and counted)
@@ -63,6 +87,10 @@ typedef struct jrpc_broker_stats {
     uint64_t timeouts;      /* calls answered -32003 */
     uint64_t cancelled;     /* bodies whose client left before the reply */
     uint64_t busy;          /* bodies refused with -EBUSY */
+    uint64_t unauthorized;  /* bodies refused 401 */
+    uint64_t replays;       /* bodies refused 409 */
+    uint64_t replay_down;   /* bodies refused 503: Redis unavailable */
+    uint64_t acl_denied;    /* calls refused by a key's ACL */
     uint32_t open;          /* bodies waiting for answers */
 } jrpc_broker_stats_t;
 

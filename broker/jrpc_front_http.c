@@ -33,7 +33,10 @@
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER };
-enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT };
+enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT,
+           H_AUTH /* H_AUTH + AUTH_KEY .. AUTH_SIG */ };
+enum { AUTH_KEY, AUTH_TS, AUTH_NONCE, AUTH_SIG, AUTH_N };
+#define AUTH_MAX 72  /* longer than any valid value: longer ones are kept cut, still invalid */
 enum hstate { HS_NONE, HS_FIELD, HS_VALUE };
 
 typedef struct conn conn_t;
@@ -108,6 +111,8 @@ struct conn {
     uint8_t         n_cl, n_te, n_ct, n_expect, n_host, n_timeout;
     bool            te_ok, ct_ok, expect_cont, expect_other, timeout_bad;
     uint32_t        timeout_ms;
+    char            auth[AUTH_N][AUTH_MAX]; /* X-JRPC-Key, -Timestamp, -Nonce, -Signature */
+    uint8_t         auth_len[AUTH_N];       /* 0: absent */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the headers are in and the method is HEAD */
     uint64_t        body_seen; /* body bytes received for this request */
@@ -269,6 +274,8 @@ static const char *status_text(int s)
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 417: return "Expectation Failed";
+    case 401: return "Unauthorized";
+    case 409: return "Conflict";
     case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
     case 505: return "HTTP Version Not Supported";
@@ -304,7 +311,8 @@ static void build_header(conn_t *c, req_t *r)
                      "Content-Length: %zu\r\n%s%s%s\r\n",
                      r->status, status_text(r->status), http_date(c->front), r->blen,
                      r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "",
-                     r->status == 405 ? "Allow: POST\r\n" : "",
+                     r->status == 405 ? "Allow: POST\r\n"
+                     : r->status == 401 ? "WWW-Authenticate: JRPC-HMAC-SHA256\r\n" : "",
                      r->status == 503 ? "Retry-After: 1\r\n" : "");
     assert(n > 0 && (size_t)n < sizeof r->hdr);
     if (r->head)
@@ -453,7 +461,7 @@ static void flush(conn_t *c)
 }
 
 /* The broker's answer to one body. May run inside jrpc_broker_submit(). */
-static void on_reply(void *ctx, const char *reply, size_t len)
+static void on_reply(void *ctx, int status, const char *reply, size_t len)
 {
     req_t *r = ctx;
     conn_t *c = r->conn;
@@ -462,7 +470,7 @@ static void on_reply(void *ctx, const char *reply, size_t len)
     if (len == 0) {
         r->status = 204;
     } else {
-        r->status = 200;
+        r->status = (uint16_t)status; /* 200, or 401 / 409 / 503 from admission */
         if (len > INLINE_BODY && r == c->head && !c->writing) {
             /* Fast path: written from the broker's buffer, copied only if
              * the socket does not take it all (flush does that). */
@@ -708,6 +716,22 @@ static void finish_header(conn_t *c)
             c->expect_other = true;
         break;
     case H_HOST: c->n_host++; break;
+    case H_AUTH + AUTH_KEY:
+    case H_AUTH + AUTH_TS:
+    case H_AUTH + AUTH_NONCE:
+    case H_AUTH + AUTH_SIG: {
+        int k = c->hid - H_AUTH;
+        if (c->auth_len[k] != 0 || c->hval_long) {
+            /* Repeated or huge: keep something that fails its check. */
+            memset(c->auth[k], 0, AUTH_MAX);
+            c->auth_len[k] = AUTH_MAX;
+        } else {
+            size_t m = n < AUTH_MAX ? n : AUTH_MAX;
+            memcpy(c->auth[k], v, m);
+            c->auth_len[k] = (uint8_t)(m ? m : 0);
+        }
+        break;
+    }
     case H_TIMEOUT: {
         c->n_timeout++;
         uint64_t t = 0;
@@ -741,6 +765,7 @@ static int on_message_begin(http_parser *p)
     c->n_cl = c->n_te = c->n_ct = c->n_expect = c->n_host = c->n_timeout = 0;
     c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
     c->timeout_ms = 0;
+    memset(c->auth_len, 0, sizeof c->auth_len);
     c->discard = false;
     c->is_head = false;
     c->body_seen = 0;
@@ -797,6 +822,10 @@ static uint8_t classify(const conn_t *c)
     if (eq_nocase(n, l, "expect")) return H_EXPECT;
     if (eq_nocase(n, l, "host")) return H_HOST;
     if (eq_nocase(n, l, "x-jrpc-timeout-ms")) return H_TIMEOUT;
+    if (eq_nocase(n, l, "x-jrpc-key")) return H_AUTH + AUTH_KEY;
+    if (eq_nocase(n, l, "x-jrpc-timestamp")) return H_AUTH + AUTH_TS;
+    if (eq_nocase(n, l, "x-jrpc-nonce")) return H_AUTH + AUTH_NONCE;
+    if (eq_nocase(n, l, "x-jrpc-signature")) return H_AUTH + AUTH_SIG;
     return H_OTHER;
 }
 
@@ -1047,8 +1076,15 @@ static void message_done(conn_t *c)
     const char *body = c->zc ? c->zc : c->body.p;
     size_t len = c->zc ? c->zc_len : c->body.len;
     r->state = R_SUBMITTED;
-    int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, c->timeout_ms, on_reply,
-                                r, &r->handle);
+    jrpc_admit_t ad = {
+        .timeout_ms = c->timeout_ms,
+        .auth = { .key = { c->auth[AUTH_KEY], c->auth_len[AUTH_KEY] },
+                  .timestamp_text = { c->auth[AUTH_TS], c->auth_len[AUTH_TS] },
+                  .nonce = { c->auth[AUTH_NONCE], c->auth_len[AUTH_NONCE] },
+                  .signature = { c->auth[AUTH_SIG], c->auth_len[AUTH_SIG] } },
+    };
+    int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
+                                &r->handle);
     c->zc = NULL;
     c->zc_len = 0;
     if (c->body.cap > 65536)

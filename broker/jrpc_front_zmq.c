@@ -50,7 +50,7 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, siz
     jrpc_zwatch_kick(&f->watch);
 }
 
-static void on_reply(void *ctx, const char *reply, size_t len)
+static void on_reply(void *ctx, int status, const char *reply, size_t len)
 {
     route_t *r = ctx;
     send_reply(r->front, r, reply, len);
@@ -84,7 +84,7 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         free(r);
         return;
     }
-    uint32_t timeout_ms = 0;
+    jrpc_admit_t ad = { 0 };
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
              zmq_msg_size(&frames[n - 1]));
     if (left == 2) {
@@ -96,11 +96,14 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
             free(r);
             return;
         }
-        timeout_ms = h.timeout_ms;
+        ad.timeout_ms = h.timeout_ms;
+        ad.auth = (jrpc_auth_req_t){ .key = h.key, .timestamp = h.timestamp,
+                                     .has_timestamp = h.timestamp != 0, .nonce = h.nonce,
+                                     .signature = h.signature };
         k++;
     }
     int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                                timeout_ms, on_reply, r, NULL);
+                                &ad, on_reply, r, NULL);
     if (rc < 0) {
         reply_error(f, r, rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
                     rc == -EBUSY ? "too many requests in flight, retry later" : "out of memory");

@@ -35,6 +35,12 @@ static const char usage[] =
     "  --max-method-len N    longest method name in bytes [256]\n"
     "  --max-queue N         calls waiting for worker credit before -32000 [100000]\n"
     "  --max-open N          bodies waiting for answers before -32000 [10000]\n"
+    "  --keys FILE           signing keys: '<key id> <secret> [method-glob ...]' per line;\n"
+    "                        every body must then be signed (docs/SIGNING.md) [none: open]\n"
+    "  --skew N              accepted clock difference of a signed body, seconds [300]\n"
+    "  --redis URL           nonce store with --keys: redis://[user:password@]host:port[/db]\n"
+    "                        or unix:///path/to/redis.sock [redis://127.0.0.1:6379]\n"
+    "  --redis-timeout-ms N  a Redis answer later than this fails closed (503) [500]\n"
     "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
     "  --liveness N          missed heartbeats before a worker is dead [3]\n"
     "  --log-level LEVEL     debug, info, warn or error [info]\n"
@@ -104,11 +110,14 @@ static void on_signal(uv_signal_t *s, int signum)
 int main(int argc, char **argv)
 {
     const char *zmq_ep = "tcp://127.0.0.1:5555";
+    const char *keys_path = NULL;
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
         .timeout_ms = 30000,
         .max_open = 10000,
+        .skew_s = 300,
+        .replay = { .url = "redis://127.0.0.1:6379", .timeout_ms = 500 },
         .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
                      .heartbeat_ms = 1000, .liveness = 3 },
     };
@@ -129,6 +138,10 @@ int main(int argc, char **argv)
         { "max-method-len", required_argument, 0, 'm' },
         { "max-queue", required_argument, 0, 'q' },
         { "max-open", required_argument, 0, 'O' },
+        { "keys", required_argument, 0, 'k' },
+        { "skew", required_argument, 0, 'S' },
+        { "redis", required_argument, 0, 'R' },
+        { "redis-timeout-ms", required_argument, 0, 'r' },
         { "heartbeat-ms", required_argument, 0, 'H' },
         { "liveness", required_argument, 0, 'L' },
         { "log-level", required_argument, 0, 'l' },
@@ -156,6 +169,10 @@ int main(int argc, char **argv)
         case 'm': o.limits.max_method_len = parse_uint("--max-method-len", optarg, 1, 65535); break;
         case 'O': o.max_open = parse_uint("--max-open", optarg, 1, 100000000); break;
         case 'q': o.workers.max_queue = parse_uint("--max-queue", optarg, 0, 100000000); break;
+        case 'k': keys_path = optarg; break;
+        case 'S': o.skew_s = parse_uint("--skew", optarg, 1, 86400); break;
+        case 'R': o.replay.url = optarg; break;
+        case 'r': o.replay.timeout_ms = parse_uint("--redis-timeout-ms", optarg, 10, 600000); break;
         case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
         case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
         case 'l':
@@ -172,6 +189,16 @@ int main(int argc, char **argv)
         die_usage("unexpected argument '%s'", argv[optind]);
 
     ho.max_body = max_body;
+    jrpc_keys_t *keys = NULL;
+    if (keys_path) {
+        char err[512];
+        if ((keys = jrpc_keys_load(keys_path, err, sizeof err)) == NULL) {
+            fprintf(stderr, "jrpc-broker: --keys: %s\n", err);
+            return 2;
+        }
+        o.keys = keys;
+    }
+    o.replay.window_s = o.skew_s;
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };
     uv_loop_init(&a.loop);
@@ -193,9 +220,16 @@ int main(int argc, char **argv)
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=started version=%s timeout_ms=%u max_batch=%u",
              JRPC_VERSION, o.timeout_ms, o.limits.max_batch);
+    if (keys)
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=signing_required keys=%zu skew_s=%u",
+                 jrpc_keys_count(keys), o.skew_s);
+    else
+        JRPC_LOG(JRPC_LOG_WARN, "main",
+                 "event=open_mode detail=\"no --keys: requests are not authenticated\"");
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     zmq_ctx_term(zctx);
+    jrpc_keys_destroy(&keys);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=exit status=0");
     return 0;
 }
