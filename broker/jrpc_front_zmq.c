@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "jrpc_curve.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_wire.h"
@@ -153,7 +154,8 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 }
 
 jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, int64_t max_msg_bytes)
+                                     jrpc_broker_t *broker, int64_t max_msg_bytes,
+                                     const struct jrpc_curve_keypair *curve)
 {
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
     if (f == NULL)
@@ -168,6 +170,10 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
+    if (curve && jrpc_curve_server(f->sock, curve, "clients") < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+        goto fail;
+    }
     if (zmq_bind(f->sock, endpoint) != 0) {
         JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=bind_failed endpoint=%s error=\"%s\"",
                  endpoint, zmq_strerror(errno));
@@ -175,7 +181,8 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     }
     if (jrpc_zwatch_start(loop, &f->watch, f->sock, on_readable, f) < 0)
         goto fail;
-    JRPC_LOG(JRPC_LOG_INFO, "front_zmq", "event=listening endpoint=%s", endpoint);
+    JRPC_LOG(JRPC_LOG_INFO, "front_zmq", "event=listening endpoint=%s curve=%s", endpoint,
+             curve ? "on" : "off");
     return f;
 fail:
     if (f->sock)

@@ -14,9 +14,14 @@
 
 typedef struct jrpc_front_zmq jrpc_front_zmq_t;
 
-/* Binds endpoint and starts reading. NULL on failure (logged). */
+struct jrpc_curve_keypair;
+
+/* Binds endpoint and starts reading. With curve (the broker's keypair, read
+ * only here) the socket is a CURVE server in ZAP domain "clients": bind the
+ * ZAP handler first. NULL on failure (logged). */
 jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, int64_t max_msg_bytes);
+                                     jrpc_broker_t *broker, int64_t max_msg_bytes,
+                                     const struct jrpc_curve_keypair *curve);
 /* Stops taking new messages; replies still go out. */
 void jrpc_front_zmq_pause(jrpc_front_zmq_t *f);
 /* Closes the socket (after the broker has drained). */

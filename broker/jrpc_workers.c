@@ -14,6 +14,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "jrpc_curve.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_wire.h"
@@ -543,6 +544,11 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+        goto fail;
+    }
+    w->opts.curve = NULL;   /* borrowed: not kept past new */
     if (zmq_bind(w->sock, opts->endpoint) != 0) {
         JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
                  opts->endpoint, zmq_strerror(errno));
@@ -553,7 +559,8 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     uv_timer_init(loop, &w->heartbeat);
     w->heartbeat.data = w;
     uv_timer_start(&w->heartbeat, on_heartbeat, opts->heartbeat_ms, opts->heartbeat_ms);
-    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s", opts->endpoint);
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s curve=%s", opts->endpoint,
+             opts->curve ? "on" : "off");
     return w;
 fail:
     if (w->sock)

@@ -22,6 +22,10 @@ typedef struct jrpc_workers_opts {
     uint32_t    max_queue;     /* calls waiting for credit, all methods together */
     uint32_t    heartbeat_ms;  /* heartbeat interval, both ways */
     uint32_t    liveness;      /* missed heartbeats before a worker is dead */
+    const struct jrpc_curve_keypair *curve; /* NULL: plain TCP; else the broker's
+                                  keypair: CURVE server, ZAP domain "workers"
+                                  (bind the ZAP handler first; read only
+                                  during jrpc_workers_new) */
 } jrpc_workers_opts_t;
 
 /* How a call ended. */

@@ -10,6 +10,7 @@
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
+#include "jrpc_curve.h"
 #include "jrpc_log.h"
 
 static const char usage[] =
@@ -43,12 +44,19 @@ static const char usage[] =
     "  --redis-timeout-ms N  a Redis answer later than this fails closed (503) [500]\n"
     "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
     "  --liveness N          missed heartbeats before a worker is dead [3]\n"
+    "  --curve-secret FILE   the broker's CURVE keypair (jrpc keygen FILE): turns on\n"
+    "                        CURVE encryption on the client and worker sockets;\n"
+    "                        needs both lists below (no encryption without an\n"
+    "                        allowlist)\n"
+    "  --client-keys FILE    public keys of the clients allowed in, one a line\n"
+    "  --worker-keys FILE    public keys of the workers allowed in, one a line\n"
     "  --log-level LEVEL     debug, info, warn or error [info]\n"
     "  --help                print this and exit\n"
     "  --version             print the version and exit\n"
     "\n"
     "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0.\n"
-    "Exit status: 0 after a clean stop, 1 when a socket cannot be bound, 2 for bad flags.\n";
+    "Exit status: 0 after a clean stop, 1 when a socket cannot be bound, 2 for bad flags\n"
+    "or key files.\n";
 
 static void die_usage(const char *fmt, const char *arg)
 {
@@ -77,6 +85,7 @@ typedef struct app {
     jrpc_broker_t     *broker;
     jrpc_front_zmq_t  *front;
     jrpc_front_http_t *http;   /* NULL with --http none */
+    jrpc_curve_zap_t  *zap;    /* NULL without --curve-secret */
     int                stopping;
 } app_t;
 
@@ -89,6 +98,7 @@ static void on_drained(void *arg)
      * uv_run() returns once they have. */
     jrpc_front_http_destroy(&a->http);
     jrpc_broker_destroy(&a->broker);
+    jrpc_curve_zap_destroy(&a->zap);   /* after the CURVE sockets */
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
 }
@@ -107,6 +117,37 @@ static void on_signal(uv_signal_t *s, int signum)
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
+enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS };
+
+/* files: --curve-secret, --client-keys, --worker-keys. All three or none
+ * (CURVE without an allowlist would let in anyone who knows the broker's
+ * public key). Loads them, exiting 2 with the file named on a bad one.
+ * Returns whether CURVE is on. */
+static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
+                       jrpc_curve_allowlist_t *lists[2])
+{
+    char err[512];
+    memset(kp, 0, sizeof *kp);
+    if (!files[0] && !files[1] && !files[2])
+        return false;
+    if (!files[0])
+        die_usage("%s without --curve-secret: an allowlist needs CURVE on",
+                  files[1] ? "--client-keys" : "--worker-keys");
+    if (!files[1] || !files[2])
+        die_usage("--curve-secret needs %s: CURVE without an allowlist would admit anyone "
+                  "who knows the broker's public key", !files[1] && !files[2]
+                  ? "--client-keys and --worker-keys" : !files[1] ? "--client-keys" : "--worker-keys");
+    if (jrpc_curve_load_keypair(files[0], kp, err, sizeof err) < 0 ||
+        jrpc_curve_allowlist_load(files[1], &lists[0], err, sizeof err) < 0 ||
+        jrpc_curve_allowlist_load(files[2], &lists[1], err, sizeof err) < 0) {
+        jrpc_curve_keypair_wipe(kp);
+        fprintf(stderr, "jrpc-broker: %s\n", err);
+        exit(2);
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=curve_on public_key=%s", kp->public_z85);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     const char *zmq_ep = "tcp://127.0.0.1:5555";
@@ -122,6 +163,9 @@ int main(int argc, char **argv)
                      .heartbeat_ms = 1000, .liveness = 3 },
     };
     uint32_t max_body = 1 << 20;
+    const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
+    jrpc_curve_keypair_t curve_kp;
+    jrpc_curve_allowlist_t *curve_lists[2] = { NULL, NULL };
     static const struct option longopts[] = {
         { "zmq", required_argument, 0, 'z' },
         { "http", required_argument, 0, 'P' },
@@ -145,6 +189,9 @@ int main(int argc, char **argv)
         { "heartbeat-ms", required_argument, 0, 'H' },
         { "liveness", required_argument, 0, 'L' },
         { "log-level", required_argument, 0, 'l' },
+        { "curve-secret", required_argument, 0, OPT_CURVE_SECRET },
+        { "client-keys", required_argument, 0, OPT_CLIENT_KEYS },
+        { "worker-keys", required_argument, 0, OPT_WORKER_KEYS },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -175,6 +222,9 @@ int main(int argc, char **argv)
         case 'r': o.replay.timeout_ms = parse_uint("--redis-timeout-ms", optarg, 10, 600000); break;
         case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
         case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
+        case OPT_CURVE_SECRET: curve_files[0] = optarg; break;
+        case OPT_CLIENT_KEYS: curve_files[1] = optarg; break;
+        case OPT_WORKER_KEYS: curve_files[2] = optarg; break;
         case 'l':
             if (jrpc_log_set_level(optarg) < 0)
                 die_usage("--log-level: '%s' is not one of debug, info, warn, error", optarg);
@@ -187,6 +237,7 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         die_usage("unexpected argument '%s'", argv[optind]);
+    bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
     ho.max_body = max_body;
     jrpc_keys_t *keys = NULL;
@@ -204,10 +255,19 @@ int main(int argc, char **argv)
     uv_loop_init(&a.loop);
     void *zctx = zmq_ctx_new();
     o.workers.zmq_ctx = zctx;
+    if (curve) {   /* the ZAP handler is bound before any CURVE socket */
+        if ((a.zap = jrpc_curve_zap_new(&a.loop, zctx)) == NULL ||
+            jrpc_curve_zap_allow(a.zap, "clients", &curve_lists[0]) < 0 ||
+            jrpc_curve_zap_allow(a.zap, "workers", &curve_lists[1]) < 0)
+            return 1;
+        o.workers.curve = &curve_kp;
+    }
     a.broker = jrpc_broker_new(&a.loop, &o);
     if (a.broker == NULL)
         return 1;
-    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body);
+    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body,
+                                 curve ? &curve_kp : NULL);
+    jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
     if (a.front == NULL)
         return 1;
     if (strcmp(ho.listen, "none") != 0 &&

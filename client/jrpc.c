@@ -9,6 +9,7 @@
 
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
+#include "jrpc_curve.h"
 #include "jrpc_json.h"
 
 
@@ -19,6 +20,7 @@ static const char usage_text[] =
 "  jrpc [OPTIONS] call METHOD [PARAMS_JSON]\n"
 "  jrpc [OPTIONS] notify METHOD [PARAMS_JSON]\n"
 "  jrpc [OPTIONS] send [FILE]\n"
+"  jrpc keygen FILE\n"
 "  jrpc --help | --version\n"
 "\n"
 "Sends JSON-RPC 2.0 requests to a jrpc broker and prints the answer.\n"
@@ -34,6 +36,12 @@ static const char usage_text[] =
 "                              missing or '-') exactly as they are, e.g. a batch,\n"
 "                              and print the raw answer followed by a newline\n"
 "                              (nothing when the broker has nothing to answer).\n"
+"  keygen FILE                 Make a CURVE keypair: FILE (public and secret\n"
+"                              key, mode 0600) and FILE.pub (the public key, to\n"
+"                              list in the broker's --client-keys or\n"
+"                              --worker-keys, or to give as --server-key /\n"
+"                              --broker-key); prints the public key. Never\n"
+"                              overwrites a file.\n"
 "\n"
 "PARAMS_JSON must be a JSON array or object; it is checked before anything\n"
 "is sent. Omit it to send no \"params\" member.\n"
@@ -58,6 +66,13 @@ static const char usage_text[] =
 "                         A key needs both an id and a secret; flags win over\n"
 "                         $JRPC_KEY_ID and $JRPC_SECRET. With no key at all,\n"
 "                         requests go unsigned.\n"
+"      --curve-secret FILE  Encrypt with CURVE using this client's keypair\n"
+"                         (jrpc keygen FILE); its public key must be in the\n"
+"                         broker's --client-keys. tcp:// and ipc:// only.\n"
+"      --server-key FILE  The broker's public key (FILE.pub of its keypair).\n"
+"                         Both CURVE options or neither. A broker that does\n"
+"                         not admit the key sends no error: the call just\n"
+"                         times out (exit 2).\n"
 "  -h, --help             Show this help and exit.\n"
 "  -V, --version          Show the version and exit.\n"
 "Options go before the command, so PARAMS_JSON may start with '-'.\n"
@@ -293,6 +308,23 @@ static int print_answer(const jrpc_buf_t *reply, const char *url, bool expect_re
     return EXIT_FAIL;
 }
 
+enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY };
+
+/* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
+static int keygen(int nargs, char **args)
+{
+    if (nargs != 1)
+        return usage_error("usage: jrpc keygen FILE%s", "");
+    char pub[JRPC_CURVE_Z85_LEN + 1], err[512];
+    if (jrpc_curve_keygen(args[0], pub, err, sizeof err) < 0) {
+        fprintf(stderr, "jrpc: %s\n", err);
+        return EXIT_FAIL;
+    }
+    fprintf(stderr, "jrpc: wrote %s (keypair, mode 0600) and %s.pub (public key)\n",
+            args[0], args[0]);
+    return write_line(pub, strlen(pub));
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -301,6 +333,8 @@ int main(int argc, char **argv)
         { "key-id",     required_argument, NULL, 'k' },
         { "secret",     required_argument, NULL, 's' },
         { "key-file",   required_argument, NULL, 'K' },
+        { "curve-secret", required_argument, NULL, OPT_CURVE_SECRET },
+        { "server-key", required_argument, NULL, OPT_SERVER_KEY },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -312,6 +346,9 @@ int main(int argc, char **argv)
     jrpc_buf_t body, reply;
     key_opts_t key = { 0 };
     char *key_id = NULL, *secret = NULL;
+    const char *curve_secret = NULL, *server_key = NULL;
+    jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
+    char server_public[JRPC_CURVE_Z85_LEN + 1];
 
     jrpc_buf_init(&body);
     jrpc_buf_init(&reply);
@@ -343,6 +380,12 @@ int main(int argc, char **argv)
         case 'K':
             key.file = optarg;
             break;
+        case OPT_CURVE_SECRET:
+            curve_secret = optarg;
+            break;
+        case OPT_SERVER_KEY:
+            server_key = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return EXIT_OK;
@@ -360,7 +403,21 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return usage_error("missing command%s (call, notify or send)", "");
+        return usage_error("missing command%s (call, notify, send or keygen)", "");
+    if (strcmp(argv[optind], "keygen") == 0)
+        return keygen(argc - optind - 1, argv + optind + 1);
+    if ((curve_secret == NULL) != (server_key == NULL))
+        return usage_error("--curve-secret and --server-key go together%s", "");
+    if (curve_secret && strncmp(url, "tcp://", 6) != 0 && strncmp(url, "ipc://", 6) != 0)
+        return usage_error("CURVE (--curve-secret) is for tcp:// and ipc:// URLs, not '%s'", url);
+    if (curve_secret) {
+        char err[512];
+        if (jrpc_curve_load_keypair(curve_secret, &curve_kp, err, sizeof err) < 0 ||
+            jrpc_curve_load_public(server_key, server_public, err, sizeof err) < 0) {
+            fprintf(stderr, "jrpc: %s\n", err);
+            goto out;
+        }
+    }
     if (resolve_key(&key, &key_id, &secret) < 0)
         goto out;
 
@@ -399,7 +456,7 @@ int main(int argc, char **argv)
             goto out;
         }
     } else {
-        usage_error("unknown command '%s' (call, notify or send)", cmd);
+        usage_error("unknown command '%s' (call, notify, send or keygen)", cmd);
         goto out;
     }
 
@@ -407,6 +464,14 @@ int main(int argc, char **argv)
     if ((c = jrpc_client_new(url, &opts)) == NULL) {
         fprintf(stderr, "jrpc: %s: %s\n", url, jrpc_client_strerror(-errno));
         goto out;
+    }
+    if (curve_secret) {
+        int rc = jrpc_client_set_curve(c, curve_kp.public_z85, curve_kp.secret_z85, server_public);
+        jrpc_curve_keypair_wipe(&curve_kp);
+        if (rc < 0) {
+            fprintf(stderr, "jrpc: cannot set up CURVE for %s: %s\n", url, jrpc_client_strerror(rc));
+            goto out;
+        }
     }
     if (key_id) {
         int rc = jrpc_client_set_key(c, key_id, secret);
@@ -436,6 +501,7 @@ int main(int argc, char **argv)
         ret = reply.len ? write_line(reply.p, reply.len) : EXIT_OK;
     }
 out:
+    jrpc_curve_keypair_wipe(&curve_kp);
     if (secret) {
         explicit_bzero(secret, strlen(secret));
         free(secret);

@@ -44,6 +44,10 @@ struct jrpc_client {
     void      *zctx;         /* ZeroMQ context (zmq transports) */
     void      *zsock;        /* DEALER; NULL after a failed reset, reopened on next call */
     bool       ipv6;         /* tcp://[addr]:port needs ZMQ_IPV6 */
+    bool       curve;        /* zmq: CURVE client with the three keys below */
+    char       curve_public[41];  /* our public key, Z85 */
+    char       curve_secret[41];  /* our secret key, Z85 (wiped on change) */
+    char       curve_server[41];  /* the broker's public key, Z85 */
     jrpc_buf_t hdr;          /* encoded header frame (zmq) or request head (http), reused */
     /* http:// */
     char      *host;         /* without the [] of an IPv6 literal */
@@ -91,6 +95,9 @@ static int zmq_open_socket(jrpc_client_t *c)
         return -errno;
     if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) < 0
         || (c->ipv6 && zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one) < 0)
+        || (c->curve && (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_server, 41) < 0
+                         || zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, c->curve_public, 41) < 0
+                         || zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, c->curve_secret, 41) < 0))
         || zmq_connect(s, c->url) < 0) {
         rc = -errno;
         zmq_close(s);
@@ -213,7 +220,12 @@ static int zmq_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *wh, co
 out:
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
-    if (rc == -ETIMEDOUT)
+    if (rc == -ETIMEDOUT && c->curve)
+        set_err(c, "no answer from %s within %d ms (is the broker running? With CURVE, "
+                "a broker that refuses this client's key, or has another server key, "
+                "gives no error: check --server-key and the broker's --client-keys)",
+                c->url, timeout_ms);
+    else if (rc == -ETIMEDOUT)
         set_err(c, "no answer from %s within %d ms (is the broker running?)",
                 c->url, timeout_ms);
     else if (rc == -EPROTO)
@@ -879,6 +891,7 @@ void jrpc_client_destroy(jrpc_client_t **self_p)
         return;
     c->t->close(c);
     forget_key(c);
+    explicit_bzero(c->curve_secret, sizeof c->curve_secret);
     jrpc_buf_dispose(&c->hdr);
     free(c->url);
     free(c);
@@ -903,6 +916,34 @@ int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret
     }
     c->secret_len = strlen(secret);
     return 0;
+}
+
+static bool z85_key_ok(const char *s)
+{
+    uint8_t raw[32];
+    return s != NULL && strlen(s) == 40 && zmq_z85_decode(raw, s) != NULL;
+}
+
+int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *secret_z85,
+                          const char *server_public_z85)
+{
+    assert(c != NULL);
+    bool off = !public_z85 && !secret_z85 && !server_public_z85;
+    if (!off && (!z85_key_ok(public_z85) || !z85_key_ok(secret_z85)
+                 || !z85_key_ok(server_public_z85)))
+        return -EINVAL;
+    if (c->t->call != zmq_transport_call)
+        return -ENOTSUP;
+    explicit_bzero(c->curve_secret, sizeof c->curve_secret);
+    c->curve = !off;
+    if (!off) {
+        memcpy(c->curve_public, public_z85, 41);
+        memcpy(c->curve_secret, secret_z85, 41);
+        memcpy(c->curve_server, server_public_z85, 41);
+    }
+    /* The options apply to the next connect: replace the socket. */
+    zmq_close_socket(c);
+    return zmq_open_socket(c);
 }
 
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,

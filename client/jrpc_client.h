@@ -101,6 +101,21 @@ void jrpc_client_destroy(jrpc_client_t **self_p);
  * keeps its previous key) or -ENOMEM (c is left unsigned). Never blocks. */
 int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret);
 
+/* Makes c's ZeroMQ connection a CURVE client (encrypted, and authenticated
+ * by the broker's --client-keys allowlist): public_z85/secret_z85 are this
+ * client's keypair, server_public_z85 the broker's public key, all 40
+ * Z85 characters (copied; the secret is wiped when replaced or at destroy).
+ * All three NULL turns CURVE off again. The connection is replaced at once,
+ * so call it before the first jrpc_client_send. A broker that refuses the key
+ * (or expects another server key, or no CURVE) gives no error: calls time
+ * out, and jrpc_client_last_error says CURVE may be why.
+ *
+ * Returns 0, -EINVAL (a malformed key, or only some of the three NULL),
+ * -ENOTSUP (not a tcp:// or ipc:// client), or another -errno from ZeroMQ
+ * (then the next send tries again). Never blocks. */
+int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *secret_z85,
+                          const char *server_public_z85);
+
 /* Sends one request body (a JSON-RPC request, notification or batch; sent
  * as is) and blocks until the reply or the timeout. hdr, if not NULL, is
  * encoded with jrpc_wire_put_header and sent as a header frame before the

@@ -85,6 +85,9 @@ struct jrpc_worker {
     int          nclosing;     /* handles/watchers still closing */
     bool         stopping;     /* jrpc_worker_stop() was called */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
+    bool         curve;        /* sockets are CURVE clients */
+    jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
+    char         broker_public[JRPC_CURVE_Z85_LEN + 1]; /* the broker's public key */
     uint64_t     answered;     /* answers sent (notifications included) */
 };
 
@@ -193,6 +196,7 @@ static int conn_open(conn_t *c)
     if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl) != 0 ||
         zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max) != 0 ||
+        (w->curve && jrpc_curve_client(sock, &w->curve_kp, w->broker_public) != 0) ||
         zmq_connect(sock, c->endpoint) != 0) {
         rc = -errno;
         goto out;
@@ -551,13 +555,24 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         jrpc_worker_opts_init(&o);
     else
         o = *opts;
-    if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0) {
+    if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0 ||
+        (o.curve_keypair == NULL) != (o.broker_public == NULL) ||
+        (o.broker_public && (!jrpc_curve_key_ok(o.broker_public) ||
+                             !jrpc_curve_key_ok(o.curve_keypair->public_z85) ||
+                             !jrpc_curve_key_ok(o.curve_keypair->secret_z85)))) {
         errno = EINVAL;
         return NULL;
     }
     jrpc_worker_t *w = calloc(1, sizeof *w);
     if (w == NULL)
         return NULL;
+    if (o.curve_keypair) {
+        w->curve = true;
+        w->curve_kp = *o.curve_keypair;
+        memcpy(w->broker_public, o.broker_public, sizeof w->broker_public);
+    }
+    o.curve_keypair = NULL;   /* borrowed by the caller: not kept */
+    o.broker_public = NULL;
     w->opts = o;
     jrpc_buf_init(&w->tmp);
     if (o.loop != NULL) {
@@ -582,6 +597,7 @@ fail_ctx:
     if (w->owns_loop)
         uv_loop_close(&w->own_loop);
 fail_loop:
+    jrpc_curve_keypair_wipe(&w->curve_kp);
     free(w);
     return NULL;
 }
@@ -630,8 +646,8 @@ int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
         uv_timer_start(&w->tick, on_tick, w->opts.heartbeat_ms, w->opts.heartbeat_ms);
         w->tick_started = true;
     }
-    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s credit=%u heartbeat_ms=%u",
-             endpoint, w->opts.credit, w->opts.heartbeat_ms);
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s credit=%u heartbeat_ms=%u curve=%s",
+             endpoint, w->opts.credit, w->opts.heartbeat_ms, w->curve ? "on" : "off");
     rc = 0;
 out:
     if (c != NULL) {
@@ -724,6 +740,7 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p)
     free(w->handlers);
     msgpack_zone_destroy(&w->zone);
     jrpc_buf_dispose(&w->tmp);
+    jrpc_curve_keypair_wipe(&w->curve_kp);
     zmq_ctx_term(w->zctx); /* waits up to linger_ms for DISCONNECTs to leave */
     if (w->owns_loop) {
         uv_run(w->loop, UV_RUN_NOWAIT);

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <msgpack.h>
 #include <uv.h>
+#include "jrpc_curve.h"
 
 typedef struct jrpc_worker jrpc_worker_t;
 typedef struct jrpc_wcall  jrpc_wcall_t;   /* one call the worker is serving */
@@ -38,6 +39,13 @@ typedef struct jrpc_worker_opts {
     uint32_t   liveness;      /* silent intervals before a broker is dead (>= 1; default 3) */
     uint32_t   linger_ms;     /* how long destroy may wait to deliver DISCONNECT (default 1000) */
     uv_loop_t *loop;          /* the loop to run on; NULL: the worker owns a new one */
+    /* CURVE (both or neither; copied by jrpc_worker_new, wiped at destroy):
+     * every DEALER, including the fresh one after a reset, is a CURVE client
+     * with this keypair, and the broker admits it only if its public key is
+     * in the broker's --worker-keys. A worker the broker refuses gets no
+     * error from libzmq: it just never gets a call. */
+    const jrpc_curve_keypair_t *curve_keypair;  /* the worker's own keypair */
+    const char *broker_public;                  /* the broker's public key, Z85 */
 } jrpc_worker_opts_t;
 
 /* Fills o with the defaults. */
@@ -57,7 +65,9 @@ void jrpc_worker_opts_init(jrpc_worker_opts_t *o);
 typedef void (*jrpc_handler_fn)(jrpc_wcall_t *call, const msgpack_object *params, void *arg);
 
 /* Makes a worker. opts may be NULL (defaults). Returns NULL on allocation
- * failure or when the ZeroMQ context or the loop cannot be created. */
+ * failure or when the ZeroMQ context or the loop cannot be created, and with
+ * errno EINVAL for bad opts (including a curve_keypair without a
+ * broker_public or the reverse, or a malformed key). */
 jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts);
 
 /* Closes every socket (sending DISCONNECT if jrpc_worker_stop() was not

@@ -19,7 +19,8 @@
 
 static const char usage[] =
     "Usage: jrpc-worker [--connect ENDPOINT]... [--credit N] [--heartbeat-ms N]\n"
-    "                   [--liveness N] [--log-level LEVEL] [--help]\n"
+    "                   [--liveness N] [--log-level LEVEL]\n"
+    "                   [--curve-secret FILE --broker-key FILE] [--help]\n"
     "\n"
     "Serves the demo methods to one or more jrpc brokers over ZeroMQ.\n"
     "\n"
@@ -32,6 +33,11 @@ static const char usage[] =
     "                      worker reconnects, 1..100 (default 3)\n"
     "  --log-level LEVEL   debug, info, warn or error (default info); params are\n"
     "                      never logged\n"
+    "  --curve-secret FILE this worker's CURVE keypair (jrpc keygen FILE); its\n"
+    "                      public key must be in the broker's --worker-keys\n"
+    "  --broker-key FILE   the broker's public key (the .pub of its keypair);\n"
+    "                      both CURVE flags or neither. A worker the broker does\n"
+    "                      not admit gets no error: it just never gets a call\n"
     "  --help              this text\n"
     "\n"
     "Methods (wrong params answer -32602 \"Invalid params\"):\n"
@@ -294,6 +300,8 @@ int main(int argc, char **argv)
         { "heartbeat-ms", required_argument, NULL, 'b' },
         { "liveness",     required_argument, NULL, 'l' },
         { "log-level",    required_argument, NULL, 'L' },
+        { "curve-secret", required_argument, NULL, 'S' },
+        { "broker-key",   required_argument, NULL, 'K' },
         { "help",         no_argument,       NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -302,6 +310,9 @@ int main(int argc, char **argv)
     jrpc_worker_opts_init(&opts);
     const char **endpoints = calloc((size_t)argc + 1, sizeof *endpoints);
     size_t nendpoints = 0;
+    const char *curve_secret = NULL, *broker_key = NULL;
+    jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
+    char broker_public[JRPC_CURVE_Z85_LEN + 1];
     int status = 1;
     jrpc_worker_t *w = NULL;
     if (endpoints == NULL)
@@ -320,6 +331,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "jrpc-worker: --log-level must be debug, info, warn or error, not '%s'\n",
                         optarg);
             break;
+        case 'S': curve_secret = optarg; break;
+        case 'K': broker_key = optarg; break;
         case 'h':
             fputs(usage, stdout);
             status = 0;
@@ -347,6 +360,23 @@ int main(int argc, char **argv)
     }
     if (nendpoints == 0)
         endpoints[nendpoints++] = DEFAULT_ENDPOINT;
+    if ((curve_secret == NULL) != (broker_key == NULL)) {
+        fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
+                "Try 'jrpc-worker --help'.\n");
+        status = 2;
+        goto out;
+    }
+    if (curve_secret) {
+        char err[512];
+        if (jrpc_curve_load_keypair(curve_secret, &curve_kp, err, sizeof err) < 0 ||
+            jrpc_curve_load_public(broker_key, broker_public, err, sizeof err) < 0) {
+            fprintf(stderr, "jrpc-worker: %s\n", err);
+            status = 2;
+            goto out;
+        }
+        opts.curve_keypair = &curve_kp;
+        opts.broker_public = broker_public;
+    }
 
     if ((w = jrpc_worker_new(&opts)) == NULL) {
         JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"%s\"", strerror(errno));
@@ -386,6 +416,7 @@ int main(int argc, char **argv)
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,
              (unsigned long long)jrpc_worker_answered(w));
 out:
+    jrpc_curve_keypair_wipe(&curve_kp);
     jrpc_worker_destroy(&w);
     free(endpoints);
     return status;
