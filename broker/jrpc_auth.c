@@ -1,4 +1,5 @@
 #include "jrpc_auth.h"
+#include "jrpc_errors.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -91,15 +92,6 @@ static int key_cmp(const void *a, const void *b)
     return span_cmp(x->id, x->id_n, y->id, y->id_n);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static bool is_blank(char c)
 {
@@ -139,7 +131,7 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
                       jrpc_key_t *key, char *err, size_t errlen)
 {
     if (strlen(line) != len) {
-        set_err(err, errlen, "%s:%u: NUL byte in line", path, lineno);
+        jrpc_errf(err, errlen, "%s:%u: NUL byte in line", path, lineno);
         return -1;
     }
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -158,12 +150,12 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
     const char *id = fields[0];
     size_t id_n = strlen(id);
     if (!id_ok(id, id_n)) {
-        set_err(err, errlen, "%s:%u: key id must be 1 to %d characters of [A-Za-z0-9_.-]",
+        jrpc_errf(err, errlen, "%s:%u: key id must be 1 to %d characters of [A-Za-z0-9_.-]",
                 path, lineno, KEY_ID_MAX);
         goto out;
     }
     if (n < 2) {
-        set_err(err, errlen, "%s:%u: secret missing for key \"%s\"", path, lineno, id);
+        jrpc_errf(err, errlen, "%s:%u: secret missing for key \"%s\"", path, lineno, id);
         goto out;
     }
     const char *secret = fields[1];
@@ -171,20 +163,20 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
     for (size_t i = 0; i < secret_n; i++) {
         unsigned char c = (unsigned char)secret[i];
         if (c <= 0x20 || c >= 0x7f) {
-            set_err(err, errlen, "%s:%u: secret of key \"%s\" must be printable ASCII "
+            jrpc_errf(err, errlen, "%s:%u: secret of key \"%s\" must be printable ASCII "
                     "without spaces", path, lineno, id);
             goto out;
         }
     }
     if (secret_n < SECRET_MIN) {
-        set_err(err, errlen, "%s:%u: secret of key \"%s\" is %zu characters, at least %d "
+        jrpc_errf(err, errlen, "%s:%u: secret of key \"%s\" is %zu characters, at least %d "
                 "are required", path, lineno, id, secret_n, SECRET_MIN);
         goto out;
     }
     for (size_t g = 2; g < n; g++) {
         for (const char *c = fields[g]; *c; c++) {
             if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-                set_err(err, errlen, "%s:%u: control character in method glob %zu of key "
+                jrpc_errf(err, errlen, "%s:%u: control character in method glob %zu of key "
                         "\"%s\"", path, lineno, g - 1, id);
                 goto out;
             }
@@ -223,10 +215,10 @@ jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen)
     unsigned lineno = 0;
     bool ok = false;
 
-    set_err(err, errlen, "%s", "");
+    jrpc_errf(err, errlen, "%s", "");
     FILE *f = fopen(path, "re");
     if (f == NULL) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        jrpc_errf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     if ((k = calloc(1, sizeof *k)) == NULL)
@@ -259,14 +251,14 @@ jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen)
         errno = 0;
     }
     if (ferror(f)) {
-        set_err(err, errlen, "%s:%u: %s", path, lineno + 1,
+        jrpc_errf(err, errlen, "%s:%u: %s", path, lineno + 1,
                 strerror(errno ? errno : EIO));
         goto out;
     }
     if (k->n == 0) {
         /* Almost always the wrong file; a broker with no keys would refuse
          * every request, so say so at start-up instead. */
-        set_err(err, errlen, "%s: no keys", path);
+        jrpc_errf(err, errlen, "%s: no keys", path);
         goto out;
     }
 
@@ -276,7 +268,7 @@ jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen)
             const jrpc_key_t *a = &k->keys[i - 1], *b = &k->keys[i];
             unsigned first = a->line < b->line ? a->line : b->line;
             unsigned again = a->line < b->line ? b->line : a->line;
-            set_err(err, errlen, "%s:%u: duplicate key id \"%s\" (first on line %u)", path,
+            jrpc_errf(err, errlen, "%s:%u: duplicate key id \"%s\" (first on line %u)", path,
                     again, a->id, first);
             goto out;
         }
@@ -284,7 +276,7 @@ jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen)
     ok = true;
     goto out;
 nomem:
-    set_err(err, errlen, "%s:%u: out of memory", path, lineno);
+    jrpc_errf(err, errlen, "%s:%u: out of memory", path, lineno);
 out:
     if (line) {
         explicit_bzero(line, linecap);

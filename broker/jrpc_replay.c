@@ -14,6 +14,7 @@
  * handshake AUTH/SELECT/PING in the FIFO), up (PING answered). Claims are
  * accepted only when up; otherwise they fail at once with -EAGAIN. */
 #include "jrpc_replay.h"
+#include "jrpc_errors.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -88,18 +89,6 @@ static void on_retry(uv_timer_t *t)
 
 /* ---- URL parsing --------------------------------------------------------- */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int hexval(char c)
 {
@@ -186,7 +175,7 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
     if (at != NULL) {
         const char *colon = memchr(s, ':', (size_t)(at - s));
         if (colon == NULL || colon + 1 == at) {
-            set_err(err, errlen, "--redis: credentials must be user:password@ or :password@");
+            jrpc_errf(err, errlen, "--redis: credentials must be user:password@ or :password@");
             return -EINVAL;
         }
         int rc = 0;
@@ -195,11 +184,11 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
         if (rc == 0)
             rc = pct_decode(colon + 1, (size_t)(at - colon - 1), &r->pass, &r->pass_n);
         if (rc == -ENOMEM) {
-            set_err(err, errlen, "--redis: out of memory");
+            jrpc_errf(err, errlen, "--redis: out of memory");
             return rc;
         }
         if (rc < 0) {
-            set_err(err, errlen, "--redis: bad %%-escape in the credentials");
+            jrpc_errf(err, errlen, "--redis: bad %%-escape in the credentials");
             return rc;
         }
         hp = at + 1;
@@ -211,14 +200,14 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
     if (*hp == '[') {
         const char *rb = memchr(hp, ']', (size_t)(aend - hp));
         if (rb == NULL) {
-            set_err(err, errlen, "--redis: unterminated [IPv6] host");
+            jrpc_errf(err, errlen, "--redis: unterminated [IPv6] host");
             return -EINVAL;
         }
         host = hp + 1;
         host_n = (size_t)(rb - host);
         colon = rb + 1 < aend && rb[1] == ':' ? rb + 1 : NULL;
         if (colon == NULL && rb + 1 != aend) {
-            set_err(err, errlen, "--redis: expected :port after the [IPv6] host");
+            jrpc_errf(err, errlen, "--redis: expected :port after the [IPv6] host");
             return -EINVAL;
         }
         bracketed = true;
@@ -226,26 +215,26 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
         colon = memchr(hp, ':', (size_t)(aend - hp));
         host_n = (size_t)((colon ? colon : aend) - hp);
         if (colon != NULL && memchr(colon + 1, ':', (size_t)(aend - colon - 1)) != NULL) {
-            set_err(err, errlen, "--redis: IPv6 hosts need [brackets]");
+            jrpc_errf(err, errlen, "--redis: IPv6 hosts need [brackets]");
             return -EINVAL;
         }
     }
     if (!host_ok(host, host_n, bracketed)) {
-        set_err(err, errlen, "--redis: missing or invalid host");
+        jrpc_errf(err, errlen, "--redis: missing or invalid host");
         return -EINVAL;
     }
     if (colon == NULL) {
-        set_err(err, errlen, "--redis: missing :port (expected redis://[user:password@]host:port[/db])");
+        jrpc_errf(err, errlen, "--redis: missing :port (expected redis://[user:password@]host:port[/db])");
         return -EINVAL;
     }
     unsigned long port;
     if (parse_num(colon + 1, (size_t)(aend - colon - 1), 65535, &port) < 0 || port == 0) {
-        set_err(err, errlen, "--redis: port must be a number in 1..65535");
+        jrpc_errf(err, errlen, "--redis: port must be a number in 1..65535");
         return -EINVAL;
     }
     r->port = (int)port;
     if ((r->host = strndup(host, host_n)) == NULL) {
-        set_err(err, errlen, "--redis: out of memory");
+        jrpc_errf(err, errlen, "--redis: out of memory");
         return -ENOMEM;
     }
     snprintf(r->target, sizeof r->target, bracketed ? "[%s]:%d" : "%s:%d", r->host, r->port);
@@ -253,7 +242,7 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
     r->db = 0;
     if (*aend == '/' && aend[1] != '\0' &&
         parse_num(aend + 1, strlen(aend + 1), 2147483647UL, &r->db) < 0) {
-        set_err(err, errlen, "--redis: database must be a number (redis://host:port/<db>)");
+        jrpc_errf(err, errlen, "--redis: database must be a number (redis://host:port/<db>)");
         return -EINVAL;
     }
     return 0;
@@ -262,11 +251,11 @@ static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t er
 static int parse_url(jrpc_replay_t *r, const char *url, char *err, size_t errlen)
 {
     if (url == NULL || *url == '\0') {
-        set_err(err, errlen, "--redis: empty URL");
+        jrpc_errf(err, errlen, "--redis: empty URL");
         return -EINVAL;
     }
     if (strpbrk(url, "?# \t\r\n") != NULL) {
-        set_err(err, errlen, "--redis: query, fragment or blanks in the URL are not supported "
+        jrpc_errf(err, errlen, "--redis: query, fragment or blanks in the URL are not supported "
                              "(percent-encode them in a password)");
         return -EINVAL;
     }
@@ -276,22 +265,22 @@ static int parse_url(jrpc_replay_t *r, const char *url, char *err, size_t errlen
         const char *path = url + 7;
         size_t n = strlen(path);
         if (path[0] != '/' || n < 2 || n >= UNIX_PATH_MAX) {
-            set_err(err, errlen, "--redis: expected unix:///absolute/path.sock (under %d bytes)",
+            jrpc_errf(err, errlen, "--redis: expected unix:///absolute/path.sock (under %d bytes)",
                     UNIX_PATH_MAX);
             return -EINVAL;
         }
         if ((r->path = strdup(path)) == NULL) {
-            set_err(err, errlen, "--redis: out of memory");
+            jrpc_errf(err, errlen, "--redis: out of memory");
             return -ENOMEM;
         }
         snprintf(r->target, sizeof r->target, "unix:%s", r->path);
         return 0;
     }
     if (strncmp(url, "rediss://", 9) == 0) {
-        set_err(err, errlen, "--redis: TLS (rediss://) is not supported");
+        jrpc_errf(err, errlen, "--redis: TLS (rediss://) is not supported");
         return -EINVAL;
     }
-    set_err(err, errlen, "--redis: expected redis://[user:password@]host:port[/db] or unix:///path");
+    jrpc_errf(err, errlen, "--redis: expected redis://[user:password@]host:port[/db] or unix:///path");
     return -EINVAL;
 }
 
@@ -587,14 +576,14 @@ jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
                                char *err, size_t errlen)
 {
     assert(loop != NULL && opts != NULL);
-    set_err(err, errlen, "no error");
+    jrpc_errf(err, errlen, "no error");
     if (opts->window_s == 0 || opts->timeout_ms == 0) {
-        set_err(err, errlen, "replay: window_s and timeout_ms must be > 0");
+        jrpc_errf(err, errlen, "replay: window_s and timeout_ms must be > 0");
         return NULL;
     }
     jrpc_replay_t *r = calloc(1, sizeof *r);
     if (r == NULL) {
-        set_err(err, errlen, "replay: out of memory");
+        jrpc_errf(err, errlen, "replay: out of memory");
         return NULL;
     }
     if (parse_url(r, opts->url, err, errlen) < 0) {

@@ -1,5 +1,6 @@
 /* jrpc_curve — see jrpc_curve.h. */
 #include "jrpc_curve.h"
+#include "jrpc_errors.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,18 +25,6 @@
 #define ZAP_MAX_DOMAINS 4
 #define ZAP_READ_BUDGET 64   /* requests per readable callback */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* A Z85 key: exactly 40 characters that decode. */
 static bool z85_key_ok(const char *s, uint8_t raw[JRPC_CURVE_KEY_LEN])
@@ -82,17 +71,17 @@ static int parse_line(char *line, key_line_t *kl, const char *path, unsigned lin
         kl->label = f1;
         kl->key = strtok_r(NULL, ws, &save);
         if (kl->key == NULL) {
-            set_err(err, errlen, "%s:%u: '%s' without a key", path, lineno, f1);
+            jrpc_errf(err, errlen, "%s:%u: '%s' without a key", path, lineno, f1);
             return -EINVAL;
         }
     }
     char *rest = strtok_r(NULL, ws, &save);
     if (rest != NULL && rest[0] != '#') {
-        set_err(err, errlen, "%s:%u: unexpected text after the key", path, lineno);
+        jrpc_errf(err, errlen, "%s:%u: unexpected text after the key", path, lineno);
         return -EINVAL;
     }
     if (!z85_key_ok(kl->key, NULL)) {
-        set_err(err, errlen, "%s:%u: not a Z85 key (40 characters)%s", path, lineno,
+        jrpc_errf(err, errlen, "%s:%u: not a Z85 key (40 characters)%s", path, lineno,
                 kl->label ? "" : " nor a 'public KEY' line");
         return -EINVAL;
     }
@@ -111,7 +100,7 @@ static int read_key_file(const char *path, bool is_secret, line_fn fn, void *arg
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         rc = -errno;
-        set_err(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+        jrpc_errf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
         return rc;
     }
     struct stat st;
@@ -132,7 +121,7 @@ static int read_key_file(const char *path, bool is_secret, line_fn fn, void *arg
     rc = 0;
     if (ferror(f)) {
         rc = -EIO;
-        set_err(err, errlen, "cannot read %s: %s", path, strerror(EIO));
+        jrpc_errf(err, errlen, "cannot read %s: %s", path, strerror(EIO));
     }
 out:
     if (line) {
@@ -153,11 +142,11 @@ static int keypair_line(const key_line_t *kl, void *arg, const char *path, unsig
     else if (kl->label && strcmp(kl->label, "secret") == 0)
         dst = kp->secret_z85;
     if (dst == NULL) {
-        set_err(err, errlen, "%s:%u: expected 'public KEY' or 'secret KEY'", path, lineno);
+        jrpc_errf(err, errlen, "%s:%u: expected 'public KEY' or 'secret KEY'", path, lineno);
         return -EINVAL;
     }
     if (dst[0] != '\0') {
-        set_err(err, errlen, "%s:%u: a second '%s' line", path, lineno, kl->label);
+        jrpc_errf(err, errlen, "%s:%u: a second '%s' line", path, lineno, kl->label);
         return -EINVAL;
     }
     memcpy(dst, kl->key, JRPC_CURVE_Z85_LEN + 1);
@@ -172,18 +161,18 @@ int jrpc_curve_load_keypair(const char *path, jrpc_curve_keypair_t *kp, char *er
         goto out;
     rc = -EINVAL;
     if (kp->public_z85[0] == '\0' || kp->secret_z85[0] == '\0') {
-        set_err(err, errlen, "%s: a keypair file needs a 'public KEY' and a 'secret KEY' line "
+        jrpc_errf(err, errlen, "%s: a keypair file needs a 'public KEY' and a 'secret KEY' line "
                 "(make one with 'jrpc keygen FILE')", path);
         goto out;
     }
     char derived[JRPC_CURVE_Z85_LEN + 1];
     if (zmq_curve_public(derived, kp->secret_z85) != 0) {
         rc = -errno;
-        set_err(err, errlen, "%s: cannot derive the public key: %s", path, zmq_strerror(errno));
+        jrpc_errf(err, errlen, "%s: cannot derive the public key: %s", path, zmq_strerror(errno));
         goto out;
     }
     if (strcmp(derived, kp->public_z85) != 0) {
-        set_err(err, errlen, "%s: the public key is not the secret key's", path);
+        jrpc_errf(err, errlen, "%s: the public key is not the secret key's", path);
         goto out;
     }
     rc = 0;
@@ -203,13 +192,13 @@ static int public_line(const key_line_t *kl, void *arg, const char *path, unsign
 {
     char *z85 = arg;
     if (kl->label == NULL || strcmp(kl->label, "public") != 0) {
-        set_err(err, errlen, "%s:%u: %s", path, lineno,
+        jrpc_errf(err, errlen, "%s:%u: %s", path, lineno,
                 kl->label ? "a secret key: give the public-key file (FILE.pub), not the keypair"
                           : "expected 'public KEY'");
         return -EINVAL;
     }
     if (z85[0] != '\0') {
-        set_err(err, errlen, "%s:%u: a second 'public' line", path, lineno);
+        jrpc_errf(err, errlen, "%s:%u: a second 'public' line", path, lineno);
         return -EINVAL;
     }
     memcpy(z85, kl->key, JRPC_CURVE_Z85_LEN + 1);
@@ -222,7 +211,7 @@ int jrpc_curve_load_public(const char *path, char z85[JRPC_CURVE_Z85_LEN + 1], c
     z85[0] = '\0';
     int rc = read_key_file(path, false, public_line, z85, err, errlen);
     if (rc == 0 && z85[0] == '\0') {
-        set_err(err, errlen, "%s: no 'public KEY' line", path);
+        jrpc_errf(err, errlen, "%s: no 'public KEY' line", path);
         rc = -EINVAL;
     }
     return rc;
@@ -240,7 +229,7 @@ static int allow_line(const key_line_t *kl, void *arg, const char *path, unsigne
 {
     jrpc_curve_allowlist_t *a = arg;
     if (kl->label && strcmp(kl->label, "public") != 0) {
-        set_err(err, errlen, "%s:%u: a secret key in an allowlist: list public keys only",
+        jrpc_errf(err, errlen, "%s:%u: a secret key in an allowlist: list public keys only",
                 path, lineno);
         return -EINVAL;
     }
@@ -248,7 +237,7 @@ static int allow_line(const key_line_t *kl, void *arg, const char *path, unsigne
         size_t cap = a->cap ? a->cap * 2 : 16;
         void *k = realloc(a->keys, cap * sizeof *a->keys);
         if (k == NULL) {
-            set_err(err, errlen, "%s: out of memory", path);
+            jrpc_errf(err, errlen, "%s: out of memory", path);
             return -ENOMEM;
         }
         a->keys = k;
@@ -269,12 +258,12 @@ int jrpc_curve_allowlist_load(const char *path, jrpc_curve_allowlist_t **out, ch
     *out = NULL;
     jrpc_curve_allowlist_t *a = calloc(1, sizeof *a);
     if (a == NULL) {
-        set_err(err, errlen, "%s: out of memory", path);
+        jrpc_errf(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
     int rc = read_key_file(path, false, allow_line, a, err, errlen);
     if (rc == 0 && a->n == 0) {
-        set_err(err, errlen, "%s: no public key in the allowlist", path);
+        jrpc_errf(err, errlen, "%s: no public key in the allowlist", path);
         rc = -EINVAL;
     }
     if (rc < 0) {
@@ -375,25 +364,25 @@ int jrpc_curve_keygen(const char *path, char public_z85[JRPC_CURVE_Z85_LEN + 1],
     char text[160], pubpath[4096];
     int rc;
     if ((size_t)snprintf(pubpath, sizeof pubpath, "%s.pub", path) >= sizeof pubpath) {
-        set_err(err, errlen, "%s: path too long", path);
+        jrpc_errf(err, errlen, "%s: path too long", path);
         return -ENAMETOOLONG;
     }
     if (zmq_curve_keypair(pub, sec) != 0) {
         rc = -errno;
-        set_err(err, errlen, "cannot make a CURVE keypair: %s", zmq_strerror(errno));
+        jrpc_errf(err, errlen, "cannot make a CURVE keypair: %s", zmq_strerror(errno));
         return rc;
     }
     int n = snprintf(text, sizeof text,
                      "# jrpc CURVE keypair: keep it secret (mode 0600)\npublic %s\nsecret %s\n",
                      pub, sec);
     if ((rc = write_new_file(path, text, (size_t)n, 0600)) < 0) {
-        set_err(err, errlen, "cannot write %s: %s%s", path, strerror(-rc),
+        jrpc_errf(err, errlen, "cannot write %s: %s%s", path, strerror(-rc),
                 rc == -EEXIST ? " (not overwriting a key)" : "");
         goto out;
     }
     n = snprintf(text, sizeof text, "public %s\n", pub);
     if ((rc = write_new_file(pubpath, text, (size_t)n, 0644)) < 0) {
-        set_err(err, errlen, "cannot write %s: %s%s", pubpath, strerror(-rc),
+        jrpc_errf(err, errlen, "cannot write %s: %s%s", pubpath, strerror(-rc),
                 rc == -EEXIST ? " (not overwriting a key)" : "");
         unlink(path);
         goto out;

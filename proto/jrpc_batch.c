@@ -268,15 +268,11 @@ static int request(bparse_t *bp, unsigned depth)
             }
             if (rc < 0)
                 return rc;
-            jrpc_jp_skip_ws(j);
-            if (j->p == j->end)
-                return JRPC_JSON_EINCOMPLETE;
-            if (*j->p == '}')
+            if ((rc = jrpc_jp_next(j, '}')) != 0) {
+                if (rc < 0)
+                    return rc;
                 break;
-            if (*j->p != ',')
-                return JRPC_JSON_EMALFORMED;
-            j->p++;
-            jrpc_jp_skip_ws(j);
+            }
         }
     }
     j->p++;
@@ -356,15 +352,11 @@ static int batch(bparse_t *bp)
         if (rc < 0)
             return rc;
         n++;
-        jrpc_jp_skip_ws(j);
-        if (j->p == j->end)
-            return JRPC_JSON_EINCOMPLETE;
-        if (*j->p == ']')
+        if ((rc = jrpc_jp_next(j, ']')) != 0) {
+            if (rc < 0)
+                return rc;
             break;
-        if (*j->p != ',')
-            return JRPC_JSON_EMALFORMED;
-        j->p++;
-        jrpc_jp_skip_ws(j);
+        }
     }
     j->p++;
     if (too_large)

@@ -1,5 +1,18 @@
 #include "jrpc_errors.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
+void jrpc_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 const char *jrpc_error_message(int code)
 {
     switch (code) {

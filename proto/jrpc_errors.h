@@ -24,4 +24,11 @@ enum jrpc_code {
  * unknown codes give "Server error". */
 const char *jrpc_error_message(int code);
 
+#include <stddef.h>
+
+/* Formats a message into err[0..errlen) (nothing when err is NULL or
+ * errlen is 0): how functions that fail at start-up say why. */
+void jrpc_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -483,15 +483,11 @@ static int parse_array(jrpc_jp_t *j, unsigned depth)
             if ((rc = jrpc_jp_value(j, depth)) < 0)
                 return rc;
             count++;
-            jrpc_jp_skip_ws(j);
-            if (j->p == j->end)
-                return JRPC_JSON_EINCOMPLETE;
-            if (*j->p == ']')
+            if ((rc = jrpc_jp_next(j, ']')) != 0) {
+                if (rc < 0)
+                    return rc;
                 break;
-            if (*j->p != ',')
-                return JRPC_JSON_EMALFORMED;
-            j->p++;
-            jrpc_jp_skip_ws(j);
+            }
         }
     }
     j->p++;
@@ -531,15 +527,11 @@ static int parse_object(jrpc_jp_t *j, unsigned depth)
             if ((rc = jrpc_jp_value(j, depth)) < 0)
                 return rc;
             count++;
-            jrpc_jp_skip_ws(j);
-            if (j->p == j->end)
-                return JRPC_JSON_EINCOMPLETE;
-            if (*j->p == '}')
+            if ((rc = jrpc_jp_next(j, '}')) != 0) {
+                if (rc < 0)
+                    return rc;
                 break;
-            if (*j->p != ',')
-                return JRPC_JSON_EMALFORMED;
-            j->p++;
-            jrpc_jp_skip_ws(j);
+            }
         }
     }
     j->p++;

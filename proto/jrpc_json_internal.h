@@ -33,6 +33,24 @@ static inline void jrpc_jp_skip_ws(jrpc_jp_t *j)
     j->p = p;
 }
 
+/* After an element of a container: skips whitespace, then either stops at
+ * the closing byte (returns 1, the byte not consumed) or passes a ',' and
+ * the whitespace after it (returns 0); otherwise JRPC_JSON_EINCOMPLETE or
+ * JRPC_JSON_EMALFORMED. */
+static inline int jrpc_jp_next(jrpc_jp_t *j, char close)
+{
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p == close)
+        return 1;
+    if (*j->p != ',')
+        return JRPC_JSON_EMALFORMED;
+    j->p++;
+    jrpc_jp_skip_ws(j);
+    return 0;
+}
+
 /* Parses one value at j->p (no leading whitespace), depth being the number of
  * containers already open around it; transcodes it to j->w when j->w is set.
  * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding). */
