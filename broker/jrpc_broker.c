@@ -412,6 +412,16 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     if (b == NULL)
         return;
     *self_p = NULL;
+    jrpc_workers_stats_t ws;
+    jrpc_workers_stats(b->workers, &ws);
+    JRPC_LOG(JRPC_LOG_INFO, "broker",
+             "event=stats bodies=%llu calls=%llu timeouts=%llu busy=%llu cancelled=%llu "
+             "redispatched=%llu worker_failed=%llu late=%llu malformed=%llu",
+             (unsigned long long)b->bodies, (unsigned long long)b->calls,
+             (unsigned long long)b->timeouts, (unsigned long long)b->busy,
+             (unsigned long long)b->cancelled, (unsigned long long)ws.redispatched,
+             (unsigned long long)ws.lost, (unsigned long long)ws.late,
+             (unsigned long long)ws.malformed);
     while (b->head) {
         bbatch_t *x = b->head;
         list_remove(b, x);

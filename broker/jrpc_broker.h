@@ -53,8 +53,9 @@ typedef void (*jrpc_reply_fn)(void *ctx, int status, const char *reply, size_t l
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
 
-/* Frees the broker; batches still open are dropped without a reply, so call
- * it after jrpc_broker_drain() has reported an empty broker. */
+/* Logs the counters (event=stats) and frees the broker; batches still open
+ * are dropped without a reply, so call it after jrpc_broker_drain() has
+ * reported an empty broker. */
 void jrpc_broker_destroy(jrpc_broker_t **self_p);
 
 /* Takes one request body (copied; the caller keeps its buffer). With keys,

@@ -15,6 +15,11 @@
 
 #define READ_BUDGET 64   /* client messages per readable callback */
 #define MAX_FRAMES  4    /* delimiter, header, body, and one to detect excess */
+/* ZMQ_SNDHWM/ZMQ_RCVHWM per client connection, in messages (libzmq's default,
+ * set so that it is a decision): a client that stops reading has at most
+ * this many replies queued for it; the next is dropped (docs/RELIABILITY.md). */
+#define CLIENT_HWM  1000
+#define DROP_LOG_MS 1000 /* at most one warn line per second about dropped replies */
 
 struct jrpc_front_zmq {
     void          *sock;     /* ROUTER */
@@ -24,6 +29,10 @@ struct jrpc_front_zmq {
     msgpack_zone   zone;     /* header frame decoding */
     jrpc_buf_t     err;      /* error replies written here */
     uint64_t       dropped;  /* replies the client was not there to take */
+    uint64_t       unread;   /* of those, dropped at the HWM (client not reading) */
+    uint64_t       unread_logged; /* unread at the last warn line */
+    uint64_t       warned_at;     /* uv_now() of the last warn line */
+    uv_loop_t     *loop;
 };
 
 /* Where a reply goes: kept from the request until the broker answers. */
@@ -44,9 +53,22 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, siz
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply bytes=%zu rc=%d", n, rc);
     if (rc < 0) {
         /* EHOSTUNREACH: the client is gone; EAGAIN: it does not read. */
+        int err = errno;
         f->dropped++;
         JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply_dropped error=\"%s\"",
-                 zmq_strerror(errno));
+                 zmq_strerror(err));
+        if (err == EAGAIN) {
+            uint64_t now = uv_now(f->loop);
+            f->unread++;
+            if (f->warned_at == 0 || now - f->warned_at >= DROP_LOG_MS) {
+                JRPC_LOG(JRPC_LOG_WARN, "front_zmq",
+                         "event=reply_dropped reason=client_not_reading hwm=%d dropped=%llu total=%llu",
+                         CLIENT_HWM, (unsigned long long)(f->unread - f->unread_logged),
+                         (unsigned long long)f->unread);
+                f->warned_at = now ? now : 1;
+                f->unread_logged = f->unread;
+            }
+        }
     }
     jrpc_zwatch_kick(&f->watch);
 }
@@ -161,6 +183,7 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     if (f == NULL)
         return NULL;
     f->broker = broker;
+    f->loop = loop;
     msgpack_zone_init(&f->zone, 1024);
     jrpc_buf_init(&f->err);
     f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
@@ -170,6 +193,9 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
+    int hwm = CLIENT_HWM;
+    zmq_setsockopt(f->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     if (curve && jrpc_curve_server(f->sock, curve, "clients") < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
         goto fail;

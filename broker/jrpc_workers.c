@@ -4,7 +4,12 @@
  * sequence number; the high 32 bits are a generation, so an answer for a
  * slot that was since reused is recognised as stale. A queued call waits in
  * its method's FIFO (linked through the slots); a cancelled queued call is
- * skipped when it reaches the head. */
+ * skipped when it reaches the head.
+ *
+ * A slot keeps its method and its (borrowed) params for as long as it lives,
+ * sent or queued, so that a call whose worker is lost can be sent again:
+ * re-dispatch gives the slot a new generation (a new seq), so the lost
+ * worker's seq can never match it again, whatever that worker does later. */
 #include "jrpc_workers.h"
 
 #include <errno.h>
@@ -23,6 +28,10 @@
 #define NIL UINT32_MAX
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
+/* ZMQ_SNDHWM/ZMQ_RCVHWM per worker, in messages. Credit already bounds the
+ * REQUESTs outstanding at a worker, so only a worker that stopped reading
+ * (heartbeats pile up) gets near it; by then liveness has removed it. */
+#define WORKER_HWM 100000
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_SENT };
 
@@ -35,10 +44,13 @@ typedef struct slot {
     uint32_t    index;      /* the owner's index of the call */
     uint32_t    next;       /* free list or method queue link */
     uint8_t     state;      /* SLOT_* */
+    uint8_t     resent;     /* times re-dispatched after losing its worker */
+    uint32_t    flush_no;   /* SLOT_SENT: worker->flushes when added; equal to it
+                               means the REQUEST never left (not delivered) */
     worker_t   *worker;     /* SLOT_SENT: who holds it */
-    method_t   *method;     /* SLOT_QUEUED: whose queue */
-    jrpc_span_t params;     /* SLOT_QUEUED: borrowed from the owner */
-    uint64_t    deadline;   /* SLOT_QUEUED: loop ms, sent as the time left */
+    method_t   *method;     /* its method (queue when SLOT_QUEUED) */
+    jrpc_span_t params;     /* borrowed from the owner until on_done or cancel */
+    uint64_t    deadline;   /* loop ms, sent as the time left */
 } slot_t;
 
 struct method {
@@ -58,8 +70,11 @@ struct worker {
     uint32_t    inflight;   /* calls sent, not answered */
     uint64_t    last_seen;  /* loop ms of its last message */
     bool        draining;   /* sent DISCONNECT: no new calls */
-    method_t  **methods;    /* served */
+    bool        routed;     /* in its methods' worker lists */
+    method_t  **methods;    /* served (kept after unrouting: see idem) */
+    bool       *idem;       /* per method: declared idempotent at READY */
     uint32_t    nmethods;
+    uint32_t    flushes;    /* REQUESTs handed to ZeroMQ successfully */
     jrpc_buf_t  out;        /* REQUEST being built for the next flush */
     uint32_t    out_n;      /* calls in out */
     bool        dead;       /* removed; freed at the end of the turn */
@@ -84,6 +99,8 @@ struct jrpc_workers {
     uint32_t        generation;
     uint32_t        queued, inflight;
     uint64_t        late, malformed;
+    uint64_t        redispatched;  /* calls sent again after losing their worker */
+    uint64_t        lost;          /* calls answered -32004 (worker lost) */
     msgpack_zone    zone;          /* for decoding one frame at a time */
     jrpc_buf_t      scratch;       /* encoding of small messages */
 };
@@ -203,38 +220,75 @@ static int send_to(jrpc_workers_t *w, worker_t *wk, const char *p, size_t n)
     return 0;
 }
 
-static void send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type)
+/* Returns 0, -ENOMEM, or -errno from zmq_send (-EHOSTUNREACH: the peer's
+ * connection is gone). */
+static int send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type)
 {
     jrpc_buf_reset(&w->scratch);
     if ((type == JRPC_WIRE_HEARTBEAT ? jrpc_wire_put_heartbeat(&w->scratch)
                                      : jrpc_wire_put_disconnect(&w->scratch)) < 0)
-        return;
-    if (zmq_send(w->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-        zmq_send(w->sock, w->scratch.p, w->scratch.len, ZMQ_DONTWAIT);
+        return -ENOMEM;
+    if (zmq_send(w->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(w->sock, w->scratch.p, w->scratch.len, ZMQ_DONTWAIT) < 0)
+        return -errno;
+    return 0;
 }
 
-/* Adds one call to the worker's REQUEST under construction. */
-static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i, jrpc_span_t method,
-                           jrpc_span_t params, uint64_t deadline)
+/* Adds call i (its method, params and deadline are in the slot) to the
+ * worker's REQUEST under construction. */
+static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
 {
     slot_t *s = &w->slots[i];
     uint64_t now = now_ms(w);
     /* 0 would mean "no deadline" on the wire: a call already late gets 1. */
-    uint32_t timeout_ms = deadline > now ? (uint32_t)(deadline - now) : 1;
+    uint32_t timeout_ms = s->deadline > now ? (uint32_t)(s->deadline - now) : 1;
     if (wk->out_n == 0) {
         jrpc_buf_reset(&wk->out);
         if (jrpc_wire_put_request_begin(&wk->out) < 0)
             return -ENOMEM;
     }
-    if (jrpc_wire_put_request_call(&wk->out, s->seq, method, params, timeout_ms) < 0)
+    if (jrpc_wire_put_request_call(&wk->out, s->seq, (jrpc_span_t){ s->method->name, s->method->len },
+                                   s->params, timeout_ms) < 0)
         return -ENOMEM;
     wk->out_n++;
     wk->inflight++;
     w->inflight++;
     s->state = SLOT_SENT;
     s->worker = wk;
-    s->method = NULL;
+    s->flush_no = wk->flushes;
     return 0;
+}
+
+/* The live worker serving m with the most free credit, searching from a
+ * rotating start; NULL when all are full. */
+static worker_t *method_pick(method_t *m)
+{
+    worker_t *best = NULL;
+    uint32_t best_free = 0;
+    for (uint32_t k = 0; k < m->nworkers; k++) {
+        worker_t *wk = m->workers[(m->rr + k) % m->nworkers];
+        uint32_t fr = wk->credit - wk->inflight;
+        if (wk->inflight < wk->credit && fr > best_free) {
+            best = wk;
+            best_free = fr;
+        }
+    }
+    m->rr++;
+    return best;
+}
+
+static void queue_push(jrpc_workers_t *w, method_t *m, uint32_t i)
+{
+    slot_t *s = &w->slots[i];
+    s->state = SLOT_QUEUED;
+    s->worker = NULL;
+    s->next = NIL;
+    if (m->qtail == NIL)
+        m->qhead = i;
+    else
+        w->slots[m->qtail].next = i;
+    m->qtail = i;
+    w->queued++;
 }
 
 /* ---- worker lifecycle ---- */
@@ -257,55 +311,114 @@ static void method_remove_worker(method_t *m, worker_t *wk)
     }
 }
 
-/* Answers every queued call of a method that nobody serves any more. */
+/* Answers every queued call of a method that nobody serves any more:
+ * -32601, or -32004 for a call re-dispatched there (it may have run on the
+ * worker that was lost). */
 static void method_fail_queue(jrpc_workers_t *w, method_t *m)
 {
     while (m->qhead != NIL) {
         uint32_t i = m->qhead;
-        m->qhead = w->slots[i].next;
-        if (w->slots[i].owner)
+        slot_t *s = &w->slots[i];
+        m->qhead = s->next;
+        if (s->owner)
             w->queued--;
-        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_METHOD_NOT_FOUND, NULL);
+        if (s->resent && s->owner)
+            w->lost++;
+        slot_finish(w, i, JRPC_DONE_FAILED, s->resent ? JRPC_WORKER_FAILED : JRPC_METHOD_NOT_FOUND,
+                    NULL);
     }
     m->qtail = NIL;
 }
 
-/* Stops routing new calls to wk (DISCONNECT or death). */
+/* Stops routing new calls to wk (DISCONNECT or death). Its method list
+ * stays: worker_kill still needs to know what it declared idempotent. */
 static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
 {
+    if (!wk->routed)
+        return;
+    wk->routed = false;
     for (uint32_t i = 0; i < wk->nmethods; i++) {
         method_t *m = wk->methods[i];
         method_remove_worker(m, wk);
         if (m->nworkers == 0)
             method_fail_queue(w, m);
     }
-    wk->nmethods = 0;
 }
 
-/* Removes a worker: its calls in flight are answered "worker failed". */
+static bool worker_idempotent(const worker_t *wk, const method_t *m)
+{
+    for (uint32_t k = 0; k < wk->nmethods; k++)
+        if (wk->methods[k] == m)
+            return wk->idem[k];
+    return false;
+}
+
+/* Sends call i again, to another live worker serving its method, or queues
+ * it there when all are out of credit (past --max-queue: it was admitted
+ * long ago, and the queue it joins is bounded by the calls in flight). The
+ * slot gets a new seq first, so the worker that lost it can never answer
+ * it. Returns 0, -ENOENT when nobody else serves the method, or -ENOMEM. */
+static int redispatch(jrpc_workers_t *w, uint32_t i)
+{
+    slot_t *s = &w->slots[i];
+    method_t *m = s->method;
+    if (m->nworkers == 0)
+        return -ENOENT;
+    if (++w->generation == 0)
+        w->generation = 1;
+    s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
+    s->resent++;
+    worker_t *best = method_pick(m);
+    if (best)
+        return worker_add_call(w, best, i);
+    queue_push(w, m, i);
+    return 0;
+}
+
+/* Removes a worker. Each call it held is sent again when that cannot run it
+ * twice — the worker declared the method idempotent, or the REQUEST never
+ * left our socket — up to max_redispatch times per call; the others are
+ * answered -32004 at once ("may or may not have run"). */
 static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
 {
     if (wk->dead)
         return;
     wk->dead = true;
     w->nworkers--;
-    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=worker_lost reason=%s inflight=%u workers=%u", why,
-             wk->inflight, w->nworkers);
+    uint32_t held = wk->inflight, resent = 0, failed = 0;
     worker_unroute(w, wk);
     w->inflight -= wk->inflight;
     wk->inflight = 0;
     wk->out_n = 0;
     for (uint32_t i = 0; i < w->nslots; i++) {
         slot_t *s = &w->slots[i];
-        if (s->state == SLOT_SENT && s->worker == wk)
-            slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NULL);
+        if (s->state != SLOT_SENT || s->worker != wk)
+            continue;
+        if (s->owner == NULL) { /* cancelled: nobody waits for it */
+            slot_free(w, i);
+            continue;
+        }
+        bool delivered = s->flush_no != wk->flushes;
+        if ((!delivered || worker_idempotent(wk, s->method)) &&
+            s->resent < w->opts.max_redispatch && redispatch(w, i) == 0) {
+            resent++;
+            continue;
+        }
+        failed++;
+        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NULL);
     }
+    w->redispatched += resent;
+    w->lost += failed;
+    JRPC_LOG(JRPC_LOG_WARN, "workers",
+             "event=worker_lost reason=%s inflight=%u redispatched=%u failed=%u workers=%u", why,
+             held, resent, failed, w->nworkers);
 }
 
 static void worker_free(worker_t *wk)
 {
     jrpc_buf_dispose(&wk->out);
     free(wk->methods);
+    free(wk->idem);
     free(wk);
 }
 
@@ -333,7 +446,7 @@ static void reap(jrpc_workers_t *w)
 /* Moves queued calls to wk while it has credit. */
 static void worker_pull(jrpc_workers_t *w, worker_t *wk)
 {
-    if (wk->draining || wk->dead || wk->nmethods == 0)
+    if (wk->draining || wk->dead || !wk->routed)
         return;
     for (uint32_t k = 0; k < wk->nmethods && wk->inflight < wk->credit; k++) {
         method_t *m = wk->methods[k];
@@ -348,8 +461,7 @@ static void worker_pull(jrpc_workers_t *w, worker_t *wk)
                 continue;
             }
             w->queued--;
-            if (worker_add_call(w, wk, i, (jrpc_span_t){ m->name, m->len }, s->params,
-                                s->deadline) < 0)
+            if (worker_add_call(w, wk, i) < 0)
                 slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
         }
     }
@@ -362,7 +474,10 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
         worker_kill(w, old, "ready_again");
     worker_t *wk = calloc(1, sizeof *wk);
     uint32_t n = m->methods->via.array.size;
-    if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL) {
+    if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL ||
+        (wk->idem = calloc(n, sizeof *wk->idem)) == NULL) {
+        if (wk)
+            free(wk->methods);
         free(wk);
         return;
     }
@@ -388,11 +503,24 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
         mt->workers[mt->nworkers++] = wk;
         wk->methods[wk->nmethods++] = mt;
     }
+    wk->routed = true;
+    uint32_t nidem = 0;
+    for (uint32_t i = 0; m->idempotent && i < m->idempotent->via.array.size; i++) {
+        const msgpack_object_str *s = &m->idempotent->via.array.ptr[i].via.str;
+        method_t *mt = method_find(w, s->ptr, s->size);
+        for (uint32_t j = 0; mt && j < wk->nmethods; j++) {
+            if (wk->methods[j] == mt && !wk->idem[j]) {
+                wk->idem[j] = true;
+                nidem++;
+            }
+        }
+    }
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
-    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_ready credit=%u methods=%u workers=%u",
-             wk->credit, wk->nmethods, w->nworkers);
+    JRPC_LOG(JRPC_LOG_INFO, "workers",
+             "event=worker_ready credit=%u methods=%u idempotent=%u workers=%u", wk->credit,
+             wk->nmethods, nidem, w->nworkers);
     worker_pull(w, wk);
 }
 
@@ -440,7 +568,10 @@ static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const ch
         return;
     }
     if (wk == NULL) {
-        /* Not ours (we restarted, or it timed out): ask it to start over. */
+        /* Not ours (we restarted, or it timed out): ask it to start over.
+         * Its answers are for calls we gave up on or sent elsewhere. */
+        if (m.type == JRPC_WIRE_RESPONSE)
+            w->late += m.nitems;
         if (m.type != JRPC_WIRE_DISCONNECT)
             send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
         return;
@@ -509,11 +640,14 @@ static void on_heartbeat(uv_timer_t *t)
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
         if (wk->dead)
             continue;
+        /* A connection that closed (a killed process) is seen at the next
+         * heartbeat, before the liveness runs out. */
         if (now - wk->last_seen > limit)
             worker_kill(w, wk, "heartbeat_expired");
-        else
-            send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
+        else if (send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT) == -EHOSTUNREACH)
+            worker_kill(w, wk, "unreachable");
     }
+    jrpc_workers_flush(w); /* calls re-dispatched above */
     reap(w);
     jrpc_zwatch_kick(&w->watch);
 }
@@ -544,6 +678,9 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    int hwm = WORKER_HWM;
+    zmq_setsockopt(w->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(w->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
         goto fail;
@@ -577,18 +714,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     method_t *m = method_find(w, method.p, method.n);
     if (m == NULL || m->nworkers == 0)
         return -ENOENT;
-    /* The worker with the most free credit, searching from a rotating start. */
-    worker_t *best = NULL;
-    uint32_t best_free = 0;
-    for (uint32_t k = 0; k < m->nworkers; k++) {
-        worker_t *wk = m->workers[(m->rr + k) % m->nworkers];
-        uint32_t fr = wk->credit - wk->inflight;
-        if (wk->inflight < wk->credit && fr > best_free) {
-            best = wk;
-            best_free = fr;
-        }
-    }
-    m->rr++;
+    worker_t *best = method_pick(m);
     if (best == NULL && w->queued >= w->opts.max_queue)
         return -EBUSY;
     uint32_t i;
@@ -597,24 +723,18 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     slot_t *s = &w->slots[i];
     s->owner = owner;
     s->index = index;
+    s->method = m;
+    s->params = params;
+    s->deadline = deadline;
     *handle = i;
     if (best) {
-        if (worker_add_call(w, best, i, method, params, deadline) < 0) {
+        if (worker_add_call(w, best, i) < 0) {
             slot_free(w, i);
             return -ENOMEM;
         }
         return 0;
     }
-    s->state = SLOT_QUEUED;
-    s->method = m;
-    s->params = params;
-    s->deadline = deadline;
-    if (m->qtail == NIL)
-        m->qhead = i;
-    else
-        w->slots[m->qtail].next = i;
-    m->qtail = i;
-    w->queued++;
+    queue_push(w, m, i);
     return 0;
 }
 
@@ -630,16 +750,28 @@ void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle)
 
 void jrpc_workers_flush(jrpc_workers_t *w)
 {
-    bool sent = false;
-    for (worker_t *wk = w->workers; wk; wk = wk->next) {
-        if (wk->dead || wk->out_n == 0)
-            continue;
-        jrpc_wire_put_request_end(&wk->out, wk->out_n);
-        wk->out_n = 0;
-        int rc = send_to(w, wk, wk->out.p, wk->out.len);
-        sent = true;
-        if (rc < 0) /* EHOSTUNREACH: it is gone; EAGAIN: it stopped reading */
+    bool sent = false, again = true;
+    /* A failed send re-dispatches that worker's calls, possibly to a worker
+     * already passed in this round: go round until nothing is left. Each
+     * round ends with a send or with one worker fewer, so this ends. */
+    while (again) {
+        again = false;
+        for (worker_t *wk = w->workers; wk; wk = wk->next) {
+            if (wk->dead || wk->out_n == 0)
+                continue;
+            jrpc_wire_put_request_end(&wk->out, wk->out_n);
+            wk->out_n = 0;
+            int rc = send_to(w, wk, wk->out.p, wk->out.len);
+            sent = true;
+            if (rc == 0) {
+                wk->flushes++;
+                continue;
+            }
+            /* EHOSTUNREACH: it is gone; EAGAIN: it stopped reading. Either
+             * way ZeroMQ took nothing, so this REQUEST was not delivered. */
             worker_kill(w, wk, rc == -EHOSTUNREACH ? "unreachable" : "send_blocked");
+            again = true;
+        }
     }
     if (sent)
         jrpc_zwatch_kick(&w->watch);
@@ -652,6 +784,8 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->queued = w->queued;
     st->late = w->late;
     st->malformed = w->malformed;
+    st->redispatched = w->redispatched;
+    st->lost = w->lost;
 }
 
 static void on_closed_handle(uv_handle_t *h)

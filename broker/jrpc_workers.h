@@ -5,7 +5,14 @@
  * The module knows nothing of batches or clients: a call is dispatched with
  * an opaque owner pointer and an index, and comes back exactly once through
  * on_done — with the worker's answer, or with an error the module decided
- * (worker lost, method gone) — unless the owner cancelled it first. */
+ * (worker lost, method gone) — unless the owner cancelled it first.
+ *
+ * A worker lost mid-call (heartbeat expiry, connection gone, send refused):
+ * each call it held of a method it declared idempotent at READY, and each
+ * call whose REQUEST never left the socket, is sent again to another worker
+ * serving the method (queued when none has credit), with a new sequence
+ * number, at most max_redispatch times per call; every other call it held
+ * ends JRPC_DONE_FAILED with -32004. */
 #ifndef JRPC_WORKERS_H
 #define JRPC_WORKERS_H
 
@@ -22,6 +29,8 @@ typedef struct jrpc_workers_opts {
     uint32_t    max_queue;     /* calls waiting for credit, all methods together */
     uint32_t    heartbeat_ms;  /* heartbeat interval, both ways */
     uint32_t    liveness;      /* missed heartbeats before a worker is dead */
+    uint32_t    max_redispatch; /* times one call may be sent again after losing
+                                  its worker (idempotent methods); 0: never */
     const struct jrpc_curve_keypair *curve; /* NULL: plain TCP; else the broker's
                                   keypair: CURVE server, ZAP domain "workers"
                                   (bind the ZAP handler first; read only
@@ -71,8 +80,11 @@ typedef struct jrpc_workers_stats {
     uint32_t workers;      /* connected */
     uint32_t inflight;     /* calls at workers */
     uint32_t queued;       /* calls waiting for credit */
-    uint64_t late;         /* answers that came after their call was cancelled */
+    uint64_t late;         /* answers that came after their call was cancelled, or
+                              from a worker already removed */
     uint64_t malformed;    /* frames dropped as malformed */
+    uint64_t redispatched; /* calls sent again after their worker was lost */
+    uint64_t lost;         /* calls answered -32004 because their worker was lost */
 } jrpc_workers_stats_t;
 
 void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);

@@ -44,6 +44,8 @@ static const char usage[] =
     "  --redis-timeout-ms N  a Redis answer later than this fails closed (503) [500]\n"
     "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
     "  --liveness N          missed heartbeats before a worker is dead [3]\n"
+    "  --max-redispatch N    times a call of an idempotent method is sent to another\n"
+    "                        worker after losing its own; 0: never [3]\n"
     "  --curve-secret FILE   the broker's CURVE keypair (jrpc keygen FILE): turns on\n"
     "                        CURVE encryption on the client and worker sockets;\n"
     "                        needs both lists below (no encryption without an\n"
@@ -117,7 +119,7 @@ static void on_signal(uv_signal_t *s, int signum)
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
-enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS };
+enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH };
 
 /* files: --curve-secret, --client-keys, --worker-keys. All three or none
  * (CURVE without an allowlist would let in anyone who knows the broker's
@@ -160,7 +162,7 @@ int main(int argc, char **argv)
         .skew_s = 300,
         .replay = { .url = "redis://127.0.0.1:6379", .timeout_ms = 500 },
         .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
-                     .heartbeat_ms = 1000, .liveness = 3 },
+                     .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3 },
     };
     uint32_t max_body = 1 << 20;
     const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
         { "redis-timeout-ms", required_argument, 0, 'r' },
         { "heartbeat-ms", required_argument, 0, 'H' },
         { "liveness", required_argument, 0, 'L' },
+        { "max-redispatch", required_argument, 0, OPT_MAX_REDISPATCH },
         { "log-level", required_argument, 0, 'l' },
         { "curve-secret", required_argument, 0, OPT_CURVE_SECRET },
         { "client-keys", required_argument, 0, OPT_CLIENT_KEYS },
@@ -222,6 +225,9 @@ int main(int argc, char **argv)
         case 'r': o.replay.timeout_ms = parse_uint("--redis-timeout-ms", optarg, 10, 600000); break;
         case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
         case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
+        case OPT_MAX_REDISPATCH:
+            o.workers.max_redispatch = parse_uint("--max-redispatch", optarg, 0, 255);
+            break;
         case OPT_CURVE_SECRET: curve_files[0] = optarg; break;
         case OPT_CLIENT_KEYS: curve_files[1] = optarg; break;
         case OPT_WORKER_KEYS: curve_files[2] = optarg; break;

@@ -3,7 +3,8 @@
 # entirely when everything is already there.
 set -eu
 pkgs=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
-      libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev redis-server curl python3)
+      libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev redis-server curl python3
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

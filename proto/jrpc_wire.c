@@ -54,16 +54,39 @@ static int put_str(msgpack_packer *pk, const char *p, size_t n)
 int jrpc_wire_put_ready(jrpc_buf_t *out, uint32_t credit, const char *const *methods,
                         size_t nmethods)
 {
+    return jrpc_wire_put_ready_opts(out, credit, methods, nmethods, NULL);
+}
+
+int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const *methods,
+                             size_t nmethods, const jrpc_wire_ready_opts_t *opts)
+{
     assert(credit >= 1 && nmethods >= 1);
     size_t len0 = out->len;
+    bool has_name = opts && opts->name != NULL;
+    bool has_idem = opts && opts->nidempotent > 0;
     msgpack_packer pk;
     packer_init(&pk, out);
-    PACK(put_head(&pk, 4, JRPC_WIRE_READY));
+    PACK(put_head(&pk, has_name || has_idem ? 5 : 4, JRPC_WIRE_READY));
     PACK(msgpack_pack_uint32(&pk, credit));
     PACK(msgpack_pack_array(&pk, nmethods));
     for (size_t i = 0; i < nmethods; i++) {
         assert(methods[i] != NULL && methods[i][0] != '\0');
         PACK(put_str(&pk, methods[i], strlen(methods[i])));
+    }
+    if (!has_name && !has_idem)
+        return 0;
+    PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem));
+    if (has_name) {
+        PACK(put_str(&pk, "name", 4));
+        PACK(put_str(&pk, opts->name, strlen(opts->name)));
+    }
+    if (has_idem) {
+        PACK(put_str(&pk, "idempotent", 10));
+        PACK(msgpack_pack_array(&pk, opts->nidempotent));
+        for (size_t i = 0; i < opts->nidempotent; i++) {
+            assert(opts->idempotent[i] != NULL && opts->idempotent[i][0] != '\0');
+            PACK(put_str(&pk, opts->idempotent[i], strlen(opts->idempotent[i])));
+        }
     }
     return 0;
 nomem:
@@ -485,6 +508,35 @@ static bool is_nonempty_str(const msgpack_object *o)
     return o->type == MSGPACK_OBJECT_STR && o->via.str.size > 0;
 }
 
+static bool key_is(const msgpack_object *k, const char *name);
+
+/* The READY options we know are checked like the header frame's: a known
+ * key with the wrong type, or given twice, is malformed (the broker must
+ * never guess which methods it may run twice); other keys are ignored. */
+static int decode_ready_options(const msgpack_object *options, const msgpack_object **idempotent)
+{
+    bool seen_name = false;
+    for (uint32_t i = 0; i < options->via.map.size; i++) {
+        const msgpack_object *k = &options->via.map.ptr[i].key;
+        const msgpack_object *v = &options->via.map.ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR)
+            return JRPC_WIRE_EMALFORMED;
+        if (key_is(k, "name")) {
+            if (seen_name || v->type != MSGPACK_OBJECT_STR)
+                return JRPC_WIRE_EMALFORMED;
+            seen_name = true;
+        } else if (key_is(k, "idempotent")) {
+            if (*idempotent != NULL || v->type != MSGPACK_OBJECT_ARRAY)
+                return JRPC_WIRE_EMALFORMED;
+            for (uint32_t j = 0; j < v->via.array.size; j++)
+                if (!is_nonempty_str(&v->via.array.ptr[j]))
+                    return JRPC_WIRE_EMALFORMED;
+            *idempotent = v;
+        }
+    }
+    return 0;
+}
+
 static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
 {
     if (a->size < 4)
@@ -498,15 +550,18 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     for (uint32_t i = 0; i < methods->via.array.size; i++)
         if (!is_nonempty_str(&methods->via.array.ptr[i]))
             return JRPC_WIRE_EMALFORMED;
-    const msgpack_object *options = NULL;
+    const msgpack_object *options = NULL, *idempotent = NULL;
     if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {
         if (a->ptr[4].type != MSGPACK_OBJECT_MAP)
             return JRPC_WIRE_EMALFORMED;
         options = &a->ptr[4];
+        if (decode_ready_options(options, &idempotent) < 0)
+            return JRPC_WIRE_EMALFORMED;
     }
     m->credit = (uint32_t)credit;
     m->methods = methods;
     m->options = options;
+    m->idempotent = idempotent;
     return 0;
 }
 

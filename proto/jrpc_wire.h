@@ -39,8 +39,24 @@ typedef uint64_t jrpc_seq_t;
 
 /* ---- encoding: each function appends to out; returns 0 or -ENOMEM ---- */
 
+/* READY with no options: [1, 1, credit, methods]. */
 int jrpc_wire_put_ready(jrpc_buf_t *out, uint32_t credit,
                         const char *const *methods, size_t nmethods);
+
+/* The READY options a worker may send (PROTOCOL.md 2.1). Strings are
+ * borrowed for the call; each non-empty. */
+typedef struct jrpc_wire_ready_opts {
+    const char        *name;         /* "name": for the broker's logs; NULL: not sent */
+    const char *const *idempotent;   /* "idempotent": methods the broker may re-dispatch
+                                        to another worker when this one is lost mid-call */
+    size_t             nidempotent;  /* 0: not sent */
+} jrpc_wire_ready_opts_t;
+
+/* READY with options: [1, 1, credit, methods, {options}]; with opts NULL or
+ * nothing set, the same bytes as jrpc_wire_put_ready(). */
+int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit,
+                             const char *const *methods, size_t nmethods,
+                             const jrpc_wire_ready_opts_t *opts);
 int jrpc_wire_put_heartbeat(jrpc_buf_t *out);
 int jrpc_wire_put_disconnect(jrpc_buf_t *out);
 
@@ -79,6 +95,8 @@ typedef struct jrpc_wire_msg {
     uint32_t credit;                    /* calls the worker can hold at once (>= 1) */
     const msgpack_object *methods;      /* array of str, each non-empty */
     const msgpack_object *options;      /* map, or NULL */
+    const msgpack_object *idempotent;   /* options "idempotent": array of non-empty str,
+                                           or NULL when not sent */
     /* REQUEST and RESPONSE */
     const msgpack_object *items;        /* the items array */
     uint32_t nitems;                    /* >= 1 */
@@ -98,7 +116,9 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
 } jrpc_wire_answer_t;
 
 /* Decodes one frame into m. Objects point into zone and into buf (both must
- * outlive m). READY, HEARTBEAT and DISCONNECT are fully checked here;
+ * outlive m). READY (with its known options: "name" a str, "idempotent" an
+ * array of non-empty str, neither given twice), HEARTBEAT and DISCONNECT are
+ * fully checked here;
  * REQUEST and RESPONSE items are checked by the _item functions.
  * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
 int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);

@@ -9,7 +9,15 @@
  *
  * Answers are gathered per conn into one RESPONSE and flushed when the loop
  * turn that completed them ends (an idle handle), at the end of each read
- * burst, or when the buffer grows large. */
+ * burst, or when the buffer grows large.
+ *
+ * Draining (jrpc_worker_drain): DISCONNECT goes out at once but the sockets
+ * stay open; calls held, and any the broker sent before it read the
+ * DISCONNECT, are served and answered; heartbeats go on so that the broker
+ * does not take a long call for a dead worker. Nothing reconnects: a conn
+ * whose broker is lost or says DISCONNECT is closed (its calls have nobody
+ * to answer to). The worker stops once no live call is left, or when every
+ * live call is past its deadline, or at the drain timeout. */
 #include "jrpc_worker.h"
 
 #include <assert.h>
@@ -34,6 +42,7 @@ typedef struct handler {
     size_t          len;   /* strlen(name) */
     jrpc_handler_fn fn;
     void           *arg;   /* the caller's */
+    unsigned        flags; /* JRPC_WORKER_* */
 } handler_t;
 
 typedef struct conn {
@@ -77,6 +86,7 @@ struct jrpc_worker {
     size_t       nconns;
     uv_timer_t   tick;         /* heartbeats and liveness, every heartbeat_ms */
     uv_idle_t    flush_idle;   /* flushes gathered answers at the end of a turn */
+    uv_timer_t   drain_timer;  /* draining: the timeout, or the latest deadline */
     bool         tick_started;
     msgpack_zone zone;         /* decoded frames; cleared after each */
     jrpc_wcall_t *calls;       /* outstanding calls (doubly linked) */
@@ -84,6 +94,8 @@ struct jrpc_worker {
     size_t       nfree;
     int          nclosing;     /* handles/watchers still closing */
     bool         stopping;     /* jrpc_worker_stop() was called */
+    bool         draining;     /* jrpc_worker_drain(): DISCONNECT sent, finishing calls */
+    uint64_t     drain_until;  /* uv_now() ms when a drain gives up */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
     bool         curve;        /* sockets are CURVE clients */
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
@@ -93,6 +105,7 @@ struct jrpc_worker {
 
 static void conn_flush(conn_t *c);
 static void conn_reset(conn_t *c, const char *why);
+static void drain_check(jrpc_worker_t *w);
 
 /* ---- options ---- */
 
@@ -142,13 +155,18 @@ static int conn_send_ready(conn_t *c)
 {
     jrpc_worker_t *w = c->w;
     int rc = -ENOMEM;
-    const char **names = malloc(w->nhandlers * sizeof *names);
+    /* One array: the methods, then the idempotent ones among them. */
+    const char **names = malloc(2 * w->nhandlers * sizeof *names);
     if (names == NULL)
         goto out;
-    for (size_t i = 0; i < w->nhandlers; i++)
+    jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers };
+    for (size_t i = 0; i < w->nhandlers; i++) {
         names[i] = w->handlers[i].name;
+        if (w->handlers[i].flags & JRPC_WORKER_IDEMPOTENT)
+            names[w->nhandlers + ro.nidempotent++] = w->handlers[i].name;
+    }
     jrpc_buf_reset(&w->tmp);
-    if ((rc = jrpc_wire_put_ready(&w->tmp, w->opts.credit, names, w->nhandlers)) < 0)
+    if ((rc = jrpc_wire_put_ready_opts(&w->tmp, w->opts.credit, names, w->nhandlers, &ro)) < 0)
         goto out;
     rc = conn_send(c, w->tmp.p, w->tmp.len);
 out:
@@ -233,6 +251,13 @@ static void conn_reset(conn_t *c, const char *why)
 {
     if (c->w->stopping)
         return;
+    if (c->w->draining) { /* no new session while leaving: the calls are lost */
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=drain_conn_lost endpoint=%s reason=%s inflight=%u",
+                 c->endpoint, why, c->inflight);
+        conn_close(c, 0);
+        drain_check(c->w);
+        return;
+    }
     conn_close(c, 0);
     int rc = conn_open(c);
     if (rc < 0)
@@ -352,7 +377,9 @@ static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *
             JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=answer_lost endpoint=%s seq=%llu err=nomem",
                      c->endpoint, (unsigned long long)wc->seq);
     }
+    jrpc_worker_t *w = wc->w;
     call_free(wc);
+    drain_check(w);
     return rc;
 }
 
@@ -463,7 +490,7 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
         JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_received endpoint=%s", c->endpoint);
         /* Reconnect at once, but not in a tight loop with a broker that keeps
          * refusing us: at most once per heartbeat interval. */
-        if (now - c->last_reset >= w->opts.heartbeat_ms)
+        if (w->draining || now - c->last_reset >= w->opts.heartbeat_ms)
             conn_reset(c, "disconnect");
         else
             c->reset_due = true;
@@ -589,7 +616,8 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         goto fail_zone;
     uv_timer_init(w->loop, &w->tick);
     uv_idle_init(w->loop, &w->flush_idle);
-    w->tick.data = w->flush_idle.data = w;
+    uv_timer_init(w->loop, &w->drain_timer);
+    w->tick.data = w->flush_idle.data = w->drain_timer.data = w;
     return w;
 fail_zone:
     zmq_ctx_term(w->zctx);
@@ -604,7 +632,13 @@ fail_loop:
 
 int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg)
 {
-    if (method == NULL || method[0] == '\0' || fn == NULL)
+    return jrpc_worker_handle_ex(w, method, fn, arg, 0);
+}
+
+int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg,
+                          unsigned flags)
+{
+    if (method == NULL || method[0] == '\0' || fn == NULL || (flags & ~JRPC_WORKER_IDEMPOTENT))
         return -EINVAL;
     if (w->nconns > 0)
         return -EBUSY;
@@ -618,7 +652,8 @@ int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn,
     char *name = strdup(method);
     if (name == NULL)
         return -ENOMEM;
-    hs[w->nhandlers++] = (handler_t){ .name = name, .len = len, .fn = fn, .arg = arg };
+    hs[w->nhandlers++] = (handler_t){ .name = name, .len = len, .fn = fn, .arg = arg,
+                                      .flags = flags };
     return 0;
 }
 
@@ -683,17 +718,84 @@ void jrpc_worker_stop(jrpc_worker_t *w)
         if (c->sock == NULL)
             continue;
         conn_flush(c);
-        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
-        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u",
-                 c->endpoint, c->inflight);
+        if (!w->draining) { /* a drain sent it already */
+            conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+            JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u",
+                     c->endpoint, c->inflight);
+        }
         /* A broker we never heard from would only make exit wait. */
         conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
     }
     w->stopping = true;
-    w->nclosing += 2;
+    w->nclosing += 3;
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
     uv_close((uv_handle_t *)&w->flush_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&w->drain_timer, on_handle_closed);
     uv_stop(w->loop);
+}
+
+static void on_drain_timer(uv_timer_t *t)
+{
+    drain_check(t->data);
+}
+
+/* Ends the drain when nothing is left to wait for; otherwise arms the
+ * timer for the next moment that may end it. */
+static void drain_check(jrpc_worker_t *w)
+{
+    if (!w->draining || w->stopping)
+        return;
+    uint32_t held = 0;
+    for (size_t i = 0; i < w->nconns; i++)
+        if (w->conns[i]->sock != NULL)
+            held += w->conns[i]->inflight;
+    uint64_t now = uv_now(w->loop);
+    const char *why = NULL;
+    uint64_t latest = 0; /* the latest deadline of a live call */
+    if (held == 0) {
+        why = "done";
+    } else if (now >= w->drain_until) {
+        why = "timeout";
+    } else if (!uv_is_active((uv_handle_t *)&w->drain_timer)) {
+        /* Only when the timer is not armed (at the start, and when it fires):
+         * a walk over the calls on every completion would be quadratic. */
+        for (jrpc_wcall_t *wc = w->calls; wc; wc = wc->next)
+            if (wc->conn->sock != NULL && wc->conn->gen == wc->gen && wc->deadline > latest)
+                latest = wc->deadline;
+        if (latest <= now)
+            why = "deadlines_passed"; /* the broker answered them -32003 already */
+        else
+            uv_timer_start(&w->drain_timer, on_drain_timer,
+                           (latest < w->drain_until ? latest : w->drain_until) - now, 0);
+    }
+    if (why == NULL)
+        return;
+    JRPC_LOG(held ? JRPC_LOG_WARN : JRPC_LOG_INFO, "worker",
+             "event=drained reason=%s abandoned=%u answered=%llu", why, held,
+             (unsigned long long)w->answered);
+    jrpc_worker_stop(w);
+}
+
+void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms)
+{
+    if (w->stopping || w->draining)
+        return;
+    w->draining = true;
+    w->drain_until = uv_now(w->loop) + timeout_ms;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL)
+            continue;
+        if (c->reset_due) { /* the broker does not know this session: nothing to finish */
+            conn_close(c, 0);
+            continue;
+        }
+        conn_flush(c);
+        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u drain=1",
+                 c->endpoint, c->inflight);
+    }
+    drain_check(w);
 }
 
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w)

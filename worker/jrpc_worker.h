@@ -83,6 +83,19 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p);
  * -EEXIST (already registered), -EBUSY (after connect), or -ENOMEM. */
 int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg);
 
+/* The method may run more than once for one call with the same effect as
+ * once (a pure function, a read, a put of a fixed value). Announced in
+ * READY ("idempotent", PROTOCOL.md 2.1): when this worker is lost while it
+ * holds such a call, the broker sends the call to another worker instead of
+ * answering -32004. Do not set it for a method with side effects that add
+ * up (a counter, an append, a payment, a message sent). */
+#define JRPC_WORKER_IDEMPOTENT 1u
+
+/* jrpc_worker_handle() with flags (0 or JRPC_WORKER_IDEMPOTENT); other
+ * bits are -EINVAL. */
+int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg,
+                          unsigned flags);
+
 /* Connects to one broker's worker endpoint ("tcp://host:port", ...) with a
  * DEALER of its own and queues READY; call it once per broker. It does not
  * wait for the broker: ZeroMQ connects (and reconnects) in the background.
@@ -100,6 +113,19 @@ int jrpc_worker_run(jrpc_worker_t *w);
  * dropped (and freed). Safe to call from a handler or a signal watcher on
  * the loop, and more than once. */
 void jrpc_worker_stop(jrpc_worker_t *w);
+
+/* Leaves gracefully: every broker gets DISCONNECT now and routes nothing
+ * new here, while the calls held — and any a broker sent before it read the
+ * DISCONNECT — are still served and their answers sent; heartbeats go on.
+ * Once none is left, jrpc_worker_stop() follows by itself (jrpc_worker_run()
+ * returns). It also follows when every call still held is past its
+ * deadline (the broker no longer waits for it), after timeout_ms at the
+ * latest, or when a broker is lost meanwhile with all the calls it gave.
+ * Calls abandoned that way are dropped when completed, as after a stop; the
+ * broker answers them -32003 or -32004 (or sends them elsewhere when
+ * idempotent). Does not block; a no-op once draining or stopped; call
+ * jrpc_worker_stop() to leave at once. */
+void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms);
 
 /* How many answers the worker has sent, notifications included. */
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w);

@@ -1,5 +1,6 @@
 /* jrpc-worker — the demo worker: serves the methods of the JSON-RPC 2.0
- * specification's examples, plus echo and sleep, on libjrpc-worker. */
+ * specification's examples, plus echo, sleep and slow_update, on
+ * libjrpc-worker. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -19,7 +20,7 @@
 
 static const char usage[] =
     "Usage: jrpc-worker [--connect ENDPOINT]... [--credit N] [--heartbeat-ms N]\n"
-    "                   [--liveness N] [--log-level LEVEL]\n"
+    "                   [--liveness N] [--drain-timeout-ms N] [--log-level LEVEL]\n"
     "                   [--curve-secret FILE --broker-key FILE] [--help]\n"
     "\n"
     "Serves the demo methods to one or more jrpc brokers over ZeroMQ.\n"
@@ -31,6 +32,8 @@ static const char usage[] =
     "  --heartbeat-ms N    heartbeat interval in ms, 10..60000 (default 1000)\n"
     "  --liveness N        silent intervals before a broker counts as dead and the\n"
     "                      worker reconnects, 1..100 (default 3)\n"
+    "  --drain-timeout-ms N on SIGTERM, how long to wait at most for the calls\n"
+    "                      held to finish, 0..86400000 (default 30000)\n"
     "  --log-level LEVEL   debug, info, warn or error (default info); params are\n"
     "                      never logged\n"
     "  --curve-secret FILE this worker's CURVE keypair (jrpc keygen FILE); its\n"
@@ -51,8 +54,16 @@ static const char usage[] =
     "  echo         returns its params unchanged (null when absent)\n"
     "  sleep        {\"ms\": N}, 0 <= N <= 600000: answers N after N ms, without\n"
     "               holding up other calls\n"
+    "  slow_update  {\"ms\": N}: like update, answers null after N ms\n"
     "\n"
-    "SIGINT/SIGTERM: sends DISCONNECT to every broker and exits 0.\n"
+    "Idempotent (the broker may re-run them on another worker when this one is\n"
+    "lost mid-call): subtract, sum, add, get_data, echo, sleep. Not idempotent:\n"
+    "update, slow_update, notify_hello, notify_sum (they stand for calls with\n"
+    "effects; a lost call of theirs is answered -32004, never run twice).\n"
+    "\n"
+    "SIGINT/SIGTERM: sends DISCONNECT to every broker (no new calls come), lets\n"
+    "the calls held finish and be answered (at most --drain-timeout-ms, or until\n"
+    "their deadlines pass), then exits 0. A second signal exits at once.\n"
     "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage.\n";
 
 /* ---- numbers ---- */
@@ -192,6 +203,7 @@ typedef struct sleeper {
     uv_timer_t      timer;
     jrpc_wcall_t   *call;
     uint64_t        ms;    /* the answer */
+    bool            null;  /* slow_update: answer null instead */
     struct sleeper *prev;  /* pending list */
     struct sleeper *next;
 } sleeper_t;
@@ -217,14 +229,15 @@ static void on_sleep_done(uv_timer_t *t)
 {
     sleeper_t *s = t->data;
     sleeper_unlink(s);
-    msgpack_pack_uint64(jrpc_wcall_result(s->call), s->ms);
+    if (!s->null)
+        msgpack_pack_uint64(jrpc_wcall_result(s->call), s->ms);
     jrpc_wcall_finish(s->call);
     uv_close((uv_handle_t *)&s->timer, on_sleeper_closed);
 }
 
-static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+static void start_sleep(jrpc_wcall_t *call, const msgpack_object *params, jrpc_worker_t *w,
+                        bool null)
 {
-    jrpc_worker_t *w = arg;
     const msgpack_object *ms = jrpc_wire_map_get(params, "ms");
     if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SLEEP_MAX_MS)
         { invalid_params(call); return; }
@@ -235,6 +248,7 @@ static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
     }
     s->call = call;
     s->ms = ms->via.u64;
+    s->null = null;
     uv_timer_init(jrpc_worker_loop(w), &s->timer);
     s->timer.data = s;
     s->next = sleepers;
@@ -244,8 +258,18 @@ static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
     uv_timer_start(&s->timer, on_sleep_done, s->ms, 0);
 }
 
+static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    start_sleep(call, params, arg, false);
+}
+
+static void m_slow_update(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    start_sleep(call, params, arg, true);
+}
+
 /* Completes (the worker drops the answers once stopped) and closes every
- * pending sleep. */
+ * sleep still pending when the worker has stopped (a drain that timed out). */
 static void cancel_sleepers(void)
 {
     while (sleepers) {
@@ -263,16 +287,24 @@ typedef struct app {
     jrpc_worker_t *w;
     uv_signal_t    sigint;
     uv_signal_t    sigterm;
+    uint32_t       drain_timeout_ms;
+    int            signals;   /* received so far */
 } app_t;
 
+/* First signal: drain (the run returns when the calls held are answered);
+ * second: stop at once. The watchers are closed after the run. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     app_t *app = h->data;
-    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%s", signum == SIGINT ? "INT" : "TERM");
-    jrpc_worker_stop(app->w);
-    cancel_sleepers();
-    uv_close((uv_handle_t *)&app->sigint, NULL);
-    uv_close((uv_handle_t *)&app->sigterm, NULL);
+    const char *name = signum == SIGINT ? "INT" : "TERM";
+    if (app->signals++ == 0) {
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
+                 app->drain_timeout_ms);
+        jrpc_worker_drain(app->w, app->drain_timeout_ms);
+    } else {
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
+        jrpc_worker_stop(app->w);
+    }
 }
 
 /* ---- flags ---- */
@@ -299,6 +331,7 @@ int main(int argc, char **argv)
         { "credit",       required_argument, NULL, 'n' },
         { "heartbeat-ms", required_argument, NULL, 'b' },
         { "liveness",     required_argument, NULL, 'l' },
+        { "drain-timeout-ms", required_argument, NULL, 'D' },
         { "log-level",    required_argument, NULL, 'L' },
         { "curve-secret", required_argument, NULL, 'S' },
         { "broker-key",   required_argument, NULL, 'K' },
@@ -314,6 +347,7 @@ int main(int argc, char **argv)
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char broker_public[JRPC_CURVE_Z85_LEN + 1];
     int status = 1;
+    uint32_t drain_timeout_ms = 30000;
     jrpc_worker_t *w = NULL;
     if (endpoints == NULL)
         goto out;
@@ -326,6 +360,9 @@ int main(int argc, char **argv)
         case 'n': rc = parse_uint("--credit", optarg, 1, 1000000, &opts.credit); break;
         case 'b': rc = parse_uint("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
         case 'l': rc = parse_uint("--liveness", optarg, 1, 100, &opts.liveness); break;
+        case 'D':
+            rc = parse_uint("--drain-timeout-ms", optarg, 0, 86400000, &drain_timeout_ms);
+            break;
         case 'L':
             if ((rc = jrpc_log_set_level(optarg)) < 0)
                 fprintf(stderr, "jrpc-worker: --log-level must be debug, info, warn or error, not '%s'\n",
@@ -382,13 +419,18 @@ int main(int argc, char **argv)
         JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"%s\"", strerror(errno));
         goto out;
     }
-    static const struct { const char *name; jrpc_handler_fn fn; } methods[] = {
-        { "subtract", m_subtract }, { "sum", m_sum },       { "add", m_add },
-        { "get_data", m_get_data }, { "update", m_null },   { "notify_hello", m_null },
-        { "notify_sum", m_null },   { "echo", m_echo },     { "sleep", m_sleep },
+    /* Idempotent: running one twice gives the same answer and no extra
+     * effect. update and notify_* stand for calls with effects. */
+    enum { IDEM = JRPC_WORKER_IDEMPOTENT };
+    static const struct { const char *name; jrpc_handler_fn fn; unsigned flags; } methods[] = {
+        { "subtract", m_subtract, IDEM }, { "sum", m_sum, IDEM },
+        { "add", m_add, IDEM },           { "get_data", m_get_data, IDEM },
+        { "echo", m_echo, IDEM },         { "sleep", m_sleep, IDEM },
+        { "update", m_null, 0 },          { "slow_update", m_slow_update, 0 },
+        { "notify_hello", m_null, 0 },    { "notify_sum", m_null, 0 },
     };
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
-        if (jrpc_worker_handle(w, methods[i].name, methods[i].fn, w) < 0)
+        if (jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags) < 0)
             goto out;
     }
     for (size_t i = 0; i < nendpoints; i++) {
@@ -403,14 +445,18 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    app_t app = { .w = w };
+    app_t app = { .w = w, .drain_timeout_ms = drain_timeout_ms };
     uv_signal_init(jrpc_worker_loop(w), &app.sigint);
     uv_signal_init(jrpc_worker_loop(w), &app.sigterm);
     app.sigint.data = app.sigterm.data = &app;
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
     int rc = jrpc_worker_run(w);
-    /* Run the close callbacks of the signal watchers and sleepers. */
+    /* Sleeps a drain gave up on; then run the close callbacks of the signal
+     * watchers and sleepers. */
+    cancel_sleepers();
+    uv_close((uv_handle_t *)&app.sigint, NULL);
+    uv_close((uv_handle_t *)&app.sigterm, NULL);
     uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
     status = rc < 0 ? 1 : 0;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,

@@ -213,6 +213,101 @@ static void test_ready_round_trip(void **state)
     jrpc_buf_dispose(&b);
 }
 
+/* READY options: what jrpc_wire_put_ready_opts writes decodes back, no
+ * options is byte-identical to jrpc_wire_put_ready, and the known keys are
+ * type-checked (the broker must never guess what it may run twice). */
+static void test_ready_options(void **state)
+{
+    static const char *const idem[] = { "sum", "echo" };
+    jrpc_buf_t a, b;
+    jrpc_buf_init(&a);
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_ready(&a, 8, demo_methods, 3), 0);
+    jrpc_wire_ready_opts_t none = { 0 };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, demo_methods, 3, &none), 0);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.p, b.p, a.len);
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, demo_methods, 3, NULL), 0);
+    assert_memory_equal(a.p, b.p, a.len);
+    jrpc_buf_dispose(&a);
+
+    jrpc_buf_reset(&b);
+    jrpc_wire_ready_opts_t o = { .name = "w7", .idempotent = idem, .nidempotent = 2 };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, demo_methods, 3, &o), 0);
+    frame_t f;
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_int_equal(f.m.type, JRPC_WIRE_READY);
+    assert_non_null(f.m.options);
+    assert_true(str_eq(jrpc_wire_map_get(f.m.options, "name"), "w7"));
+    assert_non_null(f.m.idempotent);
+    assert_int_equal(f.m.idempotent->via.array.size, 2);
+    assert_true(str_eq(&f.m.idempotent->via.array.ptr[0], "sum"));
+    assert_true(str_eq(&f.m.idempotent->via.array.ptr[1], "echo"));
+    frame_dispose(&f);
+    /* Every truncation of it is malformed, never a crash. */
+    for (size_t n = 0; n < b.len; n++)
+        assert_int_not_equal(check_bytes(b.p, n), 0);
+    jrpc_buf_dispose(&b);
+
+    /* Only idempotent, and an empty list. */
+    jrpc_buf_init(&b);
+    o = (jrpc_wire_ready_opts_t){ .idempotent = idem, .nidempotent = 1 };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 1, demo_methods, 1, &o), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_null(jrpc_wire_map_get(f.m.options, "name"));
+    assert_int_equal(f.m.idempotent->via.array.size, 1);
+    frame_dispose(&f);
+    jrpc_buf_dispose(&b);
+
+    /* Options by hand: {key: value} with each bad value; ok says which fit. */
+    enum { IDEM_STR, IDEM_INT_ELEM, IDEM_EMPTY_ELEM, IDEM_TWICE, NAME_INT, NAME_TWICE,
+           NONSTR_KEY, IDEM_EMPTY_ARRAY, UNKNOWN_KEY, NCASES };
+    for (int c = 0; c < NCASES; c++) {
+        msgpack_packer pk;
+        pk_init(&pk, &b);
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_int(&pk, 1);
+        msgpack_pack_int(&pk, JRPC_WIRE_READY);
+        msgpack_pack_int(&pk, 4);
+        msgpack_pack_array(&pk, 1);
+        pk_str(&pk, "m");
+        bool ok = false;
+        switch (c) {
+        case IDEM_STR:
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "idempotent"); pk_str(&pk, "m"); break;
+        case IDEM_INT_ELEM:
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "idempotent");
+            msgpack_pack_array(&pk, 2); pk_str(&pk, "m"); msgpack_pack_int(&pk, 1); break;
+        case IDEM_EMPTY_ELEM:
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "idempotent");
+            msgpack_pack_array(&pk, 1); pk_str(&pk, ""); break;
+        case IDEM_TWICE:
+            msgpack_pack_map(&pk, 2);
+            pk_str(&pk, "idempotent"); msgpack_pack_array(&pk, 1); pk_str(&pk, "m");
+            pk_str(&pk, "idempotent"); msgpack_pack_array(&pk, 0); break;
+        case NAME_INT:
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "name"); msgpack_pack_int(&pk, 3); break;
+        case NAME_TWICE:
+            msgpack_pack_map(&pk, 2); pk_str(&pk, "name"); pk_str(&pk, "a");
+            pk_str(&pk, "name"); pk_str(&pk, "b"); break;
+        case NONSTR_KEY:
+            msgpack_pack_map(&pk, 1); msgpack_pack_int(&pk, 1); pk_str(&pk, "m"); break;
+        case IDEM_EMPTY_ARRAY:
+            ok = true;
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "idempotent"); msgpack_pack_array(&pk, 0); break;
+        case UNKNOWN_KEY:
+            ok = true;
+            msgpack_pack_map(&pk, 1); pk_str(&pk, "later"); msgpack_pack_int(&pk, 3); break;
+        }
+        int rc = check_buf(&b);
+        if (rc != (ok ? 0 : JRPC_WIRE_EMALFORMED))
+            fail_msg("case %d: rc %d", c, rc);
+    }
+}
+
 static void test_bare_round_trip(void **state)
 {
     for (int type = JRPC_WIRE_HEARTBEAT; type <= JRPC_WIRE_DISCONNECT; type++) {
@@ -1287,6 +1382,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_round_trip),
+        cmocka_unit_test(test_ready_options),
         cmocka_unit_test(test_bare_round_trip),
         cmocka_unit_test(test_request_round_trip),
         cmocka_unit_test(test_response_round_trip),

@@ -1,0 +1,212 @@
+/* fuzz_wire — libFuzzer target for the worker-frame decoder (proto/jrpc_wire).
+ *
+ * Each input is one ZeroMQ frame as a worker (or the broker) would send it:
+ *  - jrpc_wire_decode(), then every item with jrpc_wire_request_item() or
+ *    jrpc_wire_response_item(); READY's methods and options are walked;
+ *  - a decoded REQUEST call is re-encoded with the encoder and decoded again:
+ *    seq, method, timeout and the params' bytes must survive the round trip;
+ *  - RESPONSE answers are fed, as the broker does, to a small parsed batch
+ *    (call seq % ncalls, first answer wins) with jrpc_batch_answer_result()
+ *    or jrpc_batch_answer_error_obj(); the reply must be valid JSON;
+ *  - params and results that jrpc_json_write_msgpack() accepts must come out
+ *    as valid JSON;
+ *  - the same bytes go through jrpc_wire_decode_header() (client header frame).
+ * A broken invariant is an abort(), which libFuzzer reports as a crash. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <msgpack.h>
+
+#include "jrpc_batch.h"
+#include "jrpc_json.h"
+#include "jrpc_wire.h"
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "fuzz_wire: invariant failed: %s (%s:%d)\n", #cond,      \
+                    __FILE__, __LINE__);                                             \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char batch_body[] =
+    "[{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":[1],\"id\":1},"
+    "{\"jsonrpc\":\"2.0\",\"method\":\"b\",\"id\":\"x\"},"
+    "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{}},"
+    "{\"jsonrpc\":\"2.0\",\"method\":\"c\",\"id\":null}]";
+
+static int buf_write(void *d, const char *p, size_t n)
+{
+    return jrpc_buf_append(d, p, n) < 0 ? -1 : 0;
+}
+
+/* A value jrpc_json_write_msgpack() accepts must be valid JSON. */
+static void check_json_form(const msgpack_object *o)
+{
+    jrpc_buf_t j;
+    jrpc_buf_init(&j);
+    int rc = jrpc_json_write_msgpack(&j, o, JRPC_WIRE_MAX_DEPTH);
+    CHECK(rc == 0 || rc == JRPC_JSON_EUNREPR || rc == JRPC_JSON_EDEPTH);
+    if (rc == 0)
+        CHECK(jrpc_json_validate(j.p, j.len, JRPC_WIRE_MAX_DEPTH) == 0);
+    else
+        CHECK(j.len == 0);
+    jrpc_buf_dispose(&j);
+}
+
+/* Re-encodes one REQUEST call and decodes it again. */
+static void request_round_trip(const jrpc_wire_call_t *c)
+{
+    jrpc_buf_t pb, fb;
+    jrpc_buf_init(&pb);
+    jrpc_buf_init(&fb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &pb, buf_write);
+    if (c->params->type != MSGPACK_OBJECT_NIL)
+        CHECK(msgpack_pack_object(&pk, *c->params) == 0);
+    jrpc_span_t params = { pb.p, pb.len };
+    CHECK(jrpc_wire_put_request_begin(&fb) == 0);
+    CHECK(jrpc_wire_put_request_call(&fb, c->seq, c->method, params, c->timeout_ms) == 0);
+    jrpc_wire_put_request_end(&fb, 1);
+
+    msgpack_zone z;
+    CHECK(msgpack_zone_init(&z, 256));
+    jrpc_wire_msg_t m;
+    jrpc_wire_call_t c2;
+    CHECK(jrpc_wire_decode(fb.p, fb.len, &z, &m) == 0);
+    CHECK(m.type == JRPC_WIRE_REQUEST && m.nitems == 1);
+    CHECK(jrpc_wire_request_item(&m, 0, &c2) == 0);
+    CHECK(c2.seq == c->seq && c2.timeout_ms == c->timeout_ms);
+    CHECK(c2.method.n == c->method.n && memcmp(c2.method.p, c->method.p, c->method.n) == 0);
+    CHECK(c2.params->type == c->params->type);
+    if (c->params->type != MSGPACK_OBJECT_NIL) { /* the same bytes once packed again */
+        jrpc_buf_t pb2;
+        jrpc_buf_init(&pb2);
+        msgpack_packer pk2;
+        msgpack_packer_init(&pk2, &pb2, buf_write);
+        CHECK(msgpack_pack_object(&pk2, *c2.params) == 0);
+        CHECK(pb2.len == pb.len && memcmp(pb2.p, pb.p, pb.len) == 0);
+        jrpc_buf_dispose(&pb2);
+    }
+    msgpack_zone_destroy(&z);
+    jrpc_buf_dispose(&fb);
+    jrpc_buf_dispose(&pb);
+}
+
+static void feed_response(const jrpc_wire_msg_t *m)
+{
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    jrpc_batch_t b;
+    jrpc_batch_init(&b);
+    CHECK(jrpc_batch_parse(&b, batch_body, sizeof batch_body - 1, &lim) == 0);
+    CHECK(b.ncalls == 4 && b.is_array);
+    bool done[4] = { false };
+    for (uint32_t i = 0; i < m->nitems; i++) {
+        jrpc_wire_answer_t a;
+        int rc = jrpc_wire_response_item(m, i, &a);
+        CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED);
+        if (rc < 0)
+            continue;
+        CHECK(a.seq != 0 && a.value != NULL);
+        CHECK(!a.is_error || a.value->type == MSGPACK_OBJECT_MAP);
+        if (!a.is_error)
+            check_json_form(a.value);
+        uint32_t k = (uint32_t)(a.seq % b.ncalls);
+        if (done[k])
+            continue;
+        done[k] = true;
+        if (a.is_error)
+            CHECK(jrpc_batch_answer_error_obj(&b, k, a.value) == 0);
+        else
+            CHECK(jrpc_batch_answer_result(&b, k, a.value) == 0);
+    }
+    for (uint32_t k = 0; k < b.ncalls; k++)
+        if (!done[k])
+            CHECK(jrpc_batch_answer_error(&b, k, -32603, "no answer") == 0);
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    CHECK(jrpc_batch_write_reply(&b, &out) == 0);
+    int rc = jrpc_json_validate(out.p, out.len, JRPC_WIRE_MAX_DEPTH);
+    if (rc != 0) {
+        fprintf(stderr, "fuzz_wire: reply is not JSON (%d): %.*s\n", rc,
+                (int)(out.len > 2000 ? 2000 : out.len), out.p);
+        abort();
+    }
+    jrpc_buf_dispose(&out);
+    jrpc_batch_dispose(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* An exact-size copy: an over-read past the frame trips ASan. */
+    char *buf = malloc(size ? size : 1);
+    CHECK(buf != NULL);
+    memcpy(buf, data, size);
+    msgpack_zone zone;
+    CHECK(msgpack_zone_init(&zone, 1024));
+
+    jrpc_wire_msg_t m;
+    int rc = jrpc_wire_decode(buf, size, &zone, &m);
+    CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED || rc == JRPC_WIRE_EVERSION);
+    if (rc == 0) {
+        switch (m.type) {
+        case JRPC_WIRE_READY:
+            CHECK(m.credit >= 1 && m.methods != NULL && m.methods->type == MSGPACK_OBJECT_ARRAY);
+            for (uint32_t i = 0; i < m.methods->via.array.size; i++)
+                CHECK(m.methods->via.array.ptr[i].type == MSGPACK_OBJECT_STR &&
+                      m.methods->via.array.ptr[i].via.str.size > 0);
+            CHECK(m.options == NULL || m.options->type == MSGPACK_OBJECT_MAP);
+            (void)jrpc_wire_map_get(m.options, "max_params");
+            break;
+        case JRPC_WIRE_REQUEST:
+            CHECK(m.nitems >= 1 && m.items != NULL);
+            for (uint32_t i = 0; i < m.nitems; i++) {
+                jrpc_wire_call_t c;
+                rc = jrpc_wire_request_item(&m, i, &c);
+                CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED);
+                if (rc < 0)
+                    continue;
+                CHECK(c.seq != 0 && c.method.n > 0 && c.params != NULL);
+                check_json_form(c.params);
+                request_round_trip(&c);
+            }
+            break;
+        case JRPC_WIRE_RESPONSE:
+            CHECK(m.nitems >= 1 && m.items != NULL);
+            feed_response(&m);
+            break;
+        case JRPC_WIRE_HEARTBEAT:
+        case JRPC_WIRE_DISCONNECT:
+            break;
+        default:
+            CHECK(!"unknown message type decoded");
+        }
+    }
+
+    msgpack_zone_clear(&zone);
+    jrpc_wire_header_t h;
+    rc = jrpc_wire_decode_header(buf, size, &zone, &h);
+    CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED);
+    if (rc == 0) { /* what decoded must encode and decode to the same fields */
+        jrpc_buf_t hb;
+        jrpc_buf_init(&hb);
+        CHECK(jrpc_wire_put_header(&hb, &h) == 0);
+        msgpack_zone z2;
+        CHECK(msgpack_zone_init(&z2, 256));
+        jrpc_wire_header_t h2;
+        CHECK(jrpc_wire_decode_header(hb.p, hb.len, &z2, &h2) == 0);
+        CHECK(h2.timestamp == h.timestamp && h2.timeout_ms == h.timeout_ms);
+        CHECK(h2.key.n == h.key.n && h2.nonce.n == h.nonce.n &&
+              h2.signature.n == h.signature.n && h2.traceparent.n == h.traceparent.n);
+        msgpack_zone_destroy(&z2);
+        jrpc_buf_dispose(&hb);
+    }
+
+    msgpack_zone_destroy(&zone);
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/.
+
+  python3 tests/fuzz/make_corpus.py [JSONTESTSUITE_DIR]
+
+body/: the JSON-RPC 2.0 specification's examples, a few batches and edge
+cases, plus small files of JSONTestSuite (MIT, see corpus/body/LICENSE).
+http/: POSTs as clients send them (Content-Length, chunked, pipelined,
+100-continue, HTTP/1.0 keep-alive) and a few request-smuggling attempts.
+wire/: one frame of each worker-protocol message type (PROTOCOL.md), and
+client header frames, packed here by hand (no msgpack module needed).
+Run it again after changing it; the fuzzers never write into the tree."""
+import os, shutil, struct, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus")
+
+# ---- body -------------------------------------------------------------------
+SPEC = [
+    '{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}',
+    '{"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2}',
+    '{"jsonrpc": "2.0", "method": "subtract", "params": {"subtrahend": 23, "minuend": 42}, "id": 3}',
+    '{"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 42, "subtrahend": 23}, "id": 4}',
+    '{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}',
+    '{"jsonrpc": "2.0", "method": "foobar"}',
+    '{"jsonrpc": "2.0", "method": "foobar", "id": "1"}',
+    '{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]',
+    '{"jsonrpc": "2.0", "method": 1, "params": "bar"}',
+    '[\n  {"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},\n'
+    '  {"jsonrpc": "2.0", "method"\n]',
+    '[]',
+    '[1]',
+    '[1,2,3]',
+    '[\n {"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},\n'
+    ' {"jsonrpc": "2.0", "method": "notify_hello", "params": [7]},\n'
+    ' {"jsonrpc": "2.0", "method": "subtract", "params": [42,23], "id": "2"},\n'
+    ' {"foo": "boo"},\n'
+    ' {"jsonrpc": "2.0", "method": "foo.get", "params": {"name": "myself"}, "id": "5"},\n'
+    ' {"jsonrpc": "2.0", "method": "get_data", "id": "9"}\n]',
+    '[\n {"jsonrpc": "2.0", "method": "notify_sum", "params": [1,2,4]},\n'
+    ' {"jsonrpc": "2.0", "method": "notify_hello", "params": [7]}\n]',
+]
+EXTRA = [
+    '{"jsonrpc":"2.0","method":"echo","params":{"a":[1,-2,3.5,1e300,-0,"\\u00e9\\ud83d\\ude00",true,false,null]},"id":1.0}',
+    '{"jsonrpc":"2\\u002e0","method":"e\\u0063ho","params":[],"id":"\\"q\\""}',
+    '{"jsonrpc":"2.0","method":"rpc.discover","id":7}',
+    '{"jsonrpc":"2.0","method":"rpc.ping"}',
+    '{"jsonrpc":"2.0","method":"x","id":1,"id":2}',
+    '{"jsonrpc":"2.0","method":"x","params":[1e400],"id":1}',
+    '{"jsonrpc":"2.0","method":"x","params":[18446744073709551615,-9223372036854775808,18446744073709551616],"id":null}',
+    '{"jsonrpc":"2.0","method":"","id":1}',
+    '{"jsonrpc":"2.0","method":"x","params":' + '[' * 70 + ']' * 70 + ',"id":1}',
+    '[{"jsonrpc":"2.0","method":"a","id":1},{"jsonrpc":"2.0","method":"b","params":{"k":{"k":[{}]}},"id":[1]},'
+    '{"jsonrpc":"1.0","method":"c","id":{}},{"jsonrpc":"2.0","method":"d","unknown":1,"id":"z"}]',
+    ' \t\r\n{"id":-1,"params":{"x":"\\u0000\\u001f\\\\\\/\\b\\f\\n\\r\\t"},"method":"m","jsonrpc":"2.0"} ',
+    '\xef\xbb\xbf{"jsonrpc":"2.0","method":"bom","id":1}',
+]
+
+JTS_MAX = 64  # bytes: only small JSONTestSuite files
+
+
+def body(jts):
+    d = os.path.join(OUT, "body")
+    os.makedirs(d, exist_ok=True)
+    for i, s in enumerate(SPEC):
+        open(os.path.join(d, "spec-%02d.json" % i), "wb").write(s.encode("latin-1"))
+    for i, s in enumerate(EXTRA):
+        open(os.path.join(d, "edge-%02d.json" % i), "wb").write(s.encode("latin-1"))
+    if jts and os.path.isdir(os.path.join(jts, "test_parsing")):
+        src = os.path.join(jts, "test_parsing")
+        names = sorted(n for n in os.listdir(src) if os.path.getsize(os.path.join(src, n)) <= JTS_MAX)
+        # A handful of each kind (y_ accepted, n_ refused, i_ either).
+        picked = []
+        for kind in ("y_", "n_", "i_"):
+            picked += [n for n in names if n.startswith(kind)][::12][:12]
+        for n in picked:
+            shutil.copy(os.path.join(src, n), os.path.join(d, "jts-" + n))
+        shutil.copy(os.path.join(jts, "LICENSE"), os.path.join(d, "LICENSE"))
+
+
+# ---- http -------------------------------------------------------------------
+def post(b, extra="", path="/", ver="1.1", te=False):
+    if te:
+        chunks = "%x\r\n%s\r\n0\r\n\r\n" % (len(b), b) if b else "0\r\n\r\n"
+        return ("POST %s HTTP/%s\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n%s\r\n%s" % (path, ver, extra, chunks))
+    return ("POST %s HTTP/%s\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n%s\r\n%s" % (path, ver, len(b.encode()), extra, b))
+
+
+ECHO = '{"jsonrpc":"2.0","method":"echo","params":[1,"a",{"b":null}],"id":1}'
+LATE = '{"jsonrpc":"2.0","method":"late","id":2}'
+FAIL = '{"jsonrpc":"2.0","method":"fail","params":{},"id":3}'
+NOTE = '{"jsonrpc":"2.0","method":"echo"}'
+BATCH = '[%s,%s,%s,%s,{"jsonrpc":"2.0","method":"nope","id":4}]' % (ECHO, LATE, FAIL, NOTE)
+
+
+def http():
+    d = os.path.join(OUT, "http")
+    os.makedirs(d, exist_ok=True)
+    seeds = {
+        "cl": post(ECHO),
+        "cl-rpc": post(LATE, path="/rpc"),
+        "cl-batch": post(BATCH),
+        "notification-204": post(NOTE),
+        "chunked": post(BATCH, te=True),
+        "chunked-split": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json; charset=utf-8\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n5\r\n[{\"js\r\n%x;ext=1\r\n%s\r\n0\r\nTrailer: 1\r\n\r\n"
+                          % (len(BATCH) - 6, BATCH[6:])),
+        "pipelined": post(ECHO) + post(LATE) + post(FAIL, te=True) + post(NOTE) + post(BATCH),
+        "pipelined-20": post(LATE) * 20,
+        "continue": post(ECHO, extra="Expect: 100-continue\r\n"),
+        "http10": post(ECHO, ver="1.0"),
+        "http10-keepalive": post(ECHO, ver="1.0", extra="Connection: keep-alive\r\n") + post(LATE, ver="1.0"),
+        "close": post(ECHO, extra="Connection: close\r\n") + post(LATE),
+        "timeout-hdr": post(LATE, extra="X-JRPC-Timeout-Ms: 5\r\n"),
+        "signed-hdrs": post(ECHO, extra="X-JRPC-Key: k1\r\nX-JRPC-Timestamp: 1700000000\r\n"
+                                        "X-JRPC-Nonce: abc\r\nX-JRPC-Signature: 00ff\r\n"),
+        "get": "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "head": "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "wrong-ct": post(ECHO).replace("application/json", "text/plain"),
+        # The harness runs the front with --max-body 4096, --max-header-bytes 2048.
+        "413-cl": post(ECHO).replace("Content-Length: %d" % len(ECHO), "Content-Length: 70000"),
+        "413-chunked": post("[" + "1," * 2100 + "1]", te=True),
+        "431": "POST / HTTP/1.1\r\nHost: x\r\nX-Pad: " + "a" * 2100 + "\r\n\r\n",
+        "incomplete-body": post(ECHO)[:-10],
+        # Smuggling attempts: each must be refused or read one way only.
+        "smuggle-cl-te": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + post(ECHO)),
+        "smuggle-te-cl": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n5\r\n[1,2]\r\n0\r\n\r\n"),
+        "smuggle-2cl": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 2\r\nContent-Length: 40\r\n\r\n[]" + post(ECHO)),
+        "smuggle-te-obfuscated": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  "Transfer-Encoding : chunked\r\nTransfer-Encoding: xchunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n"),
+        "smuggle-bare-lf": ("POST / HTTP/1.1\nHost: x\nContent-Type: application/json\n"
+                            "Transfer-Encoding: chunked\n\n2\n[]\n0\n\n"),
+        "smuggle-chunk-ext-lf": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n2;a\nx\r\n[]\r\n0\r\n\r\n"),
+        "smuggle-obs-fold": ("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Transfer-Encoding: identity\r\n chunked\r\nContent-Length: 2\r\n\r\n[]"),
+        "upgrade": post(ECHO, extra="Connection: Upgrade\r\nUpgrade: websocket\r\n") + post(LATE),
+    }
+    for name, s in seeds.items():
+        open(os.path.join(d, name + ".http"), "wb").write(s.encode("latin-1"))
+
+
+# ---- wire (msgpack by hand) --------------------------------------------------
+def mp(v):
+    if v is None:
+        return b"\xc0"
+    if v is True:
+        return b"\xc3"
+    if v is False:
+        return b"\xc2"
+    if isinstance(v, int):
+        if 0 <= v < 128:
+            return bytes([v])
+        if v >= 0:
+            return b"\xcf" + struct.pack(">Q", v)
+        if v >= -32:
+            return struct.pack(">b", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, bytes):
+        return b"\xc4" + bytes([len(v)]) + v
+    if isinstance(v, str):
+        e = v.encode()
+        return (bytes([0xa0 | len(e)]) if len(e) < 32 else b"\xd9" + bytes([len(e)])) + e
+    if isinstance(v, list):
+        return bytes([0x90 | len(v)]) + b"".join(mp(x) for x in v)
+    if isinstance(v, dict):
+        return bytes([0x80 | len(v)]) + b"".join(mp(k) + mp(x) for k, x in v.items())
+    raise TypeError(v)
+
+
+def wire():
+    d = os.path.join(OUT, "wire")
+    os.makedirs(d, exist_ok=True)
+    params = [42, -23, 1.5, "s", None, True, {"k": [1]}]
+    seeds = {
+        "ready": mp([1, 1, 64, ["echo", "sum", "subtract"]]),
+        "ready-opts": mp([1, 1, 1, ["a"], {"name": "w1", "idempotent": ["a"]}]),
+        "request": mp([1, 2, [[1, "echo", params, 30000], [2, "sum", None, 5], [3, "x", {"a": 1}, 0]]]),
+        "response": mp([1, 3, [[1, 0, params], [2, 1, {"code": -32602, "message": "Invalid params",
+                                                         "data": [1]}], [3, 0, None], [4, 0, b"bin"]]]),
+        "response-bad-error": mp([1, 3, [[5, 1, {"code": 1.5, "message": "m"}], [6, 1, {"message": "m"}]]]),
+        "heartbeat": mp([1, 4]),
+        "disconnect": mp([1, 5]),
+        "version-2": mp([2, 4]),
+        "array32-uint64": b"\xdd\x00\x00\x00\x02\xcf" + struct.pack(">Q", 1) + b"\xcc\x04",
+        "deep": mp([1, 3, [[1, 0, None]]])[:-1] + b"\x91" * 200 + b"\xc0",
+        "header": mp({"key": "k1", "timestamp": 1700000000, "nonce": "n", "signature": "00ff",
+                      "timeout_ms": 500, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+        "header-dup": b"\x82\xa3key\xa1a\xa3key\xa1b",
+        "ext-str32": b"\x93\x01\x03\x91\x93\x07\x00\xd6\x01" + b"abcd",
+    }
+    for name, s in seeds.items():
+        open(os.path.join(d, name + ".mp"), "wb").write(s)
+
+
+if __name__ == "__main__":
+    jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../../../shared/testdata/jsontestsuite")
+    body(jts)
+    http()
+    wire()

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A short fuzz run: builds the libFuzzer targets with clang (ASan + UBSan) in
+# build-fuzz and runs each for SECONDS (default 60) on a copy of its seed
+# corpus, so nothing is ever written into the tree. Prints, per target, the
+# executions, exec/s, corpus size reached and crashes; exits non-zero when any
+# target crashed, leaked, timed out or ran out of memory (the reproducer is
+# kept under build-fuzz/fuzz-run/TARGET/, and its path printed).
+#
+#   bash tests/fuzz/run.sh [SECONDS]
+#   JRPC_FUZZ_BUILD=dir JRPC_FUZZ_TARGETS="body wire" bash tests/fuzz/run.sh 600
+set -u
+secs=${1:-60}
+cd "$(dirname "$0")/../.."
+src=$PWD
+build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
+targets=${JRPC_FUZZ_TARGETS:-body http wire}
+
+if ! command -v clang >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null |
+        grep -q 'install ok installed'; then
+    echo "fuzz: installing clang"
+    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq clang libclang-rt-14-dev >/dev/null ||
+        { echo "fuzz: cannot install clang"; exit 1; }
+fi
+
+echo "fuzz: building in $build"
+bins=()
+for t in $targets; do bins+=(--target "jrpc-fuzz-$t"); done
+if ! { CC=clang cmake -S "$src" -B "$build" -DJRPC_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+       cmake --build "$build" -j"$(nproc)" "${bins[@]}" >"$build/fuzz-build.log" 2>&1; }; then
+    grep -E 'error|warning' "$build/fuzz-build.log" | head -40
+    echo "fuzz: build failed"
+    exit 1
+fi
+
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+failed=0
+printf '%-6s %12s %8s %10s %8s %s\n' target executions exec/s corpus crashes result
+for t in $targets; do
+    work=$build/fuzz-run/$t
+    rm -rf "$work"
+    mkdir -p "$work/corpus" "$work/artifacts"
+    cp -r "$src/tests/fuzz/corpus/$t/." "$work/corpus/"
+    log=$work/fuzz.log
+    (cd "$work" && "$build/bin/jrpc-fuzz-$t" -max_total_time="$secs" -timeout=5 -rss_limit_mb=2048 \
+        -dict="$src/tests/fuzz/$t.dict" -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+        corpus >"$log" 2>&1)
+    rc=$?
+    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -1)
+    rate=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log" | tail -1)
+    corp=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -1 | cut -d' ' -f2)
+    crashes=$(find "$work/artifacts" -type f | wc -l)
+    result=ok
+    if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
+        result="FAILED (exit $rc)"
+        failed=$((failed + 1))
+    fi
+    printf '%-6s %12s %8s %10s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${corp:-?}" "$crashes" "$result"
+    if [ "$result" != ok ]; then
+        grep -E 'ERROR|SUMMARY|invariant|not JSON|no valid HTTP|not finished|Test unit written' "$log" | head -20
+        find "$work/artifacts" -type f | sed 's/^/  reproducer: /'
+        echo "  log: $log"
+    fi
+done
+[ $failed -eq 0 ] && echo "fuzz: no crashes" || echo "fuzz: $failed target(s) failed"
+[ $failed -eq 0 ]
