@@ -26,6 +26,7 @@
 #include "jrpc_zwatch.h"
 
 #define NIL UINT32_MAX
+#define MAX_GRACE_METHODS 4096  /* method entries the start-up grace may create */
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
 /* ZMQ_SNDHWM/ZMQ_RCVHWM per worker, in messages. Credit already bounds the
@@ -99,6 +100,8 @@ struct jrpc_workers {
     uint32_t        generation;
     uint32_t        queued, inflight;
     uint64_t        late, malformed;
+    uint64_t        grace_until;   /* loop ms; 0 once the start-up grace is over */
+    uint32_t        nmethods;      /* entries in mtab */
     uint64_t        redispatched;  /* calls sent again after losing their worker */
     uint64_t        lost;          /* calls answered -32004 (worker lost) */
     msgpack_zone    zone;          /* for decoding one frame at a time */
@@ -145,7 +148,21 @@ static method_t *method_get(jrpc_workers_t *w, const char *name, size_t len)
     uint32_t b = hash(name, len) & (w->mtab_size - 1);
     m->next = w->mtab[b];
     w->mtab[b] = m;
+    w->nmethods++;
     return m;
+}
+
+static void method_fail_queue(jrpc_workers_t *w, method_t *m);
+
+/* Ends the start-up grace: calls still waiting for a method that no worker
+ * has declared are answered "method not found". */
+static void grace_end(jrpc_workers_t *w)
+{
+    w->grace_until = 0;
+    for (uint32_t b = 0; b < w->mtab_size; b++)
+        for (method_t *m = w->mtab[b]; m; m = m->next)
+            if (m->nworkers == 0 && m->qhead != NIL)
+                method_fail_queue(w, m);
 }
 
 /* ---- slots ---- */
@@ -637,6 +654,8 @@ static void on_heartbeat(uv_timer_t *t)
     jrpc_workers_t *w = t->data;
     uint64_t now = now_ms(w);
     uint64_t limit = (uint64_t)w->opts.heartbeat_ms * w->opts.liveness;
+    if (w->grace_until && now >= w->grace_until)
+        grace_end(w);
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
         if (wk->dead)
             continue;
@@ -696,6 +715,7 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     uv_timer_init(loop, &w->heartbeat);
     w->heartbeat.data = w;
     uv_timer_start(&w->heartbeat, on_heartbeat, opts->heartbeat_ms, opts->heartbeat_ms);
+    w->grace_until = now_ms(w) + (uint64_t)opts->heartbeat_ms * opts->liveness;
     JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s curve=%s", opts->endpoint,
              opts->curve ? "on" : "off");
     return w;
@@ -712,8 +732,15 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
                           uint64_t deadline, void *owner, uint32_t index, uint32_t *handle)
 {
     method_t *m = method_find(w, method.p, method.n);
-    if (m == NULL || m->nworkers == 0)
-        return -ENOENT;
+    if (m == NULL || m->nworkers == 0) {
+        /* Right after a (re)start the workers have not announced themselves
+         * yet: a call waits for them (queued) instead of -32601, until the
+         * grace ends. Entries made for names nobody serves are capped. */
+        if (w->grace_until == 0 || (m == NULL && w->nmethods >= MAX_GRACE_METHODS))
+            return -ENOENT;
+        if (m == NULL && (m = method_get(w, method.p, method.n)) == NULL)
+            return -ENOMEM;
+    }
     worker_t *best = method_pick(m);
     if (best == NULL && w->queued >= w->opts.max_queue)
         return -EBUSY;

@@ -59,7 +59,10 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p);
 /* Routes one call (method, msgpack params) to a worker that serves it, or
  * queues it when all such workers are out of credit. The REQUEST leaves at
  * the next jrpc_workers_flush(), together with the other calls for the same
- * worker. On success *handle identifies the call for jrpc_workers_cancel().
+ * worker. For heartbeat_ms × liveness after start (the time workers take to
+ * find a restarted broker), a call for a method no worker has declared yet
+ * is queued rather than refused; at the end of that grace it gets -32601.
+ * On success *handle identifies the call for jrpc_workers_cancel().
  * deadline (loop ms) travels to the worker as the time left when the call is
  * sent. method and params are borrowed until on_done or cancel.
  * Returns 0, -ENOENT when no connected

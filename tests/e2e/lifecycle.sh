@@ -17,10 +17,14 @@ e2e_wait_workers 1
 check "worker started after the broker is used at once" '{"jsonrpc":"2.0","result":3,"id":1}' \
     "$(send '{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}')"
 
-e2e_restart_broker --heartbeat-ms 200
-e2e_wait_workers 1
-check "restarted broker is used by the running worker" '{"jsonrpc":"2.0","result":5,"id":2}' \
+# Sent the moment the new broker listens, before the worker has found it:
+# the call waits out the start-up grace (heartbeat x liveness) for the
+# worker, instead of -32601.
+e2e_restart_broker --heartbeat-ms 200 --liveness 10
+check "restarted broker: a call before the worker is back waits for it" \
+    '{"jsonrpc":"2.0","result":5,"id":2}' \
     "$(send '{"jsonrpc":"2.0","method":"add","params":[2,3],"id":2}')"
+e2e_wait_workers 1
 check "the worker was not restarted" 0 "$(kill -0 "$W1" 2>/dev/null; echo $?)"
 
 # A worker killed while it holds a call: the call fails at once (heartbeat
