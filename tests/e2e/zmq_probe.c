@@ -4,12 +4,16 @@
  *
  * Each group of FRAME arguments (groups separated by "--") is sent as one
  * multipart message on the same socket, then one reply is awaited (unless
- * --no-reply) and printed, one line per frame: "<index>:<bytes>". A FRAME is
+ * --no-reply) and printed, one line per frame: "<index>:<bytes>"; with
+ * --hold-ms N the socket stays open N ms after the last send without reading
+ * (a client that stopped reading its answers); --repeat N sends the groups
+ * N times (with --no-reply), --rcvhwm N sets ZMQ_RCVHWM. A FRAME is
  * literal text, "@empty" for an empty frame, or "@hex:<hex digits>".
  * Exit status: 0, 2 when a reply did not come in time or on bad usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 static int hexval(char c)
@@ -22,7 +26,7 @@ static int hexval(char c)
 
 static int send_frame(void *s, const char *arg, int more)
 {
-    char buf[4096];
+    static char buf[65536];
     size_t n = 0;
     if (strcmp(arg, "@empty") == 0) {
         n = 0;
@@ -45,7 +49,7 @@ static int send_frame(void *s, const char *arg, int more)
 int main(int argc, char **argv)
 {
     const char *type = "dealer", *url = NULL;
-    int timeout = 5000, want_reply = 1, i = 1;
+    int timeout = 5000, want_reply = 1, hold_ms = 0, repeat = 1, rcvhwm = -1, i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0 && argv[i][2]; i++) {
         if (strcmp(argv[i], "--type") == 0 && i + 1 < argc)
             type = argv[++i];
@@ -55,6 +59,12 @@ int main(int argc, char **argv)
             timeout = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-reply") == 0)
             want_reply = 0;
+        else if (strcmp(argv[i], "--hold-ms") == 0 && i + 1 < argc)
+            hold_ms = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+            repeat = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--rcvhwm") == 0 && i + 1 < argc)
+            rcvhwm = atoi(argv[++i]);
         else
             break;
     }
@@ -68,11 +78,21 @@ int main(int argc, char **argv)
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &timeout, sizeof timeout);
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    if (rcvhwm >= 0)
+        zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     if (zmq_connect(s, url) != 0) {
         fprintf(stderr, "zmq_probe: connect %s: %s\n", url, zmq_strerror(zmq_errno()));
         return 2;
     }
-    int status = 0;
+    int status = 0, first = i;
+    for (int r = 1; r < repeat && !want_reply; r++) { /* --repeat: the groups again, unread */
+        for (int k = first; k < argc; k++) {
+            if (strcmp(argv[k], "--") == 0)
+                continue;
+            if (send_frame(s, argv[k], k + 1 < argc && strcmp(argv[k + 1], "--") != 0) < 0)
+                return 2;
+        }
+    }
     while (i < argc) {
         int end = i;
         while (end < argc && strcmp(argv[end], "--") != 0)
@@ -99,6 +119,10 @@ int main(int argc, char **argv)
             more = zmq_msg_more(&m);
             zmq_msg_close(&m);
         }
+    }
+    if (hold_ms > 0) {
+        struct timespec ts = { hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
     }
 out:
     if (status != 0) /* otherwise let what we sent leave first */
