@@ -182,7 +182,9 @@ static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_o
     settle(b, x);
 }
 
-static void expire(jrpc_broker_t *b, bbatch_t *x)
+/* Takes every call of x still out back from the workers (their late answers
+ * will be dropped); with code != 0, answers those still owed an answer. */
+static void withdraw(jrpc_broker_t *b, bbatch_t *x, int code)
 {
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         if (x->handles[i] == NO_HANDLE)
@@ -190,10 +192,17 @@ static void expire(jrpc_broker_t *b, bbatch_t *x)
         jrpc_workers_cancel(b->workers, x->handles[i]);
         x->handles[i] = NO_HANDLE;
         x->outstanding--;
-        if (!x->req.calls[i].notification && !x->req.calls[i].answered)
+        if (code == 0)
+            continue;
+        if (code == JRPC_TIMEOUT && !x->req.calls[i].notification && !x->req.calls[i].answered)
             b->timeouts++;
-        answer_code(x, i, JRPC_TIMEOUT, NULL);
+        answer_code(x, i, code, NULL);
     }
+}
+
+static void expire(jrpc_broker_t *b, bbatch_t *x)
+{
+    withdraw(b, x, JRPC_TIMEOUT);
     settle(b, x);
 }
 
@@ -351,13 +360,7 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
         x->cancelled = true;
         return;
     }
-    for (uint32_t i = 0; i < x->req.ncalls; i++) {
-        if (x->handles[i] == NO_HANDLE)
-            continue;
-        jrpc_workers_cancel(b->workers, x->handles[i]);
-        x->handles[i] = NO_HANDLE;
-        x->outstanding--;
-    }
+    withdraw(b, x, 0);
     settle(b, x);
 }
 
