@@ -1,0 +1,666 @@
+/* jrpc-bench — load and latency for a jrpc broker (issue 6, first version).
+ *
+ * C connections, each a thread with its own blocking jrpc_client_t. Closed
+ * loop (default): each keeps one batch in flight. Open loop (--rate R): a
+ * fixed total rate of R batches/s; each thread sends on its own schedule
+ * (C/R seconds apart, offset per thread) and latency is measured from the
+ * scheduled send time, not the actual one, so a stalled server is charged
+ * for the batches it delayed (coordinated omission corrected, as wrk2 does).
+ *
+ * Every reply is parsed: error objects are counted by code, and every id
+ * sent ("<thread>-<seq>-<i>", notifications have none) must come back
+ * exactly once. Results of batches sent during the warm-up are discarded. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "jrpc_buf.h"
+#include "jrpc_client.h"
+#include "jrpc_json.h"
+
+#define MAX_CONNECTIONS 1024
+#define MAX_BATCH       100000
+#define MAX_CODES       64
+
+typedef struct {
+    int code;
+    uint64_t n;
+} code_count_t;
+
+typedef struct {
+    code_count_t v[MAX_CODES];
+    int n;
+    uint64_t other;  /* codes beyond MAX_CODES distinct ones */
+} codes_t;
+
+static void codes_add(codes_t *c, int code, uint64_t n)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->v[i].code == code) {
+            c->v[i].n += n;
+            return;
+        }
+    if (c->n == MAX_CODES) {
+        c->other += n;
+        return;
+    }
+    c->v[c->n++] = (code_count_t){ code, n };
+}
+
+/* Options. */
+static const char *o_url;
+static int o_batch = 100;
+static const char *o_method = "add";
+static const char *o_params = "[1,2]";
+static double o_notify, o_invalid, o_sleep;
+static int o_sleep_ms = 10;
+static int o_conns = 4;
+static double o_duration = 10, o_warmup = 1, o_rate;
+static int o_timeout_ms = 10000;
+static char *o_key_id, *o_secret;
+static int o_json;
+
+/* Shared. */
+static double t_start, t_warm, t_end;      /* monotonic seconds */
+static atomic_uint_least64_t g_batches, g_fails;  /* for the progress line */
+
+typedef struct {
+    int idx;
+    pthread_t tid;
+    int create_error;
+    hist_t batch_h, call_h;
+    uint64_t batches, calls, expected_ids, lost, duplicated, unexpected;
+    uint64_t fails, rejected, bad_replies;
+    codes_t codes;       /* JSON-RPC error codes */
+    codes_t fail_codes;  /* transport failures by -errno */
+    char last_fail[256];
+    double finished;
+} worker_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double t)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_nsec = 999999999L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 2685821657736338717ull;
+}
+
+static double rnd_unit(uint64_t *s)
+{
+    return (double)(rnd_next(s) >> 11) / 9007199254740992.0;
+}
+
+/* ---- reply parsing ----------------------------------------------------- */
+
+static size_t skip_ws(const char *p, size_t i, size_t n)
+{
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* The end of the JSON value starting at p[i] (the reply has been produced by
+ * the broker, but this stays in bounds on anything). */
+static size_t skip_value(const char *p, size_t i, size_t n)
+{
+    int depth = 0;
+    for (; i < n; i++) {
+        char ch = p[i];
+        if (ch == '"') {
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\')
+                    i++;
+            if (depth == 0)
+                return i + 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0)
+                return i;  /* end of the enclosing container */
+            if (--depth == 0)
+                return i + 1;
+        } else if (depth == 0 && (ch == ',' || ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')) {
+            return i;
+        }
+    }
+    return n;
+}
+
+/* One reply object p[0..n): counts its error code and marks its id. */
+static void take_response(worker_t *w, const char *p, size_t n, uint64_t seq, unsigned char *seen,
+                          int nsent)
+{
+    jrpc_span_t v;
+    if (jrpc_json_member(p, n, "error", &v) == 0) {
+        jrpc_span_t c;
+        if (jrpc_json_member(v.p, v.n, "code", &c) == 0) {
+            char tmp[32];
+            size_t k = c.n < sizeof tmp - 1 ? c.n : sizeof tmp - 1;
+            memcpy(tmp, c.p, k);
+            tmp[k] = 0;
+            codes_add(&w->codes, (int)strtol(tmp, NULL, 10), 1);
+        } else {
+            w->bad_replies++;
+        }
+    }
+    if (jrpc_json_member(p, n, "id", &v) != 0) {
+        w->bad_replies++;
+        return;
+    }
+    if (v.n == 4 && memcmp(v.p, "null", 4) == 0)
+        return;  /* an error about a request whose id could not be read */
+    int t;
+    unsigned long long s;
+    int i, used = 0;
+    char tmp[96];
+    if (v.n >= sizeof tmp) {
+        w->unexpected++;
+        return;
+    }
+    memcpy(tmp, v.p, v.n);
+    tmp[v.n] = 0;
+    if (sscanf(tmp, "\"%d-%llu-%d\"%n", &t, &s, &i, &used) != 3 || (size_t)used != v.n ||
+        t != w->idx || s != seq || i < 0 || i >= nsent) {
+        w->unexpected++;
+        return;
+    }
+    if (seen[i] < 255)
+        seen[i]++;
+}
+
+/* ---- the connection thread ------------------------------------------- */
+
+static void build_batch(jrpc_buf_t *b, int idx, uint64_t seq, uint64_t *rng, unsigned char *has_id,
+                        int *nid)
+{
+    char tmp[160];
+    jrpc_buf_reset(b);
+    if (o_batch > 1)
+        jrpc_buf_putc(b, '[');
+    *nid = 0;
+    for (int i = 0; i < o_batch; i++) {
+        if (i)
+            jrpc_buf_putc(b, ',');
+        double r = rnd_unit(rng);
+        int notify = 0;
+        if (r < o_notify) {
+            notify = 1;
+            jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":\"");
+            jrpc_buf_puts(b, o_method);
+            jrpc_buf_puts(b, "\",\"params\":");
+            jrpc_buf_puts(b, o_params);
+        } else if (r < o_notify + o_invalid) {
+            /* Invalid Request (-32600): a method that is not a string. */
+            jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":1");
+        } else if (r < o_notify + o_invalid + o_sleep) {
+            snprintf(tmp, sizeof tmp, "{\"jsonrpc\":\"2.0\",\"method\":\"sleep\",\"params\":{\"ms\":%d}",
+                     o_sleep_ms);
+            jrpc_buf_puts(b, tmp);
+        } else {
+            jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":\"");
+            jrpc_buf_puts(b, o_method);
+            jrpc_buf_puts(b, "\",\"params\":");
+            jrpc_buf_puts(b, o_params);
+        }
+        if (notify) {
+            jrpc_buf_putc(b, '}');
+            has_id[i] = 0;
+        } else {
+            snprintf(tmp, sizeof tmp, ",\"id\":\"%d-%" PRIu64 "-%d\"}", idx, seq, i);
+            jrpc_buf_puts(b, tmp);
+            has_id[i] = 1;
+            (*nid)++;
+        }
+    }
+    if (o_batch > 1)
+        jrpc_buf_putc(b, ']');
+}
+
+static void *conn_main(void *arg)
+{
+    worker_t *w = arg;
+    jrpc_client_opts_t opts = { .timeout_ms = o_timeout_ms };
+    jrpc_client_t *c = jrpc_client_new(o_url, &opts);
+    if (!c) {
+        w->create_error = errno ? errno : EINVAL;
+        return NULL;
+    }
+    if (o_key_id && jrpc_client_set_key(c, o_key_id, o_secret) < 0) {
+        w->create_error = EINVAL;
+        jrpc_client_destroy(&c);
+        return NULL;
+    }
+    jrpc_buf_t body, reply;
+    jrpc_buf_init(&body);
+    jrpc_buf_init(&reply);
+    unsigned char *has_id = calloc((size_t)o_batch, 1), *seen = calloc((size_t)o_batch, 1);
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->idx + 1);
+    double interval = o_rate > 0 ? (double)o_conns / o_rate : 0;
+    double next = t_start + (o_rate > 0 ? interval * w->idx / o_conns : 0);
+    for (uint64_t seq = 0;; seq++) {
+        double sched;
+        if (o_rate > 0) {
+            sched = next;
+            next += interval;
+            if (sched >= t_end)
+                break;
+            if (sched > now_s())
+                sleep_until(sched);
+        } else {
+            sched = now_s();
+            if (sched >= t_end)
+                break;
+        }
+        int nid;
+        build_batch(&body, w->idx, seq, &rng, has_id, &nid);
+        int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
+        double done = now_s();
+        int measured = sched >= t_warm;
+        atomic_fetch_add(&g_batches, 1);
+        if (rc < 0) {
+            atomic_fetch_add(&g_fails, 1);
+            if (measured) {
+                w->fails++;
+                codes_add(&w->fail_codes, rc, 1);
+                snprintf(w->last_fail, sizeof w->last_fail, "%s", jrpc_client_last_error(c));
+            }
+            continue;
+        }
+        if (!measured)
+            continue;
+        uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
+        w->batches++;
+        w->calls += (uint64_t)o_batch;
+        hist_record(&w->batch_h, us, 1);
+        hist_record(&w->call_h, us, (uint64_t)o_batch);
+        w->expected_ids += (uint64_t)nid;
+        memset(seen, 0, (size_t)o_batch);
+        const char *p = reply.p;
+        size_t n = reply.len, i = skip_ws(p, 0, n);
+        if (i < n && p[i] == '[') {
+            for (i = skip_ws(p, i + 1, n); i < n && p[i] != ']';) {
+                size_t e = skip_value(p, i, n);
+                if (e == i) {
+                    w->bad_replies++;
+                    break;
+                }
+                take_response(w, p + i, e - i, seq, seen, o_batch);
+                i = skip_ws(p, e, n);
+                if (i < n && p[i] == ',')
+                    i = skip_ws(p, i + 1, n);
+            }
+        } else if (i < n && p[i] == '{') {
+            jrpc_span_t idv;
+            if (o_batch > 1 && jrpc_json_member(p + i, n - i, "id", &idv) == 0 && idv.n == 4 &&
+                memcmp(idv.p, "null", 4) == 0) {
+                /* The whole batch refused (too large, overload, bad signature...). */
+                w->rejected++;
+                w->expected_ids -= (uint64_t)nid;
+                take_response(w, p + i, n - i, seq, seen, o_batch);
+                continue;
+            }
+            take_response(w, p + i, n - i, seq, seen, o_batch);
+        } else if (n > 0) {
+            w->bad_replies++;
+        }
+        for (int k = 0; k < o_batch; k++) {
+            if (!has_id[k])
+                continue;
+            if (seen[k] == 0)
+                w->lost++;
+            else if (seen[k] > 1)
+                w->duplicated += seen[k] - 1u;
+        }
+    }
+    w->finished = now_s();
+    free(has_id);
+    free(seen);
+    jrpc_buf_dispose(&body);
+    jrpc_buf_dispose(&reply);
+    jrpc_client_destroy(&c);
+    return NULL;
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: jrpc-bench --url URL [options]\n"
+"Load and latency for a jrpc broker over tcp://, ipc:// or http://.\n"
+"  --url URL            the broker (required)\n"
+"  --batch N            calls per batch (default 100; 1 = single requests)\n"
+"  --method M           the method called (default add)\n"
+"  --params JSON        its params (default [1,2])\n"
+"  --notify-share P     share (0..1) of calls sent as notifications\n"
+"  --invalid-share P    share of invalid requests (answered -32600)\n"
+"  --sleep-share P      share of `sleep` calls, of --sleep-ms N ms (default 10)\n"
+"  --connections C      connections, one thread each (default 4)\n"
+"  --duration S         seconds measured (default 10)\n"
+"  --warmup S           seconds before, whose results are discarded (default 1)\n"
+"  --rate R             open loop at R batches/s in total; latency from the\n"
+"                       scheduled send time (coordinated omission corrected).\n"
+"                       Absent: closed loop, one batch in flight per connection\n"
+"  --timeout-ms N       per call (default 10000)\n"
+"  --key-id ID --secret S | --key-file F [--key-id ID]   sign every batch\n"
+"  --json               one JSON object on stdout instead of the table\n"
+"Per-call latency is the latency of the batch, attributed to each call in it.\n"
+"Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error.\n");
+}
+
+static void usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "jrpc-bench: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    usage(stderr);
+    exit(2);
+}
+
+static double num_arg(const char *s, const char *what, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        usage_error(what, s);
+    return v;
+}
+
+/* Key `want` (NULL: the first) of a key file: '<id> <secret> [globs...]'. */
+static int key_from_file(const char *path, const char *want)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "jrpc-bench: cannot read key file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *save = NULL, *id = strtok_r(line, " \t\r\n", &save);
+        if (!id || id[0] == '#')
+            continue;
+        char *secret = strtok_r(NULL, " \t\r\n", &save);
+        if (!secret || secret[0] == '#')
+            continue;
+        if (want && strcmp(want, id) != 0)
+            continue;
+        o_key_id = strdup(id);
+        o_secret = strdup(secret);
+        found = 1;
+    }
+    explicit_bzero(line, sizeof line);
+    fclose(f);
+    if (!found)
+        fprintf(stderr, "jrpc-bench: no key %s in %s\n", want ? want : "at all", path);
+    return found ? 0 : -1;
+}
+
+static void parse_args(int argc, char **argv)
+{
+    enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPMS,
+           O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON,
+           O_HELP };
+    static const struct option lo[] = {
+        { "url", required_argument, NULL, O_URL },
+        { "batch", required_argument, NULL, O_BATCH },
+        { "method", required_argument, NULL, O_METHOD },
+        { "params", required_argument, NULL, O_PARAMS },
+        { "notify-share", required_argument, NULL, O_NOTIFY },
+        { "invalid-share", required_argument, NULL, O_INVALID },
+        { "sleep-share", required_argument, NULL, O_SLEEP },
+        { "sleep-ms", required_argument, NULL, O_SLEEPMS },
+        { "connections", required_argument, NULL, O_CONNS },
+        { "duration", required_argument, NULL, O_DURATION },
+        { "warmup", required_argument, NULL, O_WARMUP },
+        { "rate", required_argument, NULL, O_RATE },
+        { "timeout-ms", required_argument, NULL, O_TIMEOUT },
+        { "key-id", required_argument, NULL, O_KEYID },
+        { "secret", required_argument, NULL, O_SECRET },
+        { "key-file", required_argument, NULL, O_KEYFILE },
+        { "json", no_argument, NULL, O_JSON },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *key_id = NULL, *secret = NULL, *key_file = NULL;
+    int o;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (o) {
+        case O_URL: o_url = optarg; break;
+        case O_BATCH: o_batch = (int)num_arg(optarg, "--batch must be 1..100000", 1, MAX_BATCH); break;
+        case O_METHOD:
+            if (!*optarg || strpbrk(optarg, "\"\\") || strlen(optarg) > 200)
+                usage_error("--method: a plain name", optarg);
+            o_method = optarg;
+            break;
+        case O_PARAMS: o_params = optarg; break;
+        case O_NOTIFY: o_notify = num_arg(optarg, "--notify-share must be 0..1", 0, 1); break;
+        case O_INVALID: o_invalid = num_arg(optarg, "--invalid-share must be 0..1", 0, 1); break;
+        case O_SLEEP: o_sleep = num_arg(optarg, "--sleep-share must be 0..1", 0, 1); break;
+        case O_SLEEPMS: o_sleep_ms = (int)num_arg(optarg, "--sleep-ms must be 0..600000", 0, 600000); break;
+        case O_CONNS: o_conns = (int)num_arg(optarg, "--connections must be 1..1024", 1, MAX_CONNECTIONS); break;
+        case O_DURATION: o_duration = num_arg(optarg, "--duration must be > 0", 0.001, 1e6); break;
+        case O_WARMUP: o_warmup = num_arg(optarg, "--warmup must be >= 0", 0, 1e6); break;
+        case O_RATE: o_rate = num_arg(optarg, "--rate must be > 0", 1e-3, 1e9); break;
+        case O_TIMEOUT: o_timeout_ms = (int)num_arg(optarg, "--timeout-ms must be 1..3600000", 1, 3600000); break;
+        case O_KEYID: key_id = optarg; break;
+        case O_SECRET: secret = optarg; break;
+        case O_KEYFILE: key_file = optarg; break;
+        case O_JSON: o_json = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: usage_error("unknown or incomplete option", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        usage_error("unexpected argument", argv[optind]);
+    if (!o_url)
+        usage_error("--url is required", NULL);
+    if (o_notify + o_invalid + o_sleep > 1.0 + 1e-9)
+        usage_error("the shares add up to more than 1", NULL);
+    if (jrpc_json_validate(o_params, strlen(o_params), JRPC_JSON_MAX_DEPTH) != 0 ||
+        (o_params[strspn(o_params, " \t\r\n")] != '[' && o_params[strspn(o_params, " \t\r\n")] != '{'))
+        usage_error("--params must be a JSON array or object", o_params);
+    if (key_file) {
+        if (secret)
+            usage_error("--secret and --key-file are exclusive", NULL);
+        if (key_from_file(key_file, key_id) < 0)
+            exit(2);
+    } else if (key_id || secret) {
+        if (!key_id || !secret)
+            usage_error("signing needs both --key-id and --secret (or --key-file)", NULL);
+        o_key_id = strdup(key_id);
+        o_secret = strdup(secret);
+    }
+}
+
+/* ---- report ------------------------------------------------------------ */
+
+static const double PCT[] = { 50, 90, 99, 99.9, 100 };
+static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
+
+static void json_lat(const char *name, const hist_t *h, int last)
+{
+    printf("\"%s\":{", name);
+    for (int i = 0; i < 5; i++)
+        printf("%s\"%s\":%" PRIu64, i ? "," : "", PCT_NAME[i], hist_percentile(h, PCT[i]));
+    printf("}%s", last ? "" : ",");
+}
+
+static void json_codes(const char *name, const codes_t *c)
+{
+    printf("\"%s\":{", name);
+    for (int i = 0; i < c->n; i++)
+        printf("%s\"%d\":%" PRIu64, i ? "," : "", c->v[i].code, c->v[i].n);
+    if (c->other)
+        printf("%s\"other\":%" PRIu64, c->n ? "," : "", c->other);
+    printf("}");
+}
+
+static void text_lat(const char *name, const hist_t *h)
+{
+    printf("  %-8s", name);
+    for (int i = 0; i < 5; i++) {
+        double ms = (double)hist_percentile(h, PCT[i]) / 1000.0;
+        printf(" %10.3f", ms);
+    }
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    static worker_t ws[MAX_CONNECTIONS];
+    t_start = now_s() + 0.05;  /* let every thread reach its first send */
+    t_warm = t_start + o_warmup;
+    t_end = t_warm + o_duration;
+    for (int k = 0; k < o_conns; k++) {
+        ws[k].idx = k;
+        hist_init(&ws[k].batch_h);
+        hist_init(&ws[k].call_h);
+        if (pthread_create(&ws[k].tid, NULL, conn_main, &ws[k]) != 0) {
+            fprintf(stderr, "jrpc-bench: cannot start thread %d\n", k);
+            return 2;
+        }
+    }
+    int tty = isatty(2);
+    uint64_t prev = 0;
+    for (double t = t_start + 1; t < t_end + 0.5; t += 1) {
+        sleep_until(t < t_end ? t : t_end);
+        if (tty) {
+            uint64_t b = atomic_load(&g_batches), f = atomic_load(&g_fails);
+            double el = now_s() - t_start;
+            fprintf(stderr, "\r[%5.1fs%s] %8.0f batches/s  %10.0f calls/s  failures %" PRIu64 "   ",
+                    el, now_s() < t_warm ? " warm-up" : "", (double)(b - prev),
+                    (double)(b - prev) * o_batch, f);
+            prev = b;
+        }
+        if (t >= t_end)
+            break;
+    }
+    if (tty)
+        fprintf(stderr, "\n");
+    hist_t bh, ch;
+    hist_init(&bh);
+    hist_init(&ch);
+    worker_t tot;
+    memset(&tot, 0, sizeof tot);
+    double last = t_warm;
+    const char *last_fail = "";
+    int create_error = 0;
+    for (int k = 0; k < o_conns; k++) {
+        worker_t *w = &ws[k];
+        pthread_join(w->tid, NULL);
+        if (w->create_error)
+            create_error = w->create_error;
+        hist_merge(&bh, &w->batch_h);
+        hist_merge(&ch, &w->call_h);
+        tot.batches += w->batches;
+        tot.calls += w->calls;
+        tot.expected_ids += w->expected_ids;
+        tot.lost += w->lost;
+        tot.duplicated += w->duplicated;
+        tot.unexpected += w->unexpected;
+        tot.fails += w->fails;
+        tot.rejected += w->rejected;
+        tot.bad_replies += w->bad_replies;
+        for (int i = 0; i < w->codes.n; i++)
+            codes_add(&tot.codes, w->codes.v[i].code, w->codes.v[i].n);
+        tot.codes.other += w->codes.other;
+        for (int i = 0; i < w->fail_codes.n; i++)
+            codes_add(&tot.fail_codes, w->fail_codes.v[i].code, w->fail_codes.v[i].n);
+        if (w->last_fail[0])
+            last_fail = w->last_fail;
+        if (w->finished > last)
+            last = w->finished;
+    }
+    if (create_error) {
+        fprintf(stderr, "jrpc-bench: %s: %s\n", o_url, jrpc_client_strerror(-create_error));
+        return 2;
+    }
+    double secs = last - t_warm;
+    if (secs <= 0)
+        secs = o_duration;
+    double bps = (double)tot.batches / secs, cps = (double)tot.calls / secs;
+    if (o_json) {
+        printf("{\"url\":\"%s\",\"mode\":\"%s\",\"rate\":%g,\"batch\":%d,\"connections\":%d,"
+               "\"duration_s\":%.3f,\"warmup_s\":%g,\"batches\":%" PRIu64 ",\"calls\":%" PRIu64
+               ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"latency_us\":{",
+               o_url, o_rate > 0 ? "open" : "closed", o_rate, o_batch, o_conns, secs, o_warmup,
+               tot.batches, tot.calls, bps, cps);
+        json_lat("batch", &bh, 0);
+        json_lat("call", &ch, 1);
+        printf("},");
+        json_codes("errors", &tot.codes);
+        printf(",\"transport_failures\":%" PRIu64 ",", tot.fails);
+        json_codes("transport_failures_by_errno", &tot.fail_codes);
+        printf(",\"rejected_batches\":%" PRIu64 ",\"ids_expected\":%" PRIu64 ",\"lost\":%" PRIu64
+               ",\"duplicated\":%" PRIu64 ",\"unexpected\":%" PRIu64 ",\"bad_replies\":%" PRIu64 "}\n",
+               tot.rejected, tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected,
+               tot.bad_replies);
+    } else {
+        printf("jrpc-bench %s: %s loop", o_url, o_rate > 0 ? "open" : "closed");
+        if (o_rate > 0)
+            printf(" at %g batches/s", o_rate);
+        printf(", batch %d, %d connections, %.2f s measured (after %g s warm-up)\n", o_batch,
+               o_conns, secs, o_warmup);
+        printf("  batches %" PRIu64 " (%.1f/s), calls %" PRIu64 " (%.1f/s)\n", tot.batches, bps,
+               tot.calls, cps);
+        printf("  latency ms        p50        p90        p99      p99.9        max\n");
+        text_lat("batch", &bh);
+        text_lat("call", &ch);
+        printf("  (per call: the latency of its batch, attributed to each call in it%s)\n",
+               o_rate > 0 ? "; from the scheduled send time" : "");
+        printf("  errors by code:");
+        if (!tot.codes.n && !tot.codes.other)
+            printf(" none");
+        for (int i = 0; i < tot.codes.n; i++)
+            printf(" %d=%" PRIu64, tot.codes.v[i].code, tot.codes.v[i].n);
+        if (tot.codes.other)
+            printf(" other=%" PRIu64, tot.codes.other);
+        printf("\n  transport failures: %" PRIu64, tot.fails);
+        for (int i = 0; i < tot.fail_codes.n; i++)
+            printf(" [%s: %" PRIu64 "]", jrpc_client_strerror(tot.fail_codes.v[i].code),
+                   tot.fail_codes.v[i].n);
+        if (last_fail[0])
+            printf(" (last: %s)", last_fail);
+        printf("\n  rejected batches: %" PRIu64 ", bad replies: %" PRIu64 "\n", tot.rejected,
+               tot.bad_replies);
+        printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
+               " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
+    }
+    if (o_secret) {
+        explicit_bzero(o_secret, strlen(o_secret));
+        free(o_secret);
+    }
+    free(o_key_id);
+    return tot.lost || tot.duplicated || tot.unexpected ? 1 : 0;
+}
