@@ -465,19 +465,29 @@ static int literal(jrpc_jp_t *j, const char *word, size_t n, unsigned char mp)
     return 0;
 }
 
-static int parse_array(jrpc_jp_t *j, unsigned depth)
+/* Enters an array or object at j->p: checks the depth, reserves room for a
+ * 5-byte msgpack header (patched by finish_container) when transcoding, and
+ * skips the opening byte and the whitespace after it. Returns 0 or a
+ * JRPC_JSON_E* code. */
+static int container_open(jrpc_jp_t *j, unsigned depth, unsigned char **hdr)
 {
     if (depth > j->max_depth)
         return JRPC_JSON_EDEPTH;
-    unsigned char *hdr = (unsigned char *)j->w;
-    if (hdr)
+    *hdr = (unsigned char *)j->w;
+    if (*hdr)
         j->w += 5;
-    uint32_t count = 0;
-    int rc;
     j->p++;
     jrpc_jp_skip_ws(j);
-    if (j->p == j->end)
-        return JRPC_JSON_EINCOMPLETE;
+    return j->p == j->end ? JRPC_JSON_EINCOMPLETE : 0;
+}
+
+static int parse_array(jrpc_jp_t *j, unsigned depth)
+{
+    unsigned char *hdr;
+    uint32_t count = 0;
+    int rc = container_open(j, depth, &hdr);
+    if (rc < 0)
+        return rc;
     if (*j->p != ']') {
         for (;;) {
             if ((rc = jrpc_jp_value(j, depth)) < 0)
@@ -498,17 +508,11 @@ static int parse_array(jrpc_jp_t *j, unsigned depth)
 
 static int parse_object(jrpc_jp_t *j, unsigned depth)
 {
-    if (depth > j->max_depth)
-        return JRPC_JSON_EDEPTH;
-    unsigned char *hdr = (unsigned char *)j->w;
-    if (hdr)
-        j->w += 5;
+    unsigned char *hdr;
     uint32_t count = 0;
-    int rc;
-    j->p++;
-    jrpc_jp_skip_ws(j);
-    if (j->p == j->end)
-        return JRPC_JSON_EINCOMPLETE;
+    int rc = container_open(j, depth, &hdr);
+    if (rc < 0)
+        return rc;
     if (*j->p != '}') {
         for (;;) {
             if (j->p == j->end)
