@@ -31,10 +31,18 @@ typedef struct jrpc_broker_opts {
     jrpc_replay_opts_t  replay;      /* Redis, used when keys is set */
 } jrpc_broker_opts_t;
 
+/* The front end a body came through (metrics and the access log). */
+enum jrpc_transport {
+    JRPC_TRANSPORT_ZMQ  = 0,
+    JRPC_TRANSPORT_HTTP = 1,
+};
+
 /* How a body arrived, besides its bytes. Spans are read during submit only. */
 typedef struct jrpc_admit {
     uint32_t        timeout_ms;  /* the client's own deadline; 0: the broker's */
     jrpc_auth_req_t auth;        /* signing fields (all empty when unsigned) */
+    int             transport;   /* a jrpc_transport */
+    jrpc_span_t     traceparent; /* W3C traceparent as received (unchecked); empty: none */
 } jrpc_admit_t;
 
 /* Transport-independent answer classes; HTTP maps them to its statuses. */

@@ -1077,6 +1077,7 @@ static void message_done(conn_t *c)
     size_t len = c->zc ? c->zc_len : c->body.len;
     r->state = R_SUBMITTED;
     jrpc_admit_t ad = {
+        .transport = JRPC_TRANSPORT_HTTP,
         .timeout_ms = c->timeout_ms,
         .auth = { .key = { c->auth[AUTH_KEY], c->auth_len[AUTH_KEY] },
                   .timestamp_text = { c->auth[AUTH_TS], c->auth_len[AUTH_TS] },

@@ -107,7 +107,7 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         free(r);
         return;
     }
-    jrpc_admit_t ad = { 0 };
+    jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_ZMQ };
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
              zmq_msg_size(&frames[n - 1]));
     if (left == 2) {
@@ -123,6 +123,7 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         ad.auth = (jrpc_auth_req_t){ .key = h.key, .timestamp = h.timestamp,
                                      .has_timestamp = h.timestamp != 0, .nonce = h.nonce,
                                      .signature = h.signature };
+        ad.traceparent = h.traceparent;
         k++;
     }
     int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
