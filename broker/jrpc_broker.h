@@ -9,6 +9,7 @@
 #ifndef JRPC_BROKER_H
 #define JRPC_BROKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -29,6 +30,7 @@ typedef struct jrpc_broker_opts {
     const jrpc_keys_t  *keys;        /* NULL: open (nothing signed); borrowed */
     uint32_t            skew_s;      /* timestamp window, ± seconds */
     jrpc_replay_opts_t  replay;      /* Redis, used when keys is set */
+    bool                access_log;  /* one line per body at info (--access-log on) */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */

@@ -1,64 +1,34 @@
 /* jrpc-broker — flags, signals, and the loop. */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
+#include "jrpc_conf.h"
 #include "jrpc_curve.h"
 #include "jrpc_log.h"
+#include "jrpc_sdnotify.h"
 
-static const char usage[] =
+static const char usage_head[] =
     "Usage: jrpc-broker [OPTIONS]\n"
     "\n"
     "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ\n"
     "and HTTP (POST / or POST /rpc), fans the calls out to worker processes, and\n"
-    "answers when all are back.\n"
-    "\n"
-    "Options (defaults in brackets):\n"
-    "  --zmq ENDPOINT        ROUTER socket for clients [tcp://127.0.0.1:5555]\n"
-    "  --http HOST:PORT      HTTP listener, [V6]:PORT too, or none [127.0.0.1:8080]\n"
-    "  --workers ENDPOINT    ROUTER socket workers connect to [tcp://127.0.0.1:5556]\n"
-    "  --timeout-ms N        deadline of every call; a client may ask for less [30000]\n"
-    "  --max-body N          largest request body in bytes, both fronts [1048576]\n"
-    "  --max-header-bytes N  HTTP request line and headers in bytes [16384]\n"
-    "  --max-conns N         open HTTP connections; more are closed at once [10000]\n"
-    "  --header-timeout-ms N HTTP: first byte of a request to end of headers [10000]\n"
-    "  --body-timeout-ms N   HTTP: end of headers to end of body [30000]\n"
-    "  --idle-timeout-ms N   HTTP: idle keep-alive connection, stalled write [60000]\n"
-    "  --max-batch N         most calls in one batch [1000]\n"
-    "  --max-depth N         deepest JSON nesting in a body [64]\n"
-    "  --max-method-len N    longest method name in bytes [256]\n"
-    "  --max-queue N         calls waiting for worker credit before -32000 [100000]\n"
-    "  --max-open N          bodies waiting for answers before -32000 [10000]\n"
-    "  --keys FILE           signing keys: '<key id> <secret> [method-glob ...]' per line;\n"
-    "                        every body must then be signed (docs/SIGNING.md) [none: open]\n"
-    "  --skew N              accepted clock difference of a signed body, seconds [300]\n"
-    "  --redis URL           nonce store with --keys: redis://[user:password@]host:port[/db]\n"
-    "                        or unix:///path/to/redis.sock [redis://127.0.0.1:6379]\n"
-    "  --redis-timeout-ms N  a Redis answer later than this fails closed (503) [500]\n"
-    "  --heartbeat-ms N      heartbeat interval to and from workers [1000]\n"
-    "  --liveness N          missed heartbeats before a worker is dead [3]\n"
-    "  --max-redispatch N    times a call of an idempotent method is sent to another\n"
-    "                        worker after losing its own; 0: never [3]\n"
-    "  --curve-secret FILE   the broker's CURVE keypair (jrpc keygen FILE): turns on\n"
-    "                        CURVE encryption on the client and worker sockets;\n"
-    "                        needs both lists below (no encryption without an\n"
-    "                        allowlist)\n"
-    "  --client-keys FILE    public keys of the clients allowed in, one a line\n"
-    "  --worker-keys FILE    public keys of the workers allowed in, one a line\n"
-    "  --log-level LEVEL     debug, info, warn or error [info]\n"
-    "  --help                print this and exit\n"
-    "  --version             print the version and exit\n"
-    "\n"
+    "answers when all are back.\n";
+
+static const char usage_tail[] =
+    "Precedence: flags > JRPC_* environment > config file > defaults.\n"
     "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0.\n"
-    "Exit status: 0 after a clean stop, 1 when a socket cannot be bound, 2 for bad flags\n"
-    "or key files.\n";
+    "Under systemd (Type=notify) it sends READY=1 once every socket is bound and\n"
+    "STOPPING=1 when a stop begins.\n"
+    "Exit status: 0 after a clean stop (or --help, --version, a good --check-config),\n"
+    "1 when a socket cannot be bound, 2 for bad flags, config or key files.\n";
 
 static void die_usage(const char *fmt, const char *arg)
 {
@@ -68,17 +38,15 @@ static void die_usage(const char *fmt, const char *arg)
     exit(2);
 }
 
-static uint32_t parse_uint(const char *flag, const char *s, uint32_t min, uint32_t max)
+/* Says what state we are in to systemd (Type=notify); a no-op elsewhere. */
+static void notify(const char *state)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "jrpc-broker: %s: '%s' is not a whole number from %u to %u\n", flag, s,
-                min, max);
-        exit(2);
-    }
-    return (uint32_t)v;
+    int rc = jrpc_sdnotify(state);
+    if (rc < 0)
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=sd_notify_failed error=\"%s\"", strerror(-rc));
+    else if (rc > 0)
+        JRPC_LOG(JRPC_LOG_DEBUG, "main", "event=sd_notify state=%.*s", (int)strcspn(state, "\n"),
+                 state);
 }
 
 typedef struct app {
@@ -113,13 +81,12 @@ static void on_signal(uv_signal_t *s, int signum)
         exit(1);
     }
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d", signum);
+    notify("STOPPING=1\nSTATUS=draining");
     jrpc_front_zmq_pause(a->front);
     if (a->http)
         jrpc_front_http_pause(a->http);
     jrpc_broker_drain(a->broker, on_drained, a);
 }
-
-enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH };
 
 /* files: --curve-secret, --client-keys, --worker-keys. All three or none
  * (CURVE without an allowlist would let in anyone who knows the broker's
@@ -150,110 +117,125 @@ static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
     return true;
 }
 
+static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
+static const char *const log_formats[] = { "kv", "json", NULL };
+
 int main(int argc, char **argv)
 {
-    const char *zmq_ep = "tcp://127.0.0.1:5555";
-    const char *keys_path = NULL;
+    const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
+    const char *log_level = NULL, *log_format = NULL;
+    const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
+    jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
+    bool help = false, version = false, check_config = false;
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
-        .timeout_ms = 30000,
-        .max_open = 10000,
-        .skew_s = 300,
-        .replay = { .url = "redis://127.0.0.1:6379", .timeout_ms = 500 },
-        .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
-                     .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3 },
+        .replay = { 0 },
+        .workers = { 0 },
     };
-    uint32_t max_body = 1 << 20;
     const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
     jrpc_curve_keypair_t curve_kp;
     jrpc_curve_allowlist_t *curve_lists[2] = { NULL, NULL };
-    static const struct option longopts[] = {
-        { "zmq", required_argument, 0, 'z' },
-        { "http", required_argument, 0, 'P' },
-        { "workers", required_argument, 0, 'w' },
-        { "timeout-ms", required_argument, 0, 't' },
-        { "max-body", required_argument, 0, 'B' },
-        { "max-header-bytes", required_argument, 0, 'X' },
-        { "max-conns", required_argument, 0, 'C' },
-        { "header-timeout-ms", required_argument, 0, 'T' },
-        { "body-timeout-ms", required_argument, 0, 'Y' },
-        { "idle-timeout-ms", required_argument, 0, 'I' },
-        { "max-batch", required_argument, 0, 'b' },
-        { "max-depth", required_argument, 0, 'd' },
-        { "max-method-len", required_argument, 0, 'm' },
-        { "max-queue", required_argument, 0, 'q' },
-        { "max-open", required_argument, 0, 'O' },
-        { "keys", required_argument, 0, 'k' },
-        { "skew", required_argument, 0, 'S' },
-        { "redis", required_argument, 0, 'R' },
-        { "redis-timeout-ms", required_argument, 0, 'r' },
-        { "heartbeat-ms", required_argument, 0, 'H' },
-        { "liveness", required_argument, 0, 'L' },
-        { "max-redispatch", required_argument, 0, OPT_MAX_REDISPATCH },
-        { "log-level", required_argument, 0, 'l' },
-        { "curve-secret", required_argument, 0, OPT_CURVE_SECRET },
-        { "client-keys", required_argument, 0, OPT_CLIENT_KEYS },
-        { "worker-keys", required_argument, 0, OPT_WORKER_KEYS },
-        { "help", no_argument, 0, 'h' },
-        { "version", no_argument, 0, 'V' },
-        { 0, 0, 0, 0 },
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, C = JRPC_CONF_CHOICE, B = JRPC_CONF_ONOFF,
+           L = JRPC_CONF_LIST, F = JRPC_CONF_FLAG };
+    jrpc_conf_check_fn zmq_ok = jrpc_conf_check_zmq_endpoint, hp_ok = jrpc_conf_check_hostport;
+    const jrpc_conf_opt_t opts[] = {
+        { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
+          .dest = &config, .flags = JRPC_CONF_NO_FILE },
+        { "zmq", S, "ENDPOINT", "tcp://127.0.0.1:5555", "ROUTER socket for clients", .dest = &zmq_ep,
+          .check = zmq_ok },
+        { "http", S, "HOST:PORT", "127.0.0.1:8080", "HTTP listener, [V6]:PORT too, or none",
+          .dest = &ho.listen, .check = hp_ok },
+        { "workers", S, "ENDPOINT", "tcp://127.0.0.1:5556", "ROUTER socket workers connect to",
+          .dest = &o.workers.endpoint, .check = zmq_ok },
+        { "timeout-ms", U, "N", "30000", "deadline of every call; a client may ask for less",
+          .dest = &o.timeout_ms, .min = 1, .max = 86400000 },
+        { "max-body", U, "N", "1048576", "largest request body in bytes, both fronts",
+          .dest = &ho.max_body, .min = 2, .max = 1u << 30 },
+        { "max-header-bytes", U, "N", "16384", "HTTP request line and headers in bytes",
+          .dest = &ho.max_header_bytes, .min = 256, .max = 1u << 24 },
+        { "max-conns", U, "N", "10000", "open HTTP connections; more are closed at once",
+          .dest = &ho.max_conns, .min = 1, .max = 10000000 },
+        { "header-timeout-ms", U, "N", "10000", "HTTP: first byte of a request to end of headers",
+          .dest = &ho.header_timeout_ms, .min = 1, .max = 86400000 },
+        { "body-timeout-ms", U, "N", "30000", "HTTP: end of headers to end of body",
+          .dest = &ho.body_timeout_ms, .min = 1, .max = 86400000 },
+        { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection, stalled write",
+          .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
+        { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
+        { "max-depth", U, "N", "64", "deepest JSON nesting in a body", .dest = &o.limits.max_depth, .min = 2, .max = 1024 },
+        { "max-method-len", U, "N", "256", "longest method name in bytes",
+          .dest = &o.limits.max_method_len, .min = 1, .max = 65535 },
+        { "max-queue", U, "N", "100000", "calls waiting for worker credit before -32000",
+          .dest = &o.workers.max_queue, .min = 0, .max = 100000000 },
+        { "max-open", U, "N", "10000", "bodies waiting for answers before -32000", .dest = &o.max_open, .min = 1, .max = 100000000 },
+        { "keys", S, "FILE", NULL, "signing keys: '<key id> <secret> [method-glob ...]' per line;\n"
+          "every body must then be signed (docs/SIGNING.md); none: open", .dest = &keys_path },
+        { "skew", U, "N", "300", "accepted clock difference of a signed body, seconds", .dest = &o.skew_s, .min = 1, .max = 86400 },
+        { "redis", S, "URL", "redis://127.0.0.1:6379",
+          "nonce store with --keys: redis://[user:password@]host:port[/db]\n"
+          "or unix:///path/to/redis.sock", .dest = &o.replay.url, .flags = JRPC_CONF_SECRET },
+        { "redis-timeout-ms", U, "N", "500", "a Redis answer later than this fails closed (503)",
+          .dest = &o.replay.timeout_ms, .min = 10, .max = 600000 },
+        { "heartbeat-ms", U, "N", "1000", "heartbeat interval to and from workers",
+          .dest = &o.workers.heartbeat_ms, .min = 10, .max = 3600000 },
+        { "liveness", U, "N", "3", "missed heartbeats before a worker is dead",
+          .dest = &o.workers.liveness, .min = 1, .max = 1000 },
+        { "max-redispatch", U, "N", "3", "times a call of an idempotent method is sent to another\n"
+          "worker after losing its own; 0: never", .dest = &o.workers.max_redispatch, .min = 0, .max = 255 },
+        { "curve-secret", S, "FILE", NULL, "the broker's CURVE keypair (jrpc keygen FILE): turns on\n"
+          "CURVE encryption on the client and worker sockets;\n"
+          "needs both lists below (no encryption without an\nallowlist)", .dest = &curve_files[0] },
+        { "client-keys", S, "FILE", NULL, "public keys of the clients allowed in, one a line",
+          .dest = &curve_files[1] },
+        { "worker-keys", S, "FILE", NULL, "public keys of the workers allowed in, one a line",
+          .dest = &curve_files[2] },
+        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
+          .dest = &admin_listen, .check = hp_ok },
+        { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
+          "none: any worker", .dest = &ready_methods },
+        { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
+        { "log-level", C, "LEVEL", "info", "debug, info, warn or error", .dest = &log_level,
+          .choices = log_levels },
+        { "log-format", C, "FORMAT", "kv", "kv (key=value) or json (one object a line)",
+          .dest = &log_format, .choices = log_formats },
+        { "check-config", F, NULL, NULL, "check every option and file, print the effective\n"
+          "configuration and exit (0 good, 2 bad)", .dest = &check_config },
+        { "help", F, NULL, NULL, "print this and exit", .dest = &help },
+        { "version", F, NULL, NULL, "print the version and exit", .dest = &version },
     };
+    static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
     jrpc_log_init("jrpc-broker");
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'z': zmq_ep = optarg; break;
-        case 'P': ho.listen = optarg; break;
-        case 'X': ho.max_header_bytes = parse_uint("--max-header-bytes", optarg, 256, 1u << 24); break;
-        case 'C': ho.max_conns = parse_uint("--max-conns", optarg, 1, 10000000); break;
-        case 'T': ho.header_timeout_ms = parse_uint("--header-timeout-ms", optarg, 1, 86400000); break;
-        case 'Y': ho.body_timeout_ms = parse_uint("--body-timeout-ms", optarg, 1, 86400000); break;
-        case 'I': ho.idle_timeout_ms = parse_uint("--idle-timeout-ms", optarg, 1, 86400000); break;
-        case 'w': o.workers.endpoint = optarg; break;
-        case 't': o.timeout_ms = parse_uint("--timeout-ms", optarg, 1, 86400000); break;
-        case 'B': max_body = parse_uint("--max-body", optarg, 2, 1u << 30); break;
-        case 'b': o.limits.max_batch = parse_uint("--max-batch", optarg, 1, 1000000); break;
-        case 'd': o.limits.max_depth = parse_uint("--max-depth", optarg, 2, 1024); break;
-        case 'm': o.limits.max_method_len = parse_uint("--max-method-len", optarg, 1, 65535); break;
-        case 'O': o.max_open = parse_uint("--max-open", optarg, 1, 100000000); break;
-        case 'q': o.workers.max_queue = parse_uint("--max-queue", optarg, 0, 100000000); break;
-        case 'k': keys_path = optarg; break;
-        case 'S': o.skew_s = parse_uint("--skew", optarg, 1, 86400); break;
-        case 'R': o.replay.url = optarg; break;
-        case 'r': o.replay.timeout_ms = parse_uint("--redis-timeout-ms", optarg, 10, 600000); break;
-        case 'H': o.workers.heartbeat_ms = parse_uint("--heartbeat-ms", optarg, 10, 3600000); break;
-        case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
-        case OPT_MAX_REDISPATCH:
-            o.workers.max_redispatch = parse_uint("--max-redispatch", optarg, 0, 255);
-            break;
-        case OPT_CURVE_SECRET: curve_files[0] = optarg; break;
-        case OPT_CLIENT_KEYS: curve_files[1] = optarg; break;
-        case OPT_WORKER_KEYS: curve_files[2] = optarg; break;
-        case 'l':
-            if (jrpc_log_set_level(optarg) < 0)
-                die_usage("--log-level: '%s' is not one of debug, info, warn, error", optarg);
-            break;
-        case 'h': fputs(usage, stdout); return 0;
-        case 'V': printf("jrpc-broker %s\n", JRPC_VERSION); return 0;
-        default:
-            die_usage("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    jrpc_conf_t *conf = jrpc_conf_new(&info, opts, sizeof opts / sizeof *opts);
+    int rc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
+    if (rc != 0) {
+        jrpc_conf_destroy(&conf);
+        return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
     }
-    if (optind < argc)
-        die_usage("unexpected argument '%s'", argv[optind]);
+    jrpc_log_set_level(log_level);
+    jrpc_log_set_format(log_format);
+    if (*jrpc_conf_ignored_env(conf))
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
+                 "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
-    ho.max_body = max_body;
     jrpc_keys_t *keys = NULL;
     if (keys_path) {
         char err[512];
         if ((keys = jrpc_keys_load(keys_path, err, sizeof err)) == NULL) {
-            fprintf(stderr, "jrpc-broker: --keys: %s\n", err);
+            jrpc_conf_error(conf, "keys", err);
             return 2;
         }
         o.keys = keys;
+    }
+    if (check_config) {
+        jrpc_conf_print(conf, stdout);
+        jrpc_curve_keypair_wipe(&curve_kp);
+        jrpc_curve_allowlist_destroy(&curve_lists[0]);
+        jrpc_curve_allowlist_destroy(&curve_lists[1]);
+        jrpc_keys_destroy(&keys);
+        jrpc_conf_destroy(&conf);
+        return 0;
     }
     o.replay.window_s = o.skew_s;
     signal(SIGPIPE, SIG_IGN);
@@ -271,7 +253,7 @@ int main(int argc, char **argv)
     a.broker = jrpc_broker_new(&a.loop, &o);
     if (a.broker == NULL)
         return 1;
-    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body,
+    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, ho.max_body,
                                  curve ? &curve_kp : NULL);
     jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
     if (a.front == NULL)
@@ -279,6 +261,14 @@ int main(int argc, char **argv)
     if (strcmp(ho.listen, "none") != 0 &&
         (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
         return 1;
+    /* ADMIN LISTENER (issue 8, wired at merge): bind it here, before READY=1,
+     * when admin_listen is not "none", e.g.
+     *   a.admin = jrpc_admin_new(&a.loop, a.broker, admin_listen, ready_methods.v,
+     *                            ready_methods.n, ...);   -> return 1 on NULL
+     * admin_listen is "none" or HOST:PORT / [V6]:PORT (syntax already checked);
+     * ready_methods.v[0..n) are the --ready-methods (n == 0: any worker). */
+    (void)admin_listen;
+    (void)ready_methods;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
     a.sigint.data = a.sigterm.data = &a;
@@ -292,10 +282,12 @@ int main(int argc, char **argv)
     else
         JRPC_LOG(JRPC_LOG_WARN, "main",
                  "event=open_mode detail=\"no --keys: requests are not authenticated\"");
+    notify("READY=1\nSTATUS=serving");
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     zmq_ctx_term(zctx);
     jrpc_keys_destroy(&keys);
+    jrpc_conf_destroy(&conf);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=exit status=0");
     return 0;
 }

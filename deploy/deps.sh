@@ -3,7 +3,7 @@
 # entirely when everything is already there.
 set -eu
 pkgs=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
-      libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev redis-server curl python3
+      libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev redis-server curl python3
       clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

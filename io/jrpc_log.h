@@ -1,4 +1,4 @@
-/* jrpc_log — one line per event on stderr, key=value.
+/* jrpc_log — one line per event on stderr, key=value (or JSON).
  *
  *   JRPC_LOG(JRPC_LOG_WARN, "worker", "event=malformed_frame worker=%s rc=%d", id, rc);
  *
@@ -16,6 +16,10 @@ extern int jrpc_log_level;   /* events below it are not printed (default INFO) *
 void jrpc_log_init(const char *proc);
 /* Parses "debug", "info", "warn", "error". Returns 0 or -EINVAL. */
 int  jrpc_log_set_level(const char *name);
+/* "kv" (the default) or "json": each line one JSON object with ts, level,
+ * proc, comp and every key=value of the message, all values strings
+ * (docs/CONFIG.md). Returns 0 or -EINVAL. */
+int  jrpc_log_set_format(const char *name);
 
 void jrpc_log_write(int level, const char *comp, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -2,47 +2,30 @@
  * specification's examples, plus echo, sleep and slow_update, on
  * libjrpc-worker. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "jrpc_conf.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_sdnotify.h"
 #include "jrpc_wire.h"
 #include "jrpc_worker.h"
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
 #define SLEEP_MAX_MS     600000
 
-static const char usage[] =
-    "Usage: jrpc-worker [--connect ENDPOINT]... [--credit N] [--heartbeat-ms N]\n"
-    "                   [--liveness N] [--drain-timeout-ms N] [--log-level LEVEL]\n"
-    "                   [--curve-secret FILE --broker-key FILE] [--help]\n"
+static const char usage_head[] =
+    "Usage: jrpc-worker [OPTIONS]\n"
     "\n"
-    "Serves the demo methods to one or more jrpc brokers over ZeroMQ.\n"
-    "\n"
-    "Options:\n"
-    "  --connect ENDPOINT  a broker's worker endpoint; repeat for several brokers\n"
-    "                      (default " DEFAULT_ENDPOINT ")\n"
-    "  --credit N          calls held at once per broker, 1..1000000 (default 64)\n"
-    "  --heartbeat-ms N    heartbeat interval in ms, 10..60000 (default 1000)\n"
-    "  --liveness N        silent intervals before a broker counts as dead and the\n"
-    "                      worker reconnects, 1..100 (default 3)\n"
-    "  --drain-timeout-ms N on SIGTERM, how long to wait at most for the calls\n"
-    "                      held to finish, 0..86400000 (default 30000)\n"
-    "  --log-level LEVEL   debug, info, warn or error (default info); params are\n"
-    "                      never logged\n"
-    "  --curve-secret FILE this worker's CURVE keypair (jrpc keygen FILE); its\n"
-    "                      public key must be in the broker's --worker-keys\n"
-    "  --broker-key FILE   the broker's public key (the .pub of its keypair);\n"
-    "                      both CURVE flags or neither. A worker the broker does\n"
-    "                      not admit gets no error: it just never gets a call\n"
-    "  --help              this text\n"
-    "\n"
+    "Serves the demo methods to one or more jrpc brokers over ZeroMQ.\n";
+
+static const char usage_tail[] =
     "Methods (wrong params answer -32602 \"Invalid params\"):\n"
     "  subtract     [minuend, subtrahend] or {\"minuend\": x, \"subtrahend\": y};\n"
     "               numbers; integers give an exact integer while it fits 64 bits\n"
@@ -61,10 +44,14 @@ static const char usage[] =
     "update, slow_update, notify_hello, notify_sum (they stand for calls with\n"
     "effects; a lost call of theirs is answered -32004, never run twice).\n"
     "\n"
+    "Precedence: flags > JRPC_* environment > config file > defaults.\n"
     "SIGINT/SIGTERM: sends DISCONNECT to every broker (no new calls come), lets\n"
     "the calls held finish and be answered (at most --drain-timeout-ms, or until\n"
     "their deadlines pass), then exits 0. A second signal exits at once.\n"
-    "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage.\n";
+    "Under systemd (Type=notify) it sends READY=1 once its connections are set up\n"
+    "(ZeroMQ connects in the background) and STOPPING=1 when a stop begins.\n"
+    "Exit status: 0 on a clean stop (or --help, --version, a good --check-config),\n"
+    "1 on a runtime failure, 2 on bad usage, config or key files.\n";
 
 /* ---- numbers ---- */
 
@@ -291,6 +278,17 @@ typedef struct app {
     int            signals;   /* received so far */
 } app_t;
 
+/* Says what state we are in to systemd (Type=notify); a no-op elsewhere. */
+static void notify(const char *state)
+{
+    int rc = jrpc_sdnotify(state);
+    if (rc < 0)
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=sd_notify_failed error=\"%s\"", strerror(-rc));
+    else if (rc > 0)
+        JRPC_LOG(JRPC_LOG_DEBUG, "main", "event=sd_notify state=%.*s", (int)strcspn(state, "\n"),
+                 state);
+}
+
 /* First signal: drain (the run returns when the calls held are answered);
  * second: stop at once. The watchers are closed after the run. */
 static void on_signal(uv_signal_t *h, int signum)
@@ -298,6 +296,7 @@ static void on_signal(uv_signal_t *h, int signum)
     app_t *app = h->data;
     const char *name = signum == SIGINT ? "INT" : "TERM";
     if (app->signals++ == 0) {
+        notify("STOPPING=1\nSTATUS=draining");
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
                  app->drain_timeout_ms);
         jrpc_worker_drain(app->w, app->drain_timeout_ms);
@@ -309,94 +308,65 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- flags ---- */
 
-static int parse_uint(const char *flag, const char *s, unsigned long min, unsigned long max,
-                      uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v < min || v > max) {
-        fprintf(stderr, "jrpc-worker: %s must be an integer in %lu..%lu, not '%s'\n", flag, min,
-                max, s);
-        return -EINVAL;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
+static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
+static const char *const log_formats[] = { "kv", "json", NULL };
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "connect",      required_argument, NULL, 'c' },
-        { "credit",       required_argument, NULL, 'n' },
-        { "heartbeat-ms", required_argument, NULL, 'b' },
-        { "liveness",     required_argument, NULL, 'l' },
-        { "drain-timeout-ms", required_argument, NULL, 'D' },
-        { "log-level",    required_argument, NULL, 'L' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key",   required_argument, NULL, 'K' },
-        { "help",         no_argument,       NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     jrpc_log_init("jrpc-worker");
     jrpc_worker_opts_t opts;
     jrpc_worker_opts_init(&opts);
-    const char **endpoints = calloc((size_t)argc + 1, sizeof *endpoints);
-    size_t nendpoints = 0;
-    const char *curve_secret = NULL, *broker_key = NULL;
+    jrpc_conf_list_t endpoints = { 0 };
+    const char *config = NULL, *curve_secret = NULL, *broker_key = NULL;
+    const char *log_level = NULL, *log_format = NULL;
+    bool help = false, version = false, check_config = false;
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char broker_public[JRPC_CURVE_Z85_LEN + 1];
     int status = 1;
     uint32_t drain_timeout_ms = 30000;
     jrpc_worker_t *w = NULL;
-    if (endpoints == NULL)
-        goto out;
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        int rc = 0;
-        switch (opt) {
-        case 'c': endpoints[nendpoints++] = optarg; break;
-        case 'n': rc = parse_uint("--credit", optarg, 1, 1000000, &opts.credit); break;
-        case 'b': rc = parse_uint("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
-        case 'l': rc = parse_uint("--liveness", optarg, 1, 100, &opts.liveness); break;
-        case 'D':
-            rc = parse_uint("--drain-timeout-ms", optarg, 0, 86400000, &drain_timeout_ms);
-            break;
-        case 'L':
-            if ((rc = jrpc_log_set_level(optarg)) < 0)
-                fprintf(stderr, "jrpc-worker: --log-level must be debug, info, warn or error, not '%s'\n",
-                        optarg);
-            break;
-        case 'S': curve_secret = optarg; break;
-        case 'K': broker_key = optarg; break;
-        case 'h':
-            fputs(usage, stdout);
-            status = 0;
-            goto out;
-        default:
-            if (optopt)
-                fprintf(stderr, "jrpc-worker: option '%s' needs a value\n",
-                        argv[optind - 1]);
-            else
-                fprintf(stderr, "jrpc-worker: unknown option '%s'\n", argv[optind - 1]);
-            rc = -EINVAL;
-            break;
-        }
-        if (rc < 0) {
-            fputs("Try 'jrpc-worker --help'.\n", stderr);
-            status = 2;
-            goto out;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "jrpc-worker: unexpected argument '%s'\nTry 'jrpc-worker --help'.\n",
-                argv[optind]);
-        status = 2;
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, C = JRPC_CONF_CHOICE, L = JRPC_CONF_LIST,
+           F = JRPC_CONF_FLAG };
+    const jrpc_conf_opt_t table[] = {
+        { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
+          .dest = &config, .flags = JRPC_CONF_NO_FILE },
+        { "connect", L, "ENDPOINT", DEFAULT_ENDPOINT, "a broker's worker endpoint; repeat (or give\n"
+          "a comma list) for several brokers", .dest = &endpoints,
+          .check = jrpc_conf_check_zmq_endpoint },
+        { "credit", U, "N", "64", "calls held at once per broker", .dest = &opts.credit,
+          .min = 1, .max = 1000000 },
+        { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
+          .min = 10, .max = 60000 },
+        { "liveness", U, "N", "3", "silent intervals before a broker counts as dead and the\n"
+          "worker reconnects", .dest = &opts.liveness, .min = 1, .max = 100 },
+        { "drain-timeout-ms", U, "N", "30000", "on SIGTERM, how long to wait at most for the\n"
+          "calls held to finish", .dest = &drain_timeout_ms, .min = 0, .max = 86400000 },
+        { "curve-secret", S, "FILE", NULL, "this worker's CURVE keypair (jrpc keygen FILE); its\n"
+          "public key must be in the broker's --worker-keys", .dest = &curve_secret },
+        { "broker-key", S, "FILE", NULL, "the broker's public key (the .pub of its keypair);\n"
+          "both CURVE options or neither. A worker the broker does\n"
+          "not admit gets no error: it just never gets a call", .dest = &broker_key },
+        { "log-level", C, "LEVEL", "info", "debug, info, warn or error; params are never logged",
+          .dest = &log_level, .choices = log_levels },
+        { "log-format", C, "FORMAT", "kv", "kv (key=value) or json (one object a line)",
+          .dest = &log_format, .choices = log_formats },
+        { "check-config", F, NULL, NULL, "check every option and file, print the effective\n"
+          "configuration and exit (0 good, 2 bad)", .dest = &check_config },
+        { "help", F, NULL, NULL, "print this and exit", .dest = &help },
+        { "version", F, NULL, NULL, "print the version and exit", .dest = &version },
+    };
+    static const jrpc_conf_info_t info = { "jrpc-worker", JRPC_VERSION, usage_head, usage_tail };
+    jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
+    int lrc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
+    if (lrc != 0) {
+        status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
         goto out;
     }
-    if (nendpoints == 0)
-        endpoints[nendpoints++] = DEFAULT_ENDPOINT;
+    jrpc_log_set_level(log_level);
+    jrpc_log_set_format(log_format);
+    if (*jrpc_conf_ignored_env(conf))
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
+                 "jrpc-worker\"", jrpc_conf_ignored_env(conf));
     if ((curve_secret == NULL) != (broker_key == NULL)) {
         fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
                 "Try 'jrpc-worker --help'.\n");
@@ -405,14 +375,23 @@ int main(int argc, char **argv)
     }
     if (curve_secret) {
         char err[512];
-        if (jrpc_curve_load_keypair(curve_secret, &curve_kp, err, sizeof err) < 0 ||
-            jrpc_curve_load_public(broker_key, broker_public, err, sizeof err) < 0) {
-            fprintf(stderr, "jrpc-worker: %s\n", err);
+        if (jrpc_curve_load_keypair(curve_secret, &curve_kp, err, sizeof err) < 0) {
+            jrpc_conf_error(conf, "curve-secret", err);
+            status = 2;
+            goto out;
+        }
+        if (jrpc_curve_load_public(broker_key, broker_public, err, sizeof err) < 0) {
+            jrpc_conf_error(conf, "broker-key", err);
             status = 2;
             goto out;
         }
         opts.curve_keypair = &curve_kp;
         opts.broker_public = broker_public;
+    }
+    if (check_config) {
+        jrpc_conf_print(conf, stdout);
+        status = 0;
+        goto out;
     }
 
     if ((w = jrpc_worker_new(&opts)) == NULL) {
@@ -433,14 +412,15 @@ int main(int argc, char **argv)
         if (jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags) < 0)
             goto out;
     }
-    for (size_t i = 0; i < nendpoints; i++) {
-        int rc = jrpc_worker_connect(w, endpoints[i]);
+    for (size_t i = 0; i < endpoints.n; i++) {
+        int rc = jrpc_worker_connect(w, endpoints.v[i]);
         if (rc < 0) {
             JRPC_LOG(JRPC_LOG_ERROR, "main", "event=connect_failed endpoint=%s err=\"%s\"",
-                     endpoints[i], zmq_strerror(-rc));
+                     endpoints.v[i], zmq_strerror(-rc));
             bool bad_endpoint = rc == -EINVAL || rc == -EPROTONOSUPPORT || rc == -ENOCOMPATPROTO;
             if (bad_endpoint)
-                fprintf(stderr, "jrpc-worker: bad --connect endpoint '%s'\n", endpoints[i]);
+                fprintf(stderr, "jrpc-worker: %s: bad endpoint '%s'\n",
+                        jrpc_conf_source(conf, "connect"), endpoints.v[i]);
             status = bad_endpoint ? 2 : 1;
             goto out;
         }
@@ -451,6 +431,7 @@ int main(int argc, char **argv)
     app.sigint.data = app.sigterm.data = &app;
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+    notify("READY=1\nSTATUS=serving");
     int rc = jrpc_worker_run(w);
     /* Sleeps a drain gave up on; then run the close callbacks of the signal
      * watchers and sleepers. */
@@ -464,6 +445,6 @@ int main(int argc, char **argv)
 out:
     jrpc_curve_keypair_wipe(&curve_kp);
     jrpc_worker_destroy(&w);
-    free(endpoints);
+    jrpc_conf_destroy(&conf);
     return status;
 }
