@@ -170,7 +170,7 @@ int main(int argc, char **argv)
           .dest = &o.workers.max_queue, .min = 0, .max = 100000000 },
         { "max-open", U, "N", "10000", "bodies waiting for answers before -32000", .dest = &o.max_open, .min = 1, .max = 100000000 },
         { "keys", S, "FILE", NULL, "signing keys: '<key id> <secret> [method-glob ...]' per line;\n"
-          "every body must then be signed (docs/SIGNING.md); none: open", .dest = &keys_path },
+          "every body must then be signed (docs/SIGNING.md); unset: open", .dest = &keys_path },
         { "skew", U, "N", "300", "accepted clock difference of a signed body, seconds", .dest = &o.skew_s, .min = 1, .max = 86400 },
         { "redis", S, "URL", "redis://127.0.0.1:6379",
           "nonce store with --keys: redis://[user:password@]host:port[/db]\n"
@@ -214,9 +214,6 @@ int main(int argc, char **argv)
     }
     jrpc_log_set_level(log_level);
     jrpc_log_set_format(log_format);
-    if (*jrpc_conf_ignored_env(conf))
-        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
-                 "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
     jrpc_keys_t *keys = NULL;
@@ -237,6 +234,9 @@ int main(int argc, char **argv)
         jrpc_conf_destroy(&conf);
         return 0;
     }
+    if (*jrpc_conf_ignored_env(conf))
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
+                 "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     o.replay.window_s = o.skew_s;
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };

@@ -364,9 +364,6 @@ int main(int argc, char **argv)
     }
     jrpc_log_set_level(log_level);
     jrpc_log_set_format(log_format);
-    if (*jrpc_conf_ignored_env(conf))
-        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
-                 "jrpc-worker\"", jrpc_conf_ignored_env(conf));
     if ((curve_secret == NULL) != (broker_key == NULL)) {
         fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
                 "Try 'jrpc-worker --help'.\n");
@@ -394,6 +391,9 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    if (*jrpc_conf_ignored_env(conf))
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
+                 "jrpc-worker\"", jrpc_conf_ignored_env(conf));
     if ((w = jrpc_worker_new(&opts)) == NULL) {
         JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"%s\"", strerror(errno));
         goto out;
