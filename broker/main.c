@@ -120,6 +120,9 @@ static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
 static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
 static const char *const log_formats[] = { "kv", "json", NULL };
 
+/* The configuration lives as long as the process: the options point into it. */
+static jrpc_conf_t *conf;
+
 int main(int argc, char **argv)
 {
     const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
@@ -206,7 +209,7 @@ int main(int argc, char **argv)
     };
     static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
     jrpc_log_init("jrpc-broker");
-    jrpc_conf_t *conf = jrpc_conf_new(&info, opts, sizeof opts / sizeof *opts);
+    conf = jrpc_conf_new(&info, opts, sizeof opts / sizeof *opts);
     int rc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
     if (rc != 0) {
         jrpc_conf_destroy(&conf);

@@ -226,17 +226,19 @@ static void set_value(jrpc_conf_t *c, size_t i, int rank, const char *src, const
 
 /* ---- the command line ---- */
 
-static int load_argv(jrpc_conf_t *c, int argc, char **argv)
+static void load_argv(jrpc_conf_t *c, int argc, char **argv)
 {
     struct option *lo = calloc(c->nopts + 1, sizeof *lo);
-    if (lo == NULL)
-        return -ENOMEM;
+    if (lo == NULL) {
+        c->oom = true;
+        return;
+    }
     for (size_t i = 0; i < c->nopts; i++) {
         lo[i].name = c->opts[i].name;
         lo[i].has_arg = c->opts[i].kind == JRPC_CONF_FLAG ? no_argument : required_argument;
         lo[i].val = 0x100 + (int)i;
     }
-    int rc = 0, ch;
+    int ch;
     opterr = 0;
     optind = 0;   /* glibc: a full re-initialisation, so a second load works */
     while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
@@ -259,7 +261,6 @@ static int load_argv(jrpc_conf_t *c, int argc, char **argv)
     free(lo);
     if (c->errors)
         fprintf(stderr, "Try '%s --help'.\n", c->info->prog);
-    return rc;
 }
 
 /* ---- the environment ---- */
@@ -498,6 +499,8 @@ int jrpc_conf_load(jrpc_conf_t *c, int argc, char **argv, char **envp)
     load_argv(c, argc, argv);
     if (c->oom)
         return -ENOMEM;
+    if (c->errors)   /* as GNU tools do: --help after a bad flag is no excuse */
+        return -EINVAL;
     if (help >= 0 && c->slots[help].rank == RANK_FLAG) {
         print_help(c);
         return 1;
@@ -506,8 +509,6 @@ int jrpc_conf_load(jrpc_conf_t *c, int argc, char **argv, char **envp)
         printf("%s %s\n", c->info->prog, c->info->version);
         return 1;
     }
-    if (c->errors)
-        return -EINVAL;
     load_env(c, envp);
     if (config >= 0 && c->slots[config].rank > RANK_DEFAULT)
         load_file(c, c->slots[config].vals[0], c->slots[config].src);
