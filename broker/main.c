@@ -38,17 +38,6 @@ static void die_usage(const char *fmt, const char *arg)
     exit(2);
 }
 
-/* Says what state we are in to systemd (Type=notify); a no-op elsewhere. */
-static void notify(const char *state)
-{
-    int rc = jrpc_sdnotify(state);
-    if (rc < 0)
-        JRPC_LOG(JRPC_LOG_WARN, "main", "event=sd_notify_failed error=\"%s\"", strerror(-rc));
-    else if (rc > 0)
-        JRPC_LOG(JRPC_LOG_DEBUG, "main", "event=sd_notify state=%.*s", (int)strcspn(state, "\n"),
-                 state);
-}
-
 typedef struct app {
     uv_loop_t          loop;
     uv_signal_t        sigint, sigterm;
@@ -81,7 +70,7 @@ static void on_signal(uv_signal_t *s, int signum)
         exit(1);
     }
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d", signum);
-    notify("STOPPING=1\nSTATUS=draining");
+    jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
     jrpc_front_zmq_pause(a->front);
     if (a->http)
         jrpc_front_http_pause(a->http);
@@ -117,8 +106,6 @@ static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
     return true;
 }
 
-static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
-static const char *const log_formats[] = { "kv", "json", NULL };
 
 /* The configuration lives as long as the process: the options point into it. */
 static jrpc_conf_t *conf;
@@ -126,10 +113,9 @@ static jrpc_conf_t *conf;
 int main(int argc, char **argv)
 {
     const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
-    const char *log_level = NULL, *log_format = NULL;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
     jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
-    bool help = false, version = false, check_config = false;
+    jrpc_conf_std_t std = { 0 };
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT,
@@ -139,8 +125,7 @@ int main(int argc, char **argv)
     const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
     jrpc_curve_keypair_t curve_kp;
     jrpc_curve_allowlist_t *curve_lists[2] = { NULL, NULL };
-    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, C = JRPC_CONF_CHOICE, B = JRPC_CONF_ONOFF,
-           L = JRPC_CONF_LIST, F = JRPC_CONF_FLAG };
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, B = JRPC_CONF_ONOFF, L = JRPC_CONF_LIST };
     jrpc_conf_check_fn zmq_ok = jrpc_conf_check_zmq_endpoint, hp_ok = jrpc_conf_check_hostport;
     const jrpc_conf_opt_t opts[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
@@ -198,14 +183,7 @@ int main(int argc, char **argv)
         { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
           "none: any worker", .dest = &ready_methods },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
-        { "log-level", C, "LEVEL", "info", "debug, info, warn or error", .dest = &log_level,
-          .choices = log_levels },
-        { "log-format", C, "FORMAT", "kv", "kv (key=value) or json (one object a line)",
-          .dest = &log_format, .choices = log_formats },
-        { "check-config", F, NULL, NULL, "check every option and file, print the effective\n"
-          "configuration and exit (0 good, 2 bad)", .dest = &check_config },
-        { "help", F, NULL, NULL, "print this and exit", .dest = &help },
-        { "version", F, NULL, NULL, "print the version and exit", .dest = &version },
+        JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
     jrpc_log_init("jrpc-broker");
@@ -215,8 +193,8 @@ int main(int argc, char **argv)
         jrpc_conf_destroy(&conf);
         return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
     }
-    jrpc_log_set_level(log_level);
-    jrpc_log_set_format(log_format);
+    jrpc_log_set_level(std.log_level);
+    jrpc_log_set_format(std.log_format);
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
     jrpc_keys_t *keys = NULL;
@@ -228,7 +206,7 @@ int main(int argc, char **argv)
         }
         o.keys = keys;
     }
-    if (check_config) {
+    if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         jrpc_curve_keypair_wipe(&curve_kp);
         jrpc_curve_allowlist_destroy(&curve_lists[0]);
@@ -285,7 +263,7 @@ int main(int argc, char **argv)
     else
         JRPC_LOG(JRPC_LOG_WARN, "main",
                  "event=open_mode detail=\"no --keys: requests are not authenticated\"");
-    notify("READY=1\nSTATUS=serving");
+    jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     zmq_ctx_term(zctx);

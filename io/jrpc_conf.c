@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const jrpc_conf_log_levels[] = { "debug", "info", "warn", "error", NULL };
+const char *const jrpc_conf_log_formats[] = { "kv", "json", NULL };
+
 /* Where a value came from; a higher rank wins. */
 enum { RANK_DEFAULT, RANK_FILE, RANK_ENV, RANK_FLAG };
 

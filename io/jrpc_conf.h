@@ -103,6 +103,32 @@ void jrpc_conf_print(const jrpc_conf_t *c, FILE *out);
  * checks but failed later, e.g. a key file that cannot be read). */
 void jrpc_conf_error(const jrpc_conf_t *c, const char *name, const char *msg);
 
+/* The options every jrpc program ends its table with (JRPC_CONF_STD_OPTS). */
+typedef struct jrpc_conf_std {
+    const char *log_level;     /* --log-level: debug, info, warn, error */
+    const char *log_format;    /* --log-format: kv, json */
+    bool        check_config;  /* --check-config */
+    bool        help;          /* --help */
+    bool        version;       /* --version */
+} jrpc_conf_std_t;
+
+extern const char *const jrpc_conf_log_levels[];   /* NULL-terminated */
+extern const char *const jrpc_conf_log_formats[];
+
+#define JRPC_CONF_STD_OPTS(std)                                                              \
+    { "log-level", JRPC_CONF_CHOICE, "LEVEL", "info",                                       \
+      "debug, info, warn or error",                                                          \
+      .dest = &(std)->log_level, .choices = jrpc_conf_log_levels },                          \
+    { "log-format", JRPC_CONF_CHOICE, "FORMAT", "kv",                                       \
+      "kv (key=value) or json (one object a line)", .dest = &(std)->log_format,             \
+      .choices = jrpc_conf_log_formats },                                                    \
+    { "check-config", JRPC_CONF_FLAG, NULL, NULL,                                            \
+      "check every option and file, print the effective\n"                                  \
+      "configuration and exit (0 good, 2 bad)", .dest = &(std)->check_config },              \
+    { "help", JRPC_CONF_FLAG, NULL, NULL, "print this and exit", .dest = &(std)->help },      \
+    { "version", JRPC_CONF_FLAG, NULL, NULL, "print the version and exit",                    \
+      .dest = &(std)->version }
+
 /* Syntax checks for the table. */
 int jrpc_conf_check_zmq_endpoint(const char *value, char *err, size_t errlen);
 int jrpc_conf_check_hostport(const char *value, char *err, size_t errlen);   /* or "none" */

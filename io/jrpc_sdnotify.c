@@ -1,4 +1,5 @@
 #include "jrpc_sdnotify.h"
+#include "jrpc_log.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -29,4 +30,14 @@ int jrpc_sdnotify(const char *state)
         rc = -errno;
     close(fd);
     return rc;
+}
+
+void jrpc_sdnotify_log(const char *state)
+{
+    int rc = jrpc_sdnotify(state);
+    if (rc < 0)
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=sd_notify_failed error=\"%s\"", strerror(-rc));
+    else if (rc > 0)
+        JRPC_LOG(JRPC_LOG_DEBUG, "main", "event=sd_notify state=%.*s", (int)strcspn(state, "\n"),
+                 state);
 }

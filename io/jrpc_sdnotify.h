@@ -12,4 +12,8 @@
  * local socket; a full receiver is -EAGAIN). Logs nothing: callers log. */
 int jrpc_sdnotify(const char *state);
 
+/* jrpc_sdnotify() and a log line: debug "event=sd_notify state=READY=1"
+ * when sent, warn when it failed; nothing without $NOTIFY_SOCKET. */
+void jrpc_sdnotify_log(const char *state);
+
 #endif

@@ -44,6 +44,7 @@ static const char usage_tail[] =
     "update, slow_update, notify_hello, notify_sum (they stand for calls with\n"
     "effects; a lost call of theirs is answered -32004, never run twice).\n"
     "\n"
+    "Params are never logged, at any --log-level.\n"
     "Precedence: flags > JRPC_* environment > config file > defaults.\n"
     "SIGINT/SIGTERM: sends DISCONNECT to every broker (no new calls come), lets\n"
     "the calls held finish and be answered (at most --drain-timeout-ms, or until\n"
@@ -278,17 +279,6 @@ typedef struct app {
     int            signals;   /* received so far */
 } app_t;
 
-/* Says what state we are in to systemd (Type=notify); a no-op elsewhere. */
-static void notify(const char *state)
-{
-    int rc = jrpc_sdnotify(state);
-    if (rc < 0)
-        JRPC_LOG(JRPC_LOG_WARN, "main", "event=sd_notify_failed error=\"%s\"", strerror(-rc));
-    else if (rc > 0)
-        JRPC_LOG(JRPC_LOG_DEBUG, "main", "event=sd_notify state=%.*s", (int)strcspn(state, "\n"),
-                 state);
-}
-
 /* First signal: drain (the run returns when the calls held are answered);
  * second: stop at once. The watchers are closed after the run. */
 static void on_signal(uv_signal_t *h, int signum)
@@ -296,7 +286,7 @@ static void on_signal(uv_signal_t *h, int signum)
     app_t *app = h->data;
     const char *name = signum == SIGINT ? "INT" : "TERM";
     if (app->signals++ == 0) {
-        notify("STOPPING=1\nSTATUS=draining");
+        jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
                  app->drain_timeout_ms);
         jrpc_worker_drain(app->w, app->drain_timeout_ms);
@@ -308,8 +298,6 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- flags ---- */
 
-static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
-static const char *const log_formats[] = { "kv", "json", NULL };
 
 int main(int argc, char **argv)
 {
@@ -318,15 +306,13 @@ int main(int argc, char **argv)
     jrpc_worker_opts_init(&opts);
     jrpc_conf_list_t endpoints = { 0 };
     const char *config = NULL, *curve_secret = NULL, *broker_key = NULL;
-    const char *log_level = NULL, *log_format = NULL;
-    bool help = false, version = false, check_config = false;
+    jrpc_conf_std_t std = { 0 };
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char broker_public[JRPC_CURVE_Z85_LEN + 1];
     int status = 1;
     uint32_t drain_timeout_ms = 30000;
     jrpc_worker_t *w = NULL;
-    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, C = JRPC_CONF_CHOICE, L = JRPC_CONF_LIST,
-           F = JRPC_CONF_FLAG };
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, L = JRPC_CONF_LIST };
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
@@ -346,14 +332,7 @@ int main(int argc, char **argv)
         { "broker-key", S, "FILE", NULL, "the broker's public key (the .pub of its keypair);\n"
           "both CURVE options or neither. A worker the broker does\n"
           "not admit gets no error: it just never gets a call", .dest = &broker_key },
-        { "log-level", C, "LEVEL", "info", "debug, info, warn or error; params are never logged",
-          .dest = &log_level, .choices = log_levels },
-        { "log-format", C, "FORMAT", "kv", "kv (key=value) or json (one object a line)",
-          .dest = &log_format, .choices = log_formats },
-        { "check-config", F, NULL, NULL, "check every option and file, print the effective\n"
-          "configuration and exit (0 good, 2 bad)", .dest = &check_config },
-        { "help", F, NULL, NULL, "print this and exit", .dest = &help },
-        { "version", F, NULL, NULL, "print the version and exit", .dest = &version },
+        JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-worker", JRPC_VERSION, usage_head, usage_tail };
     jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
@@ -362,8 +341,8 @@ int main(int argc, char **argv)
         status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
         goto out;
     }
-    jrpc_log_set_level(log_level);
-    jrpc_log_set_format(log_format);
+    jrpc_log_set_level(std.log_level);
+    jrpc_log_set_format(std.log_format);
     if ((curve_secret == NULL) != (broker_key == NULL)) {
         fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
                 "Try 'jrpc-worker --help'.\n");
@@ -385,7 +364,7 @@ int main(int argc, char **argv)
         opts.curve_keypair = &curve_kp;
         opts.broker_public = broker_public;
     }
-    if (check_config) {
+    if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         status = 0;
         goto out;
@@ -431,7 +410,7 @@ int main(int argc, char **argv)
     app.sigint.data = app.sigterm.data = &app;
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-    notify("READY=1\nSTATUS=serving");
+    jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     int rc = jrpc_worker_run(w);
     /* Sleeps a drain gave up on; then run the close callbacks of the signal
      * watchers and sleepers. */
