@@ -565,6 +565,18 @@ static void free_self(jrpc_replay_t *r)
     free(r);
 }
 
+int jrpc_replay_check_url(const char *url, char *err, size_t errlen)
+{
+    jrpc_replay_t *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        jrpc_errf(err, errlen, "--redis: out of memory");
+        return -ENOMEM;
+    }
+    int rc = parse_url(r, url, err, errlen);
+    free_self(r);
+    return rc;
+}
+
 static void on_timer_closed(uv_handle_t *h)
 {
     jrpc_replay_t *r = h->data;

@@ -27,6 +27,11 @@ typedef struct jrpc_replay_opts {
  * (the connection may come up later). NULL on error. */
 jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
                                char *err, size_t errlen);
+/* Only the URL check of jrpc_replay_new(), for --check-config: 0, or
+ * -EINVAL / -ENOMEM with a message in err ("--redis: ...", never the URL,
+ * which may hold a password). Connects nothing. */
+int jrpc_replay_check_url(const char *url, char *err, size_t errlen);
+
 /* Fails pending claims with -ECANCELED, closes, frees from close callbacks. */
 void jrpc_replay_destroy(jrpc_replay_t **self_p);
 

@@ -107,6 +107,17 @@ static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
 }
 
 
+/* --redis syntax, as the broker will read it (messages without the URL). */
+static int redis_url_ok(const char *url, char *err, size_t errlen)
+{
+    char msg[256];
+    if (jrpc_replay_check_url(url, msg, sizeof msg) == 0)
+        return 0;
+    const char *m = strncmp(msg, "--redis: ", 9) == 0 ? msg + 9 : msg;
+    snprintf(err, errlen, "%s", m);
+    return -1;
+}
+
 /* The configuration lives as long as the process: the options point into it. */
 static jrpc_conf_t *conf;
 
@@ -162,7 +173,8 @@ int main(int argc, char **argv)
         { "skew", U, "N", "300", "accepted clock difference of a signed body, seconds", .dest = &o.skew_s, .min = 1, .max = 86400 },
         { "redis", S, "URL", "redis://127.0.0.1:6379",
           "nonce store with --keys: redis://[user:password@]host:port[/db]\n"
-          "or unix:///path/to/redis.sock", .dest = &o.replay.url, .flags = JRPC_CONF_SECRET },
+          "or unix:///path/to/redis.sock", .dest = &o.replay.url, .check = redis_url_ok,
+          .flags = JRPC_CONF_SECRET },
         { "redis-timeout-ms", U, "N", "500", "a Redis answer later than this fails closed (503)",
           .dest = &o.replay.timeout_ms, .min = 10, .max = 600000 },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval to and from workers",

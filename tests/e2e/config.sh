@@ -117,6 +117,9 @@ bad "on/off" "jrpc-broker: --access-log: 'maybe' is not on or off" "$BROKER" --a
 bad "endpoint syntax" "jrpc-worker: --connect: 'tcp://nowhere' is not a ZeroMQ endpoint" \
     "$WORKER" --connect tcp://nowhere --check-config
 bad "host:port syntax" "jrpc-broker: --admin: '9090' is not HOST:PORT" "$BROKER" --admin 9090
+bad "Redis URL syntax, the URL not echoed" "jrpc-broker: env JRPC_REDIS: missing :port" \
+    env JRPC_REDIS='redis://u:hush@h' "$BROKER" --check-config
+check "Redis URL error: password not printed" "" "$(grep -o hush "$T/err")"
 bad "unknown flag" "jrpc-broker: unknown option '--timout-ms'" "$BROKER" --timout-ms 5
 printf 'timeout-ms = 5\nmax-bacth = 3\ntimeout-ms = 6\nliveness = -1\nhttp =\n' >"$T/bad.ini"
 bad "file: unknown key" "$T/bad.ini:2: unknown key 'max-bacth'" "$BROKER" --config "$T/bad.ini" --check-config
