@@ -11,7 +11,7 @@ cmake --install "$JRPC_BUILD" --prefix "$P" > "$E2E_TMP/install.out" 2>&1
 check "cmake --install exits 0" 0 $?
 for f in bin/jrpc-broker bin/jrpc-worker bin/jrpc bin/jrpc-bench \
          lib/libjrpc-worker.a lib/libjrpc-client.a include/jrpc/jrpc_worker.h include/jrpc/jrpc_client.h \
-         share/jrpc/config/broker.conf share/jrpc/config/worker.conf \
+         share/jrpc/README.md share/jrpc/config/broker.conf share/jrpc/config/worker.conf \
          share/jrpc/systemd/jrpc-broker.service share/jrpc/systemd/jrpc-worker@.service; do
     check "installed $f" 1 "$([ -s "$P/$f" ] && echo 1 || echo 0)"
 done
@@ -22,7 +22,9 @@ cat > "$E2E_TMP/w.c" <<'C'
 #include <jrpc/jrpc_worker.h>
 int main(void) { jrpc_worker_t *w = jrpc_worker_new(NULL); jrpc_worker_destroy(&w); return 0; }
 C
-cc -I"$P/include" -I"$P/include/jrpc" "$E2E_TMP/w.c" -o "$E2E_TMP/w" -L"$P/lib" -ljrpc-worker -ljrpc_io \
+san=()   # a sanitized build installs sanitized libraries
+grep -q '^JRPC_SANITIZE:BOOL=ON' "$JRPC_BUILD/CMakeCache.txt" && san=(-fsanitize=address,undefined)
+cc "${san[@]}" -I"$P/include" -I"$P/include/jrpc" "$E2E_TMP/w.c" -o "$E2E_TMP/w" -L"$P/lib" -ljrpc-worker -ljrpc_io \
     -ljrpc_proto $(pkg-config --libs libzmq libuv msgpack libcrypto) -lm > "$E2E_TMP/cc.out" 2>&1
 check "a worker compiles and links against the installed library" "0 " "$? $(head -c 600 "$E2E_TMP/cc.out")"
 

@@ -167,7 +167,9 @@ sleep 3
 lost_before=$(cat "$TMP/b1.log" "$TMP/b2.log" | grep -c 'event=worker_lost')
 echo "many_hosts: t=3s cutting W1's link at the switch"
 ip -n "$SW" link set port-w1 down
+t_down=$(date +%s%N)
 wait_for "both_have 2" 10
+echo "many_hosts: both brokers dropped W1's workers after $(( ($(date +%s%N) - t_down) / 1000000 )) ms"
 check "(b) with W1 cut off, both brokers drop its workers (2 left each)" "2 2" \
     "$(workers_of b1) $(workers_of b2)"
 check "(b) each broker logged W1's 2 workers lost" 4 \
@@ -179,7 +181,9 @@ sleep 3
 # ---- (c) the link comes back: W1 rejoins by itself --------------------------
 echo "many_hosts: link of W1 up again"
 ip -n "$SW" link set port-w1 up
+t_up=$(date +%s%N)
 wait_for "both_have 4" 40
+echo "many_hosts: W1's workers back on both brokers after $(( ($(date +%s%N) - t_up) / 1000000 )) ms"
 check "(c) W1's workers rejoin both brokers by themselves" "4 4" \
     "$(workers_of b1) $(workers_of b2)"
 
