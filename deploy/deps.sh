@@ -4,10 +4,11 @@
 #
 #   bash deploy/deps.sh             everything: build, run and the whole test suite
 #   bash deploy/deps.sh --build     only what building needs (deploy/build.sh, the image's build stage)
-#   bash deploy/deps.sh --runtime   only the shared libraries the programs load (the image's last stage)
+#   bash deploy/deps.sh --runtime   only what the programs load, and curl (the image's last stage)
 #   ... --clean                     (after the others) then drop apt's package lists (images)
 set -eu
-runtime=(libzmq5 libmsgpackc2 libuv1 libhiredis0.14 libhttp-parser2.9 libssl3)
+# curl: the container's health check (GET /healthz on the admin port).
+runtime=(libzmq5 libmsgpackc2 libuv1 libhiredis0.14 libhttp-parser2.9 libssl3 curl)
 build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
        libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev)
 # The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the

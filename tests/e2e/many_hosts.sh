@@ -28,12 +28,24 @@ for tool in redis-server curl python3 timeout; do
     command -v "$tool" >/dev/null || { echo "many_hosts: $tool is not installed"; exit 1; }
 done
 
-# The whole script runs under a hard time bound: re-exec under timeout(1).
-if [ -z "${MANY_HOSTS_INNER:-}" ]; then
-    MANY_HOSTS_INNER=1 exec timeout --kill-after=10 "${MANY_HOSTS_TIMEOUT_S:-150}" bash "$0" "$@"
+# The whole script runs under a hard time bound: the body runs again under
+# timeout(1); should it be killed before its own cleanup, this outer part
+# removes what is left in the namespaces of this run (only ours: the names
+# carry this run's prefix).
+if [ -z "${MANY_HOSTS_PREFIX:-}" ]; then
+    export MANY_HOSTS_PREFIX="jrpcmh-$$-$RANDOM"
+    timeout --kill-after=10 "${MANY_HOSTS_TIMEOUT_S:-150}" bash "$0" "$@"
+    rc=$?
+    [ $rc -eq 124 ] && echo "many_hosts: timed out"
+    for left in $(ip netns list | awk '{ print $1 }' | grep "^$MANY_HOSTS_PREFIX-"); do
+        for pid in $(ip netns pids "$left" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+        ip netns del "$left" 2>/dev/null
+        echo "many_hosts: removed the leftover namespace $left"
+    done
+    exit $rc
 fi
 
-P="jrpcmh-$$-$RANDOM"              # namespace prefix, unique to this run
+P=$MANY_HOSTS_PREFIX               # namespace prefix, unique to this run
 SW="$P-sw"
 NET="10.$((RANDOM % 200 + 20)).$((RANDOM % 250))"   # a /24 that exists only inside our namespaces
 declare -A IP=([r]=$NET.10 [b1]=$NET.21 [b2]=$NET.22 [w1]=$NET.31 [w2]=$NET.32 [c]=$NET.40)
