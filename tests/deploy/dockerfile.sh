@@ -10,12 +10,18 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DF=$ROOT/deploy/container/Dockerfile
 
 deploy_npm_tools || { check "npm validators installed" 0 1; e2e_finish; }
-node -e '
+lint() { # FILE: dockerfile-utils' diagnostics, one a line; exit 1 if any
+    node -e '
 const u = require(process.argv[1] + "/dockerfile-utils");
 const d = u.validate(require("fs").readFileSync(process.argv[2], "utf8"), {});
 for (const x of d) console.log("line " + (x.range.start.line + 1) + ": " + x.message);
-process.exit(d.length ? 1 : 0);' "$NODE_TOOLS" "$DF" > "$E2E_TMP/lint.out" 2>&1
+process.exit(d.length ? 1 : 0);' "$NODE_TOOLS" "$1"
+}
+lint "$DF" > "$E2E_TMP/lint.out" 2>&1
 check "dockerfile-utils finds nothing wrong" "0 " "$? $(cat "$E2E_TMP/lint.out")"
+{ cat "$DF"; echo "COPY just-one-argument"; } > "$E2E_TMP/bad.Dockerfile"
+lint "$E2E_TMP/bad.Dockerfile" > "$E2E_TMP/bad.out" 2>&1
+check "a COPY with one argument is refused" "1 1" "$? $(grep -c 'at least two arguments' "$E2E_TMP/bad.out")"
 
 # The RUN steps (continuation lines joined), and the README's shell lines.
 sed -e ':a' -e '/\\$/N; s/\\\n[[:space:]]*/ /; ta' "$DF" | sed -n 's/^RUN //p' > "$E2E_TMP/run.txt"
