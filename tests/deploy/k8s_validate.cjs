@@ -7,7 +7,8 @@
 //     matches some workload's pod labels and its named targetPorts exist
 //     there; probes name ports that exist; envFrom/volumes name ConfigMaps and
 //     Secrets of the set; a HorizontalPodAutoscaler targets a Deployment of
-//     the set whose containers request CPU (a CPU utilisation target needs it).
+//     the set whose containers request CPU (a CPU utilisation target needs it);
+//  3. no field the API does not have (TypeScript with kubernetes-types).
 // Usage: node k8s_validate.cjs NODE_MODULES FILE.yaml...   exit 0 when valid.
 "use strict";
 const fs = require("fs");
@@ -129,6 +130,41 @@ for (const hpa of byKind("HorizontalPodAutoscaler")) {
     c.resources && c.resources.requests && c.resources.requests.cpu))
     errors.push(`HorizontalPodAutoscaler/${hpa.metadata.name}: CPU target but ${ref.name} requests no CPU`);
 }
+
+// 3. Unknown fields: the schemas above accept any extra key, so a misspelt
+// field (readinesProbe) would pass. TypeScript does not: each object becomes
+// an object literal typed with its interface from the npm package
+// kubernetes-types, and tsc's excess-property check refuses every key the
+// API does not have, at any depth (types are checked again on the way).
+function strictTypes() {
+  const dir = fs.mkdtempSync(path.join(require("os").tmpdir(), "jrpc-k8s-"));
+  let text = "";
+  const where = [];  // [first line of an object in objects.ts, its name]
+  objects.forEach(({ where: w, obj }, i) => {
+    const parts = String(obj.apiVersion).split("/");
+    const mod = parts.length === 1 ? "core/" + parts[0] : parts[0].split(".")[0] + "/" + parts[1];
+    const name = `${w} ${obj.kind}/${obj.metadata && obj.metadata.name}`;
+    where.push([text.split("\n").length, name]);
+    text += `// ${name}\nimport type { ${obj.kind} as K${i} } from "kubernetes-types/${mod}";\n` +
+            `export const o${i}: K${i} = ${JSON.stringify(obj, null, 2)};\n`;
+  });
+  fs.writeFileSync(path.join(dir, "objects.ts"), text);
+  fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, module: "commonjs", moduleResolution: "node",
+                       baseUrl: nm, typeRoots: [], types: [], skipLibCheck: true },
+    files: ["objects.ts"] }));
+  const r = require("child_process").spawnSync(process.execPath,
+    [path.join(nm, "typescript", "bin", "tsc"), "-p", dir, "--pretty", "false"], { encoding: "utf8" });
+  for (const line of (r.stdout + r.stderr).split("\n").filter(Boolean)) {
+    const m = line.match(/objects\.ts\((\d+),\d+\): (.*)/);
+    if (!m) { errors.push("tsc: " + line); continue; }
+    const at = where.filter(([l]) => l <= Number(m[1])).pop();
+    errors.push(`${at ? at[1] : "?"}: ${m[2]}`);
+  }
+  if (r.status !== 0 && !(r.stdout + r.stderr).trim()) errors.push("tsc failed: exit " + r.status);
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+if (!errors.length) strictTypes();
 
 for (const e of errors) console.log("k8s: " + e);
 console.log(`k8s: ${objects.length} objects in ${files.length} files, ${errors.length} errors`);
