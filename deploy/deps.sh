@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian packages jrpc builds, runs and tests with. Skips apt
-# entirely when everything is already there.
+# Installs the Debian packages jrpc needs. Skips apt entirely when everything
+# is already there.
+#
+#   bash deploy/deps.sh             everything: build, run and the whole test suite
+#   bash deploy/deps.sh --build     only what building needs (deploy/build.sh, the image's build stage)
+#   bash deploy/deps.sh --runtime   only what the programs load, and curl (the image's last stage)
+#   ... --clean                     (after the others) then drop apt's package lists (images)
 set -eu
-pkgs=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
-      libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev redis-server curl python3
-      clang libclang-rt-14-dev)
+# curl: the container's health check (GET /healthz on the admin port).
+runtime=(libzmq5 libmsgpackc2 libuv1 libhiredis0.14 libhttp-parser2.9 libssl3 libinih1 curl)
+build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
+       libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev)
+# The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
+# many-hosts test), systemd-analyze and docker-compose (deploy/ checks).
+suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
+       gnuplot-nox)
+clean=no
+if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --bad; fi
+case "${1:-}" in
+    --runtime) pkgs=("${runtime[@]}") ;;
+    --build)   pkgs=("${build[@]}") ;;
+    "")        pkgs=("${build[@]}" "${suite[@]}") ;;
+    *) echo "usage: deploy/deps.sh [--build|--runtime] [--clean]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -15,4 +33,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $clean = yes ]; then
+    rm -rf /var/lib/apt/lists/*
 fi
