@@ -53,6 +53,8 @@ static const char usage[] =
     "  --client-keys FILE    public keys of the clients allowed in, one a line\n"
     "  --worker-keys FILE    public keys of the workers allowed in, one a line\n"
     "  --log-level LEVEL     debug, info, warn or error [info]\n"
+    "  --access-log on|off   one line per body at info (event=access): transport, key,\n"
+    "                        calls, errors, status, latency, traceparent [on]\n"
     "  --help                print this and exit\n"
     "  --version             print the version and exit\n"
     "\n"
@@ -119,7 +121,8 @@ static void on_signal(uv_signal_t *s, int signum)
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
-enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH };
+enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH,
+       OPT_ACCESS_LOG };
 
 /* files: --curve-secret, --client-keys, --worker-keys. All three or none
  * (CURVE without an allowlist would let in anyone who knows the broker's
@@ -160,6 +163,7 @@ int main(int argc, char **argv)
         .timeout_ms = 30000,
         .max_open = 10000,
         .skew_s = 300,
+        .access_log = true,
         .replay = { .url = "redis://127.0.0.1:6379", .timeout_ms = 500 },
         .workers = { .endpoint = "tcp://127.0.0.1:5556", .max_queue = 100000,
                      .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3 },
@@ -192,6 +196,7 @@ int main(int argc, char **argv)
         { "liveness", required_argument, 0, 'L' },
         { "max-redispatch", required_argument, 0, OPT_MAX_REDISPATCH },
         { "log-level", required_argument, 0, 'l' },
+        { "access-log", required_argument, 0, OPT_ACCESS_LOG },
         { "curve-secret", required_argument, 0, OPT_CURVE_SECRET },
         { "client-keys", required_argument, 0, OPT_CLIENT_KEYS },
         { "worker-keys", required_argument, 0, OPT_WORKER_KEYS },
@@ -227,6 +232,11 @@ int main(int argc, char **argv)
         case 'L': o.workers.liveness = parse_uint("--liveness", optarg, 1, 1000); break;
         case OPT_MAX_REDISPATCH:
             o.workers.max_redispatch = parse_uint("--max-redispatch", optarg, 0, 255);
+            break;
+        case OPT_ACCESS_LOG:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                die_usage("--access-log: '%s' is not on or off", optarg);
+            o.access_log = strcmp(optarg, "on") == 0;
             break;
         case OPT_CURVE_SECRET: curve_files[0] = optarg; break;
         case OPT_CLIENT_KEYS: curve_files[1] = optarg; break;
