@@ -12,6 +12,7 @@
 #include "jrpc_front_zmq.h"
 #include "jrpc_curve.h"
 #include "jrpc_log.h"
+#include "jrpc_logbuf.h"
 
 static const char usage[] =
     "Usage: jrpc-broker [OPTIONS]\n"
@@ -103,6 +104,7 @@ static void on_drained(void *arg)
     jrpc_front_http_destroy(&a->http);
     jrpc_broker_destroy(&a->broker);
     jrpc_curve_zap_destroy(&a->zap);   /* after the CURVE sockets */
+    jrpc_logbuf_stop();
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
 }
@@ -269,6 +271,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };
     uv_loop_init(&a.loop);
+    /* A line per body: written once per loop iteration, not once per line. */
+    if (o.access_log)
+        jrpc_logbuf_start(&a.loop);
     void *zctx = zmq_ctx_new();
     o.workers.zmq_ctx = zctx;
     if (curve) {   /* the ZAP handler is bound before any CURVE socket */

@@ -10,6 +10,12 @@
 int jrpc_log_level = JRPC_LOG_INFO;
 static const char *log_proc = "jrpc";
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static jrpc_log_sink_fn log_sink;
+
+void jrpc_log_set_sink(jrpc_log_sink_fn fn)
+{
+    log_sink = fn;
+}
 
 void jrpc_log_init(const char *proc)
 {
@@ -50,6 +56,10 @@ void jrpc_log_write(int level, const char *comp, const char *fmt, ...)
     size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m
                                                                       : sizeof line - (size_t)n - 2);
     line[len++] = '\n';
+    if (log_sink) {
+        log_sink(level, line, len);
+        return;
+    }
     /* One write per line so that lines of concurrent processes do not mix. */
     fwrite(line, 1, len, stderr);
     fflush(stderr);
