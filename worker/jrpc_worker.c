@@ -376,7 +376,7 @@ static void call_log(const jrpc_wcall_t *wc, const char *outcome, int code)
              "traceparent=%s",
              wc->conn->endpoint, (unsigned long long)wc->seq, wc->method[0] ? wc->method : "-",
              outcome, code, (unsigned long long)((uv_hrtime() - wc->t0) / 1000),
-             wc->tp_len ? wc->tp : "-");
+             jrpc_wcall_traceparent(wc) ? jrpc_wcall_traceparent(wc) : "-");
 }
 
 static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *message)

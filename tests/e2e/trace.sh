@@ -116,6 +116,15 @@ check "batch: each call reached a worker with the traceparent" 3 \
 check "batch: the worker's error outcome" 1 \
     "$(wlog | grep "traceparent=$TP_BATCH" | grep -c 'outcome=error code=-32602')"
 
+# ---- The client leaves before the answer: status 499, outcome cancelled.
+TP_GONE=00-88888888888888888888888888888888-8888888888888888-01
+post '{"jsonrpc":"2.0","method":"sleep","params":{"ms":1500},"id":1}' --max-time 0.3 \
+    -H "traceparent: $TP_GONE" >/dev/null
+e2e_wait_for "access 88888888888888888888888888888888 | grep -q ." 5
+line=$(access 88888888888888888888888888888888)
+check "client gone: access status and outcome" "499 cancelled 1" \
+    "$(echo "$line" | field status) $(echo "$line" | field outcome) $(echo "$line" | field calls)"
+
 # ---- --access-log off: no access line.
 kill -TERM "$BROKER_PID"; wait "$BROKER_PID"
 E2E_HTTP=1 e2e_restart_broker --access-log off
