@@ -383,9 +383,9 @@ static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *
 {
     conn_t *c = wc->conn;
     int rc = 0;
-    call_log(wc, wc->w->stopping || c->sock == NULL || c->gen != wc->gen ? "dropped"
-                 : is_error ? "error" : "result", is_error ? code : 0);
-    if (wc->w->stopping || c->sock == NULL || c->gen != wc->gen) {
+    bool stale = wc->w->stopping || c->sock == NULL || c->gen != wc->gen;
+    call_log(wc, stale ? "dropped" : is_error ? "error" : "result", is_error ? code : 0);
+    if (stale) {
         JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=answer_dropped reason=stale endpoint=%s seq=%llu",
                  c->endpoint, (unsigned long long)wc->seq);
     } else {
