@@ -15,6 +15,7 @@
 
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_trace.h"
 
 #define NO_HANDLE UINT32_MAX
 
@@ -36,8 +37,12 @@ struct bbatch {
     bool           cancelled;    /* the client left while claiming */
     const jrpc_key_t *key;       /* the signing key (ACL), or NULL when open */
     bbatch_t      *prev, *next;  /* the deadline list */
+    uint64_t       t0;           /* uv_hrtime() at submit (access log only) */
+    int            transport;    /* a jrpc_transport */
+    jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
+    jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */
     size_t         len;          /* body bytes */
-    char           body[];       /* our copy of the body */
+    char           body[];       /* our copy of the body, then trace, then peer */
 };
 
 struct jrpc_broker {
@@ -105,6 +110,67 @@ static void batch_free(bbatch_t *x)
     free(x);
 }
 
+static const char *const transport_names[] = { "zmq", "http" };
+
+/* A body refused whole by the parser: -32700, or -32600 for the body itself. */
+static bool body_invalid(const jrpc_batch_t *req)
+{
+    static const char parse[] = "\"error\":{\"code\":-32700,";
+    static const char invalid[] = "\"error\":{\"code\":-32600,";
+    if (req->is_array || req->ncalls != 1 || !req->calls[0].answered)
+        return false;
+    jrpc_span_t a = req->calls[0].answer;
+    return a.n > sizeof parse &&
+           (memcmp(a.p, parse, sizeof parse - 1) == 0 || memcmp(a.p, invalid, sizeof invalid - 1) == 0);
+}
+
+/* The access line of a body (x NULL: refused before it was kept, -EBUSY).
+ * errors counts the error objects in the reply. */
+static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int status,
+                       const char *outcome, size_t bytes_out)
+{
+    if (!b->opts.access_log || JRPC_LOG_INFO < jrpc_log_level)
+        return;
+    uint32_t calls = 0, errors = 0;
+    jrpc_span_t key = { "-", 1 }, tp = { "-", 1 }, peer = { "-", 1 };
+    size_t bytes_in = 0;
+    uint64_t us = 0;
+    int transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    if (x) {
+        transport = x->transport;
+        calls = x->req.ncalls;
+        if (status != JRPC_REPLY_OK)
+            errors = status == 499 ? 0 : 1;
+        else
+            for (uint32_t i = 0; i < x->req.ncalls; i++) {
+                const jrpc_call_t *c = &x->req.calls[i];
+                errors += !c->notification && c->answer.n > 1 && c->answer.p[1] == 'e';
+            }
+        if (x->key)
+            key = jrpc_key_id(x->key);
+        if (x->trace.n)
+            tp = x->trace;
+        if (x->peer.n)
+            peer = x->peer;
+        bytes_in = x->len;
+        us = (uv_hrtime() - x->t0) / 1000;
+    } else if (ad) {
+        errors = 1;
+        if (ad->traceparent.n && jrpc_traceparent_valid(ad->traceparent.p, ad->traceparent.n))
+            tp = ad->traceparent;
+        if (ad->peer.n)
+            peer = ad->peer;
+    } else {
+        errors = 1;
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "access",
+             "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
+             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
+             transport_names[transport == JRPC_TRANSPORT_HTTP], (int)peer.n, peer.p,
+             (int)key.n, key.p, calls, errors, status, outcome, bytes_in, bytes_out,
+             (unsigned long long)us, (int)tp.n, tp.p);
+}
+
 static void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
@@ -113,6 +179,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         jrpc_buf_reset(&b->out);
         jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
     }
+    access_log(b, x, NULL, JRPC_REPLY_OK, body_invalid(&x->req) ? "invalid" : "ok", b->out.len);
     x->fn(x->ctx, JRPC_REPLY_OK, b->out.p, b->out.len);
 }
 
@@ -122,6 +189,9 @@ static void refuse(jrpc_broker_t *b, bbatch_t *x, int status, int code, const ch
     x->replied = true;
     jrpc_buf_reset(&b->out);
     jrpc_batch_write_error_json(&b->out, code, data_json);
+    access_log(b, x, NULL, status,
+               status == JRPC_REPLY_UNAUTHORIZED ? "unauthorized"
+               : status == JRPC_REPLY_REPLAYED ? "replayed" : "unavailable", b->out.len);
     x->fn(x->ctx, status, b->out.p, b->out.len);
 }
 
@@ -233,8 +303,8 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
-        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->deadline, x, i,
-                                       &x->handles[i]);
+        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->trace, x->deadline,
+                                       x, i, &x->handles[i]);
         if (rc == 0) {
             x->outstanding++;
             b->calls++;
@@ -313,14 +383,32 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
 {
     if (b->open >= b->opts.max_open) {
         b->busy++;
+        access_log(b, NULL, ad, 503, "busy", 0);
         return -EBUSY;
     }
-    bbatch_t *x = malloc(sizeof *x + len);
+    /* The traceparent and the peer travel in the body's own block: no
+     * allocation of their own. */
+    jrpc_span_t tp = ad ? ad->traceparent : (jrpc_span_t){ NULL, 0 };
+    if (tp.n && !jrpc_traceparent_valid(tp.p, tp.n))
+        tp.n = 0;
+    jrpc_span_t peer = ad && b->opts.access_log ? ad->peer : (jrpc_span_t){ NULL, 0 };
+    bbatch_t *x = malloc(sizeof *x + len + tp.n + peer.n);
     if (x == NULL)
         return -ENOMEM;
     memset(x, 0, sizeof *x);
     memcpy(x->body, body, len);
     x->len = len;
+    if (tp.n) {
+        memcpy(x->body + len, tp.p, tp.n);
+        x->trace = (jrpc_span_t){ x->body + len, tp.n };
+    }
+    if (peer.n) {
+        memcpy(x->body + len + tp.n, peer.p, peer.n);
+        x->peer = (jrpc_span_t){ x->body + len + tp.n, peer.n };
+    }
+    x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    if (b->opts.access_log)
+        x->t0 = uv_hrtime();
     x->broker = b;
     x->fn = fn;
     x->ctx = ctx;
@@ -355,6 +443,7 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
 {
     assert(!x->replied);
     b->cancelled++;
+    access_log(b, x, NULL, 499, "cancelled", 0);
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
         x->cancelled = true;

@@ -45,6 +45,8 @@ typedef struct jrpc_admit {
     jrpc_auth_req_t auth;        /* signing fields (all empty when unsigned) */
     int             transport;   /* a jrpc_transport */
     jrpc_span_t     traceparent; /* W3C traceparent as received (unchecked); empty: none */
+    jrpc_span_t     peer;        /* the client's address as text, for the access log;
+                                    empty: unknown */
 } jrpc_admit_t;
 
 /* Transport-independent answer classes; HTTP maps them to its statuses. */
@@ -77,6 +79,11 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * function returns (a body that needs no worker). When handle is not NULL,
  * *handle is set before fn can run and stays valid until fn has been called:
  * it is what jrpc_broker_cancel() takes.
+ * admit->traceparent is checked (jrpc_traceparent_valid()); a valid one is
+ * sent to the workers with every call of the body, an invalid one is
+ * ignored as if absent.
+ * With opts.access_log, one line event=access is logged per body: when it
+ * is answered, refused (also -EBUSY), or cancelled (status 499).
  * Returns 0; -EBUSY when max_open bodies are already waiting (overload:
  * answer "server busy" at once), or -ENOMEM. On error fn is not called and
  * the caller answers on its own. */

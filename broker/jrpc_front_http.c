@@ -12,11 +12,13 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <http_parser.h>
 
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_trace.h"
 
 #define COMP          "front_http"
 #define READ_BUF      65536  /* one shared read buffer for every connection */
@@ -33,7 +35,7 @@
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER };
-enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT,
+enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT, H_TRACE,
            H_AUTH /* H_AUTH + AUTH_KEY .. AUTH_SIG */ };
 enum { AUTH_KEY, AUTH_TS, AUTH_NONCE, AUTH_SIG, AUTH_N };
 #define AUTH_MAX 72  /* longer than any valid value: longer ones are kept cut, still invalid */
@@ -113,6 +115,11 @@ struct conn {
     uint32_t        timeout_ms;
     char            auth[AUTH_N][AUTH_MAX]; /* X-JRPC-Key, -Timestamp, -Nonce, -Signature */
     uint8_t         auth_len[AUTH_N];       /* 0: absent */
+    char            trace[JRPC_TRACEPARENT_MAX]; /* the traceparent header */
+    uint8_t         trace_len; /* 0: absent, or given twice / too long (ignored) */
+    bool            trace_seen; /* a traceparent header was read */
+    uint8_t         peer_len;
+    char            peer[56];  /* "ip:port" / "[ip6]:port" of the client, for the access log */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the headers are in and the method is HEAD */
     uint64_t        body_seen; /* body bytes received for this request */
@@ -732,6 +739,16 @@ static void finish_header(conn_t *c)
         }
         break;
     }
+    case H_TRACE:
+        /* One, of a length we carry; the broker checks its syntax. A second
+         * one makes both invalid (W3C: a vendor may not pick one). */
+        c->trace_len = 0;
+        if (!c->trace_seen && !c->hval_long && n <= sizeof c->trace) {
+            memcpy(c->trace, v, n);
+            c->trace_len = (uint8_t)n;
+        }
+        c->trace_seen = true;
+        break;
     case H_TIMEOUT: {
         c->n_timeout++;
         uint64_t t = 0;
@@ -766,6 +783,8 @@ static int on_message_begin(http_parser *p)
     c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
     c->timeout_ms = 0;
     memset(c->auth_len, 0, sizeof c->auth_len);
+    c->trace_len = 0;
+    c->trace_seen = false;
     c->discard = false;
     c->is_head = false;
     c->body_seen = 0;
@@ -822,6 +841,7 @@ static uint8_t classify(const conn_t *c)
     if (eq_nocase(n, l, "expect")) return H_EXPECT;
     if (eq_nocase(n, l, "host")) return H_HOST;
     if (eq_nocase(n, l, "x-jrpc-timeout-ms")) return H_TIMEOUT;
+    if (eq_nocase(n, l, "traceparent")) return H_TRACE;
     if (eq_nocase(n, l, "x-jrpc-key")) return H_AUTH + AUTH_KEY;
     if (eq_nocase(n, l, "x-jrpc-timestamp")) return H_AUTH + AUTH_TS;
     if (eq_nocase(n, l, "x-jrpc-nonce")) return H_AUTH + AUTH_NONCE;
@@ -1083,6 +1103,8 @@ static void message_done(conn_t *c)
                   .timestamp_text = { c->auth[AUTH_TS], c->auth_len[AUTH_TS] },
                   .nonce = { c->auth[AUTH_NONCE], c->auth_len[AUTH_NONCE] },
                   .signature = { c->auth[AUTH_SIG], c->auth_len[AUTH_SIG] } },
+        .traceparent = { c->trace, c->trace_len },
+        .peer = { c->peer, c->peer_len },
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -1248,6 +1270,33 @@ static void on_refused_closed(uv_handle_t *h)
     free(h);
 }
 
+/* The client's address as text, once per connection (the access log). */
+static void peer_name(conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    char ip[INET6_ADDRSTRLEN];
+    c->peer_len = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    int n;
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (uv_ip6_name(a, ip, sizeof ip) < 0)
+            return;
+        n = snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(a->sin6_port));
+    } else if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (uv_ip4_name(a, ip, sizeof ip) < 0)
+            return;
+        n = snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(a->sin_port));
+    } else {
+        return;
+    }
+    if (n > 0 && (size_t)n < sizeof c->peer)
+        c->peer_len = (uint8_t)n;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     jrpc_front_http_t *f = server->data;
@@ -1297,6 +1346,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    peer_name(c);
     read_start(c);
     arm(c, T_IDLE);
 }

@@ -126,6 +126,9 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         ad.traceparent = h.traceparent;
         k++;
     }
+    const char *peer = zmq_msg_gets(&frames[k], "Peer-Address"); /* an IP, no port */
+    if (peer)
+        ad.peer = (jrpc_span_t){ peer, strlen(peer) };
     int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
                                 &ad, on_reply, r, NULL);
     if (rc < 0) {

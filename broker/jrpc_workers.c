@@ -51,6 +51,7 @@ typedef struct slot {
     worker_t   *worker;     /* SLOT_SENT: who holds it */
     method_t   *method;     /* its method (queue when SLOT_QUEUED) */
     jrpc_span_t params;     /* borrowed from the owner until on_done or cancel */
+    jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
 } slot_t;
 
@@ -265,7 +266,7 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
             return -ENOMEM;
     }
     if (jrpc_wire_put_request_call(&wk->out, s->seq, (jrpc_span_t){ s->method->name, s->method->len },
-                                   s->params, timeout_ms) < 0)
+                                   s->params, timeout_ms, s->trace) < 0)
         return -ENOMEM;
     wk->out_n++;
     wk->inflight++;
@@ -729,7 +730,8 @@ fail:
 }
 
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          uint64_t deadline, void *owner, uint32_t index, uint32_t *handle)
+                          jrpc_span_t traceparent, uint64_t deadline, void *owner,
+                          uint32_t index, uint32_t *handle)
 {
     method_t *m = method_find(w, method.p, method.n);
     if (m == NULL || m->nworkers == 0) {
@@ -752,6 +754,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->index = index;
     s->method = m;
     s->params = params;
+    s->trace = traceparent;
     s->deadline = deadline;
     *handle = i;
     if (best) {

@@ -14,6 +14,7 @@
 #include "jrpc_curve.h"
 #include "jrpc_log.h"
 #include "jrpc_sdnotify.h"
+#include "jrpc_logbuf.h"
 
 static const char usage_head[] =
     "Usage: jrpc-broker [OPTIONS]\n"
@@ -58,6 +59,7 @@ static void on_drained(void *arg)
     jrpc_front_http_destroy(&a->http);
     jrpc_broker_destroy(&a->broker);
     jrpc_curve_zap_destroy(&a->zap);   /* after the CURVE sockets */
+    jrpc_logbuf_stop();
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
 }
@@ -234,6 +236,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     app_t a = { 0 };
     uv_loop_init(&a.loop);
+    /* A line per body: written once per loop iteration, not once per line. */
+    if (o.access_log)
+        jrpc_logbuf_start(&a.loop);
     void *zctx = zmq_ctx_new();
     o.workers.zmq_ctx = zctx;
     if (curve) {   /* the ZAP handler is bound before any CURVE socket */

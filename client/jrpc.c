@@ -11,6 +11,7 @@
 #include "jrpc_client.h"
 #include "jrpc_curve.h"
 #include "jrpc_json.h"
+#include "jrpc_trace.h"
 
 
 enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2 };
@@ -73,6 +74,11 @@ static const char usage_text[] =
 "                         Both CURVE options or neither. A broker that does\n"
 "                         not admit the key sends no error: the call just\n"
 "                         times out (exit 2).\n"
+"      --traceparent TP   Send this W3C trace context with the request (the\n"
+"                         traceparent HTTP header, or the ZeroMQ header frame),\n"
+"                         e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;\n"
+"                         the broker and the workers log it. A malformed one is\n"
+"                         a usage error.\n"
 "  -h, --help             Show this help and exit.\n"
 "  -V, --version          Show the version and exit.\n"
 "Options go before the command, so PARAMS_JSON may start with '-'.\n"
@@ -308,7 +314,7 @@ static int print_answer(const jrpc_buf_t *reply, const char *url, bool expect_re
     return EXIT_FAIL;
 }
 
-enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY };
+enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT };
 
 /* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
 static int keygen(int nargs, char **args)
@@ -335,6 +341,7 @@ int main(int argc, char **argv)
         { "key-file",   required_argument, NULL, 'K' },
         { "curve-secret", required_argument, NULL, OPT_CURVE_SECRET },
         { "server-key", required_argument, NULL, OPT_SERVER_KEY },
+        { "traceparent", required_argument, NULL, OPT_TRACEPARENT },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -347,6 +354,7 @@ int main(int argc, char **argv)
     key_opts_t key = { 0 };
     char *key_id = NULL, *secret = NULL;
     const char *curve_secret = NULL, *server_key = NULL;
+    jrpc_wire_header_t hdr = { 0 };
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char server_public[JRPC_CURVE_Z85_LEN + 1];
 
@@ -379,6 +387,12 @@ int main(int argc, char **argv)
             break;
         case 'K':
             key.file = optarg;
+            break;
+        case OPT_TRACEPARENT:
+            if (!jrpc_traceparent_valid(optarg, strlen(optarg)))
+                return usage_error("--traceparent: '%s' is not a W3C traceparent "
+                                   "(00-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>)", optarg);
+            hdr.traceparent = (jrpc_span_t){ optarg, strlen(optarg) };
             break;
         case OPT_CURVE_SECRET:
             curve_secret = optarg;
@@ -484,7 +498,8 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    if (jrpc_client_send(c, body.p, body.len, NULL, &reply, timeout_ms) < 0) {
+    if (jrpc_client_send(c, body.p, body.len, hdr.traceparent.n ? &hdr : NULL, &reply,
+                         timeout_ms) < 0) {
         fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));
         goto out;
     }

@@ -12,6 +12,12 @@ int jrpc_log_level = JRPC_LOG_INFO;
 static bool log_json;   /* --log-format json */
 static const char *log_proc = "jrpc";
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static jrpc_log_sink_fn log_sink;
+
+void jrpc_log_set_sink(jrpc_log_sink_fn fn)
+{
+    log_sink = fn;
+}
 
 enum { KV_LINE_MAX = 1024, JSON_LINE_MAX = 4096 };
 
@@ -231,14 +237,20 @@ void jrpc_log_write(int level, const char *comp, const char *fmt, ...)
         return;
     bool cut = (size_t)m >= sizeof line - (size_t)n - 1;
     size_t len = (size_t)n + (cut ? sizeof line - (size_t)n - 2 : (size_t)m);
-    /* One write per line so that lines of concurrent processes do not mix. */
+    char json[JSON_LINE_MAX];
+    const char *out = line;
     if (log_json) {
-        char json[JSON_LINE_MAX];
         line[len] = '\0';
-        fwrite(json, 1, kv_to_json(json, sizeof json, ts, lname, comp, line, cut), stderr);
+        len = kv_to_json(json, sizeof json, ts, lname, comp, line, cut);
+        out = json;
     } else {
         line[len++] = '\n';
-        fwrite(line, 1, len, stderr);
     }
+    if (log_sink) {   /* jrpc_logbuf: buffered, whole lines per write */
+        log_sink(level, out, len);
+        return;
+    }
+    /* One write per line so that lines of concurrent processes do not mix. */
+    fwrite(out, 1, len, stderr);
     fflush(stderr);
 }

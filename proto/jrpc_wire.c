@@ -140,13 +140,14 @@ int jrpc_wire_put_request_begin(jrpc_buf_t *out)
 }
 
 int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
-                               jrpc_span_t params, uint32_t timeout_ms)
+                               jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent)
 {
     assert(seq != 0 && method.n > 0);
+    assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
     size_t len0 = out->len;
     msgpack_packer pk;
     packer_init(&pk, out);
-    PACK(msgpack_pack_array(&pk, 4));
+    PACK(msgpack_pack_array(&pk, traceparent.n ? 5 : 4));
     PACK(msgpack_pack_uint64(&pk, seq));
     PACK(put_str(&pk, method.p, method.n));
     if (params.n == 0)
@@ -154,6 +155,8 @@ int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t meth
     else
         PACK(jrpc_buf_append(out, params.p, params.n));
     PACK(msgpack_pack_uint32(&pk, timeout_ms));
+    if (traceparent.n)
+        PACK(put_str(&pk, traceparent.p, traceparent.n));
     return 0;
 nomem:
     out->len = len0;
@@ -649,6 +652,14 @@ int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_
         return JRPC_WIRE_EMALFORMED;
     if (get_uint(&a->ptr[3], UINT32_MAX, &timeout) < 0)
         return JRPC_WIRE_EMALFORMED;
+    if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {
+        const msgpack_object *tp = &a->ptr[4];
+        if (tp->type != MSGPACK_OBJECT_STR ||
+            !jrpc_traceparent_valid(tp->via.str.ptr, tp->via.str.size))
+            return JRPC_WIRE_EMALFORMED;
+        c->traceparent.p = tp->via.str.ptr;
+        c->traceparent.n = tp->via.str.size;
+    }
     c->seq = seq;
     c->method.p = a->ptr[1].via.str.ptr;
     c->method.n = a->ptr[1].via.str.size;

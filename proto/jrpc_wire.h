@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <msgpack.h>
 #include "jrpc_buf.h"
+#include "jrpc_trace.h"
 
 #define JRPC_WIRE_VERSION 1
 
@@ -63,9 +64,12 @@ int jrpc_wire_put_disconnect(jrpc_buf_t *out);
 /* REQUEST: _begin, then one _call per call, then _end with the count. */
 int jrpc_wire_put_request_begin(jrpc_buf_t *out);
 /* params is msgpack (n == 0: no params, sent as nil); timeout_ms is how long
- * the broker will still wait for the answer, counted from when it sent it. */
+ * the broker will still wait for the answer, counted from when it sent it;
+ * traceparent is the W3C trace context of the call's body, valid by
+ * jrpc_traceparent_valid() (asserted), or n == 0: none, and then the item
+ * is the same 4 elements as before the field existed. */
 int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
-                               jrpc_span_t params, uint32_t timeout_ms);
+                               jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent);
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
 
 /* RESPONSE: _begin, then per answer either _result_head followed by the
@@ -107,6 +111,8 @@ typedef struct jrpc_wire_call {         /* one REQUEST item */
     jrpc_span_t method;                 /* borrowed from the decoded frame */
     const msgpack_object *params;       /* nil, array or map */
     uint32_t    timeout_ms;
+    jrpc_span_t traceparent;            /* 5th element: a valid W3C traceparent (borrowed
+                                           from the frame), n == 0 when absent or nil */
 } jrpc_wire_call_t;
 
 typedef struct jrpc_wire_answer {       /* one RESPONSE item */
@@ -123,7 +129,9 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
  * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
 int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);
 
-/* Item i (< m->nitems) of a REQUEST / RESPONSE. Returns 0 or JRPC_WIRE_EMALFORMED. */
+/* Item i (< m->nitems) of a REQUEST / RESPONSE. Returns 0 or JRPC_WIRE_EMALFORMED
+ * (a REQUEST item's optional traceparent that is neither nil nor a str
+ * passing jrpc_traceparent_valid() is malformed too). */
 int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c);
 int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *a);
 

@@ -68,6 +68,10 @@ struct jrpc_wcall {
     jrpc_seq_t      seq;       /* the broker's sequence number */
     uint64_t        deadline;  /* uv_now() ms, UINT64_MAX: none */
     const char     *method;    /* the handler's name, or "" */
+    uint64_t        t0;        /* uv_hrtime() at dispatch, when the call's line is logged */
+    int8_t          log_level; /* level of the call's line: info when traced and sampled */
+    uint8_t         tp_len;    /* 0: no traceparent */
+    char            tp[JRPC_TRACEPARENT_MAX + 1]; /* the call's W3C traceparent, NUL-terminated */
     jrpc_buf_t      result;    /* packed result */
     msgpack_packer  pk;        /* writes into result */
     jrpc_wcall_t   *prev;      /* outstanding list / free list (next only) */
@@ -361,11 +365,27 @@ static void call_free(jrpc_wcall_t *wc)
     }
 }
 
+/* The call's one line, when it ends: debug, or info for a traced call the
+ * caller samples (W3C sampled flag): at a million calls a second a line per
+ * call would cost more than the calls, while sampled traces are the ones a
+ * tracing system keeps (see docs/ARCHITECTURE.md, "Tracing"). */
+static void call_log(const jrpc_wcall_t *wc, const char *outcome, int code)
+{
+    JRPC_LOG(wc->log_level, "worker",
+             "event=call endpoint=%s seq=%llu method=%s outcome=%s code=%d time_us=%llu "
+             "traceparent=%s",
+             wc->conn->endpoint, (unsigned long long)wc->seq, wc->method[0] ? wc->method : "-",
+             outcome, code, (unsigned long long)((uv_hrtime() - wc->t0) / 1000),
+             jrpc_wcall_traceparent(wc) ? jrpc_wcall_traceparent(wc) : "-");
+}
+
 static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *message)
 {
     conn_t *c = wc->conn;
     int rc = 0;
-    if (wc->w->stopping || c->sock == NULL || c->gen != wc->gen) {
+    bool stale = wc->w->stopping || c->sock == NULL || c->gen != wc->gen;
+    call_log(wc, stale ? "dropped" : is_error ? "error" : "result", is_error ? code : 0);
+    if (stale) {
         JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=answer_dropped reason=stale endpoint=%s seq=%llu",
                  c->endpoint, (unsigned long long)wc->seq);
     } else {
@@ -386,6 +406,11 @@ static int call_complete(jrpc_wcall_t *wc, bool is_error, int code, const char *
 const char *jrpc_wcall_method(const jrpc_wcall_t *c)
 {
     return c->method;
+}
+
+const char *jrpc_wcall_traceparent(const jrpc_wcall_t *c)
+{
+    return c->tp_len ? c->tp : NULL;
 }
 
 uint64_t jrpc_wcall_deadline(const jrpc_wcall_t *c)
@@ -437,6 +462,15 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
     wc->seq = call->seq;
     wc->deadline = call->timeout_ms ? now + call->timeout_ms : UINT64_MAX;
     wc->method = h ? h->name : "";
+    /* The decoder checked it (jrpc_traceparent_valid: at most
+     * JRPC_TRACEPARENT_MAX bytes); it must outlive the frame. */
+    wc->tp_len = (uint8_t)call->traceparent.n;
+    memcpy(wc->tp, call->traceparent.p ? call->traceparent.p : "", call->traceparent.n);
+    wc->tp[call->traceparent.n] = '\0';
+    wc->log_level = wc->tp_len && jrpc_traceparent_sampled(wc->tp, wc->tp_len) ? JRPC_LOG_INFO
+                                                                               : JRPC_LOG_DEBUG;
+    if (wc->log_level >= jrpc_log_level)
+        wc->t0 = uv_hrtime();
     if (++c->inflight > w->opts.credit)
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=credit_exceeded endpoint=%s inflight=%u credit=%u",
                  c->endpoint, c->inflight, w->opts.credit);
@@ -447,8 +481,6 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
         jrpc_wcall_error(wc, JRPC_METHOD_NOT_FOUND, jrpc_error_message(JRPC_METHOD_NOT_FOUND));
         return;
     }
-    JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=call endpoint=%s seq=%llu method=%s timeout_ms=%u",
-             c->endpoint, (unsigned long long)call->seq, h->name, call->timeout_ms);
     h->fn(wc, call->params, h->arg);
 }
 

@@ -138,6 +138,15 @@ uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
 /* The method name of the call (NUL-terminated, valid while the call is). */
 const char *jrpc_wcall_method(const jrpc_wcall_t *c);
 
+/* The W3C traceparent the call's body came with (NUL-terminated, checked
+ * by the broker and again on receipt: jrpc_traceparent_valid()), or NULL
+ * when it had none. Valid while the call is. A handler that calls other
+ * services passes it on (with its own span id as parent-id when it records
+ * spans). The worker logs one line per call when it ends (event=call, with
+ * method, outcome, time_us and the traceparent): at info when the call's
+ * traceparent has the sampled flag, else at debug. */
+const char *jrpc_wcall_traceparent(const jrpc_wcall_t *c);
+
 /* The loop time (uv_now(), ms) after which the broker no longer waits for
  * this answer; UINT64_MAX when it set no deadline. A handler may skip work
  * that is already late, but must still complete the call. */

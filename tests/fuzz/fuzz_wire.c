@@ -70,7 +70,8 @@ static void request_round_trip(const jrpc_wire_call_t *c)
         CHECK(msgpack_pack_object(&pk, *c->params) == 0);
     jrpc_span_t params = { pb.p, pb.len };
     CHECK(jrpc_wire_put_request_begin(&fb) == 0);
-    CHECK(jrpc_wire_put_request_call(&fb, c->seq, c->method, params, c->timeout_ms) == 0);
+    CHECK(jrpc_wire_put_request_call(&fb, c->seq, c->method, params, c->timeout_ms,
+                                     c->traceparent) == 0);
     jrpc_wire_put_request_end(&fb, 1);
 
     msgpack_zone z;
@@ -81,6 +82,8 @@ static void request_round_trip(const jrpc_wire_call_t *c)
     CHECK(m.type == JRPC_WIRE_REQUEST && m.nitems == 1);
     CHECK(jrpc_wire_request_item(&m, 0, &c2) == 0);
     CHECK(c2.seq == c->seq && c2.timeout_ms == c->timeout_ms);
+    CHECK(c2.traceparent.n == c->traceparent.n &&
+          (c->traceparent.n == 0 || memcmp(c2.traceparent.p, c->traceparent.p, c->traceparent.n) == 0));
     CHECK(c2.method.n == c->method.n && memcmp(c2.method.p, c->method.p, c->method.n) == 0);
     CHECK(c2.params->type == c->params->type);
     if (c->params->type != MSGPACK_OBJECT_NIL) { /* the same bytes once packed again */

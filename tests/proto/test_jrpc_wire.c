@@ -110,6 +110,9 @@ static int check_header_bytes(const void *bytes, size_t n)
     return rc;
 }
 
+#define NOSPAN ((jrpc_span_t){ NULL, 0 })
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 static jrpc_span_t span(const char *s)
 {
     return (jrpc_span_t){ s, strlen(s) };
@@ -139,11 +142,11 @@ static void build_request(jrpc_buf_t *b)
     jrpc_buf_init(b);
     assert_int_equal(jrpc_wire_put_request_begin(b), 0);
     assert_int_equal(jrpc_wire_put_request_call(b, 1, span("subtract"),
-                                                (jrpc_span_t){ p1, sizeof p1 }, 5000), 0);
+                                                (jrpc_span_t){ p1, sizeof p1 }, 5000, NOSPAN), 0);
     assert_int_equal(jrpc_wire_put_request_call(b, UINT64_MAX, span("echo"),
-                                                (jrpc_span_t){ p2, sizeof p2 }, 0), 0);
+                                                (jrpc_span_t){ p2, sizeof p2 }, 0, NOSPAN), 0);
     assert_int_equal(jrpc_wire_put_request_call(b, 7, span("get_data"),
-                                                (jrpc_span_t){ NULL, 0 }, UINT32_MAX), 0);
+                                                (jrpc_span_t){ NULL, 0 }, UINT32_MAX, NOSPAN), 0);
     jrpc_wire_put_request_end(b, 3);
 }
 
@@ -656,11 +659,12 @@ static void test_request_wrong_types(void **state)
             msgpack_pack_int(&pk, 1);
             msgpack_pack_int(&pk, JRPC_WIRE_REQUEST);
             msgpack_pack_array(&pk, 1);
-            msgpack_pack_array(&pk, 5); /* a fifth, ignored element */
+            msgpack_pack_array(&pk, 6); /* a valid traceparent, then an ignored element */
             if (field == 0) pack_bad_value(&pk, bad); else msgpack_pack_uint64(&pk, 9);
             if (field == 1) pack_bad_value(&pk, bad); else pk_str(&pk, "sum");
             if (field == 2) pack_bad_value(&pk, bad); else msgpack_pack_nil(&pk);
             if (field == 3) pack_bad_value(&pk, bad); else msgpack_pack_uint32(&pk, 100);
+            pk_str(&pk, TP);
             pk_str(&pk, "future");
             int rc = check_buf(&b);
             bool fits = (field == 0 && bad == 9) ||             /* seq 2^32 */
@@ -670,6 +674,86 @@ static void test_request_wrong_types(void **state)
             if (rc != (fits ? 0 : JRPC_WIRE_EMALFORMED))
                 fail_msg("field %d value %d: rc %d", field, bad, rc);
         }
+    }
+}
+
+/* The optional 5th item element (PROTOCOL.md 2.2): a traceparent. */
+static void test_request_traceparent(void **state)
+{
+    (void)state;
+    /* Without one: the bytes of PROTOCOL.md section 3, as before the field. */
+    static const unsigned char example[] = {
+        0x93, 0x01, 0x02, 0xdd, 0, 0, 0, 2,
+        0x94, 0x07, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't', 0x92, 0x2a, 0x17, 0xcd, 0x13, 0x88,
+        0x94, 0x08, 0xa8, 'g', 'e', 't', '_', 'd', 'a', 't', 'a', 0xc0, 0xcd, 0x13, 0x88 };
+    static const char p1[] = { (char)0x92, 42, 23 };
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_request_begin(&b), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&b, 7, span("subtract"),
+                                                (jrpc_span_t){ p1, sizeof p1 }, 5000, NOSPAN), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&b, 8, span("get_data"), NOSPAN, 5000, NOSPAN), 0);
+    jrpc_wire_put_request_end(&b, 2);
+    assert_int_equal(b.len, sizeof example);
+    assert_memory_equal(b.p, example, sizeof example);
+
+    /* With one on the first call: a 5-element item; the second has none. */
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_request_begin(&b), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&b, 7, span("subtract"),
+                                                (jrpc_span_t){ p1, sizeof p1 }, 5000, span(TP)), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&b, 8, span("get_data"), NOSPAN, 5000, NOSPAN), 0);
+    jrpc_wire_put_request_end(&b, 2);
+    assert_int_equal(b.len, sizeof example + 2 + 55);  /* str8 head + 55 bytes */
+    assert_int_equal((unsigned char)b.p[8], 0x95);
+    frame_t f;
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    jrpc_wire_call_t c;
+    assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
+    assert_int_equal(c.traceparent.n, 55);
+    assert_memory_equal(c.traceparent.p, TP, 55);
+    assert_int_equal(c.timeout_ms, 5000);
+    assert_int_equal(jrpc_wire_request_item(&f.m, 1, &c), 0);
+    assert_int_equal(c.traceparent.n, 0);
+    frame_dispose(&f);
+    jrpc_buf_dispose(&b);
+
+    /* Hand-made 5th elements: nil is absent; anything but a valid str is
+     * malformed. */
+    for (int which = 0; which < 9; which++) {
+        msgpack_packer pk;
+        pk_init(&pk, &b);
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_int(&pk, 1);
+        msgpack_pack_int(&pk, JRPC_WIRE_REQUEST);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_uint64(&pk, 9);
+        pk_str(&pk, "sum");
+        msgpack_pack_nil(&pk);
+        msgpack_pack_uint32(&pk, 100);
+        bool ok = false;
+        switch (which) {
+        case 0: msgpack_pack_nil(&pk); ok = true; break;
+        case 1: pk_str(&pk, TP); ok = true; break;
+        case 2: pk_str(&pk, ""); break;
+        case 3: pk_str(&pk, "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"); break;
+        case 4: pk_str(&pk, "00-00000000000000000000000000000000-00f067aa0ba902b7-01"); break;
+        case 5: pk_str(&pk, TP "-x"); break;
+        case 6: msgpack_pack_bin(&pk, 55); msgpack_pack_bin_body(&pk, TP, 55); break;
+        case 7: msgpack_pack_int(&pk, 1); break;
+        case 8: msgpack_pack_array(&pk, 1); pk_str(&pk, TP); break;
+        }
+        frame_decode(&f, b.p, b.len);
+        assert_int_equal(f.rc, 0);
+        int rc = jrpc_wire_request_item(&f.m, 0, &c);
+        if (rc != (ok ? 0 : JRPC_WIRE_EMALFORMED))
+            fail_msg("5th element %d: rc %d", which, rc);
+        if (ok)
+            assert_int_equal(c.traceparent.n, which == 1 ? 55 : 0);
+        frame_dispose(&f);
+        jrpc_buf_dispose(&b);
     }
 }
 
@@ -853,7 +937,7 @@ static void test_deep_params_round_trip(void **state)
     jrpc_buf_init(&b);
     assert_int_equal(jrpc_wire_put_request_begin(&b), 0);
     assert_int_equal(jrpc_wire_put_request_call(&b, 5, span("echo"),
-                                                (jrpc_span_t){ params.p, params.len }, 9), 0);
+                                                (jrpc_span_t){ params.p, params.len }, 9, NOSPAN), 0);
     jrpc_wire_put_request_end(&b, 1);
     frame_t f;
     frame_decode(&f, b.p, b.len);
@@ -1395,6 +1479,7 @@ int main(void)
         cmocka_unit_test(test_bad_envelope),
         cmocka_unit_test(test_ready_wrong_types),
         cmocka_unit_test(test_request_wrong_types),
+        cmocka_unit_test(test_request_traceparent),
         cmocka_unit_test(test_response_wrong_types),
         cmocka_unit_test(test_seq_zero),
         cmocka_unit_test(test_huge_lengths),
