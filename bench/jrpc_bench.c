@@ -68,6 +68,8 @@ static double o_duration = 10, o_warmup = 1, o_rate;
 static int o_timeout_ms = 10000;
 static char *o_key_id, *o_secret;
 static int o_json;
+static int o_ignore_ids;    /* --ignore-ids: for floor servers answering a fixed body */
+static const char *o_plot;  /* --plot FILE.png */
 
 /* Shared. */
 static double t_start, t_warm, t_end;      /* monotonic seconds */
@@ -302,6 +304,8 @@ static void *conn_main(void *arg)
         w->calls += (uint64_t)o_batch;
         hist_record(&w->batch_h, us, 1);
         hist_record(&w->call_h, us, (uint64_t)o_batch);
+        if (o_ignore_ids)
+            continue;
         w->expected_ids += (uint64_t)nid;
         memset(seen, 0, (size_t)o_batch);
         const char *p = reply.p;
@@ -373,8 +377,14 @@ static void usage(FILE *f)
 "  --timeout-ms N       per call (default 10000)\n"
 "  --key-id ID --secret S | --key-file F [--key-id ID]   sign every batch\n"
 "  --json               one JSON object on stdout instead of the table\n"
+"  --plot FILE.png      also draw the latency percentile curve (per batch and\n"
+"                       per call) into FILE.png; needs gnuplot (Debian: gnuplot-nox)\n"
+"  --ignore-ids         do not read the replies at all: only for floor servers\n"
+"                       that answer a fixed body (bench/peers, nginx); the\n"
+"                       report then says \"ids_checked\":false\n"
 "Per-call latency is the latency of the batch, attributed to each call in it.\n"
-"Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error.\n");
+"Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error\n"
+"(or gnuplot missing for --plot); 3 the run was done but the plot failed.\n");
 }
 
 static void usage_error(const char *msg, const char *arg)
@@ -424,11 +434,34 @@ static int key_from_file(const char *path, const char *want)
     return found ? 0 : -1;
 }
 
+/* Whether an executable gnuplot is on the PATH (checked before the run, so
+ * that a missing one does not cost the user the whole measurement). */
+static int find_gnuplot(void)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    char dir[4096];
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && n < sizeof dir - 16) {
+            memcpy(dir, p, n);
+            strcpy(dir + n, "/gnuplot");
+            if (access(dir, X_OK) == 0)
+                return 1;
+        }
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return 0;
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON,
-           O_HELP };
+           O_PLOT, O_IGNORE_IDS, O_HELP };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
         { "batch", required_argument, NULL, O_BATCH },
@@ -447,6 +480,8 @@ static void parse_args(int argc, char **argv)
         { "secret", required_argument, NULL, O_SECRET },
         { "key-file", required_argument, NULL, O_KEYFILE },
         { "json", no_argument, NULL, O_JSON },
+        { "plot", required_argument, NULL, O_PLOT },
+        { "ignore-ids", no_argument, NULL, O_IGNORE_IDS },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -476,6 +511,13 @@ static void parse_args(int argc, char **argv)
         case O_SECRET: secret = optarg; break;
         case O_KEYFILE: key_file = optarg; break;
         case O_JSON: o_json = 1; break;
+        case O_PLOT:
+            /* The name goes into a gnuplot string in single quotes. */
+            if (!*optarg || strpbrk(optarg, "'\n\r"))
+                usage_error("--plot: a file name without quotes or newlines", optarg);
+            o_plot = optarg;
+            break;
+        case O_IGNORE_IDS: o_ignore_ids = 1; break;
         case O_HELP: usage(stdout); exit(0);
         default: usage_error("unknown or incomplete option", argv[optind - 1]);
         }
@@ -489,6 +531,11 @@ static void parse_args(int argc, char **argv)
     if (jrpc_json_validate(o_params, strlen(o_params), JRPC_JSON_MAX_DEPTH) != 0 ||
         (o_params[strspn(o_params, " \t\r\n")] != '[' && o_params[strspn(o_params, " \t\r\n")] != '{'))
         usage_error("--params must be a JSON array or object", o_params);
+    if (o_plot && !find_gnuplot()) {
+        fprintf(stderr, "jrpc-bench: --plot needs gnuplot on the PATH "
+                        "(Debian: apt-get install gnuplot-nox)\n");
+        exit(2);
+    }
     if (key_file) {
         if (secret)
             usage_error("--secret and --key-file are exclusive", NULL);
@@ -533,6 +580,62 @@ static void text_lat(const char *name, const hist_t *h)
         printf(" %10.3f", ms);
     }
     printf("\n");
+}
+
+/* The percentile curve, HdrHistogram-style: x is 1/(1-q) on a log axis, so
+ * 90%, 99%, 99.9%... are evenly spaced; y is the latency. The data go to
+ * gnuplot inline (a datablock), the script through a pipe. Returns 0, or -1
+ * with the reason on stderr. */
+static int plot(const char *file, const hist_t *bh, const hist_t *ch, double cps)
+{
+    FILE *g = popen("gnuplot", "w");
+    if (!g) {
+        fprintf(stderr, "jrpc-bench: cannot run gnuplot: %s\n", strerror(errno));
+        return -1;
+    }
+    fprintf(g, "$d << EOD\n");
+    /* q = 1 - 10^(-k/20): 20 points per decade, up to where the histogram
+     * has fewer values than 1/(1-q) (beyond that is the max). */
+    uint64_t total = bh->total > 0 ? bh->total : 1;
+    for (int k = 0; k <= 120; k++) {
+        double inv = pow(10.0, k / 20.0), q = 100.0 * (1.0 - 1.0 / inv);
+        if (k > 0 && inv > (double)total)
+            break;
+        fprintf(g, "%.6f %.4f %.4f\n", inv, (double)hist_percentile(bh, q) / 1000.0,
+                (double)hist_percentile(ch, q) / 1000.0);
+    }
+    char url[256];  /* inside a single-quoted gnuplot string */
+    size_t n = 0;
+    for (const char *p = o_url; *p && n < sizeof url - 1; p++)
+        if (*p != '\'' && *p != '\n' && *p != '\r')
+            url[n++] = *p;
+    url[n] = 0;
+    fprintf(g, "EOD\n"
+               "set terminal pngcairo size 960,600 noenhanced\n"
+               "set output '%s'\n"
+               "set title 'jrpc-bench %s: %s loop",
+            file, url, o_rate > 0 ? "open" : "closed");
+    if (o_rate > 0)
+        fprintf(g, " at %g batches/s", o_rate);
+    fprintf(g, ", batch %d, %d connections, %.0f calls/s'\n"
+               "set logscale x\n"
+               /* gnuplot reads tic labels as formats: %%%% is one percent sign. */
+               "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, "
+               "'99.999%%%%' 100000, '99.9999%%%%' 1000000)\n"
+               "set xlabel 'percentile'\n"
+               "set ylabel 'latency (ms)'\n"
+               "set yrange [0:*]\n"
+               "set grid\n"
+               "set key top left\n"
+               "plot $d using 1:2 with lines lw 2 title 'per batch', "
+               "$d using 1:3 with lines lw 2 dt 2 title 'per call'\n",
+            o_batch, o_conns, cps);
+    int st = pclose(g);
+    if (st != 0) {
+        fprintf(stderr, "jrpc-bench: gnuplot failed to draw %s (status %d)\n", file, st);
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -613,9 +716,9 @@ int main(int argc, char **argv)
     if (o_json) {
         printf("{\"url\":\"%s\",\"mode\":\"%s\",\"rate\":%g,\"batch\":%d,\"connections\":%d,"
                "\"duration_s\":%.3f,\"warmup_s\":%g,\"batches\":%" PRIu64 ",\"calls\":%" PRIu64
-               ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"latency_us\":{",
+               ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"ids_checked\":%s,\"latency_us\":{",
                o_url, o_rate > 0 ? "open" : "closed", o_rate, o_batch, o_conns, secs, o_warmup,
-               tot.batches, tot.calls, bps, cps);
+               tot.batches, tot.calls, bps, cps, o_ignore_ids ? "false" : "true");
         json_lat("batch", &bh, 0);
         json_lat("call", &ch, 1);
         printf("},");
@@ -654,13 +757,19 @@ int main(int argc, char **argv)
             printf(" (last: %s)", last_fail);
         printf("\n  rejected batches: %" PRIu64 ", bad replies: %" PRIu64 "\n", tot.rejected,
                tot.bad_replies);
-        printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
-               " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
+        if (o_ignore_ids)
+            printf("  ids: not checked (--ignore-ids)\n");
+        else
+            printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
+                   " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
     }
+    int plot_failed = o_plot && plot(o_plot, &bh, &ch, cps) < 0;
     if (o_secret) {
         explicit_bzero(o_secret, strlen(o_secret));
         free(o_secret);
     }
     free(o_key_id);
-    return tot.lost || tot.duplicated || tot.unexpected ? 1 : 0;
+    if (tot.lost || tot.duplicated || tot.unexpected)
+        return 1;
+    return plot_failed ? 3 : 0;
 }
