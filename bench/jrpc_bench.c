@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "hist.h"
+#include "loop.h"
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_json.h"
@@ -87,24 +88,6 @@ typedef struct {
     char last_fail[256];
     double finished;
 } worker_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_until(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L)
-        ts.tv_nsec = 999999999L;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
 
 static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
 {
@@ -266,26 +249,16 @@ static void *conn_main(void *arg)
     jrpc_buf_init(&reply);
     unsigned char *has_id = calloc((size_t)o_batch, 1), *seen = calloc((size_t)o_batch, 1);
     uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->idx + 1);
-    double interval = o_rate > 0 ? (double)o_conns / o_rate : 0;
-    double next = t_start + (o_rate > 0 ? interval * w->idx / o_conns : 0);
+    loop_sched_t sch;
+    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
     for (uint64_t seq = 0;; seq++) {
-        double sched;
-        if (o_rate > 0) {
-            sched = next;
-            next += interval;
-            if (sched >= t_end)
-                break;
-            if (sched > now_s())
-                sleep_until(sched);
-        } else {
-            sched = now_s();
-            if (sched >= t_end)
-                break;
-        }
+        double sched = loop_sched_next(&sch);
+        if (sched < 0)
+            break;
         int nid;
         build_batch(&body, w->idx, seq, &rng, has_id, &nid);
         int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
-        double done = now_s();
+        double done = loop_now();
         int measured = sched >= t_warm;
         atomic_fetch_add(&g_batches, 1);
         if (rc < 0) {
@@ -345,7 +318,7 @@ static void *conn_main(void *arg)
                 w->duplicated += seen[k] - 1u;
         }
     }
-    w->finished = now_s();
+    w->finished = loop_now();
     free(has_id);
     free(seen);
     jrpc_buf_dispose(&body);
@@ -551,17 +524,6 @@ static void parse_args(int argc, char **argv)
 
 /* ---- report ------------------------------------------------------------ */
 
-static const double PCT[] = { 50, 90, 99, 99.9, 100 };
-static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
-
-static void json_lat(const char *name, const hist_t *h, int last)
-{
-    printf("\"%s\":{", name);
-    for (int i = 0; i < 5; i++)
-        printf("%s\"%s\":%" PRIu64, i ? "," : "", PCT_NAME[i], hist_percentile(h, PCT[i]));
-    printf("}%s", last ? "" : ",");
-}
-
 static void json_codes(const char *name, const codes_t *c)
 {
     printf("\"%s\":{", name);
@@ -570,16 +532,6 @@ static void json_codes(const char *name, const codes_t *c)
     if (c->other)
         printf("%s\"other\":%" PRIu64, c->n ? "," : "", c->other);
     printf("}");
-}
-
-static void text_lat(const char *name, const hist_t *h)
-{
-    printf("  %-8s", name);
-    for (int i = 0; i < 5; i++) {
-        double ms = (double)hist_percentile(h, PCT[i]) / 1000.0;
-        printf(" %10.3f", ms);
-    }
-    printf("\n");
 }
 
 /* The percentile curve, HdrHistogram-style: x is 1/(1-q) on a log axis, so
@@ -642,7 +594,7 @@ int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     static worker_t ws[MAX_CONNECTIONS];
-    t_start = now_s() + 0.05;  /* let every thread reach its first send */
+    t_start = loop_now() + 0.05;  /* let every thread reach its first send */
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
     for (int k = 0; k < o_conns; k++) {
@@ -657,12 +609,12 @@ int main(int argc, char **argv)
     int tty = isatty(2);
     uint64_t prev = 0;
     for (double t = t_start + 1; t < t_end + 0.5; t += 1) {
-        sleep_until(t < t_end ? t : t_end);
+        loop_sleep_until(t < t_end ? t : t_end);
         if (tty) {
             uint64_t b = atomic_load(&g_batches), f = atomic_load(&g_fails);
-            double el = now_s() - t_start;
+            double el = loop_now() - t_start;
             fprintf(stderr, "\r[%5.1fs%s] %8.0f batches/s  %10.0f calls/s  failures %" PRIu64 "   ",
-                    el, now_s() < t_warm ? " warm-up" : "", (double)(b - prev),
+                    el, loop_now() < t_warm ? " warm-up" : "", (double)(b - prev),
                     (double)(b - prev) * o_batch, f);
             prev = b;
         }
@@ -712,16 +664,12 @@ int main(int argc, char **argv)
     double secs = last - t_warm;
     if (secs <= 0)
         secs = o_duration;
-    double bps = (double)tot.batches / secs, cps = (double)tot.calls / secs;
+    double cps = (double)tot.calls / secs;
+    loop_report_t rep = { "jrpc-bench", o_url, o_rate, o_batch, o_conns, secs, o_warmup,
+                          tot.batches, tot.calls, &bh, &ch };
+    loop_print_report(&rep, o_json);
     if (o_json) {
-        printf("{\"url\":\"%s\",\"mode\":\"%s\",\"rate\":%g,\"batch\":%d,\"connections\":%d,"
-               "\"duration_s\":%.3f,\"warmup_s\":%g,\"batches\":%" PRIu64 ",\"calls\":%" PRIu64
-               ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"ids_checked\":%s,\"latency_us\":{",
-               o_url, o_rate > 0 ? "open" : "closed", o_rate, o_batch, o_conns, secs, o_warmup,
-               tot.batches, tot.calls, bps, cps, o_ignore_ids ? "false" : "true");
-        json_lat("batch", &bh, 0);
-        json_lat("call", &ch, 1);
-        printf("},");
+        printf("\"ids_checked\":%s,", o_ignore_ids ? "false" : "true");
         json_codes("errors", &tot.codes);
         printf(",\"transport_failures\":%" PRIu64 ",", tot.fails);
         json_codes("transport_failures_by_errno", &tot.fail_codes);
@@ -730,16 +678,6 @@ int main(int argc, char **argv)
                tot.rejected, tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected,
                tot.bad_replies);
     } else {
-        printf("jrpc-bench %s: %s loop", o_url, o_rate > 0 ? "open" : "closed");
-        if (o_rate > 0)
-            printf(" at %g batches/s", o_rate);
-        printf(", batch %d, %d connections, %.2f s measured (after %g s warm-up)\n", o_batch,
-               o_conns, secs, o_warmup);
-        printf("  batches %" PRIu64 " (%.1f/s), calls %" PRIu64 " (%.1f/s)\n", tot.batches, bps,
-               tot.calls, cps);
-        printf("  latency ms        p50        p90        p99      p99.9        max\n");
-        text_lat("batch", &bh);
-        text_lat("call", &ch);
         printf("  (per call: the latency of its batch, attributed to each call in it%s)\n",
                o_rate > 0 ? "; from the scheduled send time" : "");
         printf("  errors by code:");

@@ -115,11 +115,6 @@ static void nats_close(void *conn)
 
 int main(int argc, char **argv)
 {
-    static const peer_ops_t ops = { "nats", nats_open, nats_call, nats_close };
-    if (argc == 3 && strcmp(argv[1], "serve") == 0)
-        return serve(argv[2]);
-    if (argc >= 2 && strcmp(argv[1], "load") == 0)
-        return peer_load_main(argc - 1, argv + 1, &ops);
-    fprintf(stderr, "usage: jrpc-peer-nats serve URL | load --url URL [options]\n");
-    return 2;
+    static const peer_ops_t ops = { "nats", "URL", serve, nats_open, nats_call, nats_close };
+    return peer_main(argc, argv, &ops);
 }

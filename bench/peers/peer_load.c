@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hist.h"
+#include "loop.h"
 
 #define MAX_CONNECTIONS 1024
 #define MAX_BATCH       10000
@@ -30,31 +30,14 @@ typedef struct {
     double finished;
 } conn_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_until(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L)
-        ts.tv_nsec = 999999999L;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 int peer_request(char *buf, uint64_t id)
 {
     return sprintf(buf, "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":%" PRIu64 "}",
                    id);
 }
 
-int peer_answer(const char *req, int len, char *out)
+/* Scans a request made by peer_request: 0, or -1 when it is not one. */
+static int scan_request(const char *req, int len, long *a, long *b, unsigned long long *id)
 {
     char tmp[256];
     if (len <= 0 || len >= (int)sizeof tmp)
@@ -62,11 +45,33 @@ int peer_answer(const char *req, int len, char *out)
     memcpy(tmp, req, (size_t)len);
     tmp[len] = 0;
     const char *p = strstr(tmp, "\"params\":["), *q = strstr(tmp, "\"id\":");
+    if (!p || !q || sscanf(p + 10, "%ld,%ld", a, b) != 2 || sscanf(q + 5, "%llu", id) != 1)
+        return -1;
+    return 0;
+}
+
+int peer_answer(const char *req, int len, char *out)
+{
     long a, b;
     unsigned long long id;
-    if (!p || !q || sscanf(p + 10, "%ld,%ld", &a, &b) != 2 || sscanf(q + 5, "%llu", &id) != 1)
+    if (scan_request(req, len, &a, &b, &id) < 0)
         return -1;
     return sprintf(out, "{\"jsonrpc\":\"2.0\",\"result\":%ld,\"id\":%llu}", a + b, id);
+}
+
+int64_t peer_request_id(const char *req, int len)
+{
+    long a, b;
+    unsigned long long id;
+    return scan_request(req, len, &a, &b, &id) < 0 || id > INT64_MAX ? -1 : (int64_t)id;
+}
+
+static void seen_id(peer_seen_t *s, uint64_t base, int64_t id)
+{
+    if (id < 0 || (uint64_t)id < base || (uint64_t)id - base >= (uint64_t)s->n)
+        return;
+    if (!s->v[id - (int64_t)base]++)
+        s->good++;
 }
 
 int64_t peer_answer_id(const char *ans, int len)
@@ -101,11 +106,12 @@ void peer_seen_reset(peer_seen_t *s, int n)
 
 void peer_seen_mark(peer_seen_t *s, uint64_t base, const char *ans, int len)
 {
-    int64_t id = peer_answer_id(ans, len);
-    if (id < 0 || (uint64_t)id < base || (uint64_t)id - base >= (uint64_t)s->n)
-        return;
-    if (!s->v[id - (int64_t)base]++)
-        s->good++;
+    seen_id(s, base, peer_answer_id(ans, len));
+}
+
+void peer_seen_mark_echo(peer_seen_t *s, uint64_t base, const char *req, int len)
+{
+    seen_id(s, base, peer_request_id(req, len));
 }
 
 void peer_seen_dispose(peer_seen_t *s)
@@ -123,27 +129,17 @@ static void *conn_main(void *arg)
         w->open_failed = 1;
         return NULL;
     }
-    double interval = o_rate > 0 ? (double)o_conns / o_rate : 0;
-    double next = t_start + (o_rate > 0 ? interval * w->idx / o_conns : 0);
+    loop_sched_t sch;
+    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
     /* Ids: the connection in the top bits, so each thread has its own range. */
     uint64_t base = (uint64_t)w->idx << 40;
     for (;;) {
-        double sched;
-        if (o_rate > 0) {
-            sched = next;
-            next += interval;
-            if (sched >= t_end)
-                break;
-            if (sched > now_s())
-                sleep_until(sched);
-        } else {
-            sched = now_s();
-            if (sched >= t_end)
-                break;
-        }
+        double sched = loop_sched_next(&sch);
+        if (sched < 0)
+            break;
         int good = g_ops->call(c, base, o_batch, o_timeout_ms);
         base += (uint64_t)o_batch;
-        double done = now_s();
+        double done = loop_now();
         if (sched < t_warm)
             continue;
         if (good < 0) {
@@ -157,7 +153,7 @@ static void *conn_main(void *arg)
         hist_record(&w->batch_h, us, 1);
         hist_record(&w->call_h, us, (uint64_t)o_batch);
     }
-    w->finished = now_s();
+    w->finished = loop_now();
     g_ops->close(c);
     return NULL;
 }
@@ -165,7 +161,8 @@ static void *conn_main(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: jrpc-peer-%s load --url URL [options]\n"
+"usage: jrpc-peer-%s serve %s          the peer's server side\n"
+"       jrpc-peer-%s load --url %s [options]\n"
 "Load for the %s peer, the same shape and --json fields as jrpc-bench.\n"
 "  --url URL            the peer (required)\n"
 "  --batch N            requests issued at once and waited for together (default 100)\n"
@@ -177,7 +174,7 @@ static void usage(FILE *f)
 "  --timeout-ms N       for the answers of one batch (default 10000)\n"
 "  --json               one JSON object on stdout instead of the table\n"
 "Exit status: 0; 1 if an answer was missing or wrong; 2 usage error.\n",
-            g_ops->name, g_ops->name);
+            g_ops->name, g_ops->where, g_ops->name, g_ops->where, g_ops->name);
 }
 
 static int num_arg(const char *s, double lo, double hi, double *v)
@@ -236,32 +233,13 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
-static const double PCT[] = { 50, 90, 99, 99.9, 100 };
-static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
-
-static void print_lat(const char *name, const hist_t *h, int json)
-{
-    if (json)
-        printf("\"%s\":{", name);
-    else
-        printf("  %-8s", name);
-    for (int i = 0; i < 5; i++) {
-        uint64_t us = hist_percentile(h, PCT[i]);
-        if (json)
-            printf("%s\"%s\":%" PRIu64, i ? "," : "", PCT_NAME[i], us);
-        else
-            printf(" %10.3f", (double)us / 1000.0);
-    }
-    printf(json ? "}" : "\n");
-}
-
 int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
 {
     g_ops = ops;
     if (parse_args(argc, argv) < 0)
         return 2;
     static conn_t ws[MAX_CONNECTIONS];
-    t_start = now_s() + 0.05;
+    t_start = loop_now() + 0.05;
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
     for (int k = 0; k < o_conns; k++) {
@@ -299,33 +277,33 @@ int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
     double secs = last - t_warm;
     if (secs <= 0)
         secs = o_duration;
-    double bps = (double)tot.batches / secs, cps = (double)tot.calls / secs;
+    loop_report_t rep = { ops->name, o_url, o_rate, o_batch, o_conns, secs, o_warmup,
+                          tot.batches, tot.calls, &bh, &ch };
+    loop_print_report(&rep, o_json);
     if (o_json) {
-        printf("{\"peer\":\"%s\",\"url\":\"%s\",\"mode\":\"%s\",\"rate\":%g,\"batch\":%d,"
-               "\"connections\":%d,\"duration_s\":%.3f,\"warmup_s\":%g,\"batches\":%" PRIu64
-               ",\"calls\":%" PRIu64 ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"latency_us\":{",
-               ops->name, o_url, o_rate > 0 ? "open" : "closed", o_rate, o_batch, o_conns, secs,
-               o_warmup, tot.batches, tot.calls, bps, cps);
-        print_lat("batch", &bh, 1);
-        printf(",");
-        print_lat("call", &ch, 1);
-        printf("},\"errors\":{},\"transport_failures\":%" PRIu64 ",\"rejected_batches\":0,"
-               "\"ids_expected\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicated\":0,"
-               "\"unexpected\":0,\"bad_replies\":0}\n",
-               tot.fails, tot.calls, tot.lost);
+        printf("\"peer\":\"%s\",\"ids_checked\":true,\"errors\":{},\"transport_failures\":%" PRIu64
+               ",\"rejected_batches\":0,\"ids_expected\":%" PRIu64 ",\"lost\":%" PRIu64
+               ",\"duplicated\":0,\"unexpected\":0,\"bad_replies\":0}\n",
+               ops->name, tot.fails, tot.calls, tot.lost);
     } else {
-        printf("%s %s: %s loop", ops->name, o_url, o_rate > 0 ? "open" : "closed");
-        if (o_rate > 0)
-            printf(" at %g batches/s", o_rate);
-        printf(", batch %d, %d connections, %.2f s measured (after %g s warm-up)\n", o_batch,
-               o_conns, secs, o_warmup);
-        printf("  batches %" PRIu64 " (%.1f/s), calls %" PRIu64 " (%.1f/s)\n", tot.batches, bps,
-               tot.calls, cps);
-        printf("  latency ms        p50        p90        p99      p99.9        max\n");
-        print_lat("batch", &bh, 0);
-        print_lat("call", &ch, 0);
         printf("  failures %" PRIu64 ", answers missing or wrong %" PRIu64 "\n", tot.fails,
                tot.lost);
     }
     return tot.lost || tot.fails ? 1 : 0;
+}
+
+int peer_main(int argc, char **argv, const peer_ops_t *ops)
+{
+    if (argc == 3 && strcmp(argv[1], "serve") == 0)
+        return ops->serve(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "load") == 0)
+        return peer_load_main(argc - 1, argv + 1, ops);
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        g_ops = ops;
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "usage: jrpc-peer-%s serve %s | load --url %s [options] | --help\n",
+            ops->name, ops->where, ops->where);
+    return 2;
 }

@@ -14,7 +14,10 @@
 #include <stdint.h>
 
 typedef struct peer_ops {
-    const char *name;  /* for messages: "nats", "rabbitmq"... */
+    const char *name;   /* for messages: "nats", "rabbitmq"... */
+    const char *where;  /* what serve and --url take, for the usage line */
+    /* The server side: serves `where` until killed. Returns the exit status. */
+    int (*serve)(const char *where);
     /* One connection to url, used by one thread only. NULL on failure, with
      * the reason on stderr. */
     void *(*open)(const char *url);
@@ -31,6 +34,10 @@ typedef struct peer_ops {
  * status: 0, 1 when an answer was missing or wrong, 2 on a usage error. */
 int peer_load_main(int argc, char **argv, const peer_ops_t *ops);
 
+/* main() of a harness: `serve WHERE`, `load ...` (peer_load_main) or --help.
+ * Returns the exit status. */
+int peer_main(int argc, char **argv, const peer_ops_t *ops);
+
 /* The request every peer sends, a JSON-RPC 2.0 `add` call, written into
  * buf (at least 96 bytes). Returns its length. */
 int peer_request(char *buf, uint64_t id);
@@ -43,6 +50,8 @@ int peer_answer(const char *req, int len, char *out);
 
 /* The load side: the id of an answer, or -1 when it is not `result 3`. */
 int64_t peer_answer_id(const char *ans, int len);
+/* The id of a request made by peer_request, or -1. */
+int64_t peer_request_id(const char *req, int len);
 
 /* Each id in base .. base+n-1 once: tracks the answers of one batch. */
 typedef struct peer_seen {
@@ -51,7 +60,9 @@ typedef struct peer_seen {
     int good;       /* distinct expected ids seen */
 } peer_seen_t;
 void peer_seen_reset(peer_seen_t *s, int n);
+/* Marks the id of an answer (peer_answer's) or of an echoed request. */
 void peer_seen_mark(peer_seen_t *s, uint64_t base, const char *ans, int len);
+void peer_seen_mark_echo(peer_seen_t *s, uint64_t base, const char *req, int len);
 void peer_seen_dispose(peer_seen_t *s);
 
 #endif

@@ -135,11 +135,6 @@ static void rabbit_close(void *c)
 
 int main(int argc, char **argv)
 {
-    static const peer_ops_t ops = { "rabbitmq", rabbit_open, rabbit_call, rabbit_close };
-    if (argc == 3 && strcmp(argv[1], "serve") == 0)
-        return serve(argv[2]);
-    if (argc >= 2 && strcmp(argv[1], "load") == 0)
-        return peer_load_main(argc - 1, argv + 1, &ops);
-    fprintf(stderr, "usage: jrpc-peer-rabbitmq serve HOST:PORT | load --url HOST:PORT [options]\n");
-    return 2;
+    static const peer_ops_t ops = { "rabbitmq", "HOST:PORT", serve, rabbit_open, rabbit_call, rabbit_close };
+    return peer_main(argc, argv, &ops);
 }

@@ -51,19 +51,6 @@ static void *echo_open(const char *url)
     return c;
 }
 
-/* The id of an echoed request, or -1. */
-static long long echoed_id(const char *p, int n)
-{
-    char tmp[128];
-    if (n <= 0 || n >= (int)sizeof tmp)
-        return -1;
-    memcpy(tmp, p, (size_t)n);
-    tmp[n] = 0;
-    const char *q = strstr(tmp, "\"id\":");
-    long long id;
-    return q && sscanf(q + 5, "%lld", &id) == 1 ? id : -1;
-}
-
 static int echo_call(void *conn, uint64_t base, int n, int timeout_ms)
 {
     void *s = ((void **)conn)[1];
@@ -80,9 +67,7 @@ static int echo_call(void *conn, uint64_t base, int n, int timeout_ms)
         int r = zmq_recv(s, buf, sizeof buf, 0);
         if (r < 0)
             return -1;
-        long long id = echoed_id(buf, r < (int)sizeof buf ? r : 0);
-        if (id >= (long long)base && id - (long long)base < n && !seen.v[id - (long long)base]++)
-            seen.good++;
+        peer_seen_mark_echo(&seen, base, buf, r < (int)sizeof buf ? r : 0);
     }
     return seen.good;
 }
@@ -97,11 +82,6 @@ static void echo_close(void *conn)
 
 int main(int argc, char **argv)
 {
-    static const peer_ops_t ops = { "zmq-echo", echo_open, echo_call, echo_close };
-    if (argc == 3 && strcmp(argv[1], "serve") == 0)
-        return serve(argv[2]);
-    if (argc >= 2 && strcmp(argv[1], "load") == 0)
-        return peer_load_main(argc - 1, argv + 1, &ops);
-    fprintf(stderr, "usage: jrpc-peer-zmq-echo serve ENDPOINT | load --url ENDPOINT [options]\n");
-    return 2;
+    static const peer_ops_t ops = { "zmq-echo", "ENDPOINT", serve, echo_open, echo_call, echo_close };
+    return peer_main(argc, argv, &ops);
 }
