@@ -9,7 +9,9 @@
 # and the median and min–max spread of the ratios reported (runs on this
 # machine vary by ±25–50%, so only ratios taken side by side mean anything).
 # Writes DIR/<comparison>.json (every round's raw results and the summary),
-# DIR/machine.json, and prints a Markdown table on stdout. DIR defaults to
+# DIR/machine.json, DIR/summary.md, DIR/plots/open-*.png (jrpc's latency
+# percentile curve in the last open-loop round), and prints the Markdown
+# table on stdout. DIR defaults to
 # bench/results/<UTC date and time>/.
 #
 # Installs what is missing (bench/peers/install.sh), builds build-rel with
@@ -25,7 +27,7 @@ root=$(cd "$here/../.." && pwd)
 B=$root/build-rel/bin
 
 rounds=5 duration=10 warmup=1 only='*' out= list=
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds)   rounds=${2:?}; shift 2 ;;
@@ -82,10 +84,12 @@ if [ -z "${JRPC_PEERS_IN_NETNS:-}" ]; then
     cmake -S "$root" -B "$root/build-rel" -DCMAKE_BUILD_TYPE=Release -DJRPC_BENCH_PEERS=ON >/dev/null
     cmake --build "$root/build-rel" -j"$(nproc)" >/dev/null
     [ -n "$out" ] || out=$root/bench/results/$(date -u +%Y-%m-%dT%H%MZ)
-    mkdir -p "$out"
+    mkdir -p "$out/plots"
     out=$(cd "$out" && pwd)
     export JRPC_PEERS_IN_NETNS=1
-    exec unshare --net -- bash "$0" --rounds "$rounds" --duration "$duration" --warmup "$warmup" \
+    # Not root: a user namespace gives the network namespace (and lo) to us.
+    userns=(); [ "$(id -u)" -ne 0 ] && userns=(--map-root-user)
+    exec unshare --net "${userns[@]}" -- bash "$0" --rounds "$rounds" --duration "$duration" --warmup "$warmup" \
         --only "$only" --out "$out"
 fi
 
@@ -280,8 +284,11 @@ compare() {  # compare NAME KIND
             'BEGIN { m = (a < b ? a : b) / 2; printf "%.1f", (m > 1 ? m : 1) }')
         echo "  $n: offered load $rate batches/s (half the lower maximum)" >&2
     fi
+    local plot=()
     for r in $(seq 1 "$rounds"); do
-        run_side "$n" A "$d/r$r.a.json" ${rate:+--rate "$rate"}
+        # jrpc's percentile curve of the last open-loop round, for RESULTS.md.
+        [ "$kind" = open ] && [ "$r" = "$rounds" ] && plot=(--plot "$out/plots/$n.png")
+        run_side "$n" A "$d/r$r.a.json" ${rate:+--rate "$rate"} "${plot[@]}"
         run_side "$n" B "$d/r$r.b.json" ${rate:+--rate "$rate"}
     done
 }
