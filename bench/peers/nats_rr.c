@@ -84,12 +84,10 @@ static void *nats_open(const char *url)
     return c;
 }
 
-static int nats_call(void *conn, uint64_t base, int n, int timeout_ms)
+static int nats_call(void *conn, uint64_t base, int n, int timeout_ms, peer_seen_t *seen)
 {
     nconn_t *c = conn;
-    static __thread peer_seen_t seen;
     char buf[128];
-    peer_seen_reset(&seen, n);
     for (int i = 0; i < n; i++) {
         int len = peer_request(buf, base + (uint64_t)i);
         if (natsConnection_PublishRequest(c->nc, "add", c->inbox, buf, len) != NATS_OK)
@@ -99,10 +97,10 @@ static int nats_call(void *conn, uint64_t base, int n, int timeout_ms)
         natsMsg *m = NULL;
         if (natsSubscription_NextMsg(&m, c->sub, timeout_ms) != NATS_OK)
             return -1;
-        peer_seen_mark(&seen, base, natsMsg_GetData(m), natsMsg_GetDataLength(m));
+        peer_seen_mark(seen, base, natsMsg_GetData(m), natsMsg_GetDataLength(m));
         natsMsg_Destroy(m);
     }
-    return seen.good;
+    return 0;
 }
 
 static void nats_close(void *conn)

@@ -129,6 +129,7 @@ static void *conn_main(void *arg)
         w->open_failed = 1;
         return NULL;
     }
+    peer_seen_t seen = { NULL, 0, 0 };
     loop_sched_t sch;
     loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
     /* Ids: the connection in the top bits, so each thread has its own range. */
@@ -137,23 +138,25 @@ static void *conn_main(void *arg)
         double sched = loop_sched_next(&sch);
         if (sched < 0)
             break;
-        int good = g_ops->call(c, base, o_batch, o_timeout_ms);
+        peer_seen_reset(&seen, o_batch);
+        int rc = g_ops->call(c, base, o_batch, o_timeout_ms, &seen);
         base += (uint64_t)o_batch;
         double done = loop_now();
         if (sched < t_warm)
             continue;
-        if (good < 0) {
+        if (rc < 0) {
             w->fails++;
             break;  /* the connection is in an unknown state: stop this thread */
         }
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
         w->batches++;
         w->calls += (uint64_t)o_batch;
-        w->lost += (uint64_t)(o_batch - good);
+        w->lost += (uint64_t)(o_batch - seen.good);
         hist_record(&w->batch_h, us, 1);
         hist_record(&w->call_h, us, (uint64_t)o_batch);
     }
     w->finished = loop_now();
+    peer_seen_dispose(&seen);
     g_ops->close(c);
     return NULL;
 }

@@ -13,6 +13,13 @@
 
 #include <stdint.h>
 
+/* Each id in base .. base+n-1 once: tracks the answers of one batch. */
+typedef struct peer_seen {
+    unsigned char *v;
+    int n;
+    int good;       /* distinct expected ids seen */
+} peer_seen_t;
+
 typedef struct peer_ops {
     const char *name;   /* for messages: "nats", "rabbitmq"... */
     const char *where;  /* what serve and --url take, for the usage line */
@@ -22,10 +29,10 @@ typedef struct peer_ops {
      * the reason on stderr. */
     void *(*open)(const char *url);
     /* Sends n requests with ids base .. base+n-1 at once, then waits for the
-     * n answers. Returns how many answers carried one of those ids and the
-     * right result (each id counted once), or -1 when the connection failed
-     * or an answer did not come within timeout_ms. Blocks. */
-    int (*call)(void *conn, uint64_t base, int n, int timeout_ms);
+     * n answers and marks each in `seen` (reset by the caller). Returns 0,
+     * or -1 when the connection failed or an answer did not come within
+     * timeout_ms. Blocks. */
+    int (*call)(void *conn, uint64_t base, int n, int timeout_ms, struct peer_seen *seen);
     void (*close)(void *conn);
 } peer_ops_t;
 
@@ -53,12 +60,6 @@ int64_t peer_answer_id(const char *ans, int len);
 /* The id of a request made by peer_request, or -1. */
 int64_t peer_request_id(const char *req, int len);
 
-/* Each id in base .. base+n-1 once: tracks the answers of one batch. */
-typedef struct peer_seen {
-    unsigned char *v;
-    int n;
-    int good;       /* distinct expected ids seen */
-} peer_seen_t;
 void peer_seen_reset(peer_seen_t *s, int n);
 /* Marks the id of an answer (peer_answer's) or of an echoed request. */
 void peer_seen_mark(peer_seen_t *s, uint64_t base, const char *ans, int len);

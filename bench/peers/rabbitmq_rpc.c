@@ -98,12 +98,10 @@ static void *rabbit_open(const char *url)
     return connect_to(url, REPLY_TO, 0);
 }
 
-static int rabbit_call(void *c, uint64_t base, int n, int timeout_ms)
+static int rabbit_call(void *c, uint64_t base, int n, int timeout_ms, peer_seen_t *seen)
 {
     amqp_connection_state_t conn = c;
-    static __thread peer_seen_t seen;
     char buf[128];
-    peer_seen_reset(&seen, n);
     amqp_basic_properties_t props = { ._flags = AMQP_BASIC_REPLY_TO_FLAG,
                                       .reply_to = amqp_cstring_bytes(REPLY_TO) };
     for (int i = 0; i < n; i++) {
@@ -119,10 +117,10 @@ static int rabbit_call(void *c, uint64_t base, int n, int timeout_ms)
         amqp_maybe_release_buffers(conn);
         if (amqp_consume_message(conn, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL)
             return -1;
-        peer_seen_mark(&seen, base, env.message.body.bytes, (int)env.message.body.len);
+        peer_seen_mark(seen, base, env.message.body.bytes, (int)env.message.body.len);
         amqp_destroy_envelope(&env);
     }
-    return seen.good;
+    return 0;
 }
 
 static void rabbit_close(void *c)
