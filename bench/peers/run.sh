@@ -225,6 +225,7 @@ stop_peer() {
 # ---- the two sides of each comparison -------------------------------------
 # side NAME A|B [--rate R]: the command line of one side, one JSON object out.
 bench_common=(--duration "$duration" --warmup "$warmup" --json)
+side_limit=$(awk -v d="$duration" -v w="$warmup" 'BEGIN { printf "%d", d + w + 60 }')  # s, per side
 side() {
     local n=$1 ab=$2; shift 2
     case $n:$ab in
@@ -246,25 +247,34 @@ side() {
     nonce-*:B)           echo redis ;;  # see run_side
     esac
 }
+# redis_set_nx PIPELINE COUNT: the nonce floor, CSV on stdout. One million
+# distinct keys at most, so that Redis' memory stays bounded.
+declare -A REDIS_RATE=()
+redis_set_nx() {
+    timeout "$side_limit" redis-benchmark -h 127.0.0.1 -p 6379 -c 32 -P "$1" -n "$2" -r 1000000 --csv \
+        SET 'nonce:__rand_int__' 1 NX EX 300
+}
 # run_side NAME A|B FILE [--rate R]: runs one side, its JSON into FILE.
 run_side() {
     local n=$1 ab=$2 f=$3; shift 3
     local cmd
     read -r -a cmd <<<"$(side "$n" "$ab")"
-    local limit
-    limit=$(awk -v d="$duration" -v w="$warmup" 'BEGIN { printf "%d", d + w + 60 }')
     if [ "${cmd[0]}" = redis ]; then
         # redis-benchmark has no duration: a count sized for about --duration
-        # at the rates this machine reaches; it reports its own ops/s.
+        # by a short probe (once per pipeline depth); it reports its own ops/s.
         local pipe=${n#nonce-p} count
-        count=$(awk -v d="$duration" -v p="$pipe" 'BEGIN { printf "%d", d * (p > 1 ? 400000 : 60000) }')
-        timeout "$limit" redis-benchmark -h 127.0.0.1 -p 6379 -c 32 -P "$pipe" -n "$count" \
-            -r 1000000 --csv SET 'nonce:__rand_int__' 1 NX EX 300 > "$f.csv" 2>"$f.err" || true
+        if [ -z "${REDIS_RATE[$pipe]:-}" ]; then
+            REDIS_RATE[$pipe]=$(redis_set_nx "$pipe" $((pipe > 1 ? 200000 : 20000)) |
+                awk -F'"' 'NR == 2 { printf "%d", $4 }')
+        fi
+        count=$(awk -v d="$duration" -v r="${REDIS_RATE[$pipe]:-0}" \
+            'BEGIN { n = d * r; printf "%d", (n < 10000 ? 10000 : n) }')
+        redis_set_nx "$pipe" "$count" > "$f.csv" 2>"$f.err" || true
         awk -F'"' -v p="$pipe" 'NR == 2 { printf "{\"peer\":\"redis-benchmark\",\"pipeline\":%d,\"command\":\"%s\",\"batches_per_s\":%s,\"calls_per_s\":%s,\"latency_us\":{\"batch\":{\"p50\":%d,\"p99\":%d}}}\n", p, $2, $4, $4, $10 * 1000, $14 * 1000 }' \
             "$f.csv" > "$f"
         rm -f "$f.csv"
     else
-        timeout "$limit" "${cmd[@]}" "${bench_common[@]}" "$@" > "$f" 2>"$f.err" || true
+        timeout "$side_limit" "${cmd[@]}" "${bench_common[@]}" "$@" > "$f" 2>"$f.err" || true
     fi
     [ -s "$f" ] || { echo "run.sh: $n side $ab produced nothing: $(tail -n 3 "$f.err")" >&2; }
     [ -s "$f.err" ] || rm -f "$f.err"
