@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages jrpc builds, runs and tests with. Skips apt
-# entirely when everything is already there.
+# entirely when everything is already there. gnuplot-nox: the smoke test
+# checks that jrpc-bench --plot draws a PNG.
 set -eu
 pkgs=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
       libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev redis-server curl python3
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
