@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "hist.h"
+#include "loop.h"
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_json.h"
@@ -68,6 +69,8 @@ static double o_duration = 10, o_warmup = 1, o_rate;
 static int o_timeout_ms = 10000;
 static char *o_key_id, *o_secret;
 static int o_json;
+static int o_ignore_ids;    /* --ignore-ids: for floor servers answering a fixed body */
+static const char *o_plot;  /* --plot FILE.png */
 
 /* Shared. */
 static double t_start, t_warm, t_end;      /* monotonic seconds */
@@ -85,24 +88,6 @@ typedef struct {
     char last_fail[256];
     double finished;
 } worker_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_until(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L)
-        ts.tv_nsec = 999999999L;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
 
 static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
 {
@@ -264,26 +249,16 @@ static void *conn_main(void *arg)
     jrpc_buf_init(&reply);
     unsigned char *has_id = calloc((size_t)o_batch, 1), *seen = calloc((size_t)o_batch, 1);
     uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->idx + 1);
-    double interval = o_rate > 0 ? (double)o_conns / o_rate : 0;
-    double next = t_start + (o_rate > 0 ? interval * w->idx / o_conns : 0);
+    loop_sched_t sch;
+    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
     for (uint64_t seq = 0;; seq++) {
-        double sched;
-        if (o_rate > 0) {
-            sched = next;
-            next += interval;
-            if (sched >= t_end)
-                break;
-            if (sched > now_s())
-                sleep_until(sched);
-        } else {
-            sched = now_s();
-            if (sched >= t_end)
-                break;
-        }
+        double sched = loop_sched_next(&sch);
+        if (sched < 0)
+            break;
         int nid;
         build_batch(&body, w->idx, seq, &rng, has_id, &nid);
         int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
-        double done = now_s();
+        double done = loop_now();
         int measured = sched >= t_warm;
         atomic_fetch_add(&g_batches, 1);
         if (rc < 0) {
@@ -302,6 +277,8 @@ static void *conn_main(void *arg)
         w->calls += (uint64_t)o_batch;
         hist_record(&w->batch_h, us, 1);
         hist_record(&w->call_h, us, (uint64_t)o_batch);
+        if (o_ignore_ids)
+            continue;
         w->expected_ids += (uint64_t)nid;
         memset(seen, 0, (size_t)o_batch);
         const char *p = reply.p;
@@ -341,7 +318,7 @@ static void *conn_main(void *arg)
                 w->duplicated += seen[k] - 1u;
         }
     }
-    w->finished = now_s();
+    w->finished = loop_now();
     free(has_id);
     free(seen);
     jrpc_buf_dispose(&body);
@@ -373,8 +350,14 @@ static void usage(FILE *f)
 "  --timeout-ms N       per call (default 10000)\n"
 "  --key-id ID --secret S | --key-file F [--key-id ID]   sign every batch\n"
 "  --json               one JSON object on stdout instead of the table\n"
+"  --plot FILE.png      also draw the latency percentile curve (per batch and\n"
+"                       per call) into FILE.png; needs gnuplot (Debian: gnuplot-nox)\n"
+"  --ignore-ids         do not read the replies at all: only for floor servers\n"
+"                       that answer a fixed body (bench/peers, nginx); the\n"
+"                       report then says \"ids_checked\":false\n"
 "Per-call latency is the latency of the batch, attributed to each call in it.\n"
-"Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error.\n");
+"Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error\n"
+"(or gnuplot missing for --plot); 3 the run was done but the plot failed.\n");
 }
 
 static void usage_error(const char *msg, const char *arg)
@@ -424,11 +407,34 @@ static int key_from_file(const char *path, const char *want)
     return found ? 0 : -1;
 }
 
+/* Whether an executable gnuplot is on the PATH (checked before the run, so
+ * that a missing one does not cost the user the whole measurement). */
+static int find_gnuplot(void)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    char dir[4096];
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && n < sizeof dir - 16) {
+            memcpy(dir, p, n);
+            strcpy(dir + n, "/gnuplot");
+            if (access(dir, X_OK) == 0)
+                return 1;
+        }
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return 0;
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON,
-           O_HELP };
+           O_PLOT, O_IGNORE_IDS, O_HELP };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
         { "batch", required_argument, NULL, O_BATCH },
@@ -447,6 +453,8 @@ static void parse_args(int argc, char **argv)
         { "secret", required_argument, NULL, O_SECRET },
         { "key-file", required_argument, NULL, O_KEYFILE },
         { "json", no_argument, NULL, O_JSON },
+        { "plot", required_argument, NULL, O_PLOT },
+        { "ignore-ids", no_argument, NULL, O_IGNORE_IDS },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -476,6 +484,13 @@ static void parse_args(int argc, char **argv)
         case O_SECRET: secret = optarg; break;
         case O_KEYFILE: key_file = optarg; break;
         case O_JSON: o_json = 1; break;
+        case O_PLOT:
+            /* The name goes into a gnuplot string in single quotes. */
+            if (!*optarg || strpbrk(optarg, "'\n\r"))
+                usage_error("--plot: a file name without quotes or newlines", optarg);
+            o_plot = optarg;
+            break;
+        case O_IGNORE_IDS: o_ignore_ids = 1; break;
         case O_HELP: usage(stdout); exit(0);
         default: usage_error("unknown or incomplete option", argv[optind - 1]);
         }
@@ -489,6 +504,11 @@ static void parse_args(int argc, char **argv)
     if (jrpc_json_validate(o_params, strlen(o_params), JRPC_JSON_MAX_DEPTH) != 0 ||
         (o_params[strspn(o_params, " \t\r\n")] != '[' && o_params[strspn(o_params, " \t\r\n")] != '{'))
         usage_error("--params must be a JSON array or object", o_params);
+    if (o_plot && !find_gnuplot()) {
+        fprintf(stderr, "jrpc-bench: --plot needs gnuplot on the PATH "
+                        "(Debian: apt-get install gnuplot-nox)\n");
+        exit(2);
+    }
     if (key_file) {
         if (secret)
             usage_error("--secret and --key-file are exclusive", NULL);
@@ -504,17 +524,6 @@ static void parse_args(int argc, char **argv)
 
 /* ---- report ------------------------------------------------------------ */
 
-static const double PCT[] = { 50, 90, 99, 99.9, 100 };
-static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
-
-static void json_lat(const char *name, const hist_t *h, int last)
-{
-    printf("\"%s\":{", name);
-    for (int i = 0; i < 5; i++)
-        printf("%s\"%s\":%" PRIu64, i ? "," : "", PCT_NAME[i], hist_percentile(h, PCT[i]));
-    printf("}%s", last ? "" : ",");
-}
-
 static void json_codes(const char *name, const codes_t *c)
 {
     printf("\"%s\":{", name);
@@ -525,21 +534,67 @@ static void json_codes(const char *name, const codes_t *c)
     printf("}");
 }
 
-static void text_lat(const char *name, const hist_t *h)
+/* The percentile curve, HdrHistogram-style: x is 1/(1-q) on a log axis, so
+ * 90%, 99%, 99.9%... are evenly spaced; y is the latency. The data go to
+ * gnuplot inline (a datablock), the script through a pipe. Returns 0, or -1
+ * with the reason on stderr. */
+static int plot(const char *file, const hist_t *bh, const hist_t *ch, double cps)
 {
-    printf("  %-8s", name);
-    for (int i = 0; i < 5; i++) {
-        double ms = (double)hist_percentile(h, PCT[i]) / 1000.0;
-        printf(" %10.3f", ms);
+    FILE *g = popen("gnuplot", "w");
+    if (!g) {
+        fprintf(stderr, "jrpc-bench: cannot run gnuplot: %s\n", strerror(errno));
+        return -1;
     }
-    printf("\n");
+    fprintf(g, "$d << EOD\n");
+    /* q = 1 - 10^(-k/20): 20 points per decade, up to where the histogram
+     * has fewer values than 1/(1-q) (beyond that is the max). */
+    uint64_t total = bh->total > 0 ? bh->total : 1;
+    for (int k = 0; k <= 120; k++) {
+        double inv = pow(10.0, k / 20.0), q = 100.0 * (1.0 - 1.0 / inv);
+        if (k > 0 && inv > (double)total)
+            break;
+        fprintf(g, "%.6f %.4f %.4f\n", inv, (double)hist_percentile(bh, q) / 1000.0,
+                (double)hist_percentile(ch, q) / 1000.0);
+    }
+    char url[256];  /* inside a single-quoted gnuplot string */
+    size_t n = 0;
+    for (const char *p = o_url; *p && n < sizeof url - 1; p++)
+        if (*p != '\'' && *p != '\n' && *p != '\r')
+            url[n++] = *p;
+    url[n] = 0;
+    fprintf(g, "EOD\n"
+               "set terminal pngcairo size 960,600 noenhanced\n"
+               "set output '%s'\n"
+               "set title 'jrpc-bench %s: %s loop",
+            file, url, o_rate > 0 ? "open" : "closed");
+    if (o_rate > 0)
+        fprintf(g, " at %g batches/s", o_rate);
+    fprintf(g, ", batch %d, %d connections, %.0f calls/s'\n"
+               "set logscale x\n"
+               /* gnuplot reads tic labels as formats: %%%% is one percent sign. */
+               "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, "
+               "'99.999%%%%' 100000, '99.9999%%%%' 1000000)\n"
+               "set xlabel 'percentile'\n"
+               "set ylabel 'latency (ms)'\n"
+               "set yrange [0:*]\n"
+               "set grid\n"
+               "set key top left\n"
+               "plot $d using 1:2 with lines lw 2 title 'per batch', "
+               "$d using 1:3 with lines lw 2 dt 2 title 'per call'\n",
+            o_batch, o_conns, cps);
+    int st = pclose(g);
+    if (st != 0) {
+        fprintf(stderr, "jrpc-bench: gnuplot failed to draw %s (status %d)\n", file, st);
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     static worker_t ws[MAX_CONNECTIONS];
-    t_start = now_s() + 0.05;  /* let every thread reach its first send */
+    t_start = loop_now() + 0.05;  /* let every thread reach its first send */
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
     for (int k = 0; k < o_conns; k++) {
@@ -554,12 +609,12 @@ int main(int argc, char **argv)
     int tty = isatty(2);
     uint64_t prev = 0;
     for (double t = t_start + 1; t < t_end + 0.5; t += 1) {
-        sleep_until(t < t_end ? t : t_end);
+        loop_sleep_until(t < t_end ? t : t_end);
         if (tty) {
             uint64_t b = atomic_load(&g_batches), f = atomic_load(&g_fails);
-            double el = now_s() - t_start;
+            double el = loop_now() - t_start;
             fprintf(stderr, "\r[%5.1fs%s] %8.0f batches/s  %10.0f calls/s  failures %" PRIu64 "   ",
-                    el, now_s() < t_warm ? " warm-up" : "", (double)(b - prev),
+                    el, loop_now() < t_warm ? " warm-up" : "", (double)(b - prev),
                     (double)(b - prev) * o_batch, f);
             prev = b;
         }
@@ -609,16 +664,12 @@ int main(int argc, char **argv)
     double secs = last - t_warm;
     if (secs <= 0)
         secs = o_duration;
-    double bps = (double)tot.batches / secs, cps = (double)tot.calls / secs;
+    double cps = (double)tot.calls / secs;
+    loop_report_t rep = { "jrpc-bench", o_url, o_rate, o_batch, o_conns, secs, o_warmup,
+                          tot.batches, tot.calls, &bh, &ch };
+    loop_print_report(&rep, o_json);
     if (o_json) {
-        printf("{\"url\":\"%s\",\"mode\":\"%s\",\"rate\":%g,\"batch\":%d,\"connections\":%d,"
-               "\"duration_s\":%.3f,\"warmup_s\":%g,\"batches\":%" PRIu64 ",\"calls\":%" PRIu64
-               ",\"batches_per_s\":%.1f,\"calls_per_s\":%.1f,\"latency_us\":{",
-               o_url, o_rate > 0 ? "open" : "closed", o_rate, o_batch, o_conns, secs, o_warmup,
-               tot.batches, tot.calls, bps, cps);
-        json_lat("batch", &bh, 0);
-        json_lat("call", &ch, 1);
-        printf("},");
+        printf("\"ids_checked\":%s,", o_ignore_ids ? "false" : "true");
         json_codes("errors", &tot.codes);
         printf(",\"transport_failures\":%" PRIu64 ",", tot.fails);
         json_codes("transport_failures_by_errno", &tot.fail_codes);
@@ -627,16 +678,6 @@ int main(int argc, char **argv)
                tot.rejected, tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected,
                tot.bad_replies);
     } else {
-        printf("jrpc-bench %s: %s loop", o_url, o_rate > 0 ? "open" : "closed");
-        if (o_rate > 0)
-            printf(" at %g batches/s", o_rate);
-        printf(", batch %d, %d connections, %.2f s measured (after %g s warm-up)\n", o_batch,
-               o_conns, secs, o_warmup);
-        printf("  batches %" PRIu64 " (%.1f/s), calls %" PRIu64 " (%.1f/s)\n", tot.batches, bps,
-               tot.calls, cps);
-        printf("  latency ms        p50        p90        p99      p99.9        max\n");
-        text_lat("batch", &bh);
-        text_lat("call", &ch);
         printf("  (per call: the latency of its batch, attributed to each call in it%s)\n",
                o_rate > 0 ? "; from the scheduled send time" : "");
         printf("  errors by code:");
@@ -654,13 +695,19 @@ int main(int argc, char **argv)
             printf(" (last: %s)", last_fail);
         printf("\n  rejected batches: %" PRIu64 ", bad replies: %" PRIu64 "\n", tot.rejected,
                tot.bad_replies);
-        printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
-               " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
+        if (o_ignore_ids)
+            printf("  ids: not checked (--ignore-ids)\n");
+        else
+            printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
+                   " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
     }
+    int plot_failed = o_plot && plot(o_plot, &bh, &ch, cps) < 0;
     if (o_secret) {
         explicit_bzero(o_secret, strlen(o_secret));
         free(o_secret);
     }
     free(o_key_id);
-    return tot.lost || tot.duplicated || tot.unexpected ? 1 : 0;
+    if (tot.lost || tot.duplicated || tot.unexpected)
+        return 1;
+    return plot_failed ? 3 : 0;
 }

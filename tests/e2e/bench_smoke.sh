@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# jrpc-bench smoke test: closed loop over tcp:// and http://, open loop over
-# tcp:// with --json; every id back exactly once; a bad flag is a usage error.
+# jrpc-bench smoke test: closed and open loop over tcp:// and http:// with
+# --json; the report complete and every id back exactly once; the human
+# table; --plot draws a PNG (when gnuplot is installed) or refuses before the
+# run (when it is not); --ignore-ids says so; a bad flag is a usage error.
 source "$JRPC_E2E_LIB"
 BENCH="$JRPC_BIN/jrpc-bench"
 
@@ -20,12 +22,40 @@ bench() {
         "$(awk -v v="$(json_num calls_per_s "$E2E_TMP/$name.json")" 'BEGIN { print (v > 0) ? 1 : 0 }')"
     check "$name: lost" 0 "$(json_num lost "$E2E_TMP/$name.json")"
     check "$name: duplicated" 0 "$(json_num duplicated "$E2E_TMP/$name.json")"
+    check "$name: unknown ids" 0 "$(json_num unexpected "$E2E_TMP/$name.json")"
     check "$name: no transport failures" 0 "$(json_num transport_failures "$E2E_TMP/$name.json")"
+    check "$name: every call expected an id back" "$(json_num calls "$E2E_TMP/$name.json")" \
+        "$(json_num ids_expected "$E2E_TMP/$name.json")"
+    check "$name: the report is complete" 1 "$(complete "$E2E_TMP/$name.json")"
+}
+
+# complete FILE -> 1 when the JSON report has every field a user reads.
+complete() {
+    local f=$1 k
+    for k in url mode batch connections duration_s batches calls batches_per_s calls_per_s \
+             ids_checked errors transport_failures rejected_batches ids_expected lost duplicated \
+             unexpected bad_replies; do
+        grep -q "\"$k\":" "$f" || { echo 0; return; }
+    done
+    for k in batch call; do
+        grep -q "\"$k\":{\"p50\":[0-9]*,\"p90\":[0-9]*,\"p99\":[0-9]*,\"p99_9\":[0-9]*,\"max\":[0-9]*}" "$f" ||
+            { echo 0; return; }
+    done
+    echo 1
 }
 
 bench closed-tcp  --url "$URL"
-bench closed-http --url "$HTTP_URL" --batch 10 --notify-share 0.1 --invalid-share 0.1
+bench closed-http --url "$HTTP_URL" --batch 10 --invalid-share 0.1
 bench open-tcp    --url "$URL" --rate 200
+bench open-http   --url "$HTTP_URL" --batch 1 --connections 8 --rate 200
+# Notifications get no answer, so the ids expected are fewer than the calls.
+"$BENCH" --duration 1 --warmup 0 --json --url "$URL" --batch 10 --notify-share 0.2 \
+    > "$E2E_TMP/notify.json" 2>&1
+check "notify: exit status" 0 $?
+check "notify: fewer ids expected than calls" 1 \
+    "$(awk -v c="$(json_num calls "$E2E_TMP/notify.json")" -v i="$(json_num ids_expected "$E2E_TMP/notify.json")" \
+        'BEGIN { print (i > 0 && i < c) ? 1 : 0 }')"
+check "notify: lost" 0 "$(json_num lost "$E2E_TMP/notify.json")"
 check "open-tcp: about 400 batches (200/s for 2 s)" 1 \
     "$(awk -v v="$(json_num batches "$E2E_TMP/open-tcp.json")" 'BEGIN { print (v >= 360 && v <= 440) ? 1 : 0 }')"
 check "closed-http: invalid requests counted as -32600" 1 \
@@ -35,6 +65,29 @@ check "closed-http: invalid requests counted as -32600" 1 \
 "$BENCH" --url "$URL" --duration 0.5 --warmup 0 --batch 1 > "$E2E_TMP/table.txt" 2>&1
 check "table: exit status" 0 $?
 check "table: has the per-call row" 1 "$(grep -c '^  call ' "$E2E_TMP/table.txt")"
+check "table: has the per-batch row" 1 "$(grep -c '^  batch ' "$E2E_TMP/table.txt")"
+check "table: says no id was lost" 1 "$(grep -c ' 0 lost, 0 duplicated, 0 unknown$' "$E2E_TMP/table.txt")"
+
+# --plot: a PNG when gnuplot is there; without it, exit 2 before any load.
+if command -v gnuplot > /dev/null; then
+    "$BENCH" --url "$HTTP_URL" --duration 1 --warmup 0 --batch 5 --plot "$E2E_TMP/curve.png" \
+        > "$E2E_TMP/plot.txt" 2>&1
+    check "plot: exit status" 0 $?
+    check "plot: a PNG file" "89504e470d0a1a0a" "$(head -c 8 "$E2E_TMP/curve.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')"
+else
+    echo "skip plot: gnuplot is not installed (deploy/deps.sh installs gnuplot-nox)"
+fi
+start=$(date +%s)
+PATH=/nonexistent "$BENCH" --url "$URL" --duration 30 --plot "$E2E_TMP/never.png" > "$E2E_TMP/nogp.txt" 2>&1
+check "plot without gnuplot: exit 2" 2 $?
+check "plot without gnuplot: says so" 1 "$(grep -c 'needs gnuplot' "$E2E_TMP/nogp.txt")"
+check "plot without gnuplot: refused before the run" 1 "$(( $(date +%s) - start < 10 ? 1 : 0 ))"
+
+# --ignore-ids (for fixed-body floors): the report says the ids were not checked.
+"$BENCH" --url "$URL" --duration 0.5 --warmup 0 --json --ignore-ids > "$E2E_TMP/ignore.json" 2>&1
+check "ignore-ids: exit status" 0 $?
+check "ignore-ids: ids_checked false" 1 "$(grep -c '"ids_checked":false' "$E2E_TMP/ignore.json")"
+check "ignore-ids: no id expected" 0 "$(json_num ids_expected "$E2E_TMP/ignore.json")"
 
 "$BENCH" --url "$URL" --no-such-flag > /dev/null 2>&1
 check "a bad flag exits 2" 2 $?
@@ -42,5 +95,7 @@ check "a bad flag exits 2" 2 $?
 check "no --url exits 2" 2 $?
 "$BENCH" --url "$URL" --params 'nope' > /dev/null 2>&1
 check "bad --params exits 2" 2 $?
+"$BENCH" --url "$URL" --plot "it's.png" > /dev/null 2>&1
+check "a --plot name with a quote exits 2" 2 $?
 
 e2e_finish

@@ -1,0 +1,51 @@
+/* loop — the clock, the send schedule and the latency rows shared by
+ * jrpc-bench and the peer harnesses (bench/peers), so that both sides of a
+ * comparison are timed and reported by the same code. */
+#ifndef JRPC_BENCH_LOOP_H
+#define JRPC_BENCH_LOOP_H
+
+#include <stdint.h>
+
+#include "hist.h"
+
+/* Monotonic seconds. */
+double loop_now(void);
+/* Sleeps until loop_now() >= t (EINTR retried). */
+void loop_sleep_until(double t);
+
+/* When one connection sends. Closed loop (rate 0): at once, each time the
+ * previous batch is answered. Open loop: conns connections share `rate`
+ * batches/s, each sending every conns/rate s, offset by its index, and a
+ * batch's latency counts from its scheduled time, not the actual one
+ * (coordinated omission corrected). */
+typedef struct loop_sched {
+    double interval;  /* s between this connection's sends; 0: closed loop */
+    double next;      /* the next scheduled send */
+    double end;       /* no send is scheduled at or after this */
+} loop_sched_t;
+
+void loop_sched_init(loop_sched_t *s, double start, double end, double rate, int conns, int idx);
+/* The time the next batch counts from, after sleeping until it in open
+ * loop; or a negative value when the run is over. */
+double loop_sched_next(loop_sched_t *s);
+
+/* What every report starts with. */
+typedef struct loop_report {
+    const char *who;             /* "jrpc-bench", or the peer's name */
+    const char *url;
+    double rate;                 /* batches/s; 0: closed loop */
+    int batch, conns;
+    double secs, warmup;         /* measured; warm-up before */
+    uint64_t batches, calls;     /* answered while measured */
+    const hist_t *batch_h, *call_h;
+} loop_report_t;
+
+/* Prints the part of the report that jrpc-bench and the peer harnesses
+ * share. JSON: the opening brace and the members url, mode, rate, batch,
+ * connections, duration_s, warmup_s, batches, calls, batches_per_s,
+ * calls_per_s and latency_us (batch and call: p50, p90, p99, p99_9, max in
+ * µs), followed by a comma: the caller adds its own members and the closing
+ * brace. Text: the heading, the counts and the latency table in ms. */
+void loop_print_report(const loop_report_t *r, int json);
+
+#endif

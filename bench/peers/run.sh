@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# bench/peers/run.sh — jrpc side by side with what users would pick instead.
+#
+#   bash bench/peers/run.sh [--rounds N] [--duration S] [--warmup S]
+#                           [--only PATTERN] [--out DIR] [--list]
+#
+# For each comparison: jrpc (A) and the peer (B) run the same workload in the
+# same run, interleaved A-B-A-B for N rounds; the ratio A/B is taken per round
+# and the median and min–max spread of the ratios reported (runs on this
+# machine vary by ±25–50%, so only ratios taken side by side mean anything).
+# Writes DIR/<comparison>.json (every round's raw results and the summary),
+# DIR/machine.json, DIR/summary.md, DIR/plots/open-*.png (jrpc's latency
+# percentile curve in the last open-loop round), and prints the Markdown
+# table on stdout. DIR defaults to
+# bench/results/<UTC date and time>/.
+#
+# Installs what is missing (bench/peers/install.sh), builds build-rel with
+# -DJRPC_BENCH_PEERS=ON, then runs everything inside a private network
+# namespace (unshare --net): every server — jrpc's and the peers' — listens
+# on 127.0.0.1 of a loopback nobody else can reach, even those that bind
+# every interface (libjson-rpc-cpp, epmd). Each server is started in its own
+# process group and stopped by that id when no longer needed; the namespace
+# disappears with the last process. Every load step is bounded by `timeout`.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+B=$root/build-rel/bin
+
+rounds=5 duration=10 warmup=1 only='*' out= list=
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --rounds)   rounds=${2:?}; shift 2 ;;
+        --duration) duration=${2:?}; shift 2 ;;
+        --warmup)   warmup=${2:?}; shift 2 ;;
+        --only)     only=${2:?}; shift 2 ;;
+        --out)      out=${2:?}; shift 2 ;;
+        --list)     list=1; shift ;;
+        -h|--help)  usage; exit 0 ;;
+        *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --rounds must be a positive integer" >&2; exit 2; }
+[[ $duration =~ ^[0-9]+(\.[0-9]+)?$ && $warmup =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+    { echo "run.sh: --duration and --warmup are seconds" >&2; exit 2; }
+
+# ---- the comparisons ---------------------------------------------------
+# name|peer server|kind|threshold|goal text. Kinds: ge (ratio >= t), gt
+# (ratio > t), info (no goal), open (open loop: p50 and p99 ratios < 1).
+# Grouped by peer so that each peer server runs only while it is compared.
+COMPARISONS=(
+  "http1-nginx|nginx|ge|0.5|HTTP, 1 call per request, 32 connections: >= 0.5x nginx's fixed answer (floor)"
+  "open-http1-nginx|nginx|open|1|open loop at half max: p50, p99 below nginx's"
+  "http1-jsonrpccpp|jsonrpccpp|gt|1|HTTP, 1 call per request, 32 connections: ahead of libjson-rpc-cpp"
+  "open-http1-jsonrpccpp|jsonrpccpp|open|1|open loop at half max: p50, p99 below libjson-rpc-cpp's (single calls)"
+  "http100-jsonrpccpp|jsonrpccpp|ge|2|HTTP, batches of 100: calls/s >= 2x libjson-rpc-cpp"
+  "open-http100-jsonrpccpp|jsonrpccpp|open|1|open loop at half max: p50, p99 below libjson-rpc-cpp's (batches)"
+  "http100-jayson|jayson|ge|2|HTTP, batches of 100: calls/s >= 2x jayson (Node)"
+  "open-http100-jayson|jayson|open|1|open loop at half max: p50, p99 below jayson's"
+  "zmq100-nats|nats|ge|5|ZeroMQ, batches of 100: calls/s >= 5x NATS request-reply"
+  "open-zmq100-nats|nats|open|1|open loop at half max: p50, p99 below NATS's"
+  "zmq100-rabbitmq|rabbitmq|ge|25|ZeroMQ, batches of 100: calls/s >= 25x RabbitMQ RPC"
+  "open-zmq100-rabbitmq|rabbitmq|open|1|open loop at half max: p50, p99 below RabbitMQ's"
+  "zmq100-echo|echo|gt|1|ZeroMQ, batches of 100: calls/s above the raw one-message-per-call echo (floor)"
+  "open-zmq100-echo|echo|open|1|open loop at half max: p50, p99 below the raw echo's"
+  "signed100|signed|ge|0.9|signed with replay protection, batches of 100 over ZeroMQ: >= 0.9x unsigned"
+  "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
+  "nonce-p16|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 16 (floor)"
+)
+if [ -n "$list" ]; then
+    for c in "${COMPARISONS[@]}"; do IFS='|' read -r n _ _ _ g <<<"$c"; printf '%-24s %s\n' "$n" "$g"; done
+    exit 0
+fi
+selected=()
+for c in "${COMPARISONS[@]}"; do
+    # shellcheck disable=SC2053  # --only is a glob on purpose
+    [[ ${c%%|*} == $only ]] && selected+=("$c")
+done
+[ ${#selected[@]} -gt 0 ] || { echo "run.sh: no comparison matches --only $only (see --list)" >&2; exit 2; }
+
+# ---- outside the namespace: install, build, re-enter --------------------
+if [ -z "${JRPC_PEERS_IN_NETNS:-}" ]; then
+    bash "$here/install.sh"
+    cmake -S "$root" -B "$root/build-rel" -DCMAKE_BUILD_TYPE=Release -DJRPC_BENCH_PEERS=ON >/dev/null
+    cmake --build "$root/build-rel" -j"$(nproc)" >/dev/null
+    [ -n "$out" ] || out=$root/bench/results/$(date -u +%Y-%m-%dT%H%MZ)
+    mkdir -p "$out/plots"
+    out=$(cd "$out" && pwd)
+    export JRPC_PEERS_IN_NETNS=1
+    # Not root: a user namespace gives the network namespace (and lo) to us.
+    userns=(); [ "$(id -u)" -ne 0 ] && userns=(--map-root-user)
+    exec unshare --net "${userns[@]}" -- bash "$0" --rounds "$rounds" --duration "$duration" --warmup "$warmup" \
+        --only "$only" --out "$out"
+fi
+
+# ---- inside: the machine ------------------------------------------------
+ip link set lo up
+T=$(mktemp -d /tmp/jrpc-peers.XXXXXX)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+cat > "$out/machine.json" <<EOF
+{"date":"$(date -u +%FT%TZ)","nproc":$(nproc),"kernel":"$(uname -r)","cpu":"$cpu",
+ "commit":"$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "rounds":$rounds,"duration_s":$duration,"warmup_s":$warmup}
+EOF
+echo "machine: $(nproc) CPUs ($cpu), Linux $(uname -r); $rounds rounds of ${duration} s (+${warmup} s warm-up) per side" >&2
+
+# ---- servers: own process groups, stopped by that id ---------------------
+declare -A PGID=()
+stop() {  # stop NAME
+    local p=${PGID[$1]:-}
+    [ -n "$p" ] || return 0
+    kill -TERM -- "-$p" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 -- "-$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+    unset "PGID[$1]"
+}
+cleanup() {
+    for n in "${!PGID[@]}"; do stop "$n"; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 3' INT TERM
+start() {  # start NAME CMD... : in its own session, so its group id is its pid
+    local n=$1; shift
+    setsid "$@" >"$T/$n.log" 2>&1 &
+    PGID[$n]=$!
+}
+wait_for() {  # wait_for SECONDS CMD...
+    local secs=$1; shift
+    for _ in $(seq 1 $((secs * 10))); do "$@" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+logged() { grep -q "$2" "$T/$1.log"; }
+fail_start() { echo "run.sh: $1 did not start; its log:" >&2; tail -n 20 "$T/$2.log" >&2; exit 1; }
+
+# Fixed ports are safe: this network namespace is ours alone.
+JRPC_ZMQ=tcp://127.0.0.1:5555 JRPC_HTTP=http://127.0.0.1:8080/rpc
+SIGNED_ZMQ=tcp://127.0.0.1:5565
+KEY_ID=bench SECRET=bench-secret-0123456789abcdef
+start_jrpc() {
+    printf '%s %s\n' "$KEY_ID" "$SECRET" > "$T/keys"
+    start redis redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no
+    wait_for 10 port_open 6379 || fail_start redis redis
+    start broker "$B/jrpc-broker" --zmq "$JRPC_ZMQ" --workers tcp://127.0.0.1:5556 \
+        --http 127.0.0.1:8080 --log-level warn
+    start broker-signed "$B/jrpc-broker" --zmq "$SIGNED_ZMQ" --workers tcp://127.0.0.1:5566 \
+        --http none --keys "$T/keys" --redis redis://127.0.0.1:6379 --log-level warn
+    # One demo worker serves both brokers (the signed one is only loaded by
+    # the signed and nonce comparisons), credit 256 as in bench/README.md.
+    start worker "$B/jrpc-worker" --connect tcp://127.0.0.1:5556 --connect tcp://127.0.0.1:5566 \
+        --credit 256 --log-level warn
+    wait_for 15 "$B/jrpc" --url "$JRPC_ZMQ" -t 500 call add '[1,2]' >/dev/null || fail_start jrpc broker
+    wait_for 15 "$B/jrpc" --url "$SIGNED_ZMQ" -t 500 -k "$KEY_ID" -s "$SECRET" call add '[1,2]' \
+        >/dev/null || fail_start "the signed jrpc broker" broker-signed
+}
+start_peer() {
+    case $1 in
+    nginx)
+        mkdir -p "$T/nginx"
+        cat > "$T/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $T/nginx/pid;
+error_log $T/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $T/nginx/body;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  server {
+    listen 127.0.0.1:8180;
+    location / { default_type application/json; return 200 '{"jsonrpc":"2.0","result":3,"id":1}'; }
+  }
+}
+EOF
+        start nginx nginx -c "$T/nginx.conf"
+        wait_for 10 port_open 8180 || fail_start nginx nginx ;;
+    jsonrpccpp)
+        start jsonrpccpp "$B/jrpc-peer-jsonrpccpp" 8280 "$(nproc)"
+        wait_for 10 port_open 8280 || fail_start libjson-rpc-cpp jsonrpccpp ;;
+    jayson)
+        start jayson node "$here/jayson_server.js" 8380
+        wait_for 10 port_open 8380 || fail_start jayson jayson ;;
+    nats)
+        start nats-server nats-server -a 127.0.0.1 -p 4222
+        wait_for 10 port_open 4222 || fail_start nats-server nats-server
+        start nats "$B/jrpc-peer-nats" serve nats://127.0.0.1:4222
+        wait_for 10 logged nats serving || fail_start "the NATS responder" nats ;;
+    rabbitmq)
+        local d=$T/rabbitmq
+        mkdir -p "$d/mnesia" "$d/log"
+        echo '[].' > "$d/enabled_plugins"
+        # epmd in the foreground (ours, stopped by its id), on loopback.
+        start epmd epmd -address 127.0.0.1 -port 4369
+        wait_for 10 port_open 4369 || fail_start epmd epmd
+        start rabbitmq-server env HOME="$d" ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT=4369 \
+            RABBITMQ_NODENAME=rabbit@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+            RABBITMQ_NODE_PORT=5672 RABBITMQ_DIST_PORT=25672 RABBITMQ_MNESIA_BASE="$d/mnesia" \
+            RABBITMQ_LOG_BASE="$d/log" RABBITMQ_LOGS=- RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" \
+            RABBITMQ_PID_FILE="$d/pid" \
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+            /usr/lib/rabbitmq/bin/rabbitmq-server
+        wait_for 60 logged rabbitmq-server 'startup complete' || fail_start rabbitmq-server rabbitmq-server
+        start rabbitmq "$B/jrpc-peer-rabbitmq" serve 127.0.0.1:5672
+        wait_for 10 logged rabbitmq serving || fail_start "the RabbitMQ RPC server" rabbitmq ;;
+    echo)
+        start echo "$B/jrpc-peer-zmq-echo" serve tcp://127.0.0.1:5575
+        wait_for 10 logged echo listening || fail_start "the ZeroMQ echo" echo ;;
+    signed) ;;  # the signed broker and Redis run with jrpc
+    esac
+}
+stop_peer() {
+    case $1 in
+    nats) stop nats; stop nats-server ;;
+    rabbitmq) stop rabbitmq; stop rabbitmq-server; stop epmd ;;
+    signed) ;;
+    *) stop "$1" ;;
+    esac
+}
+
+# ---- the two sides of each comparison -------------------------------------
+# side NAME A|B [--rate R]: the command line of one side, one JSON object out.
+bench_common=(--duration "$duration" --warmup "$warmup" --json)
+side_limit=$(awk -v d="$duration" -v w="$warmup" 'BEGIN { printf "%d", d + w + 60 }')  # s, per side
+side() {
+    local n=$1 ab=$2; shift 2
+    case $n:$ab in
+    *http1-nginx:A)      echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 32 --ignore-ids ;;
+    *http1-nginx:B)      echo "$B/jrpc-bench" --url http://127.0.0.1:8180/ --batch 1 --connections 32 --ignore-ids ;;
+    *http1-jsonrpccpp:A) echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 32 ;;
+    *http1-jsonrpccpp:B) echo "$B/jrpc-bench" --url http://127.0.0.1:8280/ --batch 1 --connections 32 ;;
+    *http100-*:A)        echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 100 --connections 4 ;;
+    *http100-jsonrpccpp:B) echo "$B/jrpc-bench" --url http://127.0.0.1:8280/ --batch 100 --connections 4 ;;
+    *http100-jayson:B)   echo "$B/jrpc-bench" --url http://127.0.0.1:8380/ --batch 100 --connections 4 ;;
+    *zmq100-*:A|signed100:B) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 100 --connections 4 ;;
+    *zmq100-nats:B)      echo "$B/jrpc-peer-nats" load --url nats://127.0.0.1:4222 --batch 100 --connections 4 ;;
+    *zmq100-rabbitmq:B)  echo "$B/jrpc-peer-rabbitmq" load --url 127.0.0.1:5672 --batch 100 --connections 4 ;;
+    *zmq100-echo:B)      echo "$B/jrpc-peer-zmq-echo" load --url tcp://127.0.0.1:5575 --batch 100 --connections 4 ;;
+    signed100:A)         echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 4 \
+                              --key-id "$KEY_ID" --secret "$SECRET" ;;
+    nonce-*:A)           echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \
+                              --key-id "$KEY_ID" --secret "$SECRET" ;;
+    nonce-*:B)           echo redis ;;  # see run_side
+    esac
+}
+# redis_set_nx PIPELINE COUNT: the nonce floor, CSV on stdout. One million
+# distinct keys at most, so that Redis' memory stays bounded.
+declare -A REDIS_RATE=()
+redis_set_nx() {
+    timeout "$side_limit" redis-benchmark -h 127.0.0.1 -p 6379 -c 32 -P "$1" -n "$2" -r 1000000 --csv \
+        SET 'nonce:__rand_int__' 1 NX EX 300
+}
+# run_side NAME A|B FILE [--rate R]: runs one side, its JSON into FILE.
+run_side() {
+    local n=$1 ab=$2 f=$3; shift 3
+    local cmd
+    read -r -a cmd <<<"$(side "$n" "$ab")"
+    if [ "${cmd[0]}" = redis ]; then
+        # redis-benchmark has no duration: a count sized for about --duration
+        # by a short probe (once per pipeline depth); it reports its own ops/s.
+        local pipe=${n#nonce-p} count
+        if [ -z "${REDIS_RATE[$pipe]:-}" ]; then
+            REDIS_RATE[$pipe]=$(redis_set_nx "$pipe" $((pipe > 1 ? 200000 : 20000)) |
+                awk -F'"' 'NR == 2 { printf "%d", $4 }')
+        fi
+        count=$(awk -v d="$duration" -v r="${REDIS_RATE[$pipe]:-0}" \
+            'BEGIN { n = d * r; printf "%d", (n < 10000 ? 10000 : n) }')
+        redis_set_nx "$pipe" "$count" > "$f.csv" 2>"$f.err" || true
+        awk -F'"' -v p="$pipe" 'NR == 2 { printf "{\"peer\":\"redis-benchmark\",\"pipeline\":%d,\"command\":\"%s\",\"batches_per_s\":%s,\"calls_per_s\":%s,\"latency_us\":{\"batch\":{\"p50\":%d,\"p99\":%d}}}\n", p, $2, $4, $4, $10 * 1000, $14 * 1000 }' \
+            "$f.csv" > "$f"
+        rm -f "$f.csv"
+    else
+        timeout "$side_limit" "${cmd[@]}" "${bench_common[@]}" "$@" > "$f" 2>"$f.err" || true
+    fi
+    [ -s "$f" ] || { echo "run.sh: $n side $ab produced nothing: $(tail -n 3 "$f.err")" >&2; }
+    [ -s "$f.err" ] || rm -f "$f.err"
+}
+batches_per_s() { grep -o '"batches_per_s":[0-9.]*' "$1" | cut -d: -f2; }
+
+compare() {  # compare NAME KIND
+    local n=$1 kind=$2 r rate=
+    local d=$out/runs/$n
+    mkdir -p "$d"
+    if [ "$kind" = open ]; then
+        # The offered load: half the lower of the two maxima, measured now
+        # (closed loop), so that both sides are within their capacity.
+        run_side "$n" A "$d/max.a.json"
+        run_side "$n" B "$d/max.b.json"
+        rate=$(awk -v a="$(batches_per_s "$d/max.a.json")" -v b="$(batches_per_s "$d/max.b.json")" \
+            'BEGIN { m = (a < b ? a : b) / 2; printf "%.1f", (m > 1 ? m : 1) }')
+        echo "  $n: offered load $rate batches/s (half the lower maximum)" >&2
+    fi
+    local plot=()
+    for r in $(seq 1 "$rounds"); do
+        # jrpc's percentile curve of the last open-loop round, for RESULTS.md.
+        [ "$kind" = open ] && [ "$r" = "$rounds" ] && plot=(--plot "$out/plots/$n.png")
+        run_side "$n" A "$d/r$r.a.json" ${rate:+--rate "$rate"} "${plot[@]}"
+        run_side "$n" B "$d/r$r.b.json" ${rate:+--rate "$rate"}
+    done
+}
+
+# ---- run ------------------------------------------------------------------
+: > "$out/comparisons.txt"
+start_jrpc
+current=
+for c in "${selected[@]}"; do
+    IFS='|' read -r name peer kind threshold goal <<<"$c"
+    if [ "$peer" != "$current" ]; then
+        [ -n "$current" ] && stop_peer "$current"
+        echo "starting $peer" >&2
+        start_peer "$peer"
+        current=$peer
+    fi
+    echo "comparing $name ($rounds rounds)" >&2
+    compare "$name" "$kind"
+    printf '%s\n' "$c" >> "$out/comparisons.txt"
+done
+[ -n "$current" ] && stop_peer "$current"
+for n in "${!PGID[@]}"; do stop "$n"; done
+python3 "$here/summarize.py" "$out"

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Summarises a bench/peers/run.sh result directory.
+
+    python3 bench/peers/summarize.py DIR
+
+Reads DIR/comparisons.txt (the comparisons run, as run.sh lists them),
+DIR/runs/<name>/r<k>.{a,b}.json (side A is jrpc, side B the peer) and
+DIR/machine.json; writes DIR/<name>.json for each comparison and
+DIR/summary.md, and prints the Markdown table. Ratios are A/B per round;
+the median and the min-max spread are over the rounds."""
+import json
+import os
+import statistics
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def incomplete(r):
+    """Why a side's result cannot be trusted, or None."""
+    if r is None:
+        return "no result"
+    for k in ("lost", "duplicated", "unexpected", "transport_failures"):
+        if r.get(k, 0):
+            return f"{k}={r[k]}"
+    return None
+
+
+def metric(r, kind, which):
+    if kind == "open":
+        return r["latency_us"]["batch"][which]
+    if kind == "info":
+        return r["batches_per_s"]
+    return r["calls_per_s"]
+
+
+def fmt(v, kind):
+    if kind == "open":
+        return f"{v / 1000:.2f} ms"
+    return f"{v / 1000:.1f} k/s"
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    machine = load(os.path.join(out, "machine.json")) or {}
+    rows = []
+    with open(os.path.join(out, "comparisons.txt")) as f:
+        comps = [line.rstrip("\n").split("|", 4) for line in f if line.strip()]
+    for name, peer, kind, threshold, goal in comps:
+        threshold = float(threshold)
+        d = os.path.join(out, "runs", name)
+        rounds, problems = [], []
+        k = 1
+        while os.path.exists(os.path.join(d, f"r{k}.a.json")) or os.path.exists(
+                os.path.join(d, f"r{k}.b.json")):
+            a = load(os.path.join(d, f"r{k}.a.json"))
+            b = load(os.path.join(d, f"r{k}.b.json"))
+            for side, r in (("jrpc", a), (peer, b)):
+                why = incomplete(r)
+                if why:
+                    problems.append(f"round {k} {side}: {why}")
+            rounds.append({"round": k, "a": a, "b": b})
+            k += 1
+        metrics = ["p50", "p99"] if kind == "open" else ["calls_per_s" if kind != "info"
+                                                         else "nonces_per_s"]
+        summary = {"name": name, "peer": peer, "kind": kind, "threshold": threshold,
+                   "goal": goal, "machine": machine, "problems": problems, "metrics": {}}
+        if kind == "open":
+            summary["offered_batches_per_s"] = next(
+                (r["a"].get("rate") for r in rounds if r["a"]), None)
+        for m in metrics:
+            which = m if kind == "open" else None
+            good = [r for r in rounds if r["a"] and r["b"]]
+            av = [metric(r["a"], kind, which) for r in good]
+            bv = [metric(r["b"], kind, which) for r in good]
+            ratios = [x / y for x, y in zip(av, bv) if y > 0]
+            s = {"jrpc": av, "peer": bv, "ratios": ratios}
+            if ratios:
+                med = statistics.median(ratios)
+                s.update(jrpc_median=statistics.median(av), peer_median=statistics.median(bv),
+                         ratio_median=med, ratio_min=min(ratios), ratio_max=max(ratios))
+                if kind == "ge":
+                    s["pass"] = med >= threshold
+                elif kind == "gt":
+                    s["pass"] = med > threshold
+                elif kind == "open":
+                    s["pass"] = med < 1.0
+            summary["metrics"][m] = s
+            label = name if kind != "open" else f"{name} {m}"
+            if not ratios:
+                verdict, cells = "no data", ["—"] * 4
+            else:
+                verdict = {True: "pass", False: "miss"}.get(s.get("pass"), "info")
+                cells = [fmt(s["jrpc_median"], kind), fmt(s["peer_median"], kind),
+                         f"{s['ratio_median']:.2f}",
+                         f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f}"]
+            if problems:
+                verdict += " (errors: see json)"
+            rows.append([label, goal] + cells + [f"{len(ratios)}", verdict])
+        summary["rounds"] = rounds
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+    head = (f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Linux "
+            f"{machine.get('kernel', '?')}, commit {machine.get('commit', '?')}, "
+            f"{machine.get('date', '?')}; {machine.get('rounds', '?')} rounds of "
+            f"{machine.get('duration_s', '?')} s (+{machine.get('warmup_s', '?')} s warm-up) "
+            "per side, A-B-A-B.\n"
+            "Ratios are jrpc/peer per round (for the open-loop rows: latency, lower is better).\n")
+    lines = [head, "| comparison | goal | jrpc (median) | peer (median) | median ratio "
+                   "| spread (min–max) | rounds | result |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
