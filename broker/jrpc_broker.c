@@ -15,6 +15,7 @@
 
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_metrics.h"
 
 #define NO_HANDLE UINT32_MAX
 
@@ -35,6 +36,8 @@ struct bbatch {
     bool           claiming;     /* waiting for Redis to claim the nonce */
     bool           cancelled;    /* the client left while claiming */
     const jrpc_key_t *key;       /* the signing key (ACL), or NULL when open */
+    uint8_t        transport;    /* a jrpc_transport (metrics) */
+    uint64_t       t0;           /* uv_hrtime at submit (metrics) */
     bbatch_t      *prev, *next;  /* the deadline list */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body */
@@ -51,6 +54,7 @@ struct jrpc_broker {
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
+    bool              draining;    /* jrpc_broker_drain was called */
     uint64_t          bodies, calls, timeouts, cancelled, busy;
     uint64_t          unauthorized, replays, replay_down, acl_denied;
 };
@@ -113,6 +117,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         jrpc_buf_reset(&b->out);
         jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
     }
+    jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, JRPC_REPLY_OK, b->out.p, b->out.len);
 }
 
@@ -122,6 +127,10 @@ static void refuse(jrpc_broker_t *b, bbatch_t *x, int status, int code, const ch
     x->replied = true;
     jrpc_buf_reset(&b->out);
     jrpc_batch_write_error_json(&b->out, code, data_json);
+    jrpc_metrics_body_refused(x->transport,
+                              status == JRPC_REPLY_UNAUTHORIZED ? JRPC_BODY_UNAUTHORIZED
+                              : status == JRPC_REPLY_REPLAYED ? JRPC_BODY_REPLAYED
+                              : JRPC_BODY_UNAVAILABLE, code, x->t0);
     x->fn(x->ctx, status, b->out.p, b->out.len);
 }
 
@@ -210,6 +219,7 @@ static void on_timer(uv_timer_t *t)
 {
     jrpc_broker_t *b = t->data;
     uint64_t now = uv_now(b->loop);
+    jrpc_metrics_tick();
     while (b->head && b->head->deadline <= now) {
         bbatch_t *x = b->head;
         list_remove(b, x);
@@ -262,6 +272,7 @@ static void on_claimed(void *arg, int rc)
     bbatch_t *x = arg;
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
+    jrpc_metrics_tick();
     if (x->cancelled) {
         settle(b, x);
     } else if (rc == 0) {
@@ -313,6 +324,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
 {
     if (b->open >= b->opts.max_open) {
         b->busy++;
+        jrpc_metrics_body_refused(ad ? ad->transport : 0, JRPC_BODY_BUSY, JRPC_SERVER_BUSY,
+                                  jrpc_metrics_tick());
         return -EBUSY;
     }
     bbatch_t *x = malloc(sizeof *x + len);
@@ -336,6 +349,9 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         x->handles[i] = NO_HANDLE;
     b->bodies++;
     b->open++;
+    x->transport = (uint8_t)(ad ? ad->transport : 0);
+    x->t0 = jrpc_metrics_tick();
+    jrpc_hist_observe(&jrpc_metrics.batch, x->req.ncalls);
     if (handle)
         *handle = x;
     uint32_t timeout_ms = ad ? ad->timeout_ms : 0;
@@ -355,6 +371,7 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
 {
     assert(!x->replied);
     b->cancelled++;
+    jrpc_metrics_body(x->transport, JRPC_BODY_CANCELLED);
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
         x->cancelled = true;
@@ -371,6 +388,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
         return NULL;
     b->loop = loop;
     b->opts = *opts;
+    jrpc_metrics_init();
     jrpc_buf_init(&b->out);
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
     if (b->workers == NULL) {
@@ -394,6 +412,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
 
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg)
 {
+    b->draining = true;
     if (b->open == 0) {
         on_empty(arg);
         return;
@@ -450,4 +469,19 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);
+}
+
+jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b)
+{
+    return b->workers;
+}
+
+jrpc_replay_t *jrpc_broker_replay(jrpc_broker_t *b)
+{
+    return b->replay;
+}
+
+bool jrpc_broker_draining(const jrpc_broker_t *b)
+{
+    return b->draining;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "jrpc_admin.h"
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
@@ -52,6 +53,10 @@ static const char usage[] =
     "                        allowlist)\n"
     "  --client-keys FILE    public keys of the clients allowed in, one a line\n"
     "  --worker-keys FILE    public keys of the workers allowed in, one a line\n"
+    "  --admin HOST:PORT     admin listener: GET /metrics (Prometheus), /healthz,\n"
+    "                        /readyz (docs/METRICS.md), or none [none]\n"
+    "  --ready-methods LIST  /readyz needs a worker for each of these methods\n"
+    "                        (m1,m2); empty: any worker at all []\n"
     "  --log-level LEVEL     debug, info, warn or error [info]\n"
     "  --help                print this and exit\n"
     "  --version             print the version and exit\n"
@@ -88,6 +93,7 @@ typedef struct app {
     jrpc_front_zmq_t  *front;
     jrpc_front_http_t *http;   /* NULL with --http none */
     jrpc_curve_zap_t  *zap;    /* NULL without --curve-secret */
+    jrpc_admin_t      *admin;  /* NULL with --admin none */
     int                stopping;
 } app_t;
 
@@ -95,6 +101,7 @@ static void on_drained(void *arg)
 {
     app_t *a = arg;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=drained");
+    jrpc_admin_destroy(&a->admin);   /* admin (issue 7): /readyz said "draining" until now */
     jrpc_front_zmq_destroy(&a->front);
     /* Connections still writing their last answers close by themselves;
      * uv_run() returns once they have. */
@@ -119,7 +126,8 @@ static void on_signal(uv_signal_t *s, int signum)
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
-enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH };
+enum { OPT_CURVE_SECRET = 0x100, OPT_CLIENT_KEYS, OPT_WORKER_KEYS, OPT_MAX_REDISPATCH,
+       OPT_ADMIN, OPT_READY_METHODS };
 
 /* files: --curve-secret, --client-keys, --worker-keys. All three or none
  * (CURVE without an allowlist would let in anyone who knows the broker's
@@ -165,6 +173,9 @@ int main(int argc, char **argv)
                      .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3 },
     };
     uint32_t max_body = 1 << 20;
+    /* ---- admin listener (issue 7): --admin, --ready-methods ---- */
+    const char *admin_listen = "none";
+    jrpc_admin_opts_t admin_o = JRPC_ADMIN_OPTS_DEFAULT;
     const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
     jrpc_curve_keypair_t curve_kp;
     jrpc_curve_allowlist_t *curve_lists[2] = { NULL, NULL };
@@ -195,6 +206,8 @@ int main(int argc, char **argv)
         { "curve-secret", required_argument, 0, OPT_CURVE_SECRET },
         { "client-keys", required_argument, 0, OPT_CLIENT_KEYS },
         { "worker-keys", required_argument, 0, OPT_WORKER_KEYS },
+        { "admin", required_argument, 0, OPT_ADMIN },                 /* admin (issue 7) */
+        { "ready-methods", required_argument, 0, OPT_READY_METHODS }, /* admin (issue 7) */
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
@@ -228,6 +241,8 @@ int main(int argc, char **argv)
         case OPT_MAX_REDISPATCH:
             o.workers.max_redispatch = parse_uint("--max-redispatch", optarg, 0, 255);
             break;
+        case OPT_ADMIN: admin_listen = optarg; break;                 /* admin (issue 7) */
+        case OPT_READY_METHODS: admin_o.ready_methods = optarg; break; /* admin (issue 7) */
         case OPT_CURVE_SECRET: curve_files[0] = optarg; break;
         case OPT_CLIENT_KEYS: curve_files[1] = optarg; break;
         case OPT_WORKER_KEYS: curve_files[2] = optarg; break;
@@ -278,6 +293,10 @@ int main(int argc, char **argv)
         return 1;
     if (strcmp(ho.listen, "none") != 0 &&
         (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
+        return 1;
+    /* admin (issue 7): after the broker, destroyed in on_drained before it. */
+    if (strcmp(admin_listen, "none") != 0 &&
+        (a.admin = jrpc_admin_new(&a.loop, admin_listen, a.broker, &admin_o)) == NULL)
         return 1;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
