@@ -139,8 +139,16 @@ static int put_value(jrpc_buf_t *out, double v)
     int n;
     if (v == (double)(int64_t)v && v < 9.0e15 && v > -9.0e15)
         n = snprintf(num, sizeof num, " %lld\n", (long long)v);
-    else
+    else if (v > -1e15 && v < 1e15) {   /* sums of ns: 9 decimals are exact */
+        n = snprintf(num, sizeof num, " %.9f", v);
+        while (num[n - 1] == '0')
+            n--;
+        if (num[n - 1] == '.')
+            n--;
+        num[n++] = '\n';
+    } else {
         n = snprintf(num, sizeof num, " %.17g\n", v);
+    }
     return jrpc_buf_append(out, num, (size_t)n);
 }
 

@@ -4,6 +4,7 @@
 set -eu
 pkgs=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
       libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev redis-server curl python3
+      python3-prometheus-client
       clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
