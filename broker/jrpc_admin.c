@@ -369,11 +369,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     resume(c);
 }
 
-static void on_refused_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     jrpc_admin_t *a = server->data;
@@ -381,13 +376,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     aconn_t *c = NULL;
     if (a->nconns >= a->opts.max_conns || (c = calloc(1, sizeof *c)) == NULL) {
-        uv_tcp_t *t = malloc(sizeof *t);
-        if (t == NULL || uv_tcp_init(a->loop, t) < 0) {
-            free(t);
-            return;
-        }
-        uv_accept(server, (uv_stream_t *)t);
-        uv_close((uv_handle_t *)t, on_refused_closed);
+        jrpc_listen_refuse(server);
         return;
     }
     c->admin = a;

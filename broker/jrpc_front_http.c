@@ -1247,11 +1247,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- accepting ---------------------------------------------------------- */
 
-static void on_refused_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     jrpc_front_http_t *f = server->data;
@@ -1269,13 +1264,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (f->nconns >= f->opts.max_conns || f->paused || (c = calloc(1, sizeof *c)) == NULL) {
         /* Past --max-conns: accept and close at once, so the client learns
          * now instead of waiting in the backlog. */
-        uv_tcp_t *t = malloc(sizeof *t);
-        if (t == NULL || uv_tcp_init(f->loop, t) < 0) {
-            free(t);
-            return;
-        }
-        uv_accept(server, (uv_stream_t *)t);
-        uv_close((uv_handle_t *)t, on_refused_closed);
+        jrpc_listen_refuse(server);
         if (f->refused++ % 1000 == 0)
             JRPC_LOG(JRPC_LOG_WARN, COMP, "event=conn_refused reason=max_conns max_conns=%u refused=%llu",
                      f->opts.max_conns, (unsigned long long)f->refused);

@@ -70,6 +70,22 @@ int jrpc_listen_socket(const char *addr, const char *comp, const char *scheme)
     return fd;
 }
 
+static void on_refused_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+void jrpc_listen_refuse(uv_stream_t *server)
+{
+    uv_tcp_t *t = malloc(sizeof *t);
+    if (t == NULL || uv_tcp_init(server->loop, t) < 0) {
+        free(t);
+        return;
+    }
+    uv_accept(server, (uv_stream_t *)t);
+    uv_close((uv_handle_t *)t, on_refused_closed);
+}
+
 void jrpc_listen_log(const uv_tcp_t *h, const char *comp, const char *scheme)
 {
     struct sockaddr_storage bound;

@@ -16,4 +16,9 @@ int jrpc_listen_socket(const char *listen, const char *comp, const char *scheme)
  * (what port 0 became) under comp. */
 void jrpc_listen_log(const uv_tcp_t *h, const char *comp, const char *scheme);
 
+/* Accepts the pending connection on server and closes it at once (past a
+ * connection limit: the client learns now instead of waiting in the
+ * backlog). */
+void jrpc_listen_refuse(uv_stream_t *server);
+
 #endif

@@ -203,11 +203,20 @@ int jrpc_expo_hist(jrpc_buf_t *out, const char *name, const char *help, const jr
 }
 
 /* A family of one unlabelled sample. */
-static int scalar(jrpc_buf_t *out, const char *name, const char *type, const char *help,
-                  double v)
+typedef struct scalar {
+    const char *name, *type, *help;
+    double      value;
+} scalar_t;
+
+static int scalars(jrpc_buf_t *out, const scalar_t *v, size_t n)
 {
-    int rc = jrpc_expo_family(out, name, type, help);
-    return rc ? rc : jrpc_expo_sample(out, name, NULL, 0, v);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = jrpc_expo_family(out, v[i].name, v[i].type, v[i].help);
+        if (rc == 0)
+            rc = jrpc_expo_sample(out, v[i].name, NULL, 0, v[i].value);
+    }
+    return rc;
 }
 
 static const char *const transports[2] = { "zmq", "http" };
@@ -280,15 +289,33 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         rc = jrpc_expo_hist(out, "jrpc_call_seconds",
                             "Call submitted to its answer placed in the reply.", &m->total);
 
+    const scalar_t gauges[] = {
+        { "jrpc_bodies_open", "gauge", "Bodies waiting for answers.", rd->bodies_open },
+        { "jrpc_calls_inflight", "gauge", "Calls at workers.", rd->calls_inflight },
+        { "jrpc_calls_queued", "gauge", "Calls waiting for worker credit.", rd->calls_queued },
+        { "jrpc_workers_connected", "gauge", "Workers connected.", rd->workers_connected },
+    };
+    const scalar_t redis_up = { "jrpc_redis_up", "gauge",
+        "1 when the nonce store is connected (only with --keys).", rd->redis_up };
+    const scalar_t counters[] = {
+        { "jrpc_redis_failures_total", "counter",
+          "Nonce claims that failed (timeout, disconnect, error reply).", rd->redis_failures },
+        { "jrpc_replays_total", "counter", "Bodies refused as replays (-32005).", rd->replays },
+        { "jrpc_signature_failures_total", "counter", "Bodies refused 401 (-32002).",
+          rd->signature_failures },
+        { "jrpc_acl_denied_total", "counter", "Calls refused by a key's ACL.", rd->acl_denied },
+        { "jrpc_late_answers_total", "counter",
+          "Answers after their call was cancelled or timed out.", rd->late_answers },
+        { "jrpc_redispatched_total", "counter", "Calls sent again after losing their worker.",
+          rd->redispatched },
+        { "jrpc_calls_lost_total", "counter", "Calls answered -32004.", rd->calls_lost },
+        { "jrpc_worker_frames_malformed_total", "counter", "Worker frames dropped as malformed.",
+          rd->frames_malformed },
+        { "jrpc_http_connections", "gauge", "Open HTTP connections.",
+          (double)m->http_connections },
+    };
     if (rc == 0)
-        rc = scalar(out, "jrpc_bodies_open", "gauge", "Bodies waiting for answers.", rd->bodies_open);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_calls_inflight", "gauge", "Calls at workers.", rd->calls_inflight);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_calls_queued", "gauge", "Calls waiting for worker credit.",
-                    rd->calls_queued);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_workers_connected", "gauge", "Workers connected.", rd->workers_connected);
+        rc = scalars(out, gauges, sizeof gauges / sizeof gauges[0]);
     if (rc == 0)
         rc = jrpc_expo_family(out, "jrpc_worker_credit", "gauge",
                               "Credit left per worker (its READY name, else its routing id "
@@ -299,39 +326,11 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         rc = cx.rc;
     }
     if (rc == 0)
-        rc = scalar(out, "jrpc_redis_up", "gauge",
-                    "1 when the nonce store is connected (only with --keys).",
-                    rd->redis_up);
+        rc = scalars(out, &redis_up, 1);
     if (rc == 0)
         rc = jrpc_expo_hist(out, "jrpc_redis_rtt_seconds", "Nonce claim round trip.",
                             &m->redis_rtt);
     if (rc == 0)
-        rc = scalar(out, "jrpc_redis_failures_total", "counter",
-                    "Nonce claims that failed (timeout, disconnect, error reply).",
-                    (double)rd->redis_failures);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_replays_total", "counter", "Bodies refused as replays (-32005).",
-                    (double)rd->replays);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_signature_failures_total", "counter",
-                    "Bodies refused 401 (-32002).", (double)rd->signature_failures);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_acl_denied_total", "counter", "Calls refused by a key's ACL.",
-                    (double)rd->acl_denied);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_late_answers_total", "counter",
-                    "Answers after their call was cancelled or timed out.", (double)rd->late_answers);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_redispatched_total", "counter",
-                    "Calls sent again after losing their worker.", (double)rd->redispatched);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_calls_lost_total", "counter", "Calls answered -32004.",
-                    (double)rd->calls_lost);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_worker_frames_malformed_total", "counter",
-                    "Worker frames dropped as malformed.", (double)rd->frames_malformed);
-    if (rc == 0)
-        rc = scalar(out, "jrpc_http_connections", "gauge", "Open HTTP connections.",
-                    (double)m->http_connections);
+        rc = scalars(out, counters, sizeof counters / sizeof counters[0]);
     return rc;
 }

@@ -15,15 +15,7 @@ PYPROM=python3; [ -x /usr/bin/python3 ] && PYPROM=/usr/bin/python3
 $PYPROM -c 'import prometheus_client' 2>/dev/null ||
     { echo "python3-prometheus-client is not installed (deploy/deps.sh)"; exit 1; }
 
-RPORT=$(e2e_pick_port)
-start_redis() {
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-        >>"$E2E_TMP/redis.log" 2>&1 &
-    REDIS_PID=$!
-    E2E_PIDS+=("$REDIS_PID")
-    e2e_wait_for "redis-cli -p $RPORT ping 2>/dev/null | grep -q PONG" 10
-}
-start_redis
+e2e_start_redis
 cat > "$E2E_TMP/keys" <<KEYS
 demo      s3cr3t-s3cr3t-s3cr3t
 limited   limited-secret-0123456789   add
@@ -246,7 +238,7 @@ scrape
 check "jrpc_redis_up 0" 0 "$(val jrpc_redis_up)"
 check "bodies_total{http,unavailable} +1, redis failures moved" "1 1" \
     "$(delta 'jrpc_bodies_total{transport="http",outcome="unavailable"}') $([ "$(delta jrpc_redis_failures_total)" -ge 1 ] && echo 1)"
-start_redis
+e2e_start_redis
 e2e_wait_for '[ "$(get /readyz)" = "200 ready" ]' 20
 check "Redis back: /readyz 200" "200 ready" "$(get /readyz)"
 
