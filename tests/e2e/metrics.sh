@@ -217,6 +217,15 @@ check "a request with a body: 400" "HTTP/1.1 400 Bad Request" \
 check "headers past 4 KiB: 431" "HTTP/1.1 431 Request Header Fields Too Large" \
     "$(python3 -c "import sys; sys.stdout.write('GET /metrics HTTP/1.1\r\nX: ' + 'a' * 5000)" | garbage)"
 head -c 20000 /dev/urandom | garbage > /dev/null
+# 64 idle connections fill the admin listener; the 65th is closed at once;
+# once they go, it answers again.
+fds=()
+for i in $(seq 64); do exec {fd}<>"/dev/tcp/127.0.0.1/$APORT"; fds+=("$fd"); done
+sleep 0.2
+check "past 64 admin connections: closed at once" 000 \
+    "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$ADMIN/healthz")"
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+e2e_wait_for '[ "$(get /healthz)" = "200 ok" ]' 5
 check "after all that, /healthz 200 and the broker alive" "200 ok 1" \
     "$(get /healthz) $(kill -0 "$BROKER_PID" && echo 1)"
 
