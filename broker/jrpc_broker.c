@@ -231,6 +231,7 @@ static void on_timer(uv_timer_t *t)
 /* Dispatches the calls of an admitted body (ACL first, per call). */
 static void start(jrpc_broker_t *b, bbatch_t *x)
 {
+    jrpc_metrics.submitted = x->t0;   /* its calls' queue time starts here */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
         x->handles[i] = NO_HANDLE;

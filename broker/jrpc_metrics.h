@@ -61,6 +61,7 @@ enum jrpc_body_outcome {
 
 typedef struct jrpc_metrics {
     uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
+    uint64_t    submitted;                  /* when the body being dispatched came in */
     uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][outcome] */
     uint64_t    calls[2][2];                /* [transport][0 result, 1 error] */
     int         codes[JRPC_METRICS_CODES];  /* error codes seen, in order of first sight */

@@ -783,7 +783,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->method = m;
     s->params = params;
     s->deadline = deadline;
-    s->t_ns = jrpc_metrics.now;   /* ticked by the broker when the body came in */
+    s->t_ns = jrpc_metrics.submitted;   /* set by the broker: when the body came in */
     *handle = i;
     if (best) {
         if (worker_add_call(w, best, i) < 0) {
