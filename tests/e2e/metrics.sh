@@ -139,6 +139,21 @@ check "jrpc_worker_credit: one worker, credit 7" "1 7" \
 $(grep '^jrpc_worker_credit{' "$E2E_TMP/m" | awk '{ print $2 }')"
 check "jrpc_redis_up 1" 1 "$(val jrpc_redis_up)"
 
+# A worker's READY "name" is its label (escaped); a name given twice gets
+# the routing id appended. Two raw workers: READY [1,1,5,["zz"],{"name":"w\"x"}].
+for i in 1 2; do
+    "$JRPC_BIN/jrpc-test-zmq-probe" --type dealer --connect "$WORKERS_EP" --no-reply \
+        --hold-ms 2500 @hex:9501010591a27a7a81a46e616d65a3772278 >/dev/null 2>&1 &
+    E2E_PIDS+=($!)
+done
+e2e_wait_for 'scrape; [ "$(val jrpc_workers_connected)" = 3 ]' 5
+check "jrpc_worker_credit by READY name, escaped; a repeated name made distinct" \
+    'jrpc_worker_credit{worker="w\"x"} 5|jrpc_worker_credit{worker="w\"x@' \
+    "$(grep -o '^jrpc_worker_credit{worker="w\\"x[^ ]* [0-9]*' "$E2E_TMP/m" | sed -E 's/@[0-9a-f]+"\} 5$/@/' | sort | tr '\n' '|' | sed 's/|$//')"
+check "... and that page parses too" valid \
+    "$($PYPROM "$E2E_TMP/validate.py" "$E2E_TMP/m" 2>&1 | tail -n 1)"
+e2e_wait_for 'scrape; [ "$(val jrpc_workers_connected)" = 1 ]' 10
+
 # ---- counters move with traffic, by exactly what was sent ----
 mark
 check "3 signed calls answered" 200 \
