@@ -286,6 +286,11 @@ int main(int argc, char **argv)
     a.broker = jrpc_broker_new(&a.loop, &o);
     if (a.broker == NULL)
         return 1;
+    /* admin (issue 7): right after the broker (a bad address fails
+     * before the client ports are bound), destroyed in on_drained before it. */
+    if (strcmp(admin_listen, "none") != 0 &&
+        (a.admin = jrpc_admin_new(&a.loop, admin_listen, a.broker, &admin_o)) == NULL)
+        return 1;
     a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, max_body,
                                  curve ? &curve_kp : NULL);
     jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
@@ -293,10 +298,6 @@ int main(int argc, char **argv)
         return 1;
     if (strcmp(ho.listen, "none") != 0 &&
         (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
-        return 1;
-    /* admin (issue 7): after the broker, destroyed in on_drained before it. */
-    if (strcmp(admin_listen, "none") != 0 &&
-        (a.admin = jrpc_admin_new(&a.loop, admin_listen, a.broker, &admin_o)) == NULL)
         return 1;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
