@@ -16,6 +16,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_trace.h"
+#include "jrpc_metrics.h"
 
 #define NO_HANDLE UINT32_MAX
 
@@ -37,7 +38,7 @@ struct bbatch {
     bool           cancelled;    /* the client left while claiming */
     const jrpc_key_t *key;       /* the signing key (ACL), or NULL when open */
     bbatch_t      *prev, *next;  /* the deadline list */
-    uint64_t       t0;           /* uv_hrtime() at submit (access log only) */
+    uint64_t       t0;           /* uv_hrtime() at submit (metrics, access log) */
     int            transport;    /* a jrpc_transport */
     jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
     jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */
@@ -56,6 +57,7 @@ struct jrpc_broker {
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
+    bool              draining;    /* jrpc_broker_drain was called */
     uint64_t          bodies, calls, timeouts, cancelled, busy;
     uint64_t          unauthorized, replays, replay_down, acl_denied;
 };
@@ -180,6 +182,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
     }
     access_log(b, x, NULL, JRPC_REPLY_OK, body_invalid(&x->req) ? "invalid" : "ok", b->out.len);
+    jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, JRPC_REPLY_OK, b->out.p, b->out.len);
 }
 
@@ -192,6 +195,10 @@ static void refuse(jrpc_broker_t *b, bbatch_t *x, int status, int code, const ch
     access_log(b, x, NULL, status,
                status == JRPC_REPLY_UNAUTHORIZED ? "unauthorized"
                : status == JRPC_REPLY_REPLAYED ? "replayed" : "unavailable", b->out.len);
+    jrpc_metrics_body_refused(x->transport,
+                              status == JRPC_REPLY_UNAUTHORIZED ? JRPC_BODY_UNAUTHORIZED
+                              : status == JRPC_REPLY_REPLAYED ? JRPC_BODY_REPLAYED
+                              : JRPC_BODY_UNAVAILABLE, code, x->t0);
     x->fn(x->ctx, status, b->out.p, b->out.len);
 }
 
@@ -280,6 +287,7 @@ static void on_timer(uv_timer_t *t)
 {
     jrpc_broker_t *b = t->data;
     uint64_t now = uv_now(b->loop);
+    jrpc_metrics_tick();
     while (b->head && b->head->deadline <= now) {
         bbatch_t *x = b->head;
         list_remove(b, x);
@@ -291,6 +299,7 @@ static void on_timer(uv_timer_t *t)
 /* Dispatches the calls of an admitted body (ACL first, per call). */
 static void start(jrpc_broker_t *b, bbatch_t *x)
 {
+    jrpc_metrics.submitted = x->t0;   /* its calls' queue time starts here */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
         x->handles[i] = NO_HANDLE;
@@ -332,6 +341,7 @@ static void on_claimed(void *arg, int rc)
     bbatch_t *x = arg;
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
+    jrpc_metrics_tick();
     if (x->cancelled) {
         settle(b, x);
     } else if (rc == 0) {
@@ -384,6 +394,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     if (b->open >= b->opts.max_open) {
         b->busy++;
         access_log(b, NULL, ad, 503, "busy", 0);
+        jrpc_metrics_body_refused(ad ? ad->transport : 0, JRPC_BODY_BUSY, JRPC_SERVER_BUSY,
+                                  jrpc_metrics_tick());
         return -EBUSY;
     }
     /* The traceparent and the peer travel in the body's own block: no
@@ -406,9 +418,6 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         memcpy(x->body + len + tp.n, peer.p, peer.n);
         x->peer = (jrpc_span_t){ x->body + len + tp.n, peer.n };
     }
-    x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
-    if (b->opts.access_log)
-        x->t0 = uv_hrtime();
     x->broker = b;
     x->fn = fn;
     x->ctx = ctx;
@@ -424,6 +433,9 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         x->handles[i] = NO_HANDLE;
     b->bodies++;
     b->open++;
+    x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    x->t0 = jrpc_metrics_tick();   /* metrics and the access log */
+    jrpc_hist_observe(&jrpc_metrics.batch, x->req.ncalls);
     if (handle)
         *handle = x;
     uint32_t timeout_ms = ad ? ad->timeout_ms : 0;
@@ -444,6 +456,7 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
     assert(!x->replied);
     b->cancelled++;
     access_log(b, x, NULL, 499, "cancelled", 0);
+    jrpc_metrics_body(x->transport, JRPC_BODY_CANCELLED);
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
         x->cancelled = true;
@@ -460,6 +473,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
         return NULL;
     b->loop = loop;
     b->opts = *opts;
+    jrpc_metrics_init();
     jrpc_buf_init(&b->out);
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
     if (b->workers == NULL) {
@@ -483,6 +497,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
 
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg)
 {
+    b->draining = true;
     if (b->open == 0) {
         on_empty(arg);
         return;
@@ -539,4 +554,19 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);
+}
+
+jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b)
+{
+    return b->workers;
+}
+
+jrpc_replay_t *jrpc_broker_replay(jrpc_broker_t *b)
+{
+    return b->replay;
+}
+
+bool jrpc_broker_draining(const jrpc_broker_t *b)
+{
+    return b->draining;
 }

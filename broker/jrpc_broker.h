@@ -115,4 +115,12 @@ typedef struct jrpc_broker_stats {
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
                        jrpc_workers_stats_t *wst);
 
+/* The broker's modules, for the admin listener (metrics and readiness):
+ * borrowed, valid until jrpc_broker_destroy. replay is NULL when open. */
+jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b);
+jrpc_replay_t  *jrpc_broker_replay(jrpc_broker_t *b);
+
+/* True once jrpc_broker_drain has been called (the process is stopping). */
+bool jrpc_broker_draining(const jrpc_broker_t *b);
+
 #endif

@@ -17,8 +17,10 @@
 #include <http_parser.h>
 
 #include "jrpc_errors.h"
+#include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_trace.h"
+#include "jrpc_metrics.h"
 
 #define COMP          "front_http"
 #define READ_BUF      65536  /* one shared read buffer for every connection */
@@ -258,6 +260,7 @@ static int rec_set_body(req_t *r, const char *p, size_t n)
 static void rec_error(conn_t *c, req_t *r, int status, int code, const char *data)
 {
     jrpc_front_http_t *f = c->front;
+    jrpc_metrics_front_refused(JRPC_TRANSPORT_HTTP, code);
     jrpc_buf_reset(&f->err);
     r->status = (uint16_t)status;
     if (jrpc_batch_write_error(&f->err, code, data) < 0 ||
@@ -544,6 +547,7 @@ static void conn_close(conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     f->nconns--;
+    jrpc_metrics.http_connections--;
     uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
 }
 
@@ -1265,11 +1269,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- accepting ---------------------------------------------------------- */
 
-static void on_refused_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
 /* The client's address as text, once per connection (the access log). */
 static void peer_name(conn_t *c)
 {
@@ -1314,13 +1313,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (f->nconns >= f->opts.max_conns || f->paused || (c = calloc(1, sizeof *c)) == NULL) {
         /* Past --max-conns: accept and close at once, so the client learns
          * now instead of waiting in the backlog. */
-        uv_tcp_t *t = malloc(sizeof *t);
-        if (t == NULL || uv_tcp_init(f->loop, t) < 0) {
-            free(t);
-            return;
-        }
-        uv_accept(server, (uv_stream_t *)t);
-        uv_close((uv_handle_t *)t, on_refused_closed);
+        jrpc_listen_refuse(server);
         if (f->refused++ % 1000 == 0)
             JRPC_LOG(JRPC_LOG_WARN, COMP, "event=conn_refused reason=max_conns max_conns=%u refused=%llu",
                      f->opts.max_conns, (unsigned long long)f->refused);
@@ -1341,6 +1334,7 @@ static void on_connection(uv_stream_t *server, int status)
         f->conns->prev = c;
     f->conns = c;
     f->nconns++;
+    jrpc_metrics.http_connections++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;
@@ -1349,41 +1343,6 @@ static void on_connection(uv_stream_t *server, int status)
     peer_name(c);
     read_start(c);
     arm(c, T_IDLE);
-}
-
-/* Splits "HOST:PORT" or "[V6]:PORT" and resolves it. */
-static int resolve(const char *listen, struct sockaddr_storage *ss)
-{
-    char host[256];
-    const char *port;
-    if (listen[0] == '[') {
-        const char *end = strchr(listen, ']');
-        if (end == NULL || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof host)
-            return -EINVAL;
-        memcpy(host, listen + 1, (size_t)(end - listen - 1));
-        host[end - listen - 1] = '\0';
-        port = end + 2;
-    } else {
-        const char *colon = strrchr(listen, ':');
-        if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof host ||
-            memchr(listen, ':', (size_t)(colon - listen)) != NULL)
-            return -EINVAL;
-        memcpy(host, listen, (size_t)(colon - listen));
-        host[colon - listen] = '\0';
-        port = colon + 1;
-    }
-    char *end;
-    unsigned long pn = strtoul(port, &end, 10);
-    if (*port == '\0' || *end != '\0' || pn > 65535)
-        return -EINVAL;
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-    struct addrinfo *ai = NULL;
-    if (getaddrinfo(host, port, &hints, &ai) != 0 || ai == NULL)
-        return -ENOENT;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    return 0;
 }
 
 static void on_listener_closed(uv_handle_t *h)
@@ -1396,16 +1355,16 @@ static void on_listener_closed(uv_handle_t *h)
 jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
                                        const jrpc_front_http_opts_t *opts)
 {
-    struct sockaddr_storage ss;
-    int rc = resolve(opts->listen, &ss);
-    if (rc < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=%s error=\"%s\"", opts->listen,
-                 rc == -EINVAL ? "not HOST:PORT" : "cannot resolve host");
+    /* Bound and listening before libuv sees it, so that a failure leaves
+     * no handle behind (the broker then exits 1 at once). */
+    int rc, fd = jrpc_listen_socket(opts->listen, COMP, "http");
+    if (fd < 0)
+        return NULL;
+    jrpc_front_http_t *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        close(fd);
         return NULL;
     }
-    jrpc_front_http_t *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return NULL;
     f->loop = loop;
     f->broker = broker;
     f->opts = *opts;
@@ -1421,22 +1380,6 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     /* Ours counts first; the library's own (process-wide) limit stays above. */
     if (opts->max_header_bytes + 1024u > 80u * 1024)
         http_parser_set_max_header_size(opts->max_header_bytes + 1024u);
-    /* Bound and listening before libuv sees it, so that a failure leaves
-     * no handle behind (the broker then exits 1 at once). */
-    int one = 1;
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&ss,
-             ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
-        listen(fd, 1024) < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=bind_failed endpoint=http://%s error=\"%s\"",
-                 opts->listen, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        jrpc_buf_dispose(&f->err);
-        free(f);
-        return NULL;
-    }
     uv_tcp_init(loop, &f->listener);
     f->listener.data = f;
     f->listening = true;
@@ -1449,20 +1392,7 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
         uv_close((uv_handle_t *)&f->listener, on_listener_closed);
         return NULL; /* freed by the close callback */
     }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    uv_tcp_getsockname(&f->listener, (struct sockaddr *)&bound, &blen);
-    if (bound.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof ip);
-        port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
-        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=listening endpoint=http://[%s]:%d", ip, port);
-    } else {
-        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof ip);
-        port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=listening endpoint=http://%s:%d", ip, port);
-    }
+    jrpc_listen_log(&f->listener, COMP, "http");
     return f;
 }
 

@@ -10,6 +10,7 @@
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_metrics.h"
 #include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
@@ -82,6 +83,7 @@ static void on_reply(void *ctx, int status, const char *reply, size_t len)
 
 static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *data)
 {
+    jrpc_metrics_front_refused(JRPC_TRANSPORT_ZMQ, code);
     jrpc_buf_reset(&f->err);
     jrpc_batch_write_error(&f->err, code, data);
     send_reply(f, r, f->err.p, f->err.len);

@@ -33,6 +33,7 @@
 #pragma GCC diagnostic pop
 
 #include "jrpc_log.h"
+#include "jrpc_metrics.h"
 
 #define COMP "replay"
 #define BACKOFF_MIN_MS 100
@@ -409,7 +410,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         return;
     if (p->kind == CMD_CLAIM) {
         int rc = claim_result(r, rep);
-        uint64_t rtt_us = (uv_hrtime() - p->sent_ns) / 1000;
+        uint64_t rtt_ns = jrpc_metrics_tick() - p->sent_ns;
+        uint64_t rtt_us = rtt_ns / 1000;
+        jrpc_hist_observe(&jrpc_metrics.redis_rtt, rtt_ns);
         r->st.rtt_us_sum += rtt_us;
         r->st.rtt_count++;
         if (rc == 0)

@@ -22,6 +22,7 @@
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_metrics.h"
 #include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
@@ -29,6 +30,7 @@
 #define MAX_GRACE_METHODS 4096  /* method entries the start-up grace may create */
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
+#define MAX_NAME 64          /* bytes of a worker's name kept for its metrics label */
 /* ZMQ_SNDHWM/ZMQ_RCVHWM per worker, in messages. Credit already bounds the
  * REQUESTs outstanding at a worker, so only a worker that stopped reading
  * (heartbeats pile up) gets near it; by then liveness has removed it. */
@@ -53,6 +55,7 @@ typedef struct slot {
     jrpc_span_t params;     /* borrowed from the owner until on_done or cancel */
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
+    uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
 } slot_t;
 
 struct method {
@@ -68,6 +71,7 @@ struct method {
 struct worker {
     char        id[MAX_ROUTING_ID]; /* ROUTER routing id */
     size_t      idlen;
+    char        name[MAX_NAME + 1]; /* READY's "name" option, else the id in hex (metrics) */
     uint32_t    credit;     /* announced at READY */
     uint32_t    inflight;   /* calls sent, not answered */
     uint64_t    last_seen;  /* loop ms of its last message */
@@ -271,6 +275,9 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     wk->out_n++;
     wk->inflight++;
     w->inflight++;
+    if (s->resent == 0)
+        jrpc_hist_observe(&jrpc_metrics.queue, jrpc_metrics_since(s->t_ns));
+    s->t_ns = jrpc_metrics.now;   /* it leaves at the flush ending this loop turn */
     s->state = SLOT_SENT;
     s->worker = wk;
     s->flush_no = wk->flushes;
@@ -485,6 +492,25 @@ static void worker_pull(jrpc_workers_t *w, worker_t *wk)
     }
 }
 
+/* The worker's label in the metrics: its READY name (cut at MAX_NAME
+ * bytes), or its routing id in hex. */
+static void worker_name(worker_t *wk, const msgpack_object *name)
+{
+    if (name && name->type == MSGPACK_OBJECT_STR && name->via.str.size > 0) {
+        size_t n = name->via.str.size < MAX_NAME ? name->via.str.size : MAX_NAME;
+        memcpy(wk->name, name->via.str.ptr, n);
+        wk->name[n] = '\0';
+        return;
+    }
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (size_t i = 0; i < wk->idlen && n + 2 <= MAX_NAME; i++) {
+        wk->name[n++] = hex[(uint8_t)wk->id[i] >> 4];
+        wk->name[n++] = hex[(uint8_t)wk->id[i] & 15];
+    }
+    wk->name[n] = '\0';
+}
+
 static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc_wire_msg_t *m)
 {
     worker_t *old = worker_find(w, id, idlen);
@@ -501,6 +527,7 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     }
     memcpy(wk->id, id, idlen);
     wk->idlen = idlen;
+    worker_name(wk, jrpc_wire_map_get(m->options, "name"));
     wk->credit = m->credit;
     wk->last_seen = now_ms(w);
     jrpc_buf_init(&wk->out);
@@ -562,6 +589,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
         }
         wk->inflight--;
         w->inflight--;
+        jrpc_hist_observe(&jrpc_metrics.worker, jrpc_metrics_since(s->t_ns));
         if (s->owner == NULL)
             w->late++;
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
@@ -573,6 +601,7 @@ static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const ch
 {
     jrpc_wire_msg_t m;
     msgpack_zone_clear(&w->zone);
+    jrpc_metrics_tick();
     int rc = jrpc_wire_decode(p, n, &w->zone, &m);
     if (rc < 0) {
         w->malformed++;
@@ -655,6 +684,7 @@ static void on_heartbeat(uv_timer_t *t)
     jrpc_workers_t *w = t->data;
     uint64_t now = now_ms(w);
     uint64_t limit = (uint64_t)w->opts.heartbeat_ms * w->opts.liveness;
+    jrpc_metrics_tick();
     if (w->grace_until && now >= w->grace_until)
         grace_end(w);
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
@@ -756,6 +786,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->params = params;
     s->trace = traceparent;
     s->deadline = deadline;
+    s->t_ns = jrpc_metrics.submitted;   /* set by the broker: when the body came in */
     *handle = i;
     if (best) {
         if (worker_add_call(w, best, i) < 0) {
@@ -816,6 +847,34 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->malformed = w->malformed;
     st->redispatched = w->redispatched;
     st->lost = w->lost;
+}
+
+bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
+{
+    method_t *m = method_find(w, method, len);
+    return m != NULL && m->nworkers > 0;
+}
+
+void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next) {
+        if (wk->dead)
+            continue;
+        /* Two workers may give the same name: the later ones get their id
+         * appended, so that every series stays distinct. */
+        bool dup = false;
+        for (worker_t *o = w->workers; o != wk && !dup; o = o->next)
+            dup = !o->dead && strcmp(o->name, wk->name) == 0;
+        char label[MAX_NAME + 2 + 2 * MAX_ROUTING_ID];
+        size_t n = strlen(wk->name);
+        memcpy(label, wk->name, n + 1);
+        if (dup) {
+            label[n++] = '@';
+            for (size_t i = 0; i < wk->idlen; i++)
+                n += (size_t)snprintf(label + n, sizeof label - n, "%02x", (uint8_t)wk->id[i]);
+        }
+        fn(arg, label, wk->credit > wk->inflight ? wk->credit - wk->inflight : 0);
+    }
 }
 
 static void on_closed_handle(uv_handle_t *h)

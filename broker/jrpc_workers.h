@@ -16,6 +16,7 @@
 #ifndef JRPC_WORKERS_H
 #define JRPC_WORKERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <msgpack.h>
 #include <uv.h>
@@ -93,5 +94,15 @@ typedef struct jrpc_workers_stats {
 } jrpc_workers_stats_t;
 
 void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
+
+/* True when at least one connected worker (not draining) serves the method
+ * (readiness). */
+bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len);
+
+/* Calls fn once per connected worker with its label — the "name" it gave
+ * at READY, else its routing id in hex; distinct per worker — and the
+ * credit it has left. label is valid during the call. */
+typedef void (*jrpc_credit_fn)(void *arg, const char *label, uint32_t credit_left);
+void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg);
 
 #endif

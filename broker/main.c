@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "jrpc_admin.h"
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
@@ -46,6 +47,7 @@ typedef struct app {
     jrpc_front_zmq_t  *front;
     jrpc_front_http_t *http;   /* NULL with --http none */
     jrpc_curve_zap_t  *zap;    /* NULL without --curve-secret */
+    jrpc_admin_t      *admin;  /* NULL with --admin none */
     int                stopping;
 } app_t;
 
@@ -53,6 +55,7 @@ static void on_drained(void *arg)
 {
     app_t *a = arg;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=drained");
+    jrpc_admin_destroy(&a->admin);   /* admin (issue 7): /readyz said "draining" until now */
     jrpc_front_zmq_destroy(&a->front);
     /* Connections still writing their last answers close by themselves;
      * uv_run() returns once they have. */
@@ -77,6 +80,28 @@ static void on_signal(uv_signal_t *s, int signum)
     if (a->http)
         jrpc_front_http_pause(a->http);
     jrpc_broker_drain(a->broker, on_drained, a);
+}
+
+/* The admin listener with --ready-methods joined into the "m1,m2" form it takes. */
+static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
+                               const jrpc_conf_list_t *methods)
+{
+    jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
+    size_t len = 1;
+    for (size_t i = 0; i < methods->n; i++)
+        len += strlen(methods->v[i]) + 1;
+    char *joined = calloc(1, len);
+    if (joined == NULL)
+        return NULL;
+    for (size_t i = 0; i < methods->n; i++) {
+        if (i)
+            strcat(joined, ",");
+        strcat(joined, methods->v[i]);
+    }
+    ao.ready_methods = joined;   /* copied by jrpc_admin_new */
+    jrpc_admin_t *a = jrpc_admin_new(loop, listen, b, &ao);
+    free(joined);
+    return a;
 }
 
 /* files: --curve-secret, --client-keys, --worker-keys. All three or none
@@ -251,6 +276,12 @@ int main(int argc, char **argv)
     a.broker = jrpc_broker_new(&a.loop, &o);
     if (a.broker == NULL)
         return 1;
+    /* The admin listener right after the broker (a bad address fails before
+     * the client ports are bound); destroyed in on_drained, so /readyz says
+     * "draining" until the drain ends. */
+    if (strcmp(admin_listen, "none") != 0 &&
+        (a.admin = admin_new(&a.loop, admin_listen, a.broker, &ready_methods)) == NULL)
+        return 1;
     a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, ho.max_body,
                                  curve ? &curve_kp : NULL);
     jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
@@ -259,14 +290,6 @@ int main(int argc, char **argv)
     if (strcmp(ho.listen, "none") != 0 &&
         (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
         return 1;
-    /* ADMIN LISTENER (issue 8, wired at merge): bind it here, before READY=1,
-     * when admin_listen is not "none", e.g.
-     *   a.admin = jrpc_admin_new(&a.loop, a.broker, admin_listen, ready_methods.v,
-     *                            ready_methods.n, ...);   -> return 1 on NULL
-     * admin_listen is "none" or HOST:PORT / [V6]:PORT (syntax already checked);
-     * ready_methods.v[0..n) are the --ready-methods (n == 0: any worker). */
-    (void)admin_listen;
-    (void)ready_methods;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
     a.sigint.data = a.sigterm.data = &a;

@@ -10,15 +10,7 @@ command -v redis-server >/dev/null || { echo "redis-server is not installed"; ex
 export E2E_HTTP=1
 LOAD_S=${CHAOS_DURATION_S:-70}
 
-RPORT=$(( $(e2e_pick_port) ))
-start_redis() {
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-        >>"$E2E_TMP/redis.log" 2>&1 &
-    REDIS_PID=$!
-    E2E_PIDS+=("$REDIS_PID")
-    e2e_wait_for "redis-cli -p $RPORT ping 2>/dev/null | grep -q PONG" 10
-}
-start_redis || { echo "redis-server did not start"; exit 1; }
+e2e_start_redis || { echo "redis-server did not start"; exit 1; }
 
 KEY_ID=chaos
 SECRET=chaos-secret-0123456789abcdef
@@ -96,7 +88,7 @@ wait_back $((n + 2))
 at 28 "restart Redis (SIGKILL, 1 s down, same port)"
 kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null
 sleep 1
-start_redis || echo "chaos: redis-server did not come back"
+e2e_start_redis || echo "chaos: redis-server did not come back"
 echo "chaos: t=$(( SECONDS - T0 ))s Redis is back"
 
 at 36 "SIGKILL worker 0 (pid ${WPIDS[0]}), start a new one"

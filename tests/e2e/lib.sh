@@ -7,6 +7,8 @@
 #   e2e_restart_broker [ARGS...] same ports, new process
 #   e2e_start_worker [ARGS...]   sets LAST_PID
 #   e2e_wait_workers N           until the broker has N workers (or fails)
+#   e2e_start_redis              a redis-server on 127.0.0.1:$RPORT (picked the first
+#                                time; the same port again after a kill), sets REDIS_PID
 #   check NAME EXPECTED ACTUAL   counts a pass or a failure
 #   e2e_finish                   prints "N passed, N failed"; exit status 1 on failure
 set -u
@@ -124,6 +126,15 @@ e2e_workers() {
 e2e_wait_workers() {
     e2e_wait_for "[ \"\$(e2e_workers)\" = $1 ]" 15 ||
         { echo "broker did not see $1 workers"; E2E_FAIL=$((E2E_FAIL + 1)); exit 1; }
+}
+
+e2e_start_redis() {
+    : "${RPORT:=$(e2e_pick_port)}"
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
+        >>"$E2E_TMP/redis.log" 2>&1 &
+    REDIS_PID=$!
+    E2E_PIDS+=("$REDIS_PID")
+    e2e_wait_for "redis-cli -p $RPORT ping 2>/dev/null | grep -q PONG" 10
 }
 
 e2e_finish() {

@@ -8,16 +8,8 @@ source "$JRPC_E2E_LIB"
 SIGN="python3 $(dirname "$JRPC_E2E_LIB")/sign.py"
 command -v redis-server >/dev/null || { echo "redis-server is not installed"; exit 1; }
 
-RPORT=$(( $(e2e_pick_port) ))
-start_redis() {
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-        >"$E2E_TMP/redis.log" 2>&1 &
-    REDIS_PID=$!
-    E2E_PIDS+=("$REDIS_PID")
-    e2e_wait_for "redis-cli -p $RPORT ping 2>/dev/null | grep -q PONG" 10
-}
 dbsize() { redis-cli -p "$RPORT" dbsize; }
-start_redis
+e2e_start_redis
 
 cat > "$E2E_TMP/keys" <<KEYS
 # id      secret                      methods
@@ -139,7 +131,7 @@ check "Redis down: -32006" 1 "$(echo "$out" | grep -c '"code":-32006')"
 check "Redis down over ZeroMQ too" "-32006" \
     "$("$JRPC" --url "$URL" --key-id demo --secret s3cr3t-s3cr3t-s3cr3t call add '[1,2]' |
         sed -E 's/.*"code":(-?[0-9]+).*/\1/')"
-start_redis
+e2e_start_redis
 ok=no
 for i in $(seq 40); do
     $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b9" > "$E2E_TMP/h9"

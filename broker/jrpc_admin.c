@@ -1,0 +1,449 @@
+/* jrpc_admin — see jrpc_admin.h. */
+#include "jrpc_admin.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "jrpc_listen.h"
+#include "jrpc_log.h"
+#include "jrpc_metrics.h"
+
+#define COMP    "admin"
+#define REQ_MAX 4096   /* request line and headers */
+
+typedef struct aconn aconn_t;
+
+struct aconn {
+    uv_tcp_t      tcp;        /* first: the handle's address is the connection's */
+    uv_timer_t    timer;      /* the request deadline */
+    uv_write_t    wreq;
+    jrpc_admin_t *admin;
+    aconn_t      *prev, *next; /* open connections */
+    jrpc_buf_t    out;        /* the answer being written */
+    size_t        len;        /* bytes in buf */
+    bool          writing;    /* wreq in flight */
+    bool          closing;    /* uv_close called */
+    bool          close_after; /* close once the answer is written */
+    int           nclosing;   /* handles still closing */
+    char          buf[REQ_MAX];
+};
+
+struct jrpc_admin {
+    uv_loop_t     *loop;
+    uv_tcp_t       listener;
+    jrpc_broker_t *broker;    /* NULL once destroyed */
+    jrpc_admin_opts_t opts;
+    char          *methods;   /* --ready-methods, copied; NULL: any worker */
+    aconn_t       *conns;
+    uint32_t       nconns;
+    uint32_t       alive;     /* listener + connections not yet freed */
+    char           reason[320]; /* the last not-ready reason */
+};
+
+static void admin_release(jrpc_admin_t *a)
+{
+    if (--a->alive > 0)
+        return;
+    free(a->methods);
+    free(a);
+}
+
+/* ---- readiness ---- */
+
+const char *jrpc_admin_not_ready(jrpc_admin_t *a)
+{
+    jrpc_broker_t *b = a->broker;
+    if (jrpc_broker_draining(b))
+        return "draining";
+    jrpc_workers_t *w = jrpc_broker_workers(b);
+    if (a->methods == NULL) {
+        jrpc_workers_stats_t ws;
+        jrpc_workers_stats(w, &ws);
+        if (ws.workers == 0)
+            return "no worker connected";
+    }
+    for (const char *p = a->methods; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0 && !jrpc_workers_serves(w, p, n)) {
+            snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
+                     n > 256 ? 256 : (int)n, p);
+            return a->reason;
+        }
+        p += n + (p[n] == ',');
+    }
+    jrpc_replay_t *r = jrpc_broker_replay(b);
+    if (r && !jrpc_replay_up(r))
+        return "redis down";
+    return NULL;
+}
+
+/* ---- the metrics page ---- */
+
+static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
+{
+    jrpc_workers_each_credit(src, emit, arg);
+}
+
+static int write_metrics(jrpc_admin_t *a, jrpc_buf_t *out)
+{
+    jrpc_broker_stats_t bs;
+    jrpc_workers_stats_t ws;
+    jrpc_replay_stats_t rs = { 0 };
+    jrpc_broker_stats(a->broker, &bs, &ws);
+    jrpc_replay_t *r = jrpc_broker_replay(a->broker);
+    if (r)
+        jrpc_replay_stats(r, &rs);
+    jrpc_metrics_read_t rd = {
+        .bodies_open = bs.open, .calls_inflight = ws.inflight, .calls_queued = ws.queued,
+        .workers_connected = ws.workers, .redis_up = r && jrpc_replay_up(r),
+        .redis_failures = rs.failures, .replays = bs.replays,
+        .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
+        .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
+        .frames_malformed = ws.malformed,
+        .each_credit = each_credit, .src = jrpc_broker_workers(a->broker),
+    };
+    return jrpc_metrics_write(out, &rd);
+}
+
+/* ---- connections ---- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    aconn_t *c = h->data;
+    if (--c->nclosing > 0)
+        return;
+    jrpc_admin_t *a = c->admin;
+    jrpc_buf_dispose(&c->out);
+    free(c);
+    admin_release(a);
+}
+
+static void conn_close(aconn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    jrpc_admin_t *a = c->admin;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        a->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    a->nconns--;
+    c->nclosing = 2;
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void process(aconn_t *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Reads while the connection can take a request: not writing an answer
+ * (answers go one at a time), not closing, room in buf. */
+static void resume(aconn_t *c)
+{
+    if (c->closing)
+        return;
+    if (c->writing || c->close_after || c->len == REQ_MAX)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    else
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    aconn_t *c = w->data;
+    c->writing = false;
+    if (c->closing)
+        return;
+    if (status < 0 || c->close_after) {
+        conn_close(c);
+        return;
+    }
+    process(c);   /* a pipelined request may be waiting */
+    resume(c);
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 431: return "Request Header Fields Too Large";
+    default:  return "Service Unavailable";
+    }
+}
+
+/* Sends one answer. body == NULL: the page already in c->out after the
+ * header's room (metrics). */
+static void respond(aconn_t *c, int status, const char *ctype, const char *body, bool head)
+{
+    char hdr[256];
+    size_t blen = body ? strlen(body) : c->out.len;
+    int n = snprintf(hdr, sizeof hdr,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Cache-Control: no-store\r\n%s%s\r\n",
+                     status, status_text(status), ctype, blen,
+                     status == 405 ? "Allow: GET, HEAD\r\n" : "",
+                     c->close_after ? "Connection: close\r\n" : "");
+    uv_buf_t bufs[2] = { uv_buf_init(hdr, (unsigned)n),
+                         uv_buf_init(body ? (char *)body : c->out.p, head ? 0 : (unsigned)blen) };
+    /* uv_try_write first: the header lives on this stack. What it leaves
+     * goes to the connection's buffer and an ordinary write. */
+    int nbufs = bufs[1].len ? 2 : 1;
+    int done = uv_try_write((uv_stream_t *)&c->tcp, bufs, nbufs);
+    size_t total = (size_t)n + bufs[1].len, skip = done > 0 ? (size_t)done : 0;
+    if (skip == total) {
+        if (c->close_after)
+            conn_close(c);
+        return;
+    }
+    jrpc_buf_t rest;
+    jrpc_buf_init(&rest);
+    for (int i = 0; i < nbufs; i++) {
+        size_t s = skip < bufs[i].len ? skip : bufs[i].len;
+        if (jrpc_buf_append(&rest, bufs[i].base + s, bufs[i].len - s) < 0) {
+            jrpc_buf_dispose(&rest);
+            conn_close(c);
+            return;
+        }
+        skip -= s;
+    }
+    jrpc_buf_dispose(&c->out);
+    c->out = rest;
+    uv_buf_t wb = uv_buf_init(c->out.p, (unsigned)c->out.len);
+    c->wreq.data = c;
+    c->writing = true;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &wb, 1, on_write) < 0) {
+        c->writing = false;
+        conn_close(c);
+    }
+}
+
+/* The value of header name (lower case, with the colon) in the header
+ * block [p, end), or NULL; *n gets its length. */
+static const char *header(const char *p, const char *end, const char *name, size_t *n)
+{
+    size_t nl = strlen(name);
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL)
+            eol = end;
+        if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl, *ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            *n = (size_t)(ve - v);
+            return v;
+        }
+        p = eol + 1;
+    }
+    return NULL;
+}
+
+static bool has_token(const char *v, size_t n, const char *tok)
+{
+    size_t tl = strlen(tok);
+    for (size_t i = 0; v && i + tl <= n; i++)
+        if (strncasecmp(v + i, tok, tl) == 0)
+            return true;
+    return false;
+}
+
+/* Answers one request whose head is buf[0, hlen). */
+static void serve(aconn_t *c, size_t hlen)
+{
+    const char *p = c->buf, *end = c->buf + hlen;
+    const char *eol = memchr(p, '\n', hlen);
+    const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
+    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+    size_t vn = sp2 ? (size_t)(eol - sp2 - 1) : 0;
+    if (vn > 0 && sp2[vn] == '\r')
+        vn--;
+    if (sp1 == NULL || sp2 == NULL || vn != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
+        (sp2[8] != '0' && sp2[8] != '1')) {
+        c->close_after = true;
+        respond(c, 400, "text/plain; charset=utf-8", "bad request\n", false);
+        return;
+    }
+    size_t n = 0;
+    const char *conn = header(eol + 1, end, "connection:", &n);
+    bool http10 = sp2[8] == '0';
+    c->close_after = http10 ? !has_token(conn, n, "keep-alive") : has_token(conn, n, "close");
+    const char *cl = header(eol + 1, end, "content-length:", &n);
+    if (header(eol + 1, end, "transfer-encoding:", &n) != NULL ||
+        (cl && !(n == 1 && cl[0] == '0'))) {
+        c->close_after = true;   /* we read no bodies: nothing after it can be framed */
+        respond(c, 400, "text/plain; charset=utf-8", "request bodies are not accepted\n", false);
+        return;
+    }
+    size_t mlen = (size_t)(sp1 - p), plen = (size_t)(sp2 - sp1 - 1);
+    const char *path = sp1 + 1, *q = memchr(path, '?', plen);
+    if (q)
+        plen = (size_t)(q - path);
+    bool head = mlen == 4 && memcmp(p, "HEAD", 4) == 0;
+    bool get = mlen == 3 && memcmp(p, "GET", 3) == 0;
+#define IS(lit) (plen == sizeof(lit) - 1 && memcmp(path, lit, plen) == 0)
+    int which = IS("/metrics") ? 1 : IS("/healthz") ? 2 : IS("/readyz") ? 3 : 0;
+#undef IS
+    if (which == 0) {
+        respond(c, 404, "text/plain; charset=utf-8", "not found\n", head);
+    } else if (!get && !head) {
+        respond(c, 405, "text/plain; charset=utf-8", "method not allowed\n", false);
+    } else if (which == 2) {
+        respond(c, 200, "text/plain; charset=utf-8", "ok\n", head);
+    } else if (which == 3) {
+        const char *why = jrpc_admin_not_ready(c->admin);
+        char line[400];
+        snprintf(line, sizeof line, "not ready: %s\n", why ? why : "");
+        respond(c, why ? 503 : 200, "text/plain; charset=utf-8", why ? line : "ready\n", head);
+    } else {
+        jrpc_buf_reset(&c->out);
+        if (write_metrics(c->admin, &c->out) < 0) {
+            c->close_after = true;
+            respond(c, 503, "text/plain; charset=utf-8", "out of memory\n", false);
+            return;
+        }
+        respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, head);
+    }
+}
+
+/* Serves the complete requests in buf, one at a time (the next waits for
+ * the previous answer's write). */
+static void process(aconn_t *c)
+{
+    while (!c->closing && !c->writing && !c->close_after) {
+        const char *e = memmem(c->buf, c->len, "\r\n\r\n", 4);
+        size_t hlen = e ? (size_t)(e - c->buf) + 4 : 0;
+        const char *e2 = memmem(c->buf, c->len, "\n\n", 2);
+        if (e2 && (e == NULL || (size_t)(e2 - c->buf) + 2 < hlen))
+            hlen = (size_t)(e2 - c->buf) + 2;
+        if (hlen == 0) {
+            if (c->len == REQ_MAX) {
+                c->close_after = true;
+                respond(c, 431, "text/plain; charset=utf-8", "request too large\n", false);
+            }
+            return;
+        }
+        serve(c, hlen);
+        memmove(c->buf, c->buf + hlen, c->len - hlen);
+        c->len -= hlen;
+        if (!c->closing)   /* a new request: a new deadline */
+            uv_timer_start(&c->timer, on_timeout, c->admin->opts.timeout_ms, 0);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    aconn_t *c = h->data;
+    *buf = uv_buf_init(c->buf + c->len, (unsigned)(REQ_MAX - c->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    aconn_t *c = s->data;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    c->len += (size_t)nread;
+    if (c->close_after)   /* closing after an answer: ignore what follows */
+        c->len = 0;
+    process(c);
+    resume(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    jrpc_admin_t *a = server->data;
+    if (status < 0 || a->broker == NULL)
+        return;
+    aconn_t *c = NULL;
+    if (a->nconns >= a->opts.max_conns || (c = calloc(1, sizeof *c)) == NULL) {
+        jrpc_listen_refuse(server);
+        return;
+    }
+    c->admin = a;
+    a->alive++;
+    jrpc_buf_init(&c->out);
+    uv_tcp_init(a->loop, &c->tcp);
+    uv_timer_init(a->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->next = a->conns;
+    if (a->conns)
+        a->conns->prev = c;
+    a->conns = c;
+    a->nconns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_timeout, a->opts.timeout_ms, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    admin_release(h->data);
+}
+
+jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *broker,
+                             const jrpc_admin_opts_t *opts)
+{
+    int fd = jrpc_listen_socket(listen, COMP, "admin");
+    if (fd < 0)
+        return NULL;
+    jrpc_admin_t *a = calloc(1, sizeof *a);
+    if (a == NULL || (opts->ready_methods && opts->ready_methods[0] &&
+                      (a->methods = strdup(opts->ready_methods)) == NULL)) {
+        free(a);
+        close(fd);
+        return NULL;
+    }
+    a->loop = loop;
+    a->broker = broker;
+    a->opts = *opts;
+    a->opts.ready_methods = NULL;
+    a->alive = 1;
+    uv_tcp_init(loop, &a->listener);
+    a->listener.data = a;
+    int rc;
+    if ((rc = uv_tcp_open(&a->listener, fd)) < 0 ||
+        (rc = uv_listen((uv_stream_t *)&a->listener, 128, on_connection)) < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=admin://%s error=\"%s\"",
+                 listen, uv_strerror(rc));
+        a->broker = NULL;
+        uv_close((uv_handle_t *)&a->listener, on_listener_closed);
+        return NULL;   /* freed by the close callback */
+    }
+    jrpc_listen_log(&a->listener, COMP, "admin");
+    return a;
+}
+
+void jrpc_admin_destroy(jrpc_admin_t **self_p)
+{
+    jrpc_admin_t *a = *self_p;
+    if (a == NULL)
+        return;
+    *self_p = NULL;
+    a->broker = NULL;
+    while (a->conns)
+        conn_close(a->conns);
+    uv_close((uv_handle_t *)&a->listener, on_listener_closed);
+}

@@ -1,0 +1,336 @@
+/* jrpc_metrics — see jrpc_metrics.h. */
+#include "jrpc_metrics.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jrpc_batch.h"
+#include "jrpc_errors.h"
+
+jrpc_metrics_t jrpc_metrics;
+
+static const uint64_t batch_bounds[] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000 };
+static const char *const batch_le[] = { "1", "2", "5", "10", "20", "50", "100", "200", "500",
+                                        "1000" };
+static const uint64_t sec_bounds[] = {
+    100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000, 50000000,
+    100000000, 250000000, 500000000, 1000000000, 2500000000, 5000000000, 10000000000,
+    30000000000 };
+static const char *const sec_le[] = { "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+                                      "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5",
+                                      "5", "10", "30" };
+_Static_assert(sizeof sec_bounds / sizeof sec_bounds[0] == JRPC_HIST_MAX, "seconds buckets");
+
+void jrpc_hist_init_batch(jrpc_hist_t *h)
+{
+    *h = (jrpc_hist_t){ .bounds = batch_bounds, .le = batch_le,
+                        .nb = sizeof batch_bounds / sizeof batch_bounds[0], .scale = 1 };
+}
+
+void jrpc_hist_init_seconds(jrpc_hist_t *h)
+{
+    *h = (jrpc_hist_t){ .bounds = sec_bounds, .le = sec_le, .nb = JRPC_HIST_MAX, .scale = 1e-9 };
+}
+
+void jrpc_metrics_init(void)
+{
+    if (jrpc_metrics.batch.bounds != NULL)
+        return;
+    memset(&jrpc_metrics, 0, sizeof jrpc_metrics);
+    jrpc_hist_init_batch(&jrpc_metrics.batch);
+    jrpc_hist_init_seconds(&jrpc_metrics.queue);
+    jrpc_hist_init_seconds(&jrpc_metrics.worker);
+    jrpc_hist_init_seconds(&jrpc_metrics.total);
+    jrpc_hist_init_seconds(&jrpc_metrics.redis_rtt);
+}
+
+/* ---- hooks ---- */
+
+void jrpc_metrics_error(int code)
+{
+    jrpc_metrics_t *m = &jrpc_metrics;
+    for (uint32_t i = 0; i < m->ncodes; i++) {
+        if (m->codes[i] == code) {
+            m->code_n[i]++;
+            return;
+        }
+    }
+    if (m->ncodes == JRPC_METRICS_CODES) { /* workers may invent any number of codes */
+        m->code_other++;
+        return;
+    }
+    m->codes[m->ncodes] = code;
+    m->code_n[m->ncodes++] = 1;
+}
+
+void jrpc_metrics_body_refused(int transport, int outcome, int code, uint64_t t0)
+{
+    jrpc_metrics_body(transport, outcome);
+    jrpc_metrics.calls[transport & 1][1]++;
+    jrpc_metrics_error(code);
+    jrpc_hist_observe(&jrpc_metrics.total, jrpc_metrics_since(t0));
+}
+
+void jrpc_metrics_front_refused(int transport, int code)
+{
+    if (code != JRPC_SERVER_BUSY)
+        jrpc_metrics_body_refused(transport, JRPC_BODY_INVALID, code, jrpc_metrics_tick());
+}
+
+#define ERROR_PREFIX "\"error\":{\"code\":"
+
+/* The code of an error answer `"error":{"code":N,...` (jrpc_batch writes
+ * every error answer so); no answer at all (out of memory) is written -32603. */
+static int answer_code(jrpc_span_t a)
+{
+    size_t n = sizeof ERROR_PREFIX - 1;
+    if (a.n == 0)
+        return JRPC_INTERNAL_ERROR;
+    if (a.n <= n || memcmp(a.p, ERROR_PREFIX, n) != 0)
+        return 0;
+    long v = 0;
+    bool neg = a.p[n] == '-';
+    for (size_t i = n + neg; i < a.n && a.p[i] >= '0' && a.p[i] <= '9' && v < 1L << 32; i++)
+        v = v * 10 + (a.p[i] - '0');
+    return (int)(neg ? -v : v);
+}
+
+void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, uint64_t t0)
+{
+    jrpc_metrics_t *m = &jrpc_metrics;
+    uint64_t answers = 0, errors = 0;
+    int code = 0;
+    for (uint32_t i = 0; i < req->ncalls; i++) {
+        const jrpc_call_t *c = &req->calls[i];
+        if (c->notification)
+            continue;
+        answers++;
+        if (c->answer.n > 0 && c->answer.p[1] == 'r')   /* "result": */
+            continue;
+        errors++;
+        jrpc_metrics_error(code = answer_code(c->answer));
+    }
+    m->calls[transport & 1][0] += answers - errors;
+    m->calls[transport & 1][1] += errors;
+    if (answers > 0)
+        jrpc_hist_observe_n(&m->total, jrpc_metrics_since(t0), answers);
+    bool invalid = !req->is_array && req->ncalls == 1 && answers == 1 &&
+                   (code == JRPC_PARSE_ERROR || code == JRPC_INVALID_REQUEST);
+    jrpc_metrics_body(transport, invalid ? JRPC_BODY_INVALID : JRPC_BODY_OK);
+}
+
+/* ---- exposition ---- */
+
+int jrpc_expo_family(jrpc_buf_t *out, const char *name, const char *type, const char *help)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    if (n < 0 || (size_t)n >= sizeof line)
+        return -EINVAL;
+    return jrpc_buf_append(out, line, (size_t)n);
+}
+
+static int put_value(jrpc_buf_t *out, double v)
+{
+    char num[40];
+    int n;
+    if (v == (double)(int64_t)v && v < 9.0e15 && v > -9.0e15)
+        n = snprintf(num, sizeof num, " %lld\n", (long long)v);
+    else if (v > -1e15 && v < 1e15) {   /* sums of ns: 9 decimals are exact */
+        n = snprintf(num, sizeof num, " %.9f", v);
+        while (num[n - 1] == '0')
+            n--;
+        if (num[n - 1] == '.')
+            n--;
+        num[n++] = '\n';
+    } else {
+        n = snprintf(num, sizeof num, " %.17g\n", v);
+    }
+    return jrpc_buf_append(out, num, (size_t)n);
+}
+
+int jrpc_expo_sample(jrpc_buf_t *out, const char *name, const char *const *labels,
+                     unsigned nlabels, double value)
+{
+    int rc = jrpc_buf_puts(out, name);
+    for (unsigned i = 0; rc == 0 && i < nlabels; i++) {
+        rc = jrpc_buf_puts(out, i == 0 ? "{" : ",");
+        if (rc == 0)
+            rc = jrpc_buf_puts(out, labels[2 * i]);
+        if (rc == 0)
+            rc = jrpc_buf_puts(out, "=\"");
+        for (const char *p = labels[2 * i + 1]; rc == 0 && *p; p++) {
+            if (*p == '\\')
+                rc = jrpc_buf_puts(out, "\\\\");
+            else if (*p == '"')
+                rc = jrpc_buf_puts(out, "\\\"");
+            else if (*p == '\n')
+                rc = jrpc_buf_puts(out, "\\n");
+            else
+                rc = jrpc_buf_putc(out, *p);
+        }
+        if (rc == 0)
+            rc = jrpc_buf_putc(out, '"');
+    }
+    if (rc == 0 && nlabels > 0)
+        rc = jrpc_buf_putc(out, '}');
+    if (rc == 0)
+        rc = put_value(out, value);
+    return rc;
+}
+
+int jrpc_expo_hist(jrpc_buf_t *out, const char *name, const char *help, const jrpc_hist_t *h)
+{
+    char sname[128];
+    int rc = jrpc_expo_family(out, name, "histogram", help);
+    uint64_t cum = 0;
+    snprintf(sname, sizeof sname, "%s_bucket", name);
+    for (uint32_t i = 0; rc == 0 && i <= h->nb; i++) {
+        cum += h->counts[i];
+        const char *lab[2] = { "le", i < h->nb ? h->le[i] : "+Inf" };
+        rc = jrpc_expo_sample(out, sname, lab, 1, (double)cum);
+    }
+    snprintf(sname, sizeof sname, "%s_sum", name);
+    if (rc == 0)
+        rc = jrpc_expo_sample(out, sname, NULL, 0, (double)h->sum * h->scale);
+    snprintf(sname, sizeof sname, "%s_count", name);
+    if (rc == 0)
+        rc = jrpc_expo_sample(out, sname, NULL, 0, (double)cum);
+    return rc;
+}
+
+/* A family of one unlabelled sample. */
+typedef struct scalar {
+    const char *name, *type, *help;
+    double      value;
+} scalar_t;
+
+static int scalars(jrpc_buf_t *out, const scalar_t *v, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = jrpc_expo_family(out, v[i].name, v[i].type, v[i].help);
+        if (rc == 0)
+            rc = jrpc_expo_sample(out, v[i].name, NULL, 0, v[i].value);
+    }
+    return rc;
+}
+
+static const char *const transports[2] = { "zmq", "http" };
+static const char *const outcomes[JRPC_BODY_NOUTCOMES] = {
+    "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "cancelled" };
+
+typedef struct credit_ctx {
+    jrpc_buf_t *out;
+    int         rc;
+} credit_ctx_t;
+
+static void put_credit(void *arg, const char *worker, uint32_t credit_left)
+{
+    credit_ctx_t *cx = arg;
+    const char *lab[2] = { "worker", worker };
+    if (cx->rc == 0)
+        cx->rc = jrpc_expo_sample(cx->out, "jrpc_worker_credit", lab, 1, credit_left);
+}
+
+int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
+{
+    const jrpc_metrics_t *m = &jrpc_metrics;
+    char buf[32];
+    int rc = jrpc_expo_family(out, "jrpc_build_info", "gauge", "The broker's version; always 1.");
+    const char *ver[2] = { "version", JRPC_VERSION };
+    if (rc == 0)
+        rc = jrpc_expo_sample(out, "jrpc_build_info", ver, 1, 1);
+
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_bodies_total", "counter",
+                              "Request bodies by transport and how they ended.");
+    for (int t = 0; t < 2; t++)
+        for (int o = 0; rc == 0 && o < JRPC_BODY_NOUTCOMES; o++) {
+            const char *lab[4] = { "transport", transports[t], "outcome", outcomes[o] };
+            rc = jrpc_expo_sample(out, "jrpc_bodies_total", lab, 2, (double)m->bodies[t][o]);
+        }
+
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_calls_total", "counter",
+                              "Calls answered, by transport and outcome (error includes "
+                              "broker-made errors).");
+    for (int t = 0; t < 2; t++)
+        for (int o = 0; rc == 0 && o < 2; o++) {
+            const char *lab[4] = { "transport", transports[t], "outcome", o ? "error" : "result" };
+            rc = jrpc_expo_sample(out, "jrpc_calls_total", lab, 2, (double)m->calls[t][o]);
+        }
+
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_errors_total", "counter",
+                              "Error answers by JSON-RPC code, whoever made them.");
+    for (uint32_t i = 0; rc == 0 && i < m->ncodes; i++) {
+        snprintf(buf, sizeof buf, "%d", m->codes[i]);
+        const char *lab[2] = { "code", buf };
+        rc = jrpc_expo_sample(out, "jrpc_errors_total", lab, 1, (double)m->code_n[i]);
+    }
+    if (rc == 0 && m->code_other) {
+        const char *lab[2] = { "code", "other" };
+        rc = jrpc_expo_sample(out, "jrpc_errors_total", lab, 1, (double)m->code_other);
+    }
+
+    if (rc == 0)
+        rc = jrpc_expo_hist(out, "jrpc_batch_size", "Calls per request body.", &m->batch);
+    if (rc == 0)
+        rc = jrpc_expo_hist(out, "jrpc_call_queue_seconds",
+                            "Call submitted to REQUEST sent to a worker.", &m->queue);
+    if (rc == 0)
+        rc = jrpc_expo_hist(out, "jrpc_call_worker_seconds",
+                            "REQUEST sent to the answer received.", &m->worker);
+    if (rc == 0)
+        rc = jrpc_expo_hist(out, "jrpc_call_seconds",
+                            "Call submitted to its answer placed in the reply.", &m->total);
+
+    const scalar_t gauges[] = {
+        { "jrpc_bodies_open", "gauge", "Bodies waiting for answers.", rd->bodies_open },
+        { "jrpc_calls_inflight", "gauge", "Calls at workers.", rd->calls_inflight },
+        { "jrpc_calls_queued", "gauge", "Calls waiting for worker credit.", rd->calls_queued },
+        { "jrpc_workers_connected", "gauge", "Workers connected.", rd->workers_connected },
+    };
+    const scalar_t redis_up = { "jrpc_redis_up", "gauge",
+        "1 when the nonce store is connected (only with --keys).", rd->redis_up };
+    const scalar_t counters[] = {
+        { "jrpc_redis_failures_total", "counter",
+          "Nonce claims that failed (timeout, disconnect, error reply).", rd->redis_failures },
+        { "jrpc_replays_total", "counter", "Bodies refused as replays (-32005).", rd->replays },
+        { "jrpc_signature_failures_total", "counter", "Bodies refused 401 (-32002).",
+          rd->signature_failures },
+        { "jrpc_acl_denied_total", "counter", "Calls refused by a key's ACL.", rd->acl_denied },
+        { "jrpc_late_answers_total", "counter",
+          "Answers after their call was cancelled or timed out.", rd->late_answers },
+        { "jrpc_redispatched_total", "counter", "Calls sent again after losing their worker.",
+          rd->redispatched },
+        { "jrpc_calls_lost_total", "counter", "Calls answered -32004.", rd->calls_lost },
+        { "jrpc_worker_frames_malformed_total", "counter", "Worker frames dropped as malformed.",
+          rd->frames_malformed },
+        { "jrpc_http_connections", "gauge", "Open HTTP connections.",
+          (double)m->http_connections },
+    };
+    if (rc == 0)
+        rc = scalars(out, gauges, sizeof gauges / sizeof gauges[0]);
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_worker_credit", "gauge",
+                              "Credit left per worker (its READY name, else its routing id "
+                              "in hex).");
+    if (rc == 0 && rd->each_credit) {
+        credit_ctx_t cx = { out, 0 };
+        rd->each_credit(rd->src, put_credit, &cx);
+        rc = cx.rc;
+    }
+    if (rc == 0)
+        rc = scalars(out, &redis_up, 1);
+    if (rc == 0)
+        rc = jrpc_expo_hist(out, "jrpc_redis_rtt_seconds", "Nonce claim round trip.",
+                            &m->redis_rtt);
+    if (rc == 0)
+        rc = scalars(out, counters, sizeof counters / sizeof counters[0]);
+    return rc;
+}

@@ -1,0 +1,154 @@
+/* jrpc_metrics — the broker's Prometheus metrics: counters and histograms
+ * the hot path bumps, gauges read at scrape time from the other modules'
+ * stats, and the text exposition (format 0.0.4) of all of them.
+ *
+ * One instance per process (jrpc_metrics, like Redis' `server`): the broker
+ * runs one libuv loop on one thread, so hooks are plain increments — no
+ * atomics, no allocation, no system call. Time comes from a cached clock
+ * (jrpc_metrics.now, uv_hrtime() in ns) refreshed once per event that can
+ * start or end calls (a body submitted, a worker message, a Redis answer, a
+ * timer) and applied to every call that event touches.
+ *
+ * The names and labels are a contract (docs/METRICS.md): dashboards and
+ * probes are built against them. */
+#ifndef JRPC_METRICS_H
+#define JRPC_METRICS_H
+
+#include <stdint.h>
+#include <uv.h>
+#include "jrpc_buf.h"
+
+#define JRPC_HIST_MAX 17   /* finite buckets at most (the seconds histograms) */
+
+/* A fixed-bucket histogram of integer observations (ns, or a count). */
+typedef struct jrpc_hist {
+    const uint64_t *bounds;           /* upper bounds, ascending, in units */
+    const char *const *le;            /* the same bounds as printed in "le" */
+    uint32_t        nb;               /* finite buckets (<= JRPC_HIST_MAX) */
+    double          scale;            /* printed value = units * scale (1e-9 for ns) */
+    uint64_t        counts[JRPC_HIST_MAX + 1]; /* per bucket, not cumulative; [nb]: +Inf */
+    uint64_t        sum;              /* of observations, in units */
+} jrpc_hist_t;
+
+/* Counts n observations of v. Linear search from the smallest bound: a
+ * value in the first buckets (most calls) costs a comparison or three. */
+static inline void jrpc_hist_observe_n(jrpc_hist_t *h, uint64_t v, uint64_t n)
+{
+    uint32_t i = 0;
+    while (i < h->nb && v > h->bounds[i])
+        i++;
+    h->counts[i] += n;
+    h->sum += v * n;
+}
+
+static inline void jrpc_hist_observe(jrpc_hist_t *h, uint64_t v)
+{
+    jrpc_hist_observe_n(h, v, 1);
+}
+
+/* Initialises h with the contract's buckets: calls per body, or seconds
+ * (observed in ns). */
+void jrpc_hist_init_batch(jrpc_hist_t *h);
+void jrpc_hist_init_seconds(jrpc_hist_t *h);
+
+enum jrpc_body_outcome {
+    JRPC_BODY_OK, JRPC_BODY_INVALID, JRPC_BODY_BUSY, JRPC_BODY_UNAUTHORIZED,
+    JRPC_BODY_REPLAYED, JRPC_BODY_UNAVAILABLE, JRPC_BODY_CANCELLED,
+    JRPC_BODY_NOUTCOMES
+};
+
+#define JRPC_METRICS_CODES 64  /* distinct error codes kept; the rest go to "other" */
+
+typedef struct jrpc_metrics {
+    uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
+    uint64_t    submitted;                  /* when the body being dispatched came in */
+    uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][outcome] */
+    uint64_t    calls[2][2];                /* [transport][0 result, 1 error] */
+    int         codes[JRPC_METRICS_CODES];  /* error codes seen, in order of first sight */
+    uint64_t    code_n[JRPC_METRICS_CODES]; /* answers per code */
+    uint32_t    ncodes;
+    uint64_t    code_other;                 /* answers with a code past the table */
+    jrpc_hist_t batch;                      /* jrpc_batch_size */
+    jrpc_hist_t queue;                      /* jrpc_call_queue_seconds */
+    jrpc_hist_t worker;                     /* jrpc_call_worker_seconds */
+    jrpc_hist_t total;                      /* jrpc_call_seconds */
+    jrpc_hist_t redis_rtt;                  /* jrpc_redis_rtt_seconds */
+    int64_t     http_connections;           /* open HTTP connections */
+} jrpc_metrics_t;
+
+extern jrpc_metrics_t jrpc_metrics;
+
+/* Sets the histograms' buckets and zeroes everything. Called once by
+ * jrpc_broker_new (idempotent: later calls change nothing). */
+void jrpc_metrics_init(void);
+
+/* Refreshes the cached clock and returns it (ns). */
+static inline uint64_t jrpc_metrics_tick(void)
+{
+    return jrpc_metrics.now = uv_hrtime();
+}
+
+/* Elapsed ns from t0 to the cached clock (0 when the clock is behind). */
+static inline uint64_t jrpc_metrics_since(uint64_t t0)
+{
+    return jrpc_metrics.now > t0 ? jrpc_metrics.now - t0 : 0;
+}
+
+/* One error answer with this JSON-RPC code, and one call answered. */
+void jrpc_metrics_error(int code);
+
+/* A whole body ended (transport: a jrpc_transport; outcome: a
+ * jrpc_body_outcome). */
+static inline void jrpc_metrics_body(int transport, int outcome)
+{
+    jrpc_metrics.bodies[transport & 1][outcome]++;
+}
+
+/* A body ended without a per-call reply (refused whole, or busy): one error
+ * answer with this code, total latency since t0. */
+void jrpc_metrics_body_refused(int transport, int outcome, int code, uint64_t t0);
+
+/* A front end refused a body before the broker saw it (malformed framing,
+ * too large, ...): counted invalid, with its one error answer. -32000 is
+ * not counted here: the broker counted it busy when it refused. */
+void jrpc_metrics_front_refused(int transport, int code);
+
+struct jrpc_batch;
+/* The reply of a body is written: counts its answers by outcome and code
+ * (reading each answer's prefix), observes its total latency since t0 once
+ * per answer, and counts the body ok (or invalid when the whole body was
+ * refused -32700/-32600). */
+void jrpc_metrics_reply(int transport, const struct jrpc_batch *req, uint64_t t0);
+
+/* ---- the exposition writer ---- */
+
+/* Appends "# HELP name help\n# TYPE name type\n". Returns 0 or -ENOMEM. */
+int jrpc_expo_family(jrpc_buf_t *out, const char *name, const char *type, const char *help);
+
+/* Appends one sample: name{k1="v1",...} value\n. labels holds nlabels
+ * key/value pairs (keys are trusted names; values are escaped: \\ \" \n).
+ * Returns 0 or -ENOMEM. */
+int jrpc_expo_sample(jrpc_buf_t *out, const char *name, const char *const *labels,
+                     unsigned nlabels, double value);
+
+/* Appends a histogram family (HELP, TYPE, cumulative _bucket lines with
+ * "+Inf", _sum, _count). Returns 0 or -ENOMEM. */
+int jrpc_expo_hist(jrpc_buf_t *out, const char *name, const char *help, const jrpc_hist_t *h);
+
+/* What the page shows that other modules count: read at scrape time. */
+typedef void (*jrpc_metrics_credit_fn)(void *arg, const char *label, uint32_t credit_left);
+typedef struct jrpc_metrics_read {
+    uint32_t bodies_open, calls_inflight, calls_queued, workers_connected;
+    int      redis_up;                  /* 0 or 1 */
+    uint64_t redis_failures, replays, signature_failures, acl_denied;
+    uint64_t late_answers, redispatched, calls_lost, frames_malformed;
+    /* Calls emit(emit_arg, label, credit) once per worker; NULL: none. */
+    void   (*each_credit)(void *src, jrpc_metrics_credit_fn emit, void *emit_arg);
+    void    *src;
+} jrpc_metrics_read_t;
+
+/* Appends the whole page: every family of the contract, in a fixed order,
+ * from jrpc_metrics and rd. Returns 0 or -ENOMEM. */
+int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd);
+
+#endif
