@@ -47,11 +47,11 @@ resend() { # the last signed body and headers again (a replay)
         -H @"$E2E_TMP/h" --data-binary @"$E2E_TMP/b" "$HTTP_URL/rpc"
 }
 
-# A bad --admin address: exit 1 at once, saying why.
+# A bad --admin address: a usage error (exit 2) at once, saying why.
 bp=$(e2e_pick_port)
 "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$bp" --workers "tcp://127.0.0.1:$((bp + 1))" \
     --http none --admin nothost > "$E2E_TMP/bad.log" 2>&1
-check "--admin nothost: exit 1, 'not HOST:PORT'" "1 1" "$? $(grep -c 'not HOST:PORT' "$E2E_TMP/bad.log")"
+check "--admin nothost: exit 2, 'not HOST:PORT'" "2 1" "$? $(grep -c 'not HOST:PORT' "$E2E_TMP/bad.log")"
 
 # ---- probes before any worker ----
 check "/healthz" "200 ok" "$(get /healthz)"
