@@ -104,6 +104,7 @@ struct jrpc_worker {
     bool         curve;        /* sockets are CURVE clients */
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
     char         broker_public[JRPC_CURVE_Z85_LEN + 1]; /* the broker's public key */
+    char         name[64];           /* READY "name"; empty: not sent */
     uint64_t     answered;     /* answers sent (notifications included) */
 };
 
@@ -163,7 +164,8 @@ static int conn_send_ready(conn_t *c)
     const char **names = malloc(2 * w->nhandlers * sizeof *names);
     if (names == NULL)
         goto out;
-    jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers };
+    jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers,
+                                  .name = w->name[0] ? w->name : NULL };
     for (size_t i = 0; i < w->nhandlers; i++) {
         names[i] = w->handlers[i].name;
         if (w->handlers[i].flags & JRPC_WORKER_IDEMPOTENT)
@@ -622,9 +624,22 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         errno = EINVAL;
         return NULL;
     }
+    if (o.name) {
+        size_t n = strlen(o.name);
+        bool ok = n > 0 && n < 64;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = o.name[i] > 0x20 && o.name[i] < 0x7f;
+        if (!ok) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
     jrpc_worker_t *w = calloc(1, sizeof *w);
     if (w == NULL)
         return NULL;
+    if (o.name)
+        memcpy(w->name, o.name, strlen(o.name) + 1);
+    o.name = NULL;   /* borrowed by the caller: not kept */
     if (o.curve_keypair) {
         w->curve = true;
         w->curve_kp = *o.curve_keypair;

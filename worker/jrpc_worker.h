@@ -46,6 +46,10 @@ typedef struct jrpc_worker_opts {
      * error from libzmq: it just never gets a call. */
     const jrpc_curve_keypair_t *curve_keypair;  /* the worker's own keypair */
     const char *broker_public;                  /* the broker's public key, Z85 */
+    /* Sent in READY for the broker's logs and its jrpc_worker_credit{worker=}
+     * label (1..63 printable ASCII bytes, copied); NULL: none (the broker
+     * names the worker by its routing id). */
+    const char *name;
 } jrpc_worker_opts_t;
 
 /* Fills o with the defaults. */

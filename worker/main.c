@@ -299,6 +299,18 @@ static void on_signal(uv_signal_t *h, int signum)
 /* ---- flags ---- */
 
 
+/* --name: what jrpc_worker_new accepts (READY's "name"). */
+static int name_ok(const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    bool ok = n > 0 && n < 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = v[i] > 0x20 && v[i] < 0x7f;
+    if (!ok)
+        snprintf(err, errlen, "'%s' is not 1 to 63 printable bytes without spaces", v);
+    return ok ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     jrpc_log_init("jrpc-worker");
@@ -319,6 +331,9 @@ int main(int argc, char **argv)
         { "connect", L, "ENDPOINT", DEFAULT_ENDPOINT, "a broker's worker endpoint; repeat (or give\n"
           "a comma list) for several brokers", .dest = &endpoints,
           .check = jrpc_conf_check_zmq_endpoint },
+        { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics\n"
+          "(1..63 printable bytes, no spaces); unset: its routing id", .dest = &opts.name,
+          .check = name_ok },
         { "credit", U, "N", "64", "calls held at once per broker", .dest = &opts.credit,
           .min = 1, .max = 1000000 },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,

@@ -254,9 +254,12 @@ check "after all that, /healthz 200 and the broker alive" "200 ok 1" \
 kill -9 "$W1"; wait "$W1" 2>/dev/null
 e2e_wait_for '[ "$(get /readyz)" = "503 not ready: no worker for method add" ]' 15
 check "worker killed: /readyz 503" "503 not ready: no worker for method add" "$(get /readyz)"
-e2e_start_worker
+e2e_start_worker --name demo-w2 --credit 9
 e2e_wait_for '[ "$(get /readyz)" = "200 ready" ]' 15
 check "a worker again: /readyz 200" "200 ready" "$(get /readyz)"
+curl -s "$ADMIN/metrics" > "$E2E_TMP/m2"
+check "jrpc-worker --name labels its credit" 'jrpc_worker_credit{worker="demo-w2"} 9' \
+    "$(grep '^jrpc_worker_credit{worker="demo-w2"}' "$E2E_TMP/m2")"
 
 kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null
 e2e_wait_for '[ "$(get /readyz)" = "503 not ready: redis down" ]' 15
