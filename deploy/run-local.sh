@@ -2,7 +2,8 @@
 # Installs what is needed, builds, and runs everything in the foreground on
 # 127.0.0.1: a redis-server for the nonces, a broker that requires signed
 # requests (a fresh demo key is written to build/dev/keys), and two demo
-# workers. Ctrl-C stops them all.
+# workers, with the admin listener (/metrics, /healthz, /readyz) on
+# 127.0.0.1:9090. Ctrl-C stops them all.
 #
 #   bash deploy/run-local.sh           # signed: clients use --key-file build/dev/keys
 #   bash deploy/run-local.sh --open    # no signing, no Redis
@@ -30,16 +31,17 @@ if [ $open = no ]; then
     pids+=($!)
     args=(--keys build/dev/keys --redis redis://127.0.0.1:6390)
 fi
-build/bin/jrpc-broker "${args[@]}" "$@" &
+build/bin/jrpc-broker --admin 127.0.0.1:9090 "${args[@]}" "$@" &
 pids+=($!)
 sleep 0.3
 for i in 1 2; do
-    build/bin/jrpc-worker --connect tcp://127.0.0.1:5556 &
+    build/bin/jrpc-worker --connect tcp://127.0.0.1:5556 --name "demo-$i" &
     pids+=($!)
 done
 sleep 0.3
 echo
 echo "jrpc: broker on tcp://127.0.0.1:5555 and http://127.0.0.1:8080/rpc with 2 workers."
+echo "Metrics: curl -s http://127.0.0.1:9090/metrics   (also /healthz, /readyz)"
 if [ $open = no ]; then
     echo "Signed requests only (key file build/dev/keys). Try:"
     echo "  build/bin/jrpc --key-file build/dev/keys call subtract '[42, 23]'"
