@@ -9,8 +9,8 @@
  * ("closed": the broker closed it without an answer, as it does past
  * --max-conns; "failed": no connection, or an answer that is not the
  * expected 200 with result 3), then "holding" and holds them idle for
- * HOLD_S seconds (SIGTERM or SIGINT ends the hold early and exits 0 at once).
- * After a full hold it sends a second request on each connection that was
+ * HOLD_S seconds (SIGTERM or SIGINT ends the hold early and exits 0 at once;
+ * SIGUSR1 ends it early as if it were over). After the hold it sends a second request on each connection that was
  * answered and prints
  *   reanswered=R lost=L
  * (lost: closed or not answered the second time). Exit status 0 when every
@@ -43,12 +43,14 @@
 #define WINDOW 64
 #define MAX_N  1000000
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, wake;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop = 1;
+    if (sig == SIGUSR1)
+        wake = 1;
+    else
+        stop = 1;
 }
 
 static const char body[] = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":1}";
@@ -168,6 +170,7 @@ int main(int argc, char **argv)
     struct sigaction sact = { .sa_handler = on_signal };
     sigaction(SIGTERM, &sact, NULL);
     sigaction(SIGINT, &sact, NULL);
+    sigaction(SIGUSR1, &sact, NULL);
 
     int *fds = malloc((size_t)n * sizeof *fds);
     if (fds == NULL)
@@ -220,7 +223,7 @@ int main(int argc, char **argv)
     do {
         usleep(50000);
         clock_gettime(CLOCK_MONOTONIC, &now);
-    } while (!stop && now.tv_sec - t0.tv_sec < hold);
+    } while (!stop && !wake && now.tv_sec - t0.tv_sec < hold);
     if (!stop) {
         long re = 0, lost = 0;
         for (long i = 0; i < n; i++) {

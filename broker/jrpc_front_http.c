@@ -1376,6 +1376,7 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     int one = 1;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        (opts->reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
         bind(fd, (struct sockaddr *)&ss,
              ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
         listen(fd, 1024) < 0) {

@@ -31,6 +31,8 @@ static const char usage[] =
     "  --header-timeout-ms N HTTP: first byte of a request to end of headers [10000]\n"
     "  --body-timeout-ms N   HTTP: end of headers to end of body [30000]\n"
     "  --idle-timeout-ms N   HTTP: idle keep-alive connection, stalled write [60000]\n"
+    "  --reuseport           HTTP: SO_REUSEPORT, so that several brokers share the port\n"
+    "                        (each needs its own --zmq and --workers) [off]\n"
     "  --max-batch N         most calls in one batch [1000]\n"
     "  --max-depth N         deepest JSON nesting in a body [64]\n"
     "  --max-method-len N    longest method name in bytes [256]\n"
@@ -179,6 +181,7 @@ int main(int argc, char **argv)
         { "header-timeout-ms", required_argument, 0, 'T' },
         { "body-timeout-ms", required_argument, 0, 'Y' },
         { "idle-timeout-ms", required_argument, 0, 'I' },
+        { "reuseport", no_argument, 0, 'U' },   /* issue 6: see case 'U' */
         { "max-batch", required_argument, 0, 'b' },
         { "max-depth", required_argument, 0, 'd' },
         { "max-method-len", required_argument, 0, 'm' },
@@ -211,6 +214,9 @@ int main(int argc, char **argv)
         case 'T': ho.header_timeout_ms = parse_uint("--header-timeout-ms", optarg, 1, 86400000); break;
         case 'Y': ho.body_timeout_ms = parse_uint("--body-timeout-ms", optarg, 1, 86400000); break;
         case 'I': ho.idle_timeout_ms = parse_uint("--idle-timeout-ms", optarg, 1, 86400000); break;
+        /* --reuseport (issue 6): a plain switch into jrpc_front_http_opts_t.reuseport;
+         * its only other traces are the usage line and the longopts entry. */
+        case 'U': ho.reuseport = true; break;
         case 'w': o.workers.endpoint = optarg; break;
         case 't': o.timeout_ms = parse_uint("--timeout-ms", optarg, 1, 86400000); break;
         case 'B': max_body = parse_uint("--max-body", optarg, 2, 1u << 30); break;
