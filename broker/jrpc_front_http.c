@@ -32,7 +32,7 @@
 
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
-enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER };
+enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_NMODES };
 enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT,
            H_AUTH /* H_AUTH + AUTH_KEY .. AUTH_SIG */ };
 enum { AUTH_KEY, AUTH_TS, AUTH_NONCE, AUTH_SIG, AUTH_N };
@@ -66,7 +66,8 @@ typedef struct req {
 
 struct conn {
     uv_tcp_t        tcp;       /* first: the handle's address is the connection's */
-    uv_timer_t      timer;
+    conn_t         *tprev, *tnext; /* the front's queue for tmode, by deadline */
+    uint64_t        deadline;  /* uv_now() at which tmode expires */
     uv_write_t      wreq;
     uv_shutdown_t   sreq;
     http_parser     parser;
@@ -140,6 +141,10 @@ struct jrpc_front_http {
     char            date[40];   /* "Sun, 06 Nov 1994 08:49:37 GMT" */
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
+    uv_timer_t      tick;       /* fires at the earliest deadline of the queues */
+    bool            tick_open;  /* tick initialised and not yet closed */
+    uint64_t        tick_at;    /* when tick is due; 0: not armed */
+    struct { conn_t *head, *tail; } tq[T_NMODES]; /* per timeout kind, oldest first */
     char            rbuf[READ_BUF];
 };
 
@@ -153,17 +158,45 @@ static void feed_pending(conn_t *c);
 
 /* ---- timers ------------------------------------------------------------ */
 
-static void on_timer(uv_timer_t *t);
+/* One libuv timer per front, not per connection: each timeout kind has one
+ * duration, so a queue per kind, appended at the tail, stays sorted by
+ * deadline, and arming is O(1). A timer per connection cost three heap
+ * operations per request, and with 10,000 idle connections in the heap
+ * those were 14% of an HTTP call (bench/README.md, "Profile"). */
+static void on_tick(uv_timer_t *t);
+
+static void tq_remove(conn_t *c)
+{
+    jrpc_front_http_t *f = c->front;
+    if (c->tmode == T_NONE)
+        return;
+    if (c->tprev)
+        c->tprev->tnext = c->tnext;
+    else
+        f->tq[c->tmode].head = c->tnext;
+    if (c->tnext)
+        c->tnext->tprev = c->tprev;
+    else
+        f->tq[c->tmode].tail = c->tprev;
+    c->tprev = c->tnext = NULL;
+    c->tmode = T_NONE;
+}
+
+static void tick_arm(jrpc_front_http_t *f, uint64_t at)
+{
+    uint64_t now = uv_now(f->loop);
+    f->tick_at = at;
+    uv_timer_start(&f->tick, on_tick, at > now ? at - now : 0, 0);
+}
 
 static void arm(conn_t *c, enum tmode mode)
 {
     const jrpc_front_http_opts_t *o = &c->front->opts;
     uint64_t ms = 0;
+    tq_remove(c);
     switch (mode) {
     case T_NONE:
-        if (c->tmode != T_NONE)
-            uv_timer_stop(&c->timer);
-        c->tmode = T_NONE;
+    case T_NMODES:
         return;
     case T_IDLE: ms = o->idle_timeout_ms; break;
     case T_WRITE: ms = o->idle_timeout_ms; break;
@@ -171,8 +204,20 @@ static void arm(conn_t *c, enum tmode mode)
     case T_BODY: ms = o->body_timeout_ms; break;
     case T_LINGER: ms = LINGER_MS; break;
     }
+    jrpc_front_http_t *f = c->front;
+    if (c->closed)
+        return; /* freed soon: in no queue */
     c->tmode = (uint8_t)mode;
-    uv_timer_start(&c->timer, on_timer, ms, 0);
+    c->deadline = uv_now(f->loop) + ms;
+    c->tprev = f->tq[mode].tail;
+    c->tnext = NULL;
+    if (c->tprev)
+        c->tprev->tnext = c;
+    else
+        f->tq[mode].head = c;
+    f->tq[mode].tail = c;
+    if (f->tick_at == 0 || c->deadline < f->tick_at)
+        tick_arm(f, c->deadline);
 }
 
 /* ---- request records ---------------------------------------------------- */
@@ -514,10 +559,17 @@ static void on_reply(void *ctx, int status, const char *reply, size_t len)
 
 /* ---- closing ------------------------------------------------------------ */
 
+static void on_tick_closed(uv_handle_t *h);
+
 static void front_maybe_free(jrpc_front_http_t *f)
 {
     if (!f->destroying || f->nalive > 0 || f->listening)
         return;
+    if (f->tick_open) {
+        if (!uv_is_closing((uv_handle_t *)&f->tick))
+            uv_close((uv_handle_t *)&f->tick, on_tick_closed);
+        return;
+    }
     req_t *r;
     while ((r = f->free_recs) != NULL) {
         f->free_recs = r->next;
@@ -527,7 +579,14 @@ static void front_maybe_free(jrpc_front_http_t *f)
     free(f);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_tick_closed(uv_handle_t *h)
+{
+    jrpc_front_http_t *f = h->data;
+    f->tick_open = false;
+    front_maybe_free(f);
+}
+
+static void on_tcp_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     jrpc_front_http_t *f = c->front;
@@ -538,18 +597,13 @@ static void on_timer_closed(uv_handle_t *h)
     front_maybe_free(f);
 }
 
-static void on_tcp_closed(uv_handle_t *h)
-{
-    conn_t *c = h->data;
-    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
-}
-
 /* Closes at once: requests still with the broker are cancelled, answers not
  * yet written are dropped. */
 static void conn_close(conn_t *c)
 {
     if (c->closed)
         return;
+    tq_remove(c);
     c->closed = true;
     jrpc_front_http_t *f = c->front;
     while (c->head != NULL) {
@@ -629,11 +683,9 @@ static void conn_finish(conn_t *c)
         conn_close(c);
 }
 
-static void on_timer(uv_timer_t *t)
+/* c's deadline has passed in the given mode (already out of its queue). */
+static void expire(conn_t *c, enum tmode mode)
 {
-    conn_t *c = t->data;
-    enum tmode mode = (enum tmode)c->tmode;
-    c->tmode = T_NONE;
     switch (mode) {
     case T_HEADERS:
     case T_BODY: {
@@ -656,6 +708,27 @@ static void on_timer(uv_timer_t *t)
         conn_close(c);
         break;
     }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    jrpc_front_http_t *f = t->data;
+    uint64_t now = uv_now(f->loop);
+    f->tick_at = 0;
+    for (int m = T_NONE + 1; m < T_NMODES; m++) {
+        conn_t *c;
+        /* expire() may close c or arm it again (at a later deadline, at the tail). */
+        while ((c = f->tq[m].head) != NULL && c->deadline <= now) {
+            tq_remove(c);
+            expire(c, (enum tmode)m);
+        }
+    }
+    uint64_t next = 0;
+    for (int m = T_NONE + 1; m < T_NMODES; m++)
+        if (f->tq[m].head && (next == 0 || f->tq[m].head->deadline < next))
+            next = f->tq[m].head->deadline;
+    if (next != 0 && (f->tick_at == 0 || next < f->tick_at))
+        tick_arm(f, next);
 }
 
 /* ---- parsing: callbacks ------------------------------------------------- */
@@ -1337,8 +1410,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->front = f;
     f->nalive++;
     uv_tcp_init(f->loop, &c->tcp);
-    uv_timer_init(f->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
+    c->tcp.data = c;
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     jrpc_buf_init(&c->body);
@@ -1448,6 +1520,9 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     uv_tcp_init(loop, &f->listener);
     f->listener.data = f;
     f->listening = true;
+    uv_timer_init(loop, &f->tick);
+    f->tick.data = f;
+    f->tick_open = true;
     if ((rc = uv_tcp_open(&f->listener, fd)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&f->listener, 1024, on_connection)) < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=http://%s error=\"%s\"",
