@@ -406,7 +406,7 @@ static void on_listener_closed(uv_handle_t *h)
 jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *broker,
                              const jrpc_admin_opts_t *opts)
 {
-    int fd = jrpc_listen_socket(listen, COMP, "admin");
+    int fd = jrpc_listen_socket(listen, COMP, "admin", false);
     if (fd < 0)
         return NULL;
     jrpc_admin_t *a = calloc(1, sizeof *a);

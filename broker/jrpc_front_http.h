@@ -13,6 +13,7 @@
 #ifndef JRPC_FRONT_HTTP_H
 #define JRPC_FRONT_HTTP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 #include "jrpc_broker.h"
@@ -27,6 +28,7 @@ typedef struct jrpc_front_http_opts {
     uint32_t    header_timeout_ms;  /* first byte of a request to end of headers (408) */
     uint32_t    body_timeout_ms;    /* end of headers to end of body (408) */
     uint32_t    idle_timeout_ms;    /* idle keep-alive connection; also a stalled write */
+    bool        reuseport;          /* SO_REUSEPORT: several brokers share the port */
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
@@ -35,7 +37,9 @@ typedef struct jrpc_front_http_opts {
     .idle_timeout_ms = 60000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
- * bound address. NULL on failure (logged). Never blocks (the address is
+ * bound address. With opts->reuseport, other processes that also set it may
+ * bind the same address and the kernel spreads new connections among them
+ * (docs/ARCHITECTURE.md, "Several brokers on one HTTP port"). NULL on failure (logged). Never blocks (the address is
  * resolved once, here, with getaddrinfo). */
 jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
                                        const jrpc_front_http_opts_t *opts);

@@ -45,7 +45,7 @@ static int resolve(const char *listen, struct sockaddr_storage *ss)
     return 0;
 }
 
-int jrpc_listen_socket(const char *addr, const char *comp, const char *scheme)
+int jrpc_listen_socket(const char *addr, const char *comp, const char *scheme, bool reuseport)
 {
     struct sockaddr_storage ss;
     int rc = resolve(addr, &ss);
@@ -57,6 +57,7 @@ int jrpc_listen_socket(const char *addr, const char *comp, const char *scheme)
     int one = 1;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
         bind(fd, (struct sockaddr *)&ss,
              ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
         listen(fd, 1024) < 0) {

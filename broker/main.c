@@ -188,6 +188,8 @@ int main(int argc, char **argv)
           .dest = &ho.body_timeout_ms, .min = 1, .max = 86400000 },
         { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection, stalled write",
           .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
+        { "reuseport", B, "on|off", "off", "HTTP: SO_REUSEPORT, so that several brokers share the\n"
+          "port (each needs its own --zmq and --workers)", .dest = &ho.reuseport },
         { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
         { "max-depth", U, "N", "64", "deepest JSON nesting in a body", .dest = &o.limits.max_depth, .min = 2, .max = 1024 },
         { "max-method-len", U, "N", "256", "longest method name in bytes",

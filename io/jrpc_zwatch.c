@@ -20,6 +20,7 @@ static void service(jrpc_zwatch_t *w)
 {
     if (w->closing)
         return;
+    w->kicked = 0;
     int more = 0;
     if (has_input(w->sock))
         more = w->on_readable(w, w->sock);
@@ -36,9 +37,13 @@ static void on_poll(uv_poll_t *h, int status, int events)
     service(h->data);
 }
 
+/* Before the loop blocks: only a socket used since it was last looked at
+ * can have input the fd will not announce. */
 static void on_prepare(uv_prepare_t *h)
 {
-    service(h->data);
+    jrpc_zwatch_t *w = h->data;
+    if (w->kicked)
+        service(w);
 }
 
 static void on_idle(uv_idle_t *h)
@@ -57,6 +62,7 @@ int jrpc_zwatch_start(uv_loop_t *loop, jrpc_zwatch_t *w, void *sock, jrpc_zwatch
     w->on_closed = NULL;
     w->data = data;
     w->closing = 0;
+    w->kicked = 1; /* look once before the first block */
     int rc = uv_poll_init(loop, &w->poll, fd);
     if (rc < 0)
         return rc;
@@ -70,8 +76,7 @@ int jrpc_zwatch_start(uv_loop_t *loop, jrpc_zwatch_t *w, void *sock, jrpc_zwatch
 
 void jrpc_zwatch_kick(jrpc_zwatch_t *w)
 {
-    if (!w->closing && has_input(w->sock))
-        uv_idle_start(&w->idle, on_idle);
+    w->kicked = 1;
 }
 
 static void on_handle_closed(uv_handle_t *h)

@@ -2,9 +2,11 @@
  *
  * ZMQ_FD is edge-triggered and only says "look at ZMQ_EVENTS": a send or a
  * recv on the socket can consume the edge. So the watcher calls on_readable
- * whenever ZMQ_EVENTS has ZMQ_POLLIN — from the fd's poll callback and again
- * in a prepare callback right before the loop blocks — and the callback reads
- * with ZMQ_DONTWAIT. A callback that stops before EAGAIN (to be fair to other
+ * whenever ZMQ_EVENTS has ZMQ_POLLIN — from the fd's poll callback, and again
+ * in a prepare callback right before the loop blocks if the socket was used
+ * (jrpc_zwatch_kick) since — and the callback reads with ZMQ_DONTWAIT.
+ * (Each ZMQ_EVENTS costs libzmq a poll() and a getpid(): looking only when
+ * the edge may have been eaten halves the syscalls of an HTTP call.) A callback that stops before EAGAIN (to be fair to other
  * sockets) returns 1, and the loop is kept from blocking until it is done.
  *
  * Handles are caller-owned; after jrpc_zwatch_stop() the memory may be freed
@@ -30,6 +32,7 @@ struct jrpc_zwatch {
     jrpc_zwatch_closed_cb on_closed;
     void          *data;      /* the caller's */
     int            closing;   /* handles still to close */
+    int            kicked;    /* sent on since the last look: the prepare looks */
 };
 
 /* Starts watching sock. Returns 0 or a negative libuv/errno code. */
@@ -37,7 +40,8 @@ int  jrpc_zwatch_start(uv_loop_t *loop, jrpc_zwatch_t *w, void *sock, jrpc_zwatc
 /* Closes the handles; on_closed (may be NULL) runs once all are closed. */
 void jrpc_zwatch_stop(jrpc_zwatch_t *w, jrpc_zwatch_closed_cb on_closed);
 /* Call after sending on the socket from outside on_readable: the send may
- * have eaten the edge, so this makes sure pending input is looked at. */
+ * have eaten the edge, so this makes sure pending input is looked at before
+ * the loop blocks next (once, however many kicks came before). */
 void jrpc_zwatch_kick(jrpc_zwatch_t *w);
 
 #endif

@@ -34,7 +34,7 @@ int jrpc_buf_reserve(jrpc_buf_t *b, size_t n)
     return 0;
 }
 
-int jrpc_buf_append(jrpc_buf_t *b, const void *data, size_t n)
+int jrpc_buf_append_grow(jrpc_buf_t *b, const void *data, size_t n)
 {
     if (n == 0)
         return 0;

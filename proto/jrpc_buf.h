@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A borrowed run of bytes. Never NUL-terminated unless said so. */
 typedef struct jrpc_span {
@@ -27,8 +28,21 @@ static inline void jrpc_buf_reset(jrpc_buf_t *b) { b->len = 0; }
 
 /* Makes room for at least n more bytes. Returns 0 or -ENOMEM. */
 int jrpc_buf_reserve(jrpc_buf_t *b, size_t n);
-/* Appends n bytes. Returns 0 or -ENOMEM (b unchanged). */
-int jrpc_buf_append(jrpc_buf_t *b, const void *data, size_t n);
+/* Appends n bytes. Returns 0 or -ENOMEM (b unchanged).
+ * Inline: the common case, room already there, is a copy the compiler can
+ * open-code for literal lengths (the reply writer makes several a call;
+ * bench/README.md, "Profile"). */
+int jrpc_buf_append_grow(jrpc_buf_t *b, const void *data, size_t n); /* the slow path */
+static inline int jrpc_buf_append(jrpc_buf_t *b, const void *data, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (n > b->cap - b->len)
+        return jrpc_buf_append_grow(b, data, n);
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    return 0;
+}
 /* Appends a NUL-terminated string (without the NUL). */
 int jrpc_buf_puts(jrpc_buf_t *b, const char *s);
 /* Appends one byte. */

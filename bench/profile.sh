@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Broker hot path under callgrind: instructions (Ir) per call, and the top
+# functions by Ir share. Instruction counts repeat from run to run, unlike
+# wall-clock time on a shared machine.
+#   [IDLE=N] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
+# IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
+# and holds them through the run: what they cost the active calls, in Ir.
+# zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
+# (default batch 1). Starts a Release broker (with -g) under valgrind and one
+# demo worker on 127.0.0.1, drives it with jrpc-bench (2 connections, closed
+# loop), stops it with SIGTERM; prints Ir per call (start-up and shutdown
+# included: a few million Ir, under 1% of a run) and the TOP (default 25)
+# functions by self cost. Stops what it started by PID. Output kept in
+# build-prof/callgrind.out.MODE (callgrind_annotate --tree=caller to dig;
+# with IDLE the counters are zeroed after the idle connections are open and
+# dumped right after the run, in callgrind.out.MODE.1, without call trees).
+set -eu
+cd "$(dirname "$0")/.."
+mode=${1:?zmq or http} 
+case $mode in zmq) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq or http" >&2; exit 2 ;; esac
+secs=${3:-10} top=${4:-25}
+cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g >/dev/null
+cmake --build build-prof -j2 --target jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle >/dev/null
+idle=${IDLE:-0}
+[ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
+B=build-prof/bin
+port=$((30000 + RANDOM % 20000))
+out=build-prof/callgrind.out.$mode
+rm -f "$out"*
+valgrind --tool=callgrind --callgrind-out-file="$out" \
+    $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \
+    --http 127.0.0.1:$((port + 2)) --max-conns $((idle + 100)) --idle-timeout-ms 3600000 \
+    --log-level warn 2>build-prof/valgrind.$mode.log & bp=$!
+$B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn & wp=$!
+hp=
+trap 'kill $bp $wp $hp 2>/dev/null' EXIT
+url=tcp://127.0.0.1:$port
+[ "$mode" = http ] && url=http://127.0.0.1:$((port + 2))
+sleep 3
+if [ "$idle" -gt 0 ]; then
+    $B/jrpc-bench-idle 127.0.0.1:$((port + 2)) "$idle" 100000 >build-prof/idle.out & hp=$!
+    until grep -q '^holding' build-prof/idle.out; do sleep 0.5; done
+    head -n 1 build-prof/idle.out
+    callgrind_control -z $bp >/dev/null   # count the run only, not opening them
+fi
+calls=$($B/jrpc-bench --url "$url" --batch "$batch" --connections 2 --duration "$secs" --warmup 0 --json |
+        sed -n 's/.*"calls":\([0-9]*\).*/\1/p')
+dump=$out
+if [ "$idle" -gt 0 ]; then   # a dump now, before closing them costs anything
+    callgrind_control -d $bp >/dev/null
+    dump=$out.1
+fi
+kill -TERM $bp
+wait $bp || true
+total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+echo "mode=$mode batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
+callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
+    awk -v t="$total" -v top="$top" '/file:function/ { on = 1; next }
+        on && NF >= 2 && n < top && !/main|clone|start_thread|ld-linux/ { x = $1; gsub(",", "", x); if (x + 0 == 0) next;
+            $1 = ""; sub(/^ +\([^)]*\) +/, ""); printf "%5.1f%%  %s\n", 100 * x / t, $0; n++ }'
