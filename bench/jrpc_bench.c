@@ -113,20 +113,37 @@ static size_t skip_ws(const char *p, size_t i, size_t n)
     return i;
 }
 
+/* The end of the JSON string whose opening quote is p[i]. */
+static size_t skip_string(const char *p, size_t i, size_t n)
+{
+    for (i++; i < n;) {
+        const char *q = memchr(p + i, '"', n - i);
+        if (q == NULL)
+            return n;
+        size_t e = (size_t)(q - p), bs = 0;
+        while (e - bs > i && p[e - bs - 1] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            return e + 1;
+        i = e + 1;   /* an escaped quote */
+    }
+    return n;
+}
+
 /* The end of the JSON value starting at p[i] (the reply has been produced by
  * the broker, but this stays in bounds on anything). */
 static size_t skip_value(const char *p, size_t i, size_t n)
 {
     int depth = 0;
-    for (; i < n; i++) {
+    while (i < n) {
         char ch = p[i];
         if (ch == '"') {
-            for (i++; i < n && p[i] != '"'; i++)
-                if (p[i] == '\\')
-                    i++;
+            i = skip_string(p, i, n);
             if (depth == 0)
-                return i + 1;
-        } else if (ch == '{' || ch == '[') {
+                return i;
+            continue;
+        }
+        if (ch == '{' || ch == '[') {
             depth++;
         } else if (ch == '}' || ch == ']') {
             if (depth == 0)
@@ -136,18 +153,56 @@ static size_t skip_value(const char *p, size_t i, size_t n)
         } else if (depth == 0 && (ch == ',' || ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')) {
             return i;
         }
+        i++;
     }
     return n;
 }
 
-/* One reply object p[0..n): counts its error code and marks its id. */
-static void take_response(worker_t *w, const char *p, size_t n, uint64_t seq, unsigned char *seen,
-                          int nsent)
+/* The members "id" and "error" of the reply object starting at p[i], in one
+ * pass over its top level (a span with p == NULL when absent). Returns the
+ * end of the object, or i when it is not one. */
+static size_t reply_members(const char *p, size_t i, size_t n, jrpc_span_t *id, jrpc_span_t *error)
 {
-    jrpc_span_t v;
-    if (jrpc_json_member(p, n, "error", &v) == 0) {
+    size_t start = i;
+    *id = *error = (jrpc_span_t){ NULL, 0 };
+    if (i >= n || p[i] != '{')
+        return start;
+    for (i = skip_ws(p, i + 1, n); i < n && p[i] == '"';) {
+        size_t k = skip_string(p, i, n);   /* the key, quotes included */
+        size_t klen = k - i;
+        i = skip_ws(p, k, n);
+        if (i >= n || p[i] != ':')
+            return start;
+        i = skip_ws(p, i + 1, n);
+        size_t e = skip_value(p, i, n);
+        if (e == i)
+            return start;
+        if (klen == 4 && memcmp(p + k - 4, "\"id\"", 4) == 0)
+            *id = (jrpc_span_t){ p + i, e - i };
+        else if (klen == 7 && memcmp(p + k - 7, "\"error\"", 7) == 0)
+            *error = (jrpc_span_t){ p + i, e - i };
+        i = skip_ws(p, e, n);
+        if (i < n && p[i] == ',')
+            i = skip_ws(p, i + 1, n);
+    }
+    return i < n && p[i] == '}' ? i + 1 : start;
+}
+
+/* One reply object at p[i]: counts its error code and marks its id, which
+ * must be "<idprefix><k>" with 0 <= k < nsent (build_batch's ids). Returns
+ * the end of the object, or i (and counts a bad reply) when it is not one. */
+static size_t take_response(worker_t *w, const char *p, size_t i, size_t n, const char *idprefix,
+                            size_t idprefix_len, unsigned char *seen, int nsent)
+{
+    jrpc_span_t v, err;
+    size_t end = reply_members(p, i, n, &v, &err);
+    if (end == i) {
+        w->bad_replies++;
+        return i;
+    }
+    if (err.p) {
         jrpc_span_t c;
-        if (jrpc_json_member(v.p, v.n, "code", &c) == 0) {
+        if (jrpc_json_member(err.p, err.n, "code", &c) == 0) {
             char tmp[32];
             size_t k = c.n < sizeof tmp - 1 ? c.n : sizeof tmp - 1;
             memcpy(tmp, c.p, k);
@@ -157,35 +212,58 @@ static void take_response(worker_t *w, const char *p, size_t n, uint64_t seq, un
             w->bad_replies++;
         }
     }
-    if (jrpc_json_member(p, n, "id", &v) != 0) {
+    if (v.p == NULL) {
         w->bad_replies++;
-        return;
+        return end;
     }
     if (v.n == 4 && memcmp(v.p, "null", 4) == 0)
-        return;  /* an error about a request whose id could not be read */
-    int t;
-    unsigned long long s;
-    int i, used = 0;
-    char tmp[96];
-    if (v.n >= sizeof tmp) {
+        return end;  /* an error about a request whose id could not be read */
+    long x = 0;
+    size_t k = idprefix_len;
+    if (v.n < idprefix_len + 2 || v.n > idprefix_len + 11 || memcmp(v.p, idprefix, idprefix_len) != 0 ||
+        v.p[v.n - 1] != '"' || (v.p[k] == '0' && v.n != k + 2)) {
         w->unexpected++;
-        return;
+        return end;
     }
-    memcpy(tmp, v.p, v.n);
-    tmp[v.n] = 0;
-    if (sscanf(tmp, "\"%d-%llu-%d\"%n", &t, &s, &i, &used) != 3 || (size_t)used != v.n ||
-        t != w->idx || s != seq || i < 0 || i >= nsent) {
+    for (; k < v.n - 1; k++) {
+        if (v.p[k] < '0' || v.p[k] > '9') {
+            w->unexpected++;
+            return end;
+        }
+        x = x * 10 + (v.p[k] - '0');
+    }
+    if (x >= nsent) {
         w->unexpected++;
-        return;
+        return end;
     }
-    if (seen[i] < 255)
-        seen[i]++;
+    if (seen[x] < 255)
+        seen[x]++;
+    return end;
 }
 
 /* ---- the connection thread ------------------------------------------- */
 
-static void build_batch(jrpc_buf_t *b, int idx, uint64_t seq, uint64_t *rng, unsigned char *has_id,
-                        int *nid)
+/* The text of one call up to its id, made once: {"jsonrpc":"2.0","method":M,"params":P */
+static char call_head[512];
+static size_t call_head_len;
+
+static size_t put_uint(char *out, unsigned v)   /* decimal, no NUL */
+{
+    char tmp[12];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t k = 0; k < n; k++)
+        out[k] = tmp[n - 1 - k];
+    return n;
+}
+
+/* idprefix: the batch's ids all start with it ("<idx>-<seq>-, quote
+ * included); the call's index follows, then the closing quote. */
+static void build_batch(jrpc_buf_t *b, const char *idprefix, size_t idprefix_len, uint64_t *rng,
+                        unsigned char *has_id, int *nid)
 {
     char tmp[160];
     jrpc_buf_reset(b);
@@ -199,10 +277,7 @@ static void build_batch(jrpc_buf_t *b, int idx, uint64_t seq, uint64_t *rng, uns
         int notify = 0;
         if (r < o_notify) {
             notify = 1;
-            jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":\"");
-            jrpc_buf_puts(b, o_method);
-            jrpc_buf_puts(b, "\",\"params\":");
-            jrpc_buf_puts(b, o_params);
+            jrpc_buf_append(b, call_head, call_head_len);
         } else if (r < o_notify + o_invalid) {
             /* Invalid Request (-32600): a method that is not a string. */
             jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":1");
@@ -211,17 +286,21 @@ static void build_batch(jrpc_buf_t *b, int idx, uint64_t seq, uint64_t *rng, uns
                      o_sleep_ms);
             jrpc_buf_puts(b, tmp);
         } else {
-            jrpc_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"method\":\"");
-            jrpc_buf_puts(b, o_method);
-            jrpc_buf_puts(b, "\",\"params\":");
-            jrpc_buf_puts(b, o_params);
+            jrpc_buf_append(b, call_head, call_head_len);
         }
         if (notify) {
             jrpc_buf_putc(b, '}');
             has_id[i] = 0;
         } else {
-            snprintf(tmp, sizeof tmp, ",\"id\":\"%d-%" PRIu64 "-%d\"}", idx, seq, i);
-            jrpc_buf_puts(b, tmp);
+            size_t n = 0;
+            memcpy(tmp, ",\"id\":", 6);
+            n = 6;
+            memcpy(tmp + n, idprefix, idprefix_len);
+            n += idprefix_len;
+            n += put_uint(tmp + n, (unsigned)i);
+            tmp[n++] = '"';
+            tmp[n++] = '}';
+            jrpc_buf_append(b, tmp, n);
             has_id[i] = 1;
             (*nid)++;
         }
@@ -256,7 +335,10 @@ static void *conn_main(void *arg)
         if (sched < 0)
             break;
         int nid;
-        build_batch(&body, w->idx, seq, &rng, has_id, &nid);
+        char idprefix[64];
+        size_t idprefix_len = (size_t)snprintf(idprefix, sizeof idprefix, "\"%d-%" PRIu64 "-",
+                                               w->idx, seq);
+        build_batch(&body, idprefix, idprefix_len, &rng, has_id, &nid);
         int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
         double done = loop_now();
         int measured = sched >= t_warm;
@@ -285,27 +367,24 @@ static void *conn_main(void *arg)
         size_t n = reply.len, i = skip_ws(p, 0, n);
         if (i < n && p[i] == '[') {
             for (i = skip_ws(p, i + 1, n); i < n && p[i] != ']';) {
-                size_t e = skip_value(p, i, n);
-                if (e == i) {
-                    w->bad_replies++;
-                    break;
-                }
-                take_response(w, p + i, e - i, seq, seen, o_batch);
+                size_t e = take_response(w, p, i, n, idprefix, idprefix_len, seen, o_batch);
+                if (e == i)
+                    break;   /* counted as a bad reply */
                 i = skip_ws(p, e, n);
                 if (i < n && p[i] == ',')
                     i = skip_ws(p, i + 1, n);
             }
         } else if (i < n && p[i] == '{') {
-            jrpc_span_t idv;
-            if (o_batch > 1 && jrpc_json_member(p + i, n - i, "id", &idv) == 0 && idv.n == 4 &&
-                memcmp(idv.p, "null", 4) == 0) {
+            jrpc_span_t idv, errv;
+            reply_members(p, i, n, &idv, &errv);
+            if (o_batch > 1 && idv.n == 4 && memcmp(idv.p, "null", 4) == 0) {
                 /* The whole batch refused (too large, overload, bad signature...). */
                 w->rejected++;
                 w->expected_ids -= (uint64_t)nid;
-                take_response(w, p + i, n - i, seq, seen, o_batch);
+                take_response(w, p, i, n, idprefix, idprefix_len, seen, o_batch);
                 continue;
             }
-            take_response(w, p + i, n - i, seq, seen, o_batch);
+            take_response(w, p, i, n, idprefix, idprefix_len, seen, o_batch);
         } else if (n > 0) {
             w->bad_replies++;
         }
@@ -593,6 +672,11 @@ static int plot(const char *file, const hist_t *bh, const hist_t *ch, double cps
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
+    int hl = snprintf(call_head, sizeof call_head, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":%s",
+                      o_method, o_params);
+    if (hl < 0 || (size_t)hl >= sizeof call_head)
+        usage_error("--method and --params together are too long (480 bytes at most)", NULL);
+    call_head_len = (size_t)hl;
     static worker_t ws[MAX_CONNECTIONS];
     t_start = loop_now() + 0.05;  /* let every thread reach its first send */
     t_warm = t_start + o_warmup;

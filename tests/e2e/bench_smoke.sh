@@ -89,6 +89,43 @@ check "ignore-ids: exit status" 0 $?
 check "ignore-ids: ids_checked false" 1 "$(grep -c '"ids_checked":false' "$E2E_TMP/ignore.json")"
 check "ignore-ids: no id expected" 0 "$(json_num ids_expected "$E2E_TMP/ignore.json")"
 
+# The id check itself, against a server that gets ids wrong on purpose: of
+# each batch of 3 it answers the first id twice, drops the other two and
+# adds an id it was never sent (with a -32601 error in it).
+cat > "$E2E_TMP/liar.py" <<'PY'
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_POST(self):
+        ids = [c["id"] for c in json.loads(self.rfile.read(int(self.headers["Content-Length"])))]
+        out = json.dumps([{"jsonrpc": "2.0", "result": 3, "id": ids[0]},
+                          {"jsonrpc": "2.0", "result": 3, "id": ids[0]},
+                          {"jsonrpc": "2.0", "error": {"code": -32601, "message": "x"},
+                           "id": "no-such-id"}]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+s = HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+python3 "$E2E_TMP/liar.py" > "$E2E_TMP/liar.port" 2>/dev/null &
+E2E_PIDS+=($!)
+e2e_wait_for '[ -s "$E2E_TMP/liar.port" ]' 10
+"$BENCH" --url "http://127.0.0.1:$(cat "$E2E_TMP/liar.port")/" --batch 3 --connections 1 \
+    --duration 1 --warmup 0 --json > "$E2E_TMP/liar.json" 2> "$E2E_TMP/liar.err"
+check "wrong ids: exit 1" 1 $?
+nb=$(json_num batches "$E2E_TMP/liar.json")
+check "wrong ids: some batches ran" 1 "$(( ${nb:-0} > 0 ? 1 : 0 ))"
+check "wrong ids: 2 lost, 1 duplicated, 1 unknown per batch" "$((2 * nb)) $nb $nb" \
+    "$(json_num lost "$E2E_TMP/liar.json") $(json_num duplicated "$E2E_TMP/liar.json") $(json_num unexpected "$E2E_TMP/liar.json")"
+check "wrong ids: the -32601 in each batch counted" "$nb" \
+    "$(grep -o '"-32601":[0-9]*' "$E2E_TMP/liar.json" | head -n 1 | cut -d: -f2)"
+
 "$BENCH" --url "$URL" --no-such-flag > /dev/null 2>&1
 check "a bad flag exits 2" 2 $?
 "$BENCH" --duration 1 > /dev/null 2>&1
