@@ -64,6 +64,7 @@ COMPARISONS=(
   "zmq100-echo|echo|gt|1|ZeroMQ, batches of 100: calls/s above the raw one-message-per-call echo (floor)"
   "open-zmq100-echo|echo|open|1|open loop at half max: p50, p99 below the raw echo's"
   "signed100|signed|ge|0.9|signed with replay protection, batches of 100 over ZeroMQ: >= 0.9x unsigned"
+  "signed100-c16|signed|ge|0.9|the same with 16 connections (enough in flight to hide the Redis round trip: capacity)"
   "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
   "nonce-p16|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 16 (floor)"
 )
@@ -237,6 +238,9 @@ side() {
     *http100-jsonrpccpp:B) echo "$B/jrpc-bench" --url http://127.0.0.1:8280/ --batch 100 --connections 4 ;;
     *http100-jayson:B)   echo "$B/jrpc-bench" --url http://127.0.0.1:8380/ --batch 100 --connections 4 ;;
     *zmq100-*:A|signed100:B) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 100 --connections 4 ;;
+    signed100-c16:B)     echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 100 --connections 16 ;;
+    signed100-c16:A)     echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 16 \
+                              --key-id "$KEY_ID" --secret "$SECRET" ;;
     *zmq100-nats:B)      echo "$B/jrpc-peer-nats" load --url nats://127.0.0.1:4222 --batch 100 --connections 4 ;;
     *zmq100-rabbitmq:B)  echo "$B/jrpc-peer-rabbitmq" load --url 127.0.0.1:5672 --batch 100 --connections 4 ;;
     *zmq100-echo:B)      echo "$B/jrpc-peer-zmq-echo" load --url tcp://127.0.0.1:5575 --batch 100 --connections 4 ;;
