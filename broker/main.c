@@ -261,7 +261,9 @@ int main(int argc, char **argv)
                  "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     o.replay.window_s = o.skew_s;
     signal(SIGPIPE, SIG_IGN);
-    app_t a = { 0 };
+    /* Static: the loop and the handles stay reachable when start-up fails and
+     * main returns 1 early (no false leak report, nothing half-closed). */
+    static app_t a;
     uv_loop_init(&a.loop);
     /* A line per body: written once per loop iteration, not once per line. */
     if (o.access_log)
