@@ -23,6 +23,9 @@ case "${1:-}" in
     "")        pkgs=("${build[@]}" "${suite[@]}") ;;
     *) echo "usage: deploy/deps.sh [--build|--runtime] [--clean]" >&2; exit 2 ;;
 esac
+# The deploy/ checks run validators from the npm registry: Debian's node and
+# npm only when the machine has no npm of its own (a newer one may be there).
+if [ -z "${1:-}" ] && ! command -v npm >/dev/null; then pkgs+=(nodejs npm); fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
