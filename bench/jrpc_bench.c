@@ -77,16 +77,13 @@ static double t_start, t_warm, t_end;      /* monotonic seconds */
 static atomic_uint_least64_t g_batches, g_fails;  /* for the progress line */
 
 typedef struct {
-    int idx;
-    pthread_t tid;
+    loop_conn_t c;       /* first: index, thread, histograms, counts */
     int create_error;
-    hist_t batch_h, call_h;
-    uint64_t batches, calls, expected_ids, lost, duplicated, unexpected;
+    uint64_t expected_ids, lost, duplicated, unexpected;
     uint64_t fails, rejected, bad_replies;
     codes_t codes;       /* JSON-RPC error codes */
     codes_t fail_codes;  /* transport failures by -errno */
     char last_fail[256];
-    double finished;
 } worker_t;
 
 static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
@@ -327,9 +324,9 @@ static void *conn_main(void *arg)
     jrpc_buf_init(&body);
     jrpc_buf_init(&reply);
     unsigned char *has_id = calloc((size_t)o_batch, 1), *seen = calloc((size_t)o_batch, 1);
-    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->idx + 1);
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->c.idx + 1);
     loop_sched_t sch;
-    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
+    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->c.idx);
     for (uint64_t seq = 0;; seq++) {
         double sched = loop_sched_next(&sch);
         if (sched < 0)
@@ -337,7 +334,7 @@ static void *conn_main(void *arg)
         int nid;
         char idprefix[64];
         size_t idprefix_len = (size_t)snprintf(idprefix, sizeof idprefix, "\"%d-%" PRIu64 "-",
-                                               w->idx, seq);
+                                               w->c.idx, seq);
         build_batch(&body, idprefix, idprefix_len, &rng, has_id, &nid);
         int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
         double done = loop_now();
@@ -355,10 +352,7 @@ static void *conn_main(void *arg)
         if (!measured)
             continue;
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
-        w->batches++;
-        w->calls += (uint64_t)o_batch;
-        hist_record(&w->batch_h, us, 1);
-        hist_record(&w->call_h, us, (uint64_t)o_batch);
+        loop_conn_record(&w->c, us, o_batch);
         if (o_ignore_ids)
             continue;
         w->expected_ids += (uint64_t)nid;
@@ -397,7 +391,7 @@ static void *conn_main(void *arg)
                 w->duplicated += seen[k] - 1u;
         }
     }
-    w->finished = loop_now();
+    w->c.finished = loop_now();
     free(has_id);
     free(seen);
     jrpc_buf_dispose(&body);
@@ -681,15 +675,8 @@ int main(int argc, char **argv)
     t_start = loop_now() + 0.05;  /* let every thread reach its first send */
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
-    for (int k = 0; k < o_conns; k++) {
-        ws[k].idx = k;
-        hist_init(&ws[k].batch_h);
-        hist_init(&ws[k].call_h);
-        if (pthread_create(&ws[k].tid, NULL, conn_main, &ws[k]) != 0) {
-            fprintf(stderr, "jrpc-bench: cannot start thread %d\n", k);
-            return 2;
-        }
-    }
+    if (loop_start(ws, sizeof *ws, o_conns, conn_main, "jrpc-bench") < 0)
+        return 2;
     int tty = isatty(2);
     uint64_t prev = 0;
     for (double t = t_start + 1; t < t_end + 0.5; t += 1) {
@@ -707,23 +694,15 @@ int main(int argc, char **argv)
     }
     if (tty)
         fprintf(stderr, "\n");
-    hist_t bh, ch;
-    hist_init(&bh);
-    hist_init(&ch);
     worker_t tot;
     memset(&tot, 0, sizeof tot);
-    double last = t_warm;
+    double last = loop_join(ws, sizeof *ws, o_conns, &tot.c, t_warm);
     const char *last_fail = "";
     int create_error = 0;
     for (int k = 0; k < o_conns; k++) {
         worker_t *w = &ws[k];
-        pthread_join(w->tid, NULL);
         if (w->create_error)
             create_error = w->create_error;
-        hist_merge(&bh, &w->batch_h);
-        hist_merge(&ch, &w->call_h);
-        tot.batches += w->batches;
-        tot.calls += w->calls;
         tot.expected_ids += w->expected_ids;
         tot.lost += w->lost;
         tot.duplicated += w->duplicated;
@@ -738,8 +717,6 @@ int main(int argc, char **argv)
             codes_add(&tot.fail_codes, w->fail_codes.v[i].code, w->fail_codes.v[i].n);
         if (w->last_fail[0])
             last_fail = w->last_fail;
-        if (w->finished > last)
-            last = w->finished;
     }
     if (create_error) {
         fprintf(stderr, "jrpc-bench: %s: %s\n", o_url, jrpc_client_strerror(-create_error));
@@ -748,9 +725,9 @@ int main(int argc, char **argv)
     double secs = last - t_warm;
     if (secs <= 0)
         secs = o_duration;
-    double cps = (double)tot.calls / secs;
+    double cps = (double)tot.c.calls / secs;
     loop_report_t rep = { "jrpc-bench", o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.batches, tot.calls, &bh, &ch };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h };
     loop_print_report(&rep, o_json);
     if (o_json) {
         printf("\"ids_checked\":%s,", o_ignore_ids ? "false" : "true");
@@ -785,7 +762,7 @@ int main(int argc, char **argv)
             printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
                    " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
     }
-    int plot_failed = o_plot && plot(o_plot, &bh, &ch, cps) < 0;
+    int plot_failed = o_plot && plot(o_plot, &tot.c.batch_h, &tot.c.call_h, cps) < 0;
     if (o_secret) {
         explicit_bzero(o_secret, strlen(o_secret));
         free(o_secret);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 double loop_now(void)
@@ -91,4 +92,51 @@ void loop_print_report(const loop_report_t *r, int json)
     printf("  latency ms        p50        p90        p99      p99.9        max\n");
     print_latency("batch", r->batch_h, 0);
     print_latency("call", r->call_h, 0);
+}
+
+void loop_conn_record(loop_conn_t *c, uint64_t us, int calls)
+{
+    c->batches++;
+    c->calls += (uint64_t)calls;
+    hist_record(&c->batch_h, us, 1);
+    hist_record(&c->call_h, us, (uint64_t)calls);
+}
+
+static loop_conn_t *conn_at(void *conns, size_t size, int k)
+{
+    return (loop_conn_t *)((char *)conns + (size_t)k * size);
+}
+
+int loop_start(void *conns, size_t size, int n, void *(*fn)(void *), const char *who)
+{
+    for (int k = 0; k < n; k++) {
+        loop_conn_t *c = conn_at(conns, size, k);
+        c->idx = k;
+        hist_init(&c->batch_h);
+        hist_init(&c->call_h);
+        if (pthread_create(&c->tid, NULL, fn, c) != 0) {
+            fprintf(stderr, "%s: cannot start thread %d\n", who, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+double loop_join(void *conns, size_t size, int n, loop_conn_t *tot, double since)
+{
+    memset(tot, 0, sizeof *tot);
+    hist_init(&tot->batch_h);
+    hist_init(&tot->call_h);
+    double last = since;
+    for (int k = 0; k < n; k++) {
+        loop_conn_t *c = conn_at(conns, size, k);
+        pthread_join(c->tid, NULL);
+        hist_merge(&tot->batch_h, &c->batch_h);
+        hist_merge(&tot->call_h, &c->call_h);
+        tot->batches += c->batches;
+        tot->calls += c->calls;
+        if (c->finished > last)
+            last = c->finished;
+    }
+    return last;
 }

@@ -4,6 +4,8 @@
 #ifndef JRPC_BENCH_LOOP_H
 #define JRPC_BENCH_LOOP_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hist.h"
@@ -28,6 +30,29 @@ void loop_sched_init(loop_sched_t *s, double start, double end, double rate, int
 /* The time the next batch counts from, after sleeping until it in open
  * loop; or a negative value when the run is over. */
 double loop_sched_next(loop_sched_t *s);
+
+/* What every connection thread of a load program keeps; the first member
+ * of the program's own per-connection struct. */
+typedef struct loop_conn {
+    int       idx;             /* 0 .. conns-1 */
+    pthread_t tid;
+    hist_t    batch_h, call_h; /* latency per batch, per call (µs) */
+    uint64_t  batches, calls;  /* answered while measured */
+    double    finished;        /* loop_now() when the thread ended */
+} loop_conn_t;
+
+/* One measured batch of `calls` calls, answered `us` µs after it counted from. */
+void loop_conn_record(loop_conn_t *c, uint64_t us, int calls);
+
+/* conns: n structs of `size` bytes, each starting with a loop_conn_t. Sets
+ * each one's idx and histograms and starts fn(struct) on a thread of its
+ * own. Returns 0, or -1 after saying so on stderr as `who`. */
+int loop_start(void *conns, size_t size, int n, void *(*fn)(void *), const char *who);
+
+/* Joins the n threads and adds their histograms and counts into *tot (whose
+ * histograms loop_join initialises). Returns when the last one finished,
+ * at least since. */
+double loop_join(void *conns, size_t size, int n, loop_conn_t *tot, double since);
 
 /* What every report starts with. */
 typedef struct loop_report {

@@ -22,12 +22,9 @@ static const peer_ops_t *g_ops;
 static double t_start, t_warm, t_end;
 
 typedef struct {
-    int idx;
-    pthread_t tid;
+    loop_conn_t c;   /* first: index, thread, histograms, counts */
     int open_failed;
-    hist_t batch_h, call_h;
-    uint64_t batches, calls, lost, fails;
-    double finished;
+    uint64_t lost, fails;
 } conn_t;
 
 int peer_request(char *buf, uint64_t id)
@@ -131,9 +128,9 @@ static void *conn_main(void *arg)
     }
     peer_seen_t seen = { NULL, 0, 0 };
     loop_sched_t sch;
-    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->idx);
+    loop_sched_init(&sch, t_start, t_end, o_rate, o_conns, w->c.idx);
     /* Ids: the connection in the top bits, so each thread has its own range. */
-    uint64_t base = (uint64_t)w->idx << 40;
+    uint64_t base = (uint64_t)w->c.idx << 40;
     for (;;) {
         double sched = loop_sched_next(&sch);
         if (sched < 0)
@@ -149,13 +146,10 @@ static void *conn_main(void *arg)
             break;  /* the connection is in an unknown state: stop this thread */
         }
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
-        w->batches++;
-        w->calls += (uint64_t)o_batch;
+        loop_conn_record(&w->c, us, o_batch);
         w->lost += (uint64_t)(o_batch - seen.good);
-        hist_record(&w->batch_h, us, 1);
-        hist_record(&w->call_h, us, (uint64_t)o_batch);
     }
-    w->finished = loop_now();
+    w->c.finished = loop_now();
     peer_seen_dispose(&seen);
     g_ops->close(c);
     return NULL;
@@ -245,33 +239,15 @@ int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
     t_start = loop_now() + 0.05;
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
-    for (int k = 0; k < o_conns; k++) {
-        ws[k].idx = k;
-        hist_init(&ws[k].batch_h);
-        hist_init(&ws[k].call_h);
-        if (pthread_create(&ws[k].tid, NULL, conn_main, &ws[k]) != 0) {
-            fprintf(stderr, "jrpc-peer-%s: cannot start thread %d\n", ops->name, k);
-            return 2;
-        }
-    }
-    hist_t bh, ch;
-    hist_init(&bh);
-    hist_init(&ch);
+    if (loop_start(ws, sizeof *ws, o_conns, conn_main, ops->name) < 0)
+        return 2;
     conn_t tot;
     memset(&tot, 0, sizeof tot);
-    double last = t_warm;
+    double last = loop_join(ws, sizeof *ws, o_conns, &tot.c, t_warm);
     for (int k = 0; k < o_conns; k++) {
-        conn_t *w = &ws[k];
-        pthread_join(w->tid, NULL);
-        tot.open_failed |= w->open_failed;
-        hist_merge(&bh, &w->batch_h);
-        hist_merge(&ch, &w->call_h);
-        tot.batches += w->batches;
-        tot.calls += w->calls;
-        tot.lost += w->lost;
-        tot.fails += w->fails;
-        if (w->finished > last)
-            last = w->finished;
+        tot.open_failed |= ws[k].open_failed;
+        tot.lost += ws[k].lost;
+        tot.fails += ws[k].fails;
     }
     if (tot.open_failed) {
         fprintf(stderr, "jrpc-peer-%s: cannot connect to %s\n", ops->name, o_url);
@@ -281,13 +257,13 @@ int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
     if (secs <= 0)
         secs = o_duration;
     loop_report_t rep = { ops->name, o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.batches, tot.calls, &bh, &ch };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h };
     loop_print_report(&rep, o_json);
     if (o_json) {
         printf("\"peer\":\"%s\",\"ids_checked\":true,\"errors\":{},\"transport_failures\":%" PRIu64
                ",\"rejected_batches\":0,\"ids_expected\":%" PRIu64 ",\"lost\":%" PRIu64
                ",\"duplicated\":0,\"unexpected\":0,\"bad_replies\":0}\n",
-               ops->name, tot.fails, tot.calls, tot.lost);
+               ops->name, tot.fails, tot.c.calls, tot.lost);
     } else {
         printf("  failures %" PRIu64 ", answers missing or wrong %" PRIu64 "\n", tot.fails,
                tot.lost);
