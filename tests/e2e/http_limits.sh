@@ -27,7 +27,8 @@ print("held", len(socks), flush=True)
 time.sleep(3)
 PY
 HOLDER=$!
-sleep 0.8
+# The holder prints once every connect was tried; it then holds for 3 s.
+e2e_wait_for 'grep -q held "$E2E_TMP/hold.out"' 30
 check "the broker did run out of descriptors (>= 60 of 64 open)" yes \
     "$(n=$(ls "/proc/$BROKER_PID/fd" | wc -l); [ "$n" -ge 60 ] && echo yes || echo "no: $n")"
 c0=$(cpu)
