@@ -5,9 +5,10 @@
 source "$JRPC_E2E_LIB"
 E2E_HTTP=1
 # A low descriptor limit for the broker only (the shell's is restored).
-ulimit -n 64
+old_nofile=$(ulimit -Sn)
+ulimit -Sn 64
 e2e_start_broker
-ulimit -n 1024
+ulimit -Sn "$old_nofile"
 e2e_start_worker
 e2e_wait_workers 1
 ADD='{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'
