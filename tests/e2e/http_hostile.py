@@ -957,6 +957,11 @@ def _():
     c.close()
 
 
+bad_case("chunked: a 100 KiB trailer field: 431, closed",
+         chunked_req(ADD, b"X-Big: " + b"b" * 102400 + b"\r\n"), (431,))
+bad_case("chunked: a bare LF in the trailer: 400, closed",
+         chunked_req(ADD, b"X-A: 1\nX-B: 2\r\n"))
+
 # -- content codings (issue 19, Medium 8) --------------------------------------
 
 for _ce in (b"gzip", b"deflate", b"br", b"x-gzip", b"identity, gzip", b"gzip, identity"):
