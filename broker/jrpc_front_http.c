@@ -26,6 +26,8 @@
 #define READ_BUF      65536  /* one shared read buffer for every connection */
 #define PIPELINE_MAX  16     /* requests outstanding on a connection before we stop reading */
 #define PIPELINE_LOW  8      /* ... and read again once at most this many are left */
+#define OUT_MAX       (1u << 20) /* answer bytes a client is behind on before we stop parsing */
+#define OUT_LOW       (OUT_MAX / 4) /* ... and parse again once at most this many are left */
 #define WRITE_MAX     16     /* answers gathered into one write */
 #define INLINE_BODY   256    /* answers this short are copied into the record */
 #define LINGER_MS     2000   /* read and drop after our FIN, so our last answer is not reset */
@@ -37,11 +39,16 @@
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_NMODES };
-enum hid { H_OTHER, H_CL, H_TE, H_CT, H_EXPECT, H_HOST, H_TIMEOUT, H_TRACE,
+/* A connection sits in up to two timeout queues at once: one for what the
+ * reading side waits for (idle, headers, body, linger), one for a write in
+ * flight (the client is not reading), so neither deadline hides the other. */
+enum tslot { TS_READ, TS_WRITE, TS_N };
+enum hid { H_OTHER, H_CL, H_TE, H_CT, H_CE, H_EXPECT, H_HOST, H_TIMEOUT, H_TRACE,
            H_AUTH /* H_AUTH + AUTH_KEY .. AUTH_SIG */ };
 enum { AUTH_KEY, AUTH_TS, AUTH_NONCE, AUTH_SIG, AUTH_N };
 #define AUTH_MAX 72  /* longer than any valid value: longer ones are kept cut, still invalid */
 enum hstate { HS_NONE, HS_FIELD, HS_VALUE };
+enum ev { EV_NONE, EV_HEADERS, EV_MESSAGE, EV_CHUNK_BIG }; /* why the parser paused */
 
 typedef struct conn conn_t;
 
@@ -70,8 +77,12 @@ typedef struct req {
 
 struct conn {
     uv_tcp_t        tcp;       /* first: the handle's address is the connection's */
-    conn_t         *tprev, *tnext; /* the front's queue for tmode, by deadline */
-    uint64_t        deadline;  /* uv_now() at which tmode expires */
+    struct tlink {
+        conn_t     *prev, *next; /* the front's queue for mode, by deadline */
+        uint64_t    deadline;  /* uv_now() at which mode expires */
+        uint8_t     mode;      /* enum tmode; T_NONE: in no queue */
+    }               tl[TS_N];  /* enum tslot */
+    size_t          wq_mark;   /* bytes libuv held for our write when TS_WRITE was armed */
     uv_write_t      wreq;
     uv_shutdown_t   sreq;
     http_parser     parser;
@@ -90,9 +101,8 @@ struct conn {
     bool            closing;   /* front paused: close after the last answer */
     bool            finishing; /* FIN sent, lingering */
     bool            closed;    /* uv_close called */
-    uint8_t         tmode;     /* enum tmode */
     uint8_t         phase;     /* enum phase */
-    uint8_t         ev;        /* what paused the parser: 1 headers, 2 message */
+    uint8_t         ev;        /* what paused the parser: enum ev */
     /* raw-byte checks the lenient parser does not make */
     char            prevch;    /* last byte of the header/framing scan */
     uint8_t         want_crlf; /* bytes of CRLF still due after chunk data */
@@ -115,6 +125,7 @@ struct conn {
     char            url[URL_MAX];
     uint8_t         n_cl, n_te, n_ct, n_expect, n_host, n_timeout;
     bool            te_ok, ct_ok, expect_cont, expect_other, timeout_bad;
+    bool            ce_bad;    /* a Content-Encoding other than identity */
     uint32_t        timeout_ms;
     char            auth[AUTH_N][AUTH_MAX]; /* X-JRPC-Key, -Timestamp, -Nonce, -Signature */
     uint8_t         auth_len[AUTH_N];       /* 0: absent */
@@ -174,21 +185,27 @@ static void feed_pending(conn_t *c);
  * those were 14% of an HTTP call (bench/README.md, "Profile"). */
 static void on_tick(uv_timer_t *t);
 
-static void tq_remove(conn_t *c)
+static enum tslot slot_of(enum tmode mode)
+{
+    return mode == T_WRITE ? TS_WRITE : TS_READ;
+}
+
+static void tq_remove(conn_t *c, enum tslot s)
 {
     jrpc_front_http_t *f = c->front;
-    if (c->tmode == T_NONE)
+    struct tlink *l = &c->tl[s];
+    if (l->mode == T_NONE)
         return;
-    if (c->tprev)
-        c->tprev->tnext = c->tnext;
+    if (l->prev)
+        l->prev->tl[s].next = l->next;
     else
-        f->tq[c->tmode].head = c->tnext;
-    if (c->tnext)
-        c->tnext->tprev = c->tprev;
+        f->tq[l->mode].head = l->next;
+    if (l->next)
+        l->next->tl[s].prev = l->prev;
     else
-        f->tq[c->tmode].tail = c->tprev;
-    c->tprev = c->tnext = NULL;
-    c->tmode = T_NONE;
+        f->tq[l->mode].tail = l->prev;
+    l->prev = l->next = NULL;
+    l->mode = T_NONE;
 }
 
 static void tick_arm(jrpc_front_http_t *f, uint64_t at)
@@ -198,17 +215,22 @@ static void tick_arm(jrpc_front_http_t *f, uint64_t at)
     uv_timer_start(&f->tick, on_tick, at > now ? at - now : 0, 0);
 }
 
+/* Arms mode's deadline in its slot (replacing what that slot held). */
 static void arm(conn_t *c, enum tmode mode)
 {
     const jrpc_front_http_opts_t *o = &c->front->opts;
     uint64_t ms = 0;
-    tq_remove(c);
+    enum tslot s = slot_of(mode);
+    tq_remove(c, s);
     switch (mode) {
     case T_NONE:
     case T_NMODES:
         return;
     case T_IDLE: ms = o->idle_timeout_ms; break;
-    case T_WRITE: ms = o->idle_timeout_ms; break;
+    case T_WRITE:
+        ms = o->write_timeout_ms;
+        c->wq_mark = uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+        break;
     case T_HEADERS: ms = o->header_timeout_ms; break;
     case T_BODY: ms = o->body_timeout_ms; break;
     case T_LINGER: ms = LINGER_MS; break;
@@ -216,17 +238,24 @@ static void arm(conn_t *c, enum tmode mode)
     jrpc_front_http_t *f = c->front;
     if (c->closed)
         return; /* freed soon: in no queue */
-    c->tmode = (uint8_t)mode;
-    c->deadline = uv_now(f->loop) + ms;
-    c->tprev = f->tq[mode].tail;
-    c->tnext = NULL;
-    if (c->tprev)
-        c->tprev->tnext = c;
+    struct tlink *l = &c->tl[s];
+    l->mode = (uint8_t)mode;
+    l->deadline = uv_now(f->loop) + ms;
+    l->prev = f->tq[mode].tail;
+    l->next = NULL;
+    if (l->prev)
+        l->prev->tl[s].next = c;
     else
         f->tq[mode].head = c;
     f->tq[mode].tail = c;
-    if (f->tick_at == 0 || c->deadline < f->tick_at)
-        tick_arm(f, c->deadline);
+    if (f->tick_at == 0 || l->deadline < f->tick_at)
+        tick_arm(f, l->deadline);
+}
+
+/* Stops the reading side's deadline (the write deadline is on its own). */
+static void disarm_read(conn_t *c)
+{
+    tq_remove(c, TS_READ);
 }
 
 /* ---- request records ---------------------------------------------------- */
@@ -299,6 +328,33 @@ static int rec_set_body(req_t *r, const char *p, size_t n)
     r->blen = n;
     r->borrowed = false;
     return 0;
+}
+
+/* Answer bytes the client is behind on: those of the ready answers while a
+ * write is in flight (without one, flush has handed the socket all it took).
+ * At most PIPELINE_MAX + 1 records: cheap, and 0 at once when not writing. */
+static size_t out_behind(const conn_t *c)
+{
+    size_t n = 0;
+    if (c->writing)
+        for (const req_t *x = c->head; x != NULL; x = x->next)
+            if (x->state == R_READY)
+                n += x->hlen + x->blen - x->off;
+    return n;
+}
+
+/* Backpressure: parse no more requests while too many are outstanding or
+ * the client is too far behind reading their answers (then the socket is
+ * not read either, TCP pushes back on the client, and a client that never
+ * reads meets the write-stall deadline). */
+static bool pipeline_full(const conn_t *c)
+{
+    return c->nreq >= PIPELINE_MAX || out_behind(c) > OUT_MAX;
+}
+
+static bool pipeline_low(const conn_t *c)
+{
+    return c->nreq <= PIPELINE_LOW && out_behind(c) <= OUT_LOW;
 }
 
 /* An HTTP-level answer with a JSON-RPC error body (id null). */
@@ -395,7 +451,8 @@ static void build_header(conn_t *c, req_t *r)
                      r->status, status_text(r->status), http_date(c->front), r->blen,
                      r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "",
                      r->status == 405 ? "Allow: POST\r\n"
-                     : r->status == 401 ? "WWW-Authenticate: JRPC-HMAC-SHA256\r\n" : "",
+                     : r->status == 401 ? "WWW-Authenticate: JRPC-HMAC-SHA256\r\n"
+                     : r->status == 415 ? "Accept-Encoding: identity\r\n" : "",
                      r->status == 503 ? "Retry-After: 1\r\n" : "");
     assert(n > 0 && (size_t)n < sizeof r->hdr);
     if (r->head)
@@ -435,6 +492,7 @@ static void on_write(uv_write_t *w, int status)
     if (c->closed)
         return; /* cancelled by uv_close; the records are gone */
     c->writing = false;
+    tq_remove(c, TS_WRITE);
     if (status < 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(status));
         conn_close(c);
@@ -466,6 +524,7 @@ static void flush(conn_t *c)
                     conn_close(c);
                     return;
                 }
+                arm(c, T_WRITE);
             }
             break;
         }
@@ -523,8 +582,9 @@ static void flush(conn_t *c)
             conn_close(c);
             return;
         }
-        if (c->phase == PH_IDLE)
-            arm(c, T_WRITE); /* a client that does not read */
+        /* A client that does not read: this deadline holds whatever the
+         * reading side arms meanwhile (issue 19). */
+        arm(c, T_WRITE);
         break;
     }
     if (c->closed || c->finishing || c->writing)
@@ -534,12 +594,10 @@ static void flush(conn_t *c)
             conn_finish(c);
             return;
         }
-        if (c->phase == PH_IDLE && c->tmode != T_IDLE)
+        if (c->phase == PH_IDLE && c->tl[TS_READ].mode != T_IDLE)
             arm(c, T_IDLE);
-    } else if (c->tmode == T_WRITE) {
-        arm(c, T_NONE); /* waiting for the broker, whose deadline applies */
     }
-    if (c->bp && !c->feeding && c->nreq <= PIPELINE_LOW)
+    if (c->bp && !c->feeding && pipeline_low(c))
         feed_pending(c);
 }
 
@@ -613,7 +671,8 @@ static void conn_close(conn_t *c)
 {
     if (c->closed)
         return;
-    tq_remove(c);
+    tq_remove(c, TS_READ);
+    tq_remove(c, TS_WRITE);
     c->closed = true;
     jrpc_front_http_t *f = c->front;
     while (c->head != NULL) {
@@ -715,6 +774,20 @@ static void expire(conn_t *c, enum tmode mode)
         flush(c);
         break;
     }
+    case T_WRITE: {
+        if (!c->writing)
+            break; /* done meanwhile (not expected: on_write disarms) */
+        /* Stalled means no progress: a slow reader that takes bytes keeps
+         * its connection (nginx's send_timeout is the same rule). */
+        size_t q = uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+        if (q < c->wq_mark) {
+            arm(c, T_WRITE);
+            break;
+        }
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_stalled queued=%zu pending=%u", q, c->nreq);
+        conn_close(c);
+        break;
+    }
     default:
         conn_close(c);
         break;
@@ -727,17 +800,21 @@ static void on_tick(uv_timer_t *t)
     uint64_t now = uv_now(f->loop);
     f->tick_at = 0;
     for (int m = T_NONE + 1; m < T_NMODES; m++) {
+        enum tslot s = slot_of((enum tmode)m);
         conn_t *c;
         /* expire() may close c or arm it again (at a later deadline, at the tail). */
-        while ((c = f->tq[m].head) != NULL && c->deadline <= now) {
-            tq_remove(c);
+        while ((c = f->tq[m].head) != NULL && c->tl[s].deadline <= now) {
+            tq_remove(c, s);
             expire(c, (enum tmode)m);
         }
     }
     uint64_t next = 0;
-    for (int m = T_NONE + 1; m < T_NMODES; m++)
-        if (f->tq[m].head && (next == 0 || f->tq[m].head->deadline < next))
-            next = f->tq[m].head->deadline;
+    for (int m = T_NONE + 1; m < T_NMODES; m++) {
+        const conn_t *h = f->tq[m].head;
+        uint64_t d = h ? h->tl[slot_of((enum tmode)m)].deadline : 0;
+        if (h && (next == 0 || d < next))
+            next = d;
+    }
     if (next != 0 && (f->tick_at == 0 || next < f->tick_at))
         tick_arm(f, next);
 }
@@ -798,6 +875,26 @@ static bool content_type_ok(const char *p, size_t n)
     return true;
 }
 
+/* A Content-Encoding list naming no coding but identity (empty elements,
+ * which RFC 9110's list syntax allows, are skipped). We decode none. */
+static bool identity_only(const char *p, size_t n)
+{
+    while (n > 0) {
+        const char *comma = memchr(p, ',', n);
+        size_t en = comma ? (size_t)(comma - p) : n;
+        const char *e = p;
+        size_t el = en;
+        trim(&e, &el);
+        if (el != 0 && !eq_nocase(e, el, "identity"))
+            return false;
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+        n -= en + 1;
+    }
+    return true;
+}
+
 static uint8_t classify(const conn_t *c);
 
 static void finish_header(conn_t *c)
@@ -819,6 +916,10 @@ static void finish_header(conn_t *c)
     case H_CT:
         c->n_ct++;
         c->ct_ok = !c->hval_long && content_type_ok(v, n);
+        break;
+    case H_CE:
+        if (c->hval_long || !identity_only(v, n))
+            c->ce_bad = true;
         break;
     case H_EXPECT:
         c->n_expect++;
@@ -886,6 +987,7 @@ static int on_message_begin(http_parser *p)
     c->url_long = false;
     c->n_cl = c->n_te = c->n_ct = c->n_expect = c->n_host = c->n_timeout = 0;
     c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
+    c->ce_bad = false;
     c->timeout_ms = 0;
     memset(c->auth_len, 0, sizeof c->auth_len);
     c->trace_len = 0;
@@ -916,6 +1018,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     conn_t *c = p->data;
+    if (c->phase == PH_BODY)
+        return 0; /* a chunked trailer: read nothing from it (issue 19) */
     /* A name continues only across a buffer boundary; anything else after
      * a name is a new header (the previous one had an empty value). */
     if (c->hstate == HS_VALUE || (c->hstate == HS_FIELD && !(c->field_at_end && at == c->scan_pos)))
@@ -943,6 +1047,7 @@ static uint8_t classify(const conn_t *c)
     if (eq_nocase(n, l, "content-length")) return H_CL;
     if (eq_nocase(n, l, "transfer-encoding")) return H_TE;
     if (eq_nocase(n, l, "content-type")) return H_CT;
+    if (eq_nocase(n, l, "content-encoding")) return H_CE;
     if (eq_nocase(n, l, "expect")) return H_EXPECT;
     if (eq_nocase(n, l, "host")) return H_HOST;
     if (eq_nocase(n, l, "x-jrpc-timeout-ms")) return H_TIMEOUT;
@@ -957,6 +1062,8 @@ static uint8_t classify(const conn_t *c)
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     conn_t *c = p->data;
+    if (c->phase == PH_BODY)
+        return 0; /* a chunked trailer */
     if (c->hstate != HS_VALUE) {
         if (c->hstate == HS_NONE) /* a value with no name: cannot happen */
             c->name_bad = true;
@@ -981,7 +1088,7 @@ static int on_headers_complete(http_parser *p)
     conn_t *c = p->data;
     if (c->hstate != HS_NONE)
         finish_header(c);
-    c->ev = 1;
+    c->ev = EV_HEADERS;
     http_parser_pause(p, 1); /* handled in feed(), where byte counts are known */
     return 0;
 }
@@ -1072,8 +1179,22 @@ static int on_body(http_parser *p, const char *at, size_t len)
 static int on_message_complete(http_parser *p)
 {
     conn_t *c = p->data;
-    c->ev = 2;
+    c->ev = EV_MESSAGE;
     http_parser_pause(p, 1);
+    return 0;
+}
+
+/* A chunk's size is known before its data: one that would take the body
+ * past --max-body is refused now (413), not after the body timeout. The
+ * library itself refuses a size that overflows 64 bits (400). */
+static int on_chunk_header(http_parser *p)
+{
+    conn_t *c = p->data;
+    uint64_t max = c->front->opts.max_body;
+    if (p->content_length > max || c->body_seen + p->content_length > max) {
+        c->ev = EV_CHUNK_BIG;
+        http_parser_pause(p, 1);
+    }
     return 0;
 }
 
@@ -1173,6 +1294,9 @@ static void headers_done(conn_t *c)
     } else if (c->n_ct > 1 || (c->n_ct == 1 && !c->ct_ok)) {
         status = 415;
         why = "Content-Type must be application/json";
+    } else if (c->ce_bad) {
+        status = 415;
+        why = "Content-Encoding must be identity (none is decoded)";
     } else if (cl > o->max_body) {
         char buf[64];
         snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
@@ -1214,7 +1338,7 @@ static void message_done(conn_t *c)
     req_t *r = c->tail;
     c->phase = PH_IDLE;
     c->is_head = false;
-    arm(c, T_NONE);
+    disarm_read(c);
     if (!http_should_keep_alive(p)) {
         c->no_more = true;
         read_stop(c); /* the answer closes: read no more (a FIN from the client is then no cancel) */
@@ -1269,7 +1393,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
     c->exec_end = p + n;
     while (done < n && !c->no_more && !c->closed && !c->finishing) {
         if (c->bp) {
-            if (c->nreq > PIPELINE_LOW)
+            if (!pipeline_low(c))
                 break;
             c->bp = false;
         }
@@ -1280,7 +1404,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
             c->raw_bad = false;
             c->want_crlf = 0;
         }
-        c->ev = 0;
+        c->ev = EV_NONE;
         c->scan_pos = q;
         size_t k = http_parser_execute(&c->parser, &settings, q, n - done);
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -1295,9 +1419,14 @@ static size_t feed(conn_t *c, const char *p, size_t n)
         done += k;
         if (e == HPE_PAUSED) {
             http_parser_pause(&c->parser, 0);
-            if (c->ev == 1) {
+            if (c->ev == EV_HEADERS) {
                 headers_done(c);
-            } else if (c->ev == 2) {
+            } else if (c->ev == EV_CHUNK_BIG) {
+                char buf[64];
+                snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
+                refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
+                break;
+            } else if (c->ev == EV_MESSAGE) {
                 if (c->raw_bad) {
                     refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
                     break;
@@ -1310,7 +1439,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
                 }
                 c->parser.upgrade = 0; /* no protocol switch: the next request is HTTP */
                 message_done(c);
-                if (c->nreq >= PIPELINE_MAX)
+                if (pipeline_full(c))
                     c->bp = true;
             }
             continue;
@@ -1362,7 +1491,7 @@ static void feed_pending(conn_t *c)
         memmove(c->in.p, c->in.p + k, c->in.len - k);
         c->in.len -= k;
     }
-    if (c->bp && c->nreq <= PIPELINE_LOW && c->in.len == 0)
+    if (c->bp && pipeline_low(c) && c->in.len == 0)
         c->bp = false;
     if (!c->bp && !c->no_more && !c->finishing) {
         if (c->in.len == 0) /* nothing held while reading again, nor while idle */
@@ -1506,6 +1635,7 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     settings.on_headers_complete = on_headers_complete;
     settings.on_body = on_body;
     settings.on_message_complete = on_message_complete;
+    settings.on_chunk_header = on_chunk_header;
     /* Ours counts first; the library's own (process-wide) limit stays above. */
     if (opts->max_header_bytes + 1024u > 80u * 1024)
         http_parser_set_max_header_size(opts->max_header_bytes + 1024u);
@@ -1558,7 +1688,7 @@ void jrpc_front_http_pause(jrpc_front_http_t *f)
         read_stop(c);
         jrpc_buf_reset(&c->in);
         if (c->phase != PH_IDLE)
-            arm(c, T_NONE);
+            disarm_read(c);
         c->phase = PH_IDLE;
         if (c->head == NULL && !c->writing)
             conn_close(c);

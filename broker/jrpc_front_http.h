@@ -9,7 +9,9 @@
  * lets through that RFC 9112 forbids is checked here (see
  * docs/ARCHITECTURE.md, "HTTP: http-parser"). Keep-alive and pipelining:
  * answers leave strictly in request order; past PIPELINE_MAX outstanding
- * requests a connection is not read until answers flush. */
+ * requests, or OUT_MAX bytes of answers the client has not read, a
+ * connection is not read until answers flush, and a write that makes no
+ * progress for write_timeout_ms closes the connection. */
 #ifndef JRPC_FRONT_HTTP_H
 #define JRPC_FRONT_HTTP_H
 
@@ -27,14 +29,15 @@ typedef struct jrpc_front_http_opts {
     uint32_t    max_conns;          /* open connections; more are accepted and closed */
     uint32_t    header_timeout_ms;  /* first byte of a request to end of headers (408) */
     uint32_t    body_timeout_ms;    /* end of headers to end of body (408) */
-    uint32_t    idle_timeout_ms;    /* idle keep-alive connection; also a stalled write */
+    uint32_t    idle_timeout_ms;    /* idle keep-alive connection */
+    uint32_t    write_timeout_ms;   /* an answer's write making no progress (client not reading) */
     bool        reuseport;          /* SO_REUSEPORT: several brokers share the port */
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
     .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
     .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
-    .idle_timeout_ms = 60000 })
+    .idle_timeout_ms = 60000, .write_timeout_ms = 30000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
  * bound address. With opts->reuseport, other processes that also set it may

@@ -186,8 +186,11 @@ int main(int argc, char **argv)
           .dest = &ho.header_timeout_ms, .min = 1, .max = 86400000 },
         { "body-timeout-ms", U, "N", "30000", "HTTP: end of headers to end of body",
           .dest = &ho.body_timeout_ms, .min = 1, .max = 86400000 },
-        { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection, stalled write",
+        { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection",
           .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
+        { "write-timeout-ms", U, "N", "30000", "HTTP: an answer's write making no progress (the\n"
+          "client does not read): the connection is closed", .dest = &ho.write_timeout_ms,
+          .min = 1, .max = 86400000 },
         { "reuseport", B, "on|off", "off", "HTTP: SO_REUSEPORT, so that several brokers share the\n"
           "port (each needs its own --zmq and --workers)", .dest = &ho.reuseport },
         { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
