@@ -49,6 +49,7 @@ static const char usage_tail[] =
     "SIGINT/SIGTERM: sends DISCONNECT to every broker (no new calls come), lets\n"
     "the calls held finish and be answered (at most --drain-timeout-ms, or until\n"
     "their deadlines pass), then exits 0. A second signal exits at once.\n"
+    "SIGHUP is logged and ignored.\n"
     "Under systemd (Type=notify) it sends READY=1 once its connections are set up\n"
     "(ZeroMQ connects in the background) and STOPPING=1 when a stop begins.\n"
     "Exit status: 0 on a clean stop (or --help, --version, a good --check-config),\n"
@@ -275,6 +276,7 @@ typedef struct app {
     jrpc_worker_t *w;
     uv_signal_t    sigint;
     uv_signal_t    sigterm;
+    uv_signal_t    sighup;
     uint32_t       drain_timeout_ms;
     int            signals;   /* received so far */
 } app_t;
@@ -294,6 +296,13 @@ static void on_signal(uv_signal_t *h, int signum)
         JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
         jrpc_worker_stop(app->w);
     }
+}
+
+/* SIGHUP (a closed terminal, or a habit of "reload"): nothing to reload
+ * yet, so it is logged and ignored rather than killing the worker. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    JRPC_LOG(JRPC_LOG_WARN, "main", "event=signal signal=HUP action=ignored");
 }
 
 /* ---- flags ---- */
@@ -422,9 +431,11 @@ int main(int argc, char **argv)
     app_t app = { .w = w, .drain_timeout_ms = drain_timeout_ms };
     uv_signal_init(jrpc_worker_loop(w), &app.sigint);
     uv_signal_init(jrpc_worker_loop(w), &app.sigterm);
+    uv_signal_init(jrpc_worker_loop(w), &app.sighup);
     app.sigint.data = app.sigterm.data = &app;
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&app.sighup, on_sighup, SIGHUP);
     jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     int rc = jrpc_worker_run(w);
     /* Sleeps a drain gave up on; then run the close callbacks of the signal
@@ -432,6 +443,7 @@ int main(int argc, char **argv)
     cancel_sleepers();
     uv_close((uv_handle_t *)&app.sigint, NULL);
     uv_close((uv_handle_t *)&app.sigterm, NULL);
+    uv_close((uv_handle_t *)&app.sighup, NULL);
     uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
     status = rc < 0 ? 1 : 0;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,
