@@ -221,13 +221,13 @@ out:
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
     if (rc == -ETIMEDOUT && c->curve)
-        set_err(c, "no answer from %s within %d ms (is the broker running? With CURVE, "
-                "a broker that refuses this client's key, or has another server key, "
-                "gives no error: check --server-key and the broker's --client-keys)",
-                c->url, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: no answer (is it "
+                "running and reachable? With CURVE, a broker that refuses this client's "
+                "key, or has another server key, gives no error: check --server-key and "
+                "the broker's --client-keys)", timeout_ms, c->url);
     else if (rc == -ETIMEDOUT)
-        set_err(c, "no answer from %s within %d ms (is the broker running?)",
-                c->url, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: no answer (is it "
+                "running and reachable?)", timeout_ms, c->url);
     else if (rc == -EPROTO)
         set_err(c, "malformed reply from %s (expected [empty][body] frames)", c->url);
     else if (rc == -EINTR)
@@ -607,7 +607,8 @@ static int http_read_answer(jrpc_client_t *c, jrpc_buf_t *reply, int64_t deadlin
 
 fail:
     if (rc == -ETIMEDOUT)
-        set_err(c, "no answer from %s within %d ms", c->where, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: connected, no "
+                "answer", timeout_ms, c->where);
     else if (rc == -EINTR)
         set_err(c, "interrupted while waiting for %s", c->where);
     else if (rc == -EMSGSIZE)
@@ -658,8 +659,8 @@ static int http_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *hdr, 
         if (is_conn_lost(rc) && reused && attempt == 0)
             continue;   /* the server never had the whole request: safe to resend */
         if (rc == -ETIMEDOUT)
-            set_err(c, "no answer from %s within %d ms (could not send the request)",
-                    c->where, timeout_ms);
+            set_err(c, "timed out after %d ms sending the request to %s", timeout_ms,
+                    c->where);
         else if (rc == -EINTR)
             set_err(c, "interrupted while sending to %s", c->where);
         else

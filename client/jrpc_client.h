@@ -166,8 +166,8 @@ const char *jrpc_client_url(const jrpc_client_t *c);
 int jrpc_client_http_status(const jrpc_client_t *c);
 
 /* A one-line description of the last failure of c, with its context, e.g.
- * "no answer from tcp://127.0.0.1:5555 within 500 ms (is the broker
- * running?)". "" when the last call succeeded. Borrowed: valid until the
+ * "timed out after 500 ms waiting for the broker at tcp://127.0.0.1:5555:
+ * no answer (is it running and reachable?)". "" when the last call succeeded. Borrowed: valid until the
  * next call on c. */
 const char *jrpc_client_last_error(const jrpc_client_t *c);
 
