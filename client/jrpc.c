@@ -363,7 +363,7 @@ int main(int argc, char **argv)
     key_opts_t key = { 0 };
     char *key_id = NULL, *secret = NULL;
     const char *curve_secret = NULL, *server_key = NULL;
-    jrpc_wire_header_t hdr = { 0 };
+    jrpc_client_header_t hdr = { 0 };
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char server_public[JRPC_CURVE_Z85_LEN + 1];
 

@@ -21,6 +21,7 @@
 #include <http_parser.h>
 #include <zmq.h>
 #include "jrpc_sign.h"
+#include "jrpc_wire.h"
 
 /* A transport is picked once, from the URL scheme, in jrpc_client_new.
  * Adding a scheme (https://) means adding one entry to `transports` and its
@@ -948,10 +949,20 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
 }
 
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
-                     const jrpc_wire_header_t *hdr, jrpc_buf_t *reply, int timeout_ms)
+                     const jrpc_client_header_t *ch, jrpc_buf_t *reply, int timeout_ms)
 {
     int rc;
     assert(c != NULL && reply != NULL && (body != NULL || len == 0));
+    /* The public header struct is the wire codec's, field for field: the
+     * codec stays out of the installed API (jrpc_client.h). */
+    jrpc_wire_header_t wh, *hdr = NULL;
+    if (ch) {
+        wh = (jrpc_wire_header_t){ .key = ch->key, .timestamp = ch->timestamp,
+                                   .nonce = ch->nonce, .signature = ch->signature,
+                                   .timeout_ms = ch->timeout_ms,
+                                   .traceparent = ch->traceparent };
+        hdr = &wh;
+    }
     c->err[0] = '\0';
     c->http_status = 0;
     reply->len = 0;
