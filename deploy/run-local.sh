@@ -26,6 +26,7 @@
 # --workers or --admin given there is used as is (and the demo workers
 # connect to that --workers).
 set -u
+caller=$PWD
 cd "$(dirname "$0")/.."
 open=no install=yes bin=${JRPC_BIN:-} dir=build/dev nworkers=2
 zmq_port=5555 http_port=8080 workers_port=5556 admin_port=9090 redis_port=6390
@@ -46,6 +47,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+# --bin and --dir are relative to where the script was started from.
+[ -n "$bin" ] && [ "${bin#/}" = "$bin" ] && bin=$caller/$bin
+[ "$dir" != build/dev ] && [ "${dir#/}" = "$dir" ] && dir=$caller/$dir
 zmq_ep=tcp://127.0.0.1:$zmq_port http_ep=127.0.0.1:$http_port
 workers_ep=tcp://127.0.0.1:$workers_port admin_ep=127.0.0.1:$admin_port
 # The broker's own --zmq/--http/--workers/--admin win over the port options.
@@ -82,7 +86,10 @@ mkdir -p "$dir"
 # this script alone, which forwards exactly one SIGTERM per Ctrl-C, SIGINT or
 # SIGTERM or SIGHUP (a closed terminal). Ctrl-C, `kill -INT <script>` and
 # `kill -INT -<group>` therefore all drain the same way; a second one
-# forwards a second SIGTERM, which stops at once. Redis is stopped last, once
+# forwards a second SIGTERM, which stops at once. (Started in the background
+# by a shell without job control, `cmd &` in a script, bash ignores SIGINT in
+# the script and nothing can trap it: stop it with SIGTERM then.) Redis is
+# stopped last, once
 # the broker (which may be claiming nonces for calls in flight) has exited.
 names=()        # "broker", "demo-1", ...: the processes that drain
 pids=()
