@@ -89,8 +89,8 @@ mkdir -p "$dir"
 # forwards a second SIGTERM, which stops at once. (Started in the background
 # by a shell without job control, `cmd &` in a script, bash ignores SIGINT in
 # the script and nothing can trap it: stop it with SIGTERM then.) Redis is
-# stopped last, once
-# the broker (which may be claiming nonces for calls in flight) has exited.
+# stopped last, once the broker (which may be claiming nonces for calls in
+# flight) has exited.
 names=()        # "broker", "demo-1", ...: the processes that drain
 pids=()
 redis_pid=
