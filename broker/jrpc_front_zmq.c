@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -21,6 +22,11 @@
  * this many replies queued for it; the next is dropped (docs/RELIABILITY.md). */
 #define CLIENT_HWM  1000
 #define DROP_LOG_MS 1000 /* at most one warn line per second about dropped replies */
+/* libzmq's ZMQ_MAXMSGSIZE (per frame) is set to this many times --max-body:
+ * a body up to that is read and answered -32600 "body larger than N bytes"
+ * (as HTTP answers 413); beyond it libzmq cuts the connection without a word
+ * (docs/ARCHITECTURE.md, "Oversized bodies over ZeroMQ"). */
+#define OVERSIZE_FACTOR 2
 
 struct jrpc_front_zmq {
     void          *sock;     /* ROUTER */
@@ -29,6 +35,8 @@ struct jrpc_front_zmq {
     bool           paused;
     msgpack_zone   zone;     /* header frame decoding */
     jrpc_buf_t     err;      /* error replies written here */
+    size_t         max_body; /* --max-body: larger JSON frames are answered -32600 */
+    uint64_t       oversized;     /* bodies refused for their size */
     uint64_t       dropped;  /* replies the client was not there to take */
     uint64_t       unread;   /* of those, dropped at the HWM (client not reading) */
     uint64_t       unread_logged; /* unread at the last warn line */
@@ -131,6 +139,17 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
     const char *peer = zmq_msg_gets(&frames[k], "Peer-Address"); /* an IP, no port */
     if (peer)
         ad.peer = (jrpc_span_t){ peer, strlen(peer) };
+    if (zmq_msg_size(&frames[k]) > f->max_body) {
+        char why[64];
+        snprintf(why, sizeof why, "body larger than %zu bytes", f->max_body);
+        f->oversized++;
+        JRPC_LOG(JRPC_LOG_WARN, "front_zmq", "event=refused reason=body_too_large bytes=%zu "
+                 "max_body=%zu peer=%s total=%llu", zmq_msg_size(&frames[k]), f->max_body,
+                 peer ? peer : "-", (unsigned long long)f->oversized);
+        reply_error(f, r, JRPC_INVALID_REQUEST, why);
+        free(r);
+        return;
+    }
     int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
                                 &ad, on_reply, r, NULL);
     if (rc < 0) {
@@ -182,7 +201,7 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 }
 
 jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, int64_t max_msg_bytes,
+                                     jrpc_broker_t *broker, uint32_t max_body,
                                      const struct jrpc_curve_keypair *curve)
 {
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
@@ -190,6 +209,7 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
         return NULL;
     f->broker = broker;
     f->loop = loop;
+    f->max_body = max_body;
     msgpack_zone_init(&f->zone, 1024);
     jrpc_buf_init(&f->err);
     f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
@@ -198,6 +218,7 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     int one = 1, zero = 0;
     zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
+    int64_t max_msg_bytes = (int64_t)max_body * OVERSIZE_FACTOR;
     zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
     int hwm = CLIENT_HWM;
     zmq_setsockopt(f->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);

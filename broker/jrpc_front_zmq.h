@@ -18,9 +18,12 @@ struct jrpc_curve_keypair;
 
 /* Binds endpoint and starts reading. With curve (the broker's keypair, read
  * only here) the socket is a CURVE server in ZAP domain "clients": bind the
- * ZAP handler first. NULL on failure (logged). */
+ * ZAP handler first. A JSON frame larger than max_body (--max-body, the same
+ * limit as HTTP's) is answered -32600 "body larger than N bytes", logged and
+ * counted (jrpc_bodies_total{outcome="invalid"}); a frame larger than twice
+ * max_body makes libzmq drop the connection unread. NULL on failure (logged). */
 jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, int64_t max_msg_bytes,
+                                     jrpc_broker_t *broker, uint32_t max_body,
                                      const struct jrpc_curve_keypair *curve);
 /* Stops taking new messages; replies still go out. */
 void jrpc_front_zmq_pause(jrpc_front_zmq_t *f);

@@ -26,7 +26,8 @@ static const char usage_head[] =
 
 static const char usage_tail[] =
     "Precedence: flags > JRPC_* environment > config file > defaults.\n"
-    "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0.\n"
+    "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0;\n"
+    "a second one exits 1 at once. SIGHUP is logged and ignored.\n"
     "Under systemd (Type=notify) it sends READY=1 once every socket is bound and\n"
     "STOPPING=1 when a stop begins.\n"
     "Exit status: 0 after a clean stop (or --help, --version, a good --check-config),\n"
@@ -42,7 +43,7 @@ static void die_usage(const char *fmt, const char *arg)
 
 typedef struct app {
     uv_loop_t          loop;
-    uv_signal_t        sigint, sigterm;
+    uv_signal_t        sigint, sigterm, sighup;
     jrpc_broker_t     *broker;
     jrpc_front_zmq_t  *front;
     jrpc_front_http_t *http;   /* NULL with --http none */
@@ -65,6 +66,7 @@ static void on_drained(void *arg)
     jrpc_logbuf_stop();
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -80,6 +82,13 @@ static void on_signal(uv_signal_t *s, int signum)
     if (a->http)
         jrpc_front_http_pause(a->http);
     jrpc_broker_drain(a->broker, on_drained, a);
+}
+
+/* SIGHUP (a closed terminal, or a habit of "reload"): nothing to reload
+ * yet, so it is logged and ignored rather than killing the broker. */
+static void on_sighup(uv_signal_t *s, int signum)
+{
+    JRPC_LOG(JRPC_LOG_WARN, "main", "event=signal signal=HUP action=ignored");
 }
 
 /* The admin listener with --ready-methods joined into the "m1,m2" form it takes. */
@@ -299,9 +308,11 @@ int main(int argc, char **argv)
         return 1;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
+    uv_signal_init(&a.loop, &a.sighup);
     a.sigint.data = a.sigterm.data = &a;
     uv_signal_start(&a.sigint, on_signal, SIGINT);
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sighup, on_sighup, SIGHUP);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=started version=%s timeout_ms=%u max_batch=%u",
              JRPC_VERSION, o.timeout_ms, o.limits.max_batch);
     if (keys)

@@ -16,6 +16,10 @@
 
 enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2 };
 
+/* How much longer than the deadline it sends the CLI waits for the answer:
+ * the broker answers -32003 at the deadline, and that answer has to travel. */
+#define REPLY_SLACK_MS 500
+
 static const char usage_text[] =
 "Usage:\n"
 "  jrpc [OPTIONS] call METHOD [PARAMS_JSON]\n"
@@ -54,7 +58,12 @@ static const char usage_text[] =
 "                           ipc://PATH                 ZeroMQ, Unix socket\n"
 "                           http://HOST[:PORT][/PATH]  HTTP/1.1 POST to PATH\n"
 "                             (PATH defaults to /rpc, PORT to 80)\n"
-"  -t, --timeout-ms N     Give up after N milliseconds (default 10000).\n"
+"  -t, --timeout-ms N     The deadline of the request, in milliseconds (default\n"
+"                         10000): sent to the broker (the ZeroMQ header frame's\n"
+"                         timeout_ms, the X-JRPC-Timeout-Ms HTTP header), which\n"
+"                         answers what is done by then and -32003 for the rest\n"
+"                         of a batch (it caps N at its own --timeout-ms). The\n"
+"                         CLI waits 500 ms more for that answer, then gives up.\n"
 "  -k, --key-id ID        Sign every request with key ID (default: $JRPC_KEY_ID).\n"
 "  -s, --secret SECRET    The key's secret (default: $JRPC_SECRET). Other users\n"
 "                         can read a command line (ps): prefer --key-file or\n"
@@ -354,7 +363,7 @@ int main(int argc, char **argv)
     key_opts_t key = { 0 };
     char *key_id = NULL, *secret = NULL;
     const char *curve_secret = NULL, *server_key = NULL;
-    jrpc_wire_header_t hdr = { 0 };
+    jrpc_client_header_t hdr = { 0 };
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char server_public[JRPC_CURVE_Z85_LEN + 1];
 
@@ -498,8 +507,17 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    if (jrpc_client_send(c, body.p, body.len, hdr.traceparent.n ? &hdr : NULL, &reply,
-                         timeout_ms) < 0) {
+    /* The deadline goes to the broker (header frame, X-JRPC-Timeout-Ms), so
+     * that it answers the calls that made it and -32003 for the others; we
+     * wait a little longer than that for its answer to arrive. */
+    hdr.timeout_ms = (uint32_t)timeout_ms;
+    int wait_ms = timeout_ms > INT_MAX - REPLY_SLACK_MS ? INT_MAX : timeout_ms + REPLY_SLACK_MS;
+    int src = jrpc_client_send(c, body.p, body.len, &hdr, &reply, wait_ms);
+    if (src == -ETIMEDOUT) {
+        fprintf(stderr, "jrpc: %s; the broker was asked to answer within %d ms\n",
+                jrpc_client_last_error(c), timeout_ms);
+        goto out;
+    } else if (src < 0) {
         fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));
         goto out;
     }

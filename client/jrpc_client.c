@@ -21,6 +21,7 @@
 #include <http_parser.h>
 #include <zmq.h>
 #include "jrpc_sign.h"
+#include "jrpc_wire.h"
 
 /* A transport is picked once, from the URL scheme, in jrpc_client_new.
  * Adding a scheme (https://) means adding one entry to `transports` and its
@@ -221,13 +222,13 @@ out:
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
     if (rc == -ETIMEDOUT && c->curve)
-        set_err(c, "no answer from %s within %d ms (is the broker running? With CURVE, "
-                "a broker that refuses this client's key, or has another server key, "
-                "gives no error: check --server-key and the broker's --client-keys)",
-                c->url, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: no answer (is it "
+                "running and reachable? With CURVE, a broker that refuses this client's "
+                "key, or has another server key, gives no error: check --server-key and "
+                "the broker's --client-keys)", timeout_ms, c->url);
     else if (rc == -ETIMEDOUT)
-        set_err(c, "no answer from %s within %d ms (is the broker running?)",
-                c->url, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: no answer (is it "
+                "running and reachable?)", timeout_ms, c->url);
     else if (rc == -EPROTO)
         set_err(c, "malformed reply from %s (expected [empty][body] frames)", c->url);
     else if (rc == -EINTR)
@@ -607,7 +608,8 @@ static int http_read_answer(jrpc_client_t *c, jrpc_buf_t *reply, int64_t deadlin
 
 fail:
     if (rc == -ETIMEDOUT)
-        set_err(c, "no answer from %s within %d ms", c->where, timeout_ms);
+        set_err(c, "timed out after %d ms waiting for the broker at %s: connected, no "
+                "answer", timeout_ms, c->where);
     else if (rc == -EINTR)
         set_err(c, "interrupted while waiting for %s", c->where);
     else if (rc == -EMSGSIZE)
@@ -658,8 +660,8 @@ static int http_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *hdr, 
         if (is_conn_lost(rc) && reused && attempt == 0)
             continue;   /* the server never had the whole request: safe to resend */
         if (rc == -ETIMEDOUT)
-            set_err(c, "no answer from %s within %d ms (could not send the request)",
-                    c->where, timeout_ms);
+            set_err(c, "timed out after %d ms sending the request to %s", timeout_ms,
+                    c->where);
         else if (rc == -EINTR)
             set_err(c, "interrupted while sending to %s", c->where);
         else
@@ -947,10 +949,20 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
 }
 
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
-                     const jrpc_wire_header_t *hdr, jrpc_buf_t *reply, int timeout_ms)
+                     const jrpc_client_header_t *ch, jrpc_buf_t *reply, int timeout_ms)
 {
     int rc;
     assert(c != NULL && reply != NULL && (body != NULL || len == 0));
+    /* The public header struct is the wire codec's, field for field: the
+     * codec stays out of the installed API (jrpc_client.h). */
+    jrpc_wire_header_t wh, *hdr = NULL;
+    if (ch) {
+        wh = (jrpc_wire_header_t){ .key = ch->key, .timestamp = ch->timestamp,
+                                   .nonce = ch->nonce, .signature = ch->signature,
+                                   .timeout_ms = ch->timeout_ms,
+                                   .traceparent = ch->traceparent };
+        hdr = &wh;
+    }
     c->err[0] = '\0';
     c->http_status = 0;
     reply->len = 0;

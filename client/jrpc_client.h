@@ -56,7 +56,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "jrpc_buf.h"
-#include "jrpc_wire.h"
 
 #define JRPC_CLIENT_DEFAULT_URL        "tcp://127.0.0.1:5555"
 #define JRPC_CLIENT_DEFAULT_TIMEOUT_MS 10000
@@ -66,6 +65,19 @@ enum {
 };
 
 typedef struct jrpc_client jrpc_client_t;
+
+/* What the broker reads besides the body (README, "Request headers"): over
+ * ZeroMQ the msgpack header frame (proto/PROTOCOL.md), over http:// the
+ * headers named below. Every field is optional: an empty span or 0 is left
+ * out. Spans are borrowed for the call only. */
+typedef struct jrpc_client_header {
+    jrpc_span_t key;          /* key id (X-JRPC-Key); with nonce, signature, timestamp */
+    int64_t     timestamp;    /* Unix seconds (X-JRPC-Timestamp); 0: absent */
+    jrpc_span_t nonce;        /* X-JRPC-Nonce */
+    jrpc_span_t signature;    /* 64 lower-case hex digits (X-JRPC-Signature) */
+    uint32_t    timeout_ms;   /* the body's deadline (X-JRPC-Timeout-Ms); 0: the broker's */
+    jrpc_span_t traceparent;  /* W3C trace context (traceparent) */
+} jrpc_client_header_t;
 
 /* A zeroed struct (or NULL) gives every default. */
 typedef struct jrpc_client_opts {
@@ -118,8 +130,8 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
 
 /* Sends one request body (a JSON-RPC request, notification or batch; sent
  * as is) and blocks until the reply or the timeout. hdr, if not NULL, is
- * encoded with jrpc_wire_put_header and sent as a header frame before the
- * body (signing, deadlines); NULL sends no header frame. Over http://,
+ * sent as a header frame before the body (signing, deadlines); NULL sends
+ * no header frame. Over http://,
  * hdr->timeout_ms (when not 0) becomes an X-JRPC-Timeout-Ms header,
  * hdr->traceparent a traceparent header, and the signing fields that are
  * set the X-JRPC-* headers named above (for a caller that signs itself).
@@ -155,7 +167,7 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
  *   -ENOMEM, or another -errno from the transport.
  * jrpc_client_last_error(c) then says what happened, in words. */
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
-                     const jrpc_wire_header_t *hdr, jrpc_buf_t *reply, int timeout_ms);
+                     const jrpc_client_header_t *hdr, jrpc_buf_t *reply, int timeout_ms);
 
 /* The URL the client was made with (borrowed: lives as long as c). */
 const char *jrpc_client_url(const jrpc_client_t *c);
@@ -166,8 +178,8 @@ const char *jrpc_client_url(const jrpc_client_t *c);
 int jrpc_client_http_status(const jrpc_client_t *c);
 
 /* A one-line description of the last failure of c, with its context, e.g.
- * "no answer from tcp://127.0.0.1:5555 within 500 ms (is the broker
- * running?)". "" when the last call succeeded. Borrowed: valid until the
+ * "timed out after 500 ms waiting for the broker at tcp://127.0.0.1:5555:
+ * no answer (is it running and reachable?)". "" when the last call succeeded. Borrowed: valid until the
  * next call on c. */
 const char *jrpc_client_last_error(const jrpc_client_t *c);
 

@@ -5,6 +5,7 @@
 #   bash deploy/deps.sh             everything: build, run and the whole test suite
 #   bash deploy/deps.sh --build     only what building needs (deploy/build.sh, the image's build stage)
 #   bash deploy/deps.sh --runtime   only what the programs load, and curl (the image's last stage)
+#   bash deploy/deps.sh --local     build + runtime + redis-server: what deploy/run-local.sh needs
 #   ... --clean                     (after the others) then drop apt's package lists (images)
 set -eu
 # curl: the container's health check (GET /healthz on the admin port).
@@ -20,8 +21,9 @@ if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --b
 case "${1:-}" in
     --runtime) pkgs=("${runtime[@]}") ;;
     --build)   pkgs=("${build[@]}") ;;
+    --local)   pkgs=("${build[@]}" "${runtime[@]}" redis-server) ;;
     "")        pkgs=("${build[@]}" "${suite[@]}") ;;
-    *) echo "usage: deploy/deps.sh [--build|--runtime] [--clean]" >&2; exit 2 ;;
+    *) echo "usage: deploy/deps.sh [--build|--runtime|--local] [--clean]" >&2; exit 2 ;;
 esac
 # The deploy/ checks run validators from the npm registry: Debian's node and
 # npm only when the machine has no npm of its own (a newer one may be there).

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is needed, builds twice (plain with
+# The whole test suite: installs what is needed (and only here), builds twice (plain with
 # warnings as errors, then AddressSanitizer + UndefinedBehaviorSanitizer) and
 # runs every test in both. The last line is the total: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
+# Everything is installed here, before ctest: the Debian packages, then the
+# deploy/ checks' npm validators (tests/deploy/node_modules). Inside ctest
+# nothing installs or downloads.
 bash deploy/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash tests/deploy/npm_install.sh || { echo "0 passed, 1 failed"; exit 1; }
 jobs=$(nproc)
 total_pass=0
 total_fail=0

@@ -1,12 +1,14 @@
 /* jrpc-worker — the demo worker: serves the methods of the JSON-RPC 2.0
- * specification's examples, plus echo, sleep and slow_update, on
+ * specification's examples, plus echo, sleep, slow_update and spin, on
  * libjrpc-worker. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -19,6 +21,7 @@
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
 #define SLEEP_MAX_MS     600000
+#define SPIN_MAX_MS      60000
 
 static const char usage_head[] =
     "Usage: jrpc-worker [OPTIONS]\n"
@@ -38,9 +41,12 @@ static const char usage_tail[] =
     "  sleep        {\"ms\": N}, 0 <= N <= 600000: answers N after N ms, without\n"
     "               holding up other calls\n"
     "  slow_update  {\"ms\": N}: like update, answers null after N ms\n"
+    "  spin         {\"ms\": N}, 0 <= N <= 60000: burns N ms of CPU on libuv's\n"
+    "               thread pool (up to 4 at once per worker; heartbeats go on),\n"
+    "               answers {\"ms\": N, \"pid\": the worker's pid}\n"
     "\n"
     "Idempotent (the broker may re-run them on another worker when this one is\n"
-    "lost mid-call): subtract, sum, add, get_data, echo, sleep. Not idempotent:\n"
+    "lost mid-call): subtract, sum, add, get_data, echo, sleep, spin. Not idempotent:\n"
     "update, slow_update, notify_hello, notify_sum (they stand for calls with\n"
     "effects; a lost call of theirs is answered -32004, never run twice).\n"
     "\n"
@@ -49,6 +55,7 @@ static const char usage_tail[] =
     "SIGINT/SIGTERM: sends DISCONNECT to every broker (no new calls come), lets\n"
     "the calls held finish and be answered (at most --drain-timeout-ms, or until\n"
     "their deadlines pass), then exits 0. A second signal exits at once.\n"
+    "SIGHUP is logged and ignored.\n"
     "Under systemd (Type=notify) it sends READY=1 once its connections are set up\n"
     "(ZeroMQ connects in the background) and STOPPING=1 when a stop begins.\n"
     "Exit status: 0 on a clean stop (or --help, --version, a good --check-config),\n"
@@ -269,12 +276,99 @@ static void cancel_sleepers(void)
     }
 }
 
+/* spin: CPU work off the loop thread (uv_queue_work), so that a long spin
+ * does not hold up heartbeats or other calls. spin_abort ends the spins
+ * still running when the worker has stopped (a drain that timed out). */
+typedef struct spinner {
+    uv_work_t     work;
+    jrpc_wcall_t *call;
+    uint64_t      ms;
+    bool          done;   /* ran to the end (not aborted) */
+} spinner_t;
+
+static atomic_bool spin_abort;
+static unsigned    spins_pending;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void on_spin_work(uv_work_t *wk)
+{
+    spinner_t *s = wk->data;
+    uint64_t end = thread_cpu_ns() + s->ms * 1000000u;
+    volatile uint64_t x = 0;
+    while (!atomic_load_explicit(&spin_abort, memory_order_relaxed)) {
+        for (int i = 0; i < 100000; i++)
+            x = x * 6364136223846793005u + 1442695040888963407u;
+        if (thread_cpu_ns() >= end) {
+            s->done = true;
+            break;
+        }
+    }
+}
+
+static void on_spin_done(uv_work_t *wk, int status)
+{
+    spinner_t *s = wk->data;
+    spins_pending--;
+    if (s->done) {
+        msgpack_packer *pk = jrpc_wcall_result(s->call);
+        msgpack_pack_map(pk, 2);
+        msgpack_pack_str(pk, 2);
+        msgpack_pack_str_body(pk, "ms", 2);
+        msgpack_pack_uint64(pk, s->ms);
+        msgpack_pack_str(pk, 3);
+        msgpack_pack_str_body(pk, "pid", 3);
+        msgpack_pack_int64(pk, (int64_t)getpid());
+        jrpc_wcall_finish(s->call);
+    } else {
+        jrpc_wcall_error(s->call, JRPC_WORKER_FAILED, jrpc_error_message(JRPC_WORKER_FAILED));
+    }
+    free(s);
+}
+
+static void m_spin(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    jrpc_worker_t *w = arg;
+    const msgpack_object *ms = jrpc_wire_map_get(params, "ms");
+    if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SPIN_MAX_MS)
+        { invalid_params(call); return; }
+    spinner_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        jrpc_wcall_error(call, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        return;
+    }
+    s->call = call;
+    s->ms = ms->via.u64;
+    s->work.data = s;
+    if (uv_queue_work(jrpc_worker_loop(w), &s->work, on_spin_work, on_spin_done) < 0) {
+        jrpc_wcall_error(call, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        free(s);
+        return;
+    }
+    spins_pending++;
+}
+
+/* Ends the spins still running once the worker has stopped and waits for
+ * their (dropped) answers, so that no work refers to the worker after. */
+static void abort_spins(jrpc_worker_t *w)
+{
+    atomic_store(&spin_abort, true);
+    while (spins_pending > 0)
+        uv_run(jrpc_worker_loop(w), UV_RUN_ONCE);
+}
+
 /* ---- signals ---- */
 
 typedef struct app {
     jrpc_worker_t *w;
     uv_signal_t    sigint;
     uv_signal_t    sigterm;
+    uv_signal_t    sighup;
     uint32_t       drain_timeout_ms;
     int            signals;   /* received so far */
 } app_t;
@@ -294,6 +388,13 @@ static void on_signal(uv_signal_t *h, int signum)
         JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
         jrpc_worker_stop(app->w);
     }
+}
+
+/* SIGHUP (a closed terminal, or a habit of "reload"): nothing to reload
+ * yet, so it is logged and ignored rather than killing the worker. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    JRPC_LOG(JRPC_LOG_WARN, "main", "event=signal signal=HUP action=ignored");
 }
 
 /* ---- flags ---- */
@@ -401,6 +502,7 @@ int main(int argc, char **argv)
         { "echo", m_echo, IDEM },         { "sleep", m_sleep, IDEM },
         { "update", m_null, 0 },          { "slow_update", m_slow_update, 0 },
         { "notify_hello", m_null, 0 },    { "notify_sum", m_null, 0 },
+        { "spin", m_spin, IDEM },
     };
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
         if (jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags) < 0)
@@ -422,16 +524,20 @@ int main(int argc, char **argv)
     app_t app = { .w = w, .drain_timeout_ms = drain_timeout_ms };
     uv_signal_init(jrpc_worker_loop(w), &app.sigint);
     uv_signal_init(jrpc_worker_loop(w), &app.sigterm);
+    uv_signal_init(jrpc_worker_loop(w), &app.sighup);
     app.sigint.data = app.sigterm.data = &app;
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&app.sighup, on_sighup, SIGHUP);
     jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     int rc = jrpc_worker_run(w);
     /* Sleeps a drain gave up on; then run the close callbacks of the signal
      * watchers and sleepers. */
     cancel_sleepers();
+    abort_spins(w);
     uv_close((uv_handle_t *)&app.sigint, NULL);
     uv_close((uv_handle_t *)&app.sigterm, NULL);
+    uv_close((uv_handle_t *)&app.sighup, NULL);
     uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
     status = rc < 0 ? 1 : 0;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,

@@ -350,7 +350,7 @@ static void *run(void *arg)
     jrpc_buf_init(&reply);
     call_t calls[MAX_BATCH];
     uint64_t next_n = 0;
-    const jrpc_wire_header_t hdr = { .timeout_ms = (uint32_t)g_call_timeout_ms };
+    const jrpc_client_header_t hdr = { .timeout_ms = (uint32_t)g_call_timeout_ms };
 
     while (now_s() < g_deadline) {
         unsigned n = 1 + (unsigned)(rnd(&rs) % MAX_BATCH);

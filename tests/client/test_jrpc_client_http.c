@@ -247,7 +247,7 @@ static void test_path_and_timeout_header(void **state)
     static const step_t steps[] = { { ANSWER, OK_RESP } };
     server_t *s = server_start(steps, 1);
     jrpc_client_t *c = client_for(s, "/v1/json?x=1");
-    jrpc_wire_header_t h = { .timeout_ms = 1500 };
+    jrpc_client_header_t h = { .timeout_ms = 1500 };
     jrpc_buf_t reply;
     jrpc_buf_init(&reply);
     assert_int_equal(jrpc_client_send(c, REQ, strlen(REQ), &h, &reply, 2000), 0);
@@ -478,7 +478,7 @@ static void http_sig_of(const server_t *s, http_sig_t *h)
     header_of(s->last_head, "X-JRPC-Signature", h->sig, sizeof h->sig);
 }
 
-static void send_ok(jrpc_client_t *c, const char *body, const jrpc_wire_header_t *hdr)
+static void send_ok(jrpc_client_t *c, const char *body, const jrpc_client_header_t *hdr)
 {
     jrpc_buf_t reply;
     jrpc_buf_init(&reply);
@@ -509,7 +509,7 @@ static void test_signed_http(void **state)
     assert_signed(a.key, ts, a.nonce, a.sig, REQ, strlen(REQ));
     assert_null(strstr(s->last_head, SECRET));
 
-    jrpc_wire_header_t h = { .timeout_ms = 1500,
+    jrpc_client_header_t h = { .timeout_ms = 1500,
                              .traceparent = { "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 55 } };
     send_ok(c, BATCH, &h);
     http_sig_of(s, &b);
@@ -556,7 +556,7 @@ static void test_signing_options(void **state)
     send_ok(c, REQ, NULL);
     assert_null(strcasestr(s->last_head, "X-JRPC-"));
 
-    jrpc_wire_header_t h = { .key = { "k", 1 }, .timestamp = 1700000000,
+    jrpc_client_header_t h = { .key = { "k", 1 }, .timestamp = 1700000000,
                              .nonce = { "nnnnnnnnnnnnnnnn", 16 }, .signature = { "ab", 2 } };
     send_ok(c, REQ, &h);
     assert_non_null(strstr(s->last_head, "X-JRPC-Key: k\r\nX-JRPC-Timestamp: 1700000000\r\n"
@@ -623,7 +623,7 @@ static void test_signed_zmq_header_frame(void **state)
     assert_non_null(c);
     assert_int_equal(jrpc_client_set_key(c, KEY_ID, SECRET), 0);
     send_ok(c, REQ, NULL);
-    jrpc_wire_header_t h = { .timeout_ms = 1500, .traceparent = { "tp", 2 } };
+    jrpc_client_header_t h = { .timeout_ms = 1500, .traceparent = { "tp", 2 } };
     send_ok(c, BATCH, &h);
     pthread_join(r.thr, NULL);
 

@@ -1,20 +1,14 @@
-# tests/deploy/npm_tools.sh — sourced: installs the pinned npm validators of
-# tests/deploy/package-lock.json into $JRPC_DEPLOY_TOOLS (default
-# build/deploy-tools) once, then sets NODE_TOOLS to their node_modules.
-# Serialised with flock: several checks may ask at once.
+# tests/deploy/npm_tools.sh — sourced: sets NODE_TOOLS to the node_modules of
+# the pinned npm validators (tests/deploy/package-lock.json). It never
+# installs: tests/run.sh runs tests/deploy/npm_install.sh before ctest, so a
+# test only uses what is there ($JRPC_DEPLOY_TOOLS overrides the folder).
 deploy_npm_tools() {
     local src dir
     src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-    dir=${JRPC_DEPLOY_TOOLS:-$src/../../build/deploy-tools}
-    command -v npm >/dev/null || { echo "npm is not installed (the validators come from the npm registry)"; return 1; }
-    mkdir -p "$dir"
-    (
-        flock 9
-        if ! cmp -s "$src/package-lock.json" "$dir/package-lock.json" || [ ! -d "$dir/node_modules" ]; then
-            cp "$src/package.json" "$src/package-lock.json" "$dir/"
-            (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1) ||
-                { cat "$dir/npm.log"; rm -f "$dir/package-lock.json"; exit 1; }
-        fi
-    ) 9>"$dir/.lock" || return 1
-    NODE_TOOLS=$dir/node_modules
+    dir=${JRPC_DEPLOY_TOOLS:-$src/node_modules}
+    if ! cmp -s "$src/package-lock.json" "$dir/.jrpc-lock.json"; then
+        echo "the npm validators are not installed or not at the lock file's versions: bash tests/deploy/npm_install.sh"
+        return 1
+    fi
+    NODE_TOOLS=$dir
 }

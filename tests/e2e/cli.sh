@@ -99,7 +99,7 @@ check "JRPC_SECRET without JRPC_KEY_ID: secret not shown" yes \
 run env -u JRPC_KEY_ID -u JRPC_SECRET "$JRPC" --url "$DEAD_URL" --timeout-ms 300 \
     --key-file "$TMP/keys.txt" --key-id bob call subtract '[42,23]'
 check "good --key-file: gets to the network" \
-    "jrpc: no answer from $DEAD_URL within 300 ms (is the broker running?)"$'\n' "$ERR"
+    "jrpc: timed out after 800 ms waiting for the broker at $DEAD_URL: no answer (is it running and reachable?); the broker was asked to answer within 300 ms"$'\n' "$ERR"
 
 # Invalid PARAMS_JSON is refused before any connection: with a dead URL and
 # the default 10 s timeout, contacting it would take 10 s.
@@ -115,7 +115,7 @@ check "scalar params: exit 2" 2 "$RC"
 run "$JRPC" --url "$DEAD_URL" --timeout-ms 500 call subtract '[42,23]'
 check "no broker: exit 2" 2 "$RC"
 check "no broker: no stdout" "" "$OUT"
-check "no broker: message" "jrpc: no answer from $DEAD_URL within 500 ms (is the broker running?)"$'\n' "$ERR"
+check "no broker: message" "jrpc: timed out after 1000 ms waiting for the broker at $DEAD_URL: no answer (is it running and reachable?); the broker was asked to answer within 500 ms"$'\n' "$ERR"
 check "no broker: within the timeout" yes "$( ((MS >= 450 && MS < 2000)) && echo yes || echo "no: ${MS} ms")"
 
 DEAD_HTTP="http://127.0.0.1:${DEAD_URL##*:}/rpc"

@@ -204,7 +204,7 @@ def wire():
 
 
 if __name__ == "__main__":
-    jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../../../shared/testdata/jsontestsuite")
+    jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../data/jsontestsuite")
     body(jts)
     http()
     wire()

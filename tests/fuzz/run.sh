@@ -15,13 +15,12 @@ src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
 targets=${JRPC_FUZZ_TARGETS:-body http wire}
 
+# It never installs: clang and its runtime come from deploy/deps.sh (the suite
+# list), which tests/run.sh runs before ctest.
 if ! command -v clang >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null |
         grep -q 'install ok installed'; then
-    echo "fuzz: installing clang"
-    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq clang libclang-rt-14-dev >/dev/null ||
-        { echo "fuzz: cannot install clang"; exit 1; }
+    echo "fuzz: clang and libclang-rt-14-dev are needed: bash deploy/deps.sh"
+    exit 1
 fi
 
 echo "fuzz: building in $build"

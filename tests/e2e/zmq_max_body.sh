@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# --max-body is one limit for both fronts. Over ZeroMQ a body above it is
+# answered -32600 "body larger than N bytes" (HTTP: 413 with the same
+# error), logged (event=refused reason=body_too_large) and counted
+# (jrpc_bodies_total{transport="zmq",outcome="invalid"}); the connection
+# stays usable. Above twice the limit libzmq cuts the connection unread
+# (docs/ARCHITECTURE.md): no answer, and the broker keeps serving.
+source "$JRPC_E2E_LIB"
+E2E_HTTP=1 e2e_start_broker --max-body 1000 --admin 127.0.0.1:0
+ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
+    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+e2e_start_worker
+e2e_wait_workers 1
+invalid() { curl -s "$ADMIN/metrics" |
+    awk '$1 == "jrpc_bodies_total{transport=\"zmq\",outcome=\"invalid\"}" { print $2 }'; }
+# A body of n bytes: an echo call padded with spaces.
+body() { local call='{"jsonrpc":"2.0","method":"echo","params":[1],"id":7}'
+    printf '%s%*s' "$call" $(($1 - ${#call})) ''; }
+WANT='{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":"body larger than 1000 bytes"},"id":null}'
+
+before=$(invalid)
+body 1000 > "$E2E_TMP/at.json"
+check "zmq: a body of exactly --max-body is served" '{"jsonrpc":"2.0","result":[1],"id":7}' \
+    "$("$JRPC" send "$E2E_TMP/at.json")"
+body 1001 > "$E2E_TMP/over.json"
+check "zmq: one byte over --max-body: -32600 with the limit" "$WANT" \
+    "$("$JRPC" -t 5000 send "$E2E_TMP/over.json" 2>&1)"
+check "zmq: the refusal is logged" 1 \
+    "$(grep -c 'event=refused reason=body_too_large bytes=1001 max_body=1000' "$E2E_TMP/broker.log")"
+check "zmq: the refusal is counted (bodies_total invalid)" $((${before:-0} + 1)) "$(invalid)"
+body 2000 > "$E2E_TMP/twice.json"
+check "zmq: twice --max-body: still answered" "$WANT" "$("$JRPC" -t 5000 send "$E2E_TMP/twice.json" 2>&1)"
+check "http: the same limit, 413 and the same error" "413 $WANT" \
+    "$(curl -s -w ' %{http_code}' -H 'Content-Type: application/json' --data-binary @"$E2E_TMP/over.json" \
+        "$HTTP_URL/rpc" | awk '{ print $NF, substr($0, 1, length($0) - 4) }')"
+body 2001 > "$E2E_TMP/beyond.json"
+"$JRPC" -t 1000 send "$E2E_TMP/beyond.json" > "$E2E_TMP/beyond.out" 2>&1
+check "zmq: beyond twice --max-body: the connection is cut, no answer" 2 $?
+check "the broker still serves" '{"jsonrpc":"2.0","result":[1],"id":7}' \
+    "$("$JRPC" send "$E2E_TMP/at.json")"
+e2e_finish
