@@ -12,8 +12,9 @@
  * with --name-hex, a "name" option of those raw bytes. Then, for --run-ms
  * (default: until killed), it sends a HEARTBEAT every --hb-ms (default 200)
  * and, in mode "silent" (default), reads what the broker sends and never
- * answers a call; in mode "noread" it never reads at all (its receive queue
- * fills up). Prints one line per event on stdout, flushed: "ready K",
+ * answers a call; in mode "noread" it never reads at all, and its receive
+ * queue and TCP buffer are tiny, so what the broker sends it piles up at the
+ * broker. Prints one line per event on stdout, flushed: "ready K",
  * "request ITEMS" (silent), "disconnect" (silent). Exit status 0, 2 on bad
  * usage. */
 #include <stdint.h>
@@ -86,6 +87,11 @@ int main(int argc, char **argv)
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (strcmp(mode, "noread") == 0) { /* stop reading at TCP level too: the queue stays at the broker */
+        int one = 1, small = 4096;
+        zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);
+        zmq_setsockopt(s, ZMQ_RCVBUF, &small, sizeof small);
+    }
     if (zmq_connect(s, url) != 0) {
         fprintf(stderr, "rogue_worker: connect %s: %s\n", url, zmq_strerror(zmq_errno()));
         return 2;
