@@ -572,8 +572,8 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
     w->redispatched += resent;
     w->lost += failed;
     JRPC_LOG(JRPC_LOG_WARN, "workers",
-             "event=worker_lost worker=%s reason=%s inflight=%u redispatched=%u failed=%u workers=%u",
-             wk->name, why, held, resent, failed, w->nworkers);
+             "event=worker_lost reason=%s inflight=%u redispatched=%u failed=%u workers=%u worker=%s",
+             why, held, resent, failed, w->nworkers, wk->name);
 }
 
 static void worker_free(jrpc_workers_t *w, worker_t *wk)
