@@ -98,6 +98,7 @@ struct worker {
     uint32_t    missed;     /* heartbeat ticks in a row without a message */
     uint64_t    bytes;      /* REQUEST bytes of its calls sent, not answered */
     bool        bytes_full; /* at max_worker_bytes (logged once per crossing) */
+    uint64_t    bytes_logged; /* jrpc_metrics clock of the last worker_bytes_full line */
     uint32_t    timeouts;   /* calls timed out in a row (no answer in time since) */
     uint64_t    ejected_until; /* jrpc_metrics clock (ns); 0: not ejected */
     bool        draining;   /* sent DISCONNECT: no new calls */
@@ -376,8 +377,12 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
         return -ENOMEM;
     s->bytes = (uint32_t)(wk->out.len - before);
     wk->bytes += s->bytes;
-    if (wk->bytes >= w->opts.max_worker_bytes && !wk->bytes_full) {
+    /* Logged when the cap starts refusing (not for one call alone larger
+     * than it), at most every 10 s per worker. */
+    if (wk->bytes >= w->opts.max_worker_bytes && !wk->bytes_full && wk->inflight >= 1 &&
+        jrpc_metrics.now - wk->bytes_logged >= 10000 * NS_PER_MS) {
         wk->bytes_full = true;
+        wk->bytes_logged = jrpc_metrics.now;
         JRPC_LOG(JRPC_LOG_WARN, "workers",
                  "event=worker_bytes_full worker=%s bytes=%llu limit=%u inflight=%u", wk->name,
                  (unsigned long long)wk->bytes, w->opts.max_worker_bytes, wk->inflight + 1);
