@@ -105,6 +105,7 @@ static int write_metrics(jrpc_admin_t *a, jrpc_buf_t *out)
         .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
         .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
         .frames_malformed = ws.malformed,
+        .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
         .each_credit = each_credit, .src = jrpc_broker_workers(a->broker),
     };
     return jrpc_metrics_write(out, &rd);

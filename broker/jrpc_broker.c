@@ -266,7 +266,8 @@ static void withdraw(jrpc_broker_t *b, bbatch_t *x, int code)
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         if (x->handles[i] == NO_HANDLE)
             continue;
-        jrpc_workers_cancel(b->workers, x->handles[i]);
+        jrpc_workers_cancel(b->workers, x->handles[i],
+                            code == JRPC_TIMEOUT ? JRPC_CANCEL_TIMEOUT : JRPC_CANCEL_GONE);
         x->handles[i] = NO_HANDLE;
         x->outstanding--;
         if (code == 0)

@@ -313,6 +313,14 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
           rd->frames_malformed },
         { "jrpc_http_connections", "gauge", "Open HTTP connections.",
           (double)m->http_connections },
+        { "jrpc_methods", "gauge",
+          "Method names known to the worker side (served, or awaited at start-up).",
+          rd->methods },
+        { "jrpc_worker_ready_refused_total", "counter",
+          "Worker READYs refused (too many methods).", (double)rd->ready_refused },
+        { "jrpc_worker_ejections_total", "counter",
+          "Workers ejected after --eject-after calls timed out in a row.",
+          (double)rd->ejections },
     };
     if (rc == 0)
         rc = scalars(out, gauges, sizeof gauges / sizeof gauges[0]);

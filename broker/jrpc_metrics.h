@@ -142,6 +142,8 @@ typedef struct jrpc_metrics_read {
     int      redis_up;                  /* 0 or 1 */
     uint64_t redis_failures, replays, signature_failures, acl_denied;
     uint64_t late_answers, redispatched, calls_lost, frames_malformed;
+    uint32_t methods;                   /* method names known to the worker side */
+    uint64_t ready_refused, ejections;  /* READYs refused; workers ejected */
     /* Calls emit(emit_arg, label, credit) once per worker; NULL: none. */
     void   (*each_credit)(void *src, jrpc_metrics_credit_fn emit, void *emit_arg);
     void    *src;

@@ -9,7 +9,17 @@
  * A slot keeps its method and its (borrowed) params for as long as it lives,
  * sent or queued, so that a call whose worker is lost can be sent again:
  * re-dispatch gives the slot a new generation (a new seq), so the lost
- * worker's seq can never match it again, whatever that worker does later. */
+ * worker's seq can never match it again, whatever that worker does later.
+ *
+ * The worker port is a trust boundary: a READY is read in time linear in
+ * its size (a per-READY mark on the method entries finds duplicates, the
+ * hash table grows), and is refused past opts.max_worker_methods names or
+ * when it would take the table past opts.max_methods. A method entry lives
+ * while something refers to it (a worker that listed it, a call pointing at
+ * it: m->refs) and is freed at the next safe point after the last goes
+ * (method_sweep), so READYs with new names in turn do not grow the table.
+ * Liveness counts heartbeat ticks without a message, so a long callback
+ * (which delays the ticks as well as the reading) cannot expire a worker. */
 #include "jrpc_workers.h"
 
 #include <errno.h>
@@ -28,6 +38,7 @@
 
 #define NIL UINT32_MAX
 #define MAX_GRACE_METHODS 4096  /* method entries the start-up grace may create */
+#define NS_PER_MS 1000000ull
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
 #define MAX_NAME 64          /* bytes of a worker's name kept for its metrics label */
@@ -56,6 +67,7 @@ typedef struct slot {
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
+    uint32_t    bytes;      /* SLOT_SENT: its bytes in the REQUEST (worker->bytes) */
 } slot_t;
 
 struct method {
@@ -66,15 +78,29 @@ struct method {
     uint32_t    rr;         /* where the next search for credit starts */
     uint32_t    qhead, qtail; /* FIFO of queued slots */
     method_t   *next;       /* hash chain */
+    uint32_t    hash;       /* of name */
+    uint32_t    refs;       /* workers listing it + slots pointing at it */
+    uint32_t    mark;       /* the READY that last listed it (duplicates) */
+    uint32_t    pos;        /* its index in that READY's worker->methods */
+    uint32_t    nejected;   /* of workers[], those ejected */
+    bool        in_gc;      /* on the jrpc_workers gc list */
+    method_t   *gc_next;    /* gc list */
 };
 
 struct worker {
     char        id[MAX_ROUTING_ID]; /* ROUTER routing id */
     size_t      idlen;
     char        name[MAX_NAME + 1]; /* READY's "name" option, else the id in hex (metrics) */
-    uint32_t    credit;     /* announced at READY */
+    uint32_t    credit;     /* announced at READY, at most max_worker_credit */
     uint32_t    inflight;   /* calls sent, not answered */
-    uint64_t    last_seen;  /* loop ms of its last message */
+    uint64_t    last_seen;  /* jrpc_metrics clock (ns) at its last message */
+    bool        seen;       /* a message since the last heartbeat tick */
+    uint32_t    missed;     /* heartbeat ticks in a row without a message */
+    uint64_t    bytes;      /* REQUEST bytes of its calls sent, not answered */
+    bool        bytes_full; /* at max_worker_bytes (logged once per crossing) */
+    uint64_t    bytes_logged; /* jrpc_metrics clock of the last worker_bytes_full line */
+    uint32_t    timeouts;   /* calls timed out in a row (no answer in time since) */
+    uint64_t    ejected_until; /* jrpc_metrics clock (ns); 0: not ejected */
     bool        draining;   /* sent DISCONNECT: no new calls */
     bool        routed;     /* in its methods' worker lists */
     method_t  **methods;    /* served (kept after unrouting: see idem) */
@@ -109,6 +135,10 @@ struct jrpc_workers {
     uint32_t        nmethods;      /* entries in mtab */
     uint64_t        redispatched;  /* calls sent again after losing their worker */
     uint64_t        lost;          /* calls answered -32004 (worker lost) */
+    uint32_t        ready_no;      /* READYs read: the stamp of method_t.mark */
+    method_t       *gc;            /* methods whose refs fell to 0 (method_sweep) */
+    uint64_t        ready_refused; /* READYs refused */
+    uint64_t        ejections;     /* workers ejected */
     msgpack_zone    zone;          /* for decoding one frame at a time */
     jrpc_buf_t      scratch;       /* encoding of small messages */
 };
@@ -130,12 +160,38 @@ static uint32_t hash(const char *s, size_t n)
 
 static method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)
 {
-    for (method_t *m = w->mtab[hash(name, len) & (w->mtab_size - 1)]; m; m = m->next)
-        if (m->len == len && memcmp(m->name, name, len) == 0)
+    uint32_t h = hash(name, len);
+    for (method_t *m = w->mtab[h & (w->mtab_size - 1)]; m; m = m->next)
+        if (m->hash == h && m->len == len && memcmp(m->name, name, len) == 0)
             return m;
     return NULL;
 }
 
+/* Doubles the table when it is 3/4 full (a failed allocation keeps the old
+ * one: longer chains, nothing lost). */
+static void method_grow(jrpc_workers_t *w)
+{
+    if (w->nmethods < w->mtab_size / 4 * 3 || w->mtab_size >= 1u << 30)
+        return;
+    uint32_t size = w->mtab_size * 2;
+    method_t **t = calloc(size, sizeof *t);
+    if (t == NULL)
+        return;
+    for (uint32_t b = 0; b < w->mtab_size; b++) {
+        while (w->mtab[b]) {
+            method_t *m = w->mtab[b];
+            w->mtab[b] = m->next;
+            m->next = t[m->hash & (size - 1)];
+            t[m->hash & (size - 1)] = m;
+        }
+    }
+    free(w->mtab);
+    w->mtab = t;
+    w->mtab_size = size;
+}
+
+/* The entry for name, made when missing (refs 0: the caller takes a
+ * reference, or hands it to method_unref's check). NULL on ENOMEM. */
 static method_t *method_get(jrpc_workers_t *w, const char *name, size_t len)
 {
     method_t *m = method_find(w, name, len);
@@ -149,12 +205,54 @@ static method_t *method_get(jrpc_workers_t *w, const char *name, size_t len)
     memcpy(m->name, name, len);
     m->name[len] = '\0';
     m->len = len;
+    m->hash = hash(name, len);
     m->qhead = m->qtail = NIL;
-    uint32_t b = hash(name, len) & (w->mtab_size - 1);
+    method_grow(w);
+    uint32_t b = m->hash & (w->mtab_size - 1);
     m->next = w->mtab[b];
     w->mtab[b] = m;
     w->nmethods++;
     return m;
+}
+
+/* An entry nobody refers to goes on the gc list, freed at the next
+ * method_sweep (never here: callers up the stack may still be walking it,
+ * e.g. method_fail_queue). */
+static void method_check(jrpc_workers_t *w, method_t *m)
+{
+    if (m->refs == 0 && !m->in_gc) {
+        m->in_gc = true;
+        m->gc_next = w->gc;
+        w->gc = m;
+    }
+}
+
+/* Drops one reference. */
+static void method_unref(jrpc_workers_t *w, method_t *m)
+{
+    m->refs--;
+    method_check(w, m);
+}
+
+/* Frees the entries still unreferenced on the gc list. Called only where no
+ * method pointer is held up the stack: reap() and the start of on_ready. */
+static void method_sweep(jrpc_workers_t *w)
+{
+    while (w->gc) {
+        method_t *m = w->gc;
+        w->gc = m->gc_next;
+        m->in_gc = false;
+        if (m->refs > 0)
+            continue;
+        method_t **pp = &w->mtab[m->hash & (w->mtab_size - 1)];
+        while (*pp != m)
+            pp = &(*pp)->next;
+        *pp = m->next;
+        w->nmethods--;
+        free(m->workers);
+        free(m->name);
+        free(m);
+    }
 }
 
 static void method_fail_queue(jrpc_workers_t *w, method_t *m);
@@ -201,6 +299,10 @@ static int slot_alloc(jrpc_workers_t *w, uint32_t *idx)
 static void slot_free(jrpc_workers_t *w, uint32_t i)
 {
     slot_t *s = &w->slots[i];
+    if (s->method) {
+        method_unref(w, s->method);
+        s->method = NULL;
+    }
     s->seq = 0;
     s->state = SLOT_FREE;
     s->owner = NULL;
@@ -269,9 +371,22 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
         if (jrpc_wire_put_request_begin(&wk->out) < 0)
             return -ENOMEM;
     }
+    size_t before = wk->out.len;
     if (jrpc_wire_put_request_call(&wk->out, s->seq, (jrpc_span_t){ s->method->name, s->method->len },
                                    s->params, timeout_ms, s->trace) < 0)
         return -ENOMEM;
+    s->bytes = (uint32_t)(wk->out.len - before);
+    wk->bytes += s->bytes;
+    /* Logged when the cap starts refusing (not for one call alone larger
+     * than it), at most every 10 s per worker. */
+    if (wk->bytes >= w->opts.max_worker_bytes && !wk->bytes_full && wk->inflight >= 1 &&
+        jrpc_metrics.now - wk->bytes_logged >= 10000 * NS_PER_MS) {
+        wk->bytes_full = true;
+        wk->bytes_logged = jrpc_metrics.now;
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=worker_bytes_full worker=%s bytes=%llu limit=%u inflight=%u", wk->name,
+                 (unsigned long long)wk->bytes, w->opts.max_worker_bytes, wk->inflight + 1);
+    }
     wk->out_n++;
     wk->inflight++;
     w->inflight++;
@@ -284,16 +399,30 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     return 0;
 }
 
+/* Whether wk may take one more call: credit left, and fewer than
+ * max_worker_bytes outstanding (a worker holding nothing takes any call). */
+static bool worker_has_room(const jrpc_workers_t *w, const worker_t *wk)
+{
+    return wk->inflight < wk->credit && (wk->bytes < w->opts.max_worker_bytes || wk->inflight == 0);
+}
+
+/* Whether wk takes calls of m: not ejected, or every worker of m is
+ * (better a suspect worker than none, as Envoy's panic threshold). */
+static bool worker_eligible(const worker_t *wk, const method_t *m)
+{
+    return wk->ejected_until == 0 || m->nejected == m->nworkers;
+}
+
 /* The live worker serving m with the most free credit, searching from a
  * rotating start; NULL when all are full. */
-static worker_t *method_pick(method_t *m)
+static worker_t *method_pick(const jrpc_workers_t *w, method_t *m)
 {
     worker_t *best = NULL;
     uint32_t best_free = 0;
     for (uint32_t k = 0; k < m->nworkers; k++) {
         worker_t *wk = m->workers[(m->rr + k) % m->nworkers];
         uint32_t fr = wk->credit - wk->inflight;
-        if (wk->inflight < wk->credit && fr > best_free) {
+        if (worker_has_room(w, wk) && worker_eligible(wk, m) && fr > best_free) {
             best = wk;
             best_free = fr;
         }
@@ -365,6 +494,8 @@ static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
     for (uint32_t i = 0; i < wk->nmethods; i++) {
         method_t *m = wk->methods[i];
         method_remove_worker(m, wk);
+        if (wk->ejected_until)
+            m->nejected--;
         if (m->nworkers == 0)
             method_fail_queue(w, m);
     }
@@ -393,11 +524,20 @@ static int redispatch(jrpc_workers_t *w, uint32_t i)
         w->generation = 1;
     s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
     s->resent++;
-    worker_t *best = method_pick(m);
+    worker_t *best = method_pick(w, m);
     if (best)
         return worker_add_call(w, best, i);
     queue_push(w, m, i);
     return 0;
+}
+
+/* Drops wk's references to the methods it listed (once unrouted, when
+ * nothing needs its idempotent flags any more). */
+static void worker_release_methods(jrpc_workers_t *w, worker_t *wk)
+{
+    for (uint32_t i = 0; i < wk->nmethods; i++)
+        method_unref(w, wk->methods[i]);
+    wk->nmethods = 0;
 }
 
 /* Removes a worker. Each call it held is sent again when that cannot run it
@@ -414,6 +554,7 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
     worker_unroute(w, wk);
     w->inflight -= wk->inflight;
     wk->inflight = 0;
+    wk->bytes = 0;
     wk->out_n = 0;
     for (uint32_t i = 0; i < w->nslots; i++) {
         slot_t *s = &w->slots[i];
@@ -432,15 +573,17 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
         failed++;
         slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NULL);
     }
+    worker_release_methods(w, wk);
     w->redispatched += resent;
     w->lost += failed;
     JRPC_LOG(JRPC_LOG_WARN, "workers",
-             "event=worker_lost reason=%s inflight=%u redispatched=%u failed=%u workers=%u", why,
-             held, resent, failed, w->nworkers);
+             "event=worker_lost reason=%s inflight=%u redispatched=%u failed=%u workers=%u worker=%s",
+             why, held, resent, failed, w->nworkers, wk->name);
 }
 
-static void worker_free(worker_t *wk)
+static void worker_free(jrpc_workers_t *w, worker_t *wk)
 {
+    worker_release_methods(w, wk);
     jrpc_buf_dispose(&wk->out);
     free(wk->methods);
     free(wk->idem);
@@ -461,11 +604,12 @@ static void reap(jrpc_workers_t *w)
                          w->nworkers);
             }
             *pp = wk->next;
-            worker_free(wk);
+            worker_free(w, wk);
         } else {
             pp = &wk->next;
         }
     }
+    method_sweep(w);
 }
 
 /* Moves queued calls to wk while it has credit. */
@@ -473,9 +617,11 @@ static void worker_pull(jrpc_workers_t *w, worker_t *wk)
 {
     if (wk->draining || wk->dead || !wk->routed)
         return;
-    for (uint32_t k = 0; k < wk->nmethods && wk->inflight < wk->credit; k++) {
+    for (uint32_t k = 0; k < wk->nmethods && worker_has_room(w, wk); k++) {
         method_t *m = wk->methods[k];
-        while (m->qhead != NIL && wk->inflight < wk->credit) {
+        if (!worker_eligible(wk, m))
+            continue;
+        while (m->qhead != NIL && worker_has_room(w, wk)) {
             uint32_t i = m->qhead;
             slot_t *s = &w->slots[i];
             m->qhead = s->next;
@@ -492,14 +638,28 @@ static void worker_pull(jrpc_workers_t *w, worker_t *wk)
     }
 }
 
-/* The worker's label in the metrics: its READY name (cut at MAX_NAME
- * bytes), or its routing id in hex. */
+/* A READY name becomes a metrics label and goes into log lines: 1 to
+ * MAX_NAME bytes of [A-Za-z0-9._:@/-], nothing that needs escaping. */
+static bool name_ok(const char *p, size_t n)
+{
+    if (n == 0 || n > MAX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* The worker's label in the metrics and logs: its READY name when
+ * name_ok(), else its routing id in hex (a refused name is logged). */
 static void worker_name(worker_t *wk, const msgpack_object *name)
 {
-    if (name && name->type == MSGPACK_OBJECT_STR && name->via.str.size > 0) {
-        size_t n = name->via.str.size < MAX_NAME ? name->via.str.size : MAX_NAME;
-        memcpy(wk->name, name->via.str.ptr, n);
-        wk->name[n] = '\0';
+    if (name && name->type == MSGPACK_OBJECT_STR && name_ok(name->via.str.ptr, name->via.str.size)) {
+        memcpy(wk->name, name->via.str.ptr, name->via.str.size);
+        wk->name[name->via.str.size] = '\0';
         return;
     }
     static const char hex[] = "0123456789abcdef";
@@ -509,15 +669,54 @@ static void worker_name(worker_t *wk, const msgpack_object *name)
         wk->name[n++] = hex[(uint8_t)wk->id[i] & 15];
     }
     wk->name[n] = '\0';
+    if (name && name->type == MSGPACK_OBJECT_STR)
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=worker_name_refused worker=%s bytes=%u detail=\"not 1-64 bytes of "
+                 "[A-Za-z0-9._:@/-]: labelled by its routing id\"", wk->name, name->via.str.size);
 }
 
+/* Refuses a READY: logged, counted, and the worker told DISCONNECT ("I do
+ * not know you": it reconnects and tries again, at most once per heartbeat
+ * interval, PROTOCOL.md section 6). */
+static void ready_refuse(jrpc_workers_t *w, const char *id, size_t idlen, const char *why,
+                         uint32_t n, uint32_t limit)
+{
+    w->ready_refused++;
+    char hexid[2 * 16 + 1];
+    size_t k = 0;
+    for (size_t i = 0; i < idlen && i < 16; i++)
+        k += (size_t)snprintf(hexid + k, sizeof hexid - k, "%02x", (uint8_t)id[i]);
+    hexid[k] = '\0';
+    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=ready_refused id=%s reason=%s methods=%u limit=%u",
+             hexid, why, n, limit);
+    send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
+}
+
+/* Starts a session. Linear in the size of the READY: one hash lookup per
+ * name, duplicates found by the mark the READY leaves on each entry. */
 static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc_wire_msg_t *m)
 {
     worker_t *old = worker_find(w, id, idlen);
     if (old)
         worker_kill(w, old, "ready_again");
-    worker_t *wk = calloc(1, sizeof *wk);
+    method_sweep(w);   /* what the old session alone listed */
     uint32_t n = m->methods->via.array.size;
+    const msgpack_object *names = m->methods->via.array.ptr;
+    if (n > w->opts.max_worker_methods) {
+        ready_refuse(w, id, idlen, "too_many_methods", n, w->opts.max_worker_methods);
+        return;
+    }
+    uint32_t fresh = 0;   /* names not known yet (a repeated one counted each time) */
+    for (uint32_t i = 0; i < n; i++)
+        if (names[i].via.str.size <= w->opts.max_method_len &&
+            method_find(w, names[i].via.str.ptr, names[i].via.str.size) == NULL)
+            fresh++;
+    if (fresh > w->opts.max_methods - (w->nmethods < w->opts.max_methods ? w->nmethods
+                                                                           : w->opts.max_methods)) {
+        ready_refuse(w, id, idlen, "method_table_full", w->nmethods + fresh, w->opts.max_methods);
+        return;
+    }
+    worker_t *wk = calloc(1, sizeof *wk);
     if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL ||
         (wk->idem = calloc(n, sizeof *wk->idem)) == NULL) {
         if (wk)
@@ -528,24 +727,32 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     memcpy(wk->id, id, idlen);
     wk->idlen = idlen;
     worker_name(wk, jrpc_wire_map_get(m->options, "name"));
-    wk->credit = m->credit;
-    wk->last_seen = now_ms(w);
+    wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
+    wk->last_seen = jrpc_metrics.now;
+    wk->seen = true;
     jrpc_buf_init(&wk->out);
+    if (++w->ready_no == 0)
+        w->ready_no = 1;
+    uint32_t stamp = w->ready_no, ignored = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object_str *s = &m->methods->via.array.ptr[i].via.str;
-        method_t *mt = method_get(w, s->ptr, s->size);
-        if (mt == NULL)
+        const msgpack_object_str *s = &names[i].via.str;
+        if (s->size > w->opts.max_method_len) {
+            ignored++;
             continue;
-        bool dup = false;
-        for (uint32_t j = 0; j < wk->nmethods; j++)
-            dup |= wk->methods[j] == mt;
-        if (dup)
+        }
+        method_t *mt = method_get(w, s->ptr, s->size);
+        if (mt == NULL || mt->mark == stamp)
             continue;
         worker_t **ws = realloc(mt->workers, (mt->nworkers + 1) * sizeof *ws);
-        if (ws == NULL)
+        if (ws == NULL) {
+            method_check(w, mt);   /* freed if it was new */
             continue;
+        }
         mt->workers = ws;
         mt->workers[mt->nworkers++] = wk;
+        mt->mark = stamp;
+        mt->pos = wk->nmethods;
+        mt->refs++;
         wk->methods[wk->nmethods++] = mt;
     }
     wk->routed = true;
@@ -553,19 +760,18 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     for (uint32_t i = 0; m->idempotent && i < m->idempotent->via.array.size; i++) {
         const msgpack_object_str *s = &m->idempotent->via.array.ptr[i].via.str;
         method_t *mt = method_find(w, s->ptr, s->size);
-        for (uint32_t j = 0; mt && j < wk->nmethods; j++) {
-            if (wk->methods[j] == mt && !wk->idem[j]) {
-                wk->idem[j] = true;
-                nidem++;
-            }
+        if (mt && mt->mark == stamp && !wk->idem[mt->pos]) {
+            wk->idem[mt->pos] = true;
+            nidem++;
         }
     }
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
     JRPC_LOG(JRPC_LOG_INFO, "workers",
-             "event=worker_ready credit=%u methods=%u idempotent=%u workers=%u", wk->credit,
-             wk->nmethods, nidem, w->nworkers);
+             "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u idempotent=%u "
+             "ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
+             ignored, w->nworkers);
     worker_pull(w, wk);
 }
 
@@ -589,9 +795,14 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
         }
         wk->inflight--;
         w->inflight--;
+        wk->bytes -= s->bytes;
+        if (wk->bytes < w->opts.max_worker_bytes)
+            wk->bytes_full = false;
         jrpc_hist_observe(&jrpc_metrics.worker, jrpc_metrics_since(s->t_ns));
         if (s->owner == NULL)
             w->late++;
+        else
+            wk->timeouts = 0;   /* answered in time */
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
     }
     worker_pull(w, wk);
@@ -623,7 +834,8 @@ static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const ch
             send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
         return;
     }
-    wk->last_seen = now_ms(w);
+    wk->last_seen = jrpc_metrics.now;
+    wk->seen = true;
     switch (m.type) {
     case JRPC_WIRE_RESPONSE:
         on_response(w, wk, &m);
@@ -679,20 +891,54 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
     return 1;
 }
 
+/* Ejects wk (no new calls until the ejection ends, unless every worker of
+ * a method is ejected), or ends its ejection. */
+static void worker_set_ejected(jrpc_workers_t *w, worker_t *wk, bool on)
+{
+    if (on == (wk->ejected_until != 0))
+        return;
+    wk->ejected_until = on ? jrpc_metrics.now + (uint64_t)w->opts.eject_ms * NS_PER_MS : 0;
+    for (uint32_t k = 0; wk->routed && k < wk->nmethods; k++) {
+        if (on)
+            wk->methods[k]->nejected++;
+        else
+            wk->methods[k]->nejected--;
+    }
+    if (on) {
+        w->ejections++;
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=worker_ejected worker=%s timeouts=%u eject_ms=%u inflight=%u", wk->name,
+                 wk->timeouts, w->opts.eject_ms, wk->inflight);
+        wk->timeouts = 0;
+    } else {
+        JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_ejection_ended worker=%s", wk->name);
+        worker_pull(w, wk);
+    }
+}
+
+/* Heartbeat tick. A worker is lost when no message came from it during
+ * the last `liveness` ticks AND for liveness x heartbeat_ms of wall time
+ * (fresh clock). Counting ticks is what a long callback cannot fake: it
+ * delays the ticks as much as the reading, so messages queued meanwhile are
+ * not mistaken for silence. */
 static void on_heartbeat(uv_timer_t *t)
 {
     jrpc_workers_t *w = t->data;
     uint64_t now = now_ms(w);
-    uint64_t limit = (uint64_t)w->opts.heartbeat_ms * w->opts.liveness;
-    jrpc_metrics_tick();
+    uint64_t now_ns = jrpc_metrics_tick();
+    uint64_t limit = (uint64_t)w->opts.heartbeat_ms * w->opts.liveness * NS_PER_MS;
     if (w->grace_until && now >= w->grace_until)
         grace_end(w);
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
         if (wk->dead)
             continue;
+        wk->missed = wk->seen ? 0 : wk->missed + 1;
+        wk->seen = false;
+        if (wk->ejected_until && now_ns >= wk->ejected_until)
+            worker_set_ejected(w, wk, false);
         /* A connection that closed (a killed process) is seen at the next
          * heartbeat, before the liveness runs out. */
-        if (now - wk->last_seen > limit)
+        if (wk->missed >= w->opts.liveness && now_ns - wk->last_seen > limit)
             worker_kill(w, wk, "heartbeat_expired");
         else if (send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT) == -EHOSTUNREACH)
             worker_kill(w, wk, "unreachable");
@@ -716,6 +962,18 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     w->done_arg = arg;
     w->free_head = NIL;
     w->generation = (uint32_t)time(NULL) ^ (uint32_t)uv_os_getpid() << 16;
+    if (w->opts.max_worker_methods == 0)
+        w->opts.max_worker_methods = JRPC_WORKERS_MAX_WORKER_METHODS;
+    if (w->opts.max_methods == 0)
+        w->opts.max_methods = JRPC_WORKERS_MAX_METHODS;
+    if (w->opts.max_method_len == 0)
+        w->opts.max_method_len = 65535;
+    if (w->opts.max_worker_credit == 0)
+        w->opts.max_worker_credit = JRPC_WORKERS_MAX_WORKER_CREDIT;
+    if (w->opts.max_worker_bytes == 0)
+        w->opts.max_worker_bytes = JRPC_WORKERS_MAX_WORKER_BYTES;
+    if (w->opts.eject_ms == 0)
+        w->opts.eject_ms = JRPC_WORKERS_EJECT_MS;
     w->mtab_size = 256;
     w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
     jrpc_buf_init(&w->scratch);
@@ -768,21 +1026,23 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
         /* Right after a (re)start the workers have not announced themselves
          * yet: a call waits for them (queued) instead of -32601, until the
          * grace ends. Entries made for names nobody serves are capped. */
-        if (w->grace_until == 0 || (m == NULL && w->nmethods >= MAX_GRACE_METHODS))
+        if (w->grace_until == 0 ||
+            (m == NULL && (w->nmethods >= MAX_GRACE_METHODS || w->nmethods >= w->opts.max_methods)))
             return -ENOENT;
         if (m == NULL && (m = method_get(w, method.p, method.n)) == NULL)
             return -ENOMEM;
     }
-    worker_t *best = method_pick(m);
-    if (best == NULL && w->queued >= w->opts.max_queue)
-        return -EBUSY;
+    worker_t *best = method_pick(w, m);
     uint32_t i;
-    if (slot_alloc(w, &i) < 0)
-        return -ENOMEM;
+    if ((best == NULL && w->queued >= w->opts.max_queue) || slot_alloc(w, &i) < 0) {
+        method_check(w, m);   /* a grace entry made for nothing */
+        return best == NULL && w->queued >= w->opts.max_queue ? -EBUSY : -ENOMEM;
+    }
     slot_t *s = &w->slots[i];
     s->owner = owner;
     s->index = index;
     s->method = m;
+    m->refs++;
     s->params = params;
     s->trace = traceparent;
     s->deadline = deadline;
@@ -799,7 +1059,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     return 0;
 }
 
-void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle)
+void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
 {
     slot_t *s = &w->slots[handle];
     if (s->owner == NULL)
@@ -807,6 +1067,12 @@ void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle)
     s->owner = NULL;
     if (s->state == SLOT_QUEUED)
         w->queued--; /* the slot is freed when it reaches the head of its queue */
+    worker_t *wk = s->worker;
+    if (why != JRPC_CANCEL_TIMEOUT || s->state != SLOT_SENT || wk->dead || !wk->routed ||
+        w->opts.eject_after == 0 || wk->ejected_until)
+        return;
+    if (++wk->timeouts >= w->opts.eject_after)
+        worker_set_ejected(w, wk, true);
 }
 
 void jrpc_workers_flush(jrpc_workers_t *w)
@@ -847,6 +1113,9 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->malformed = w->malformed;
     st->redispatched = w->redispatched;
     st->lost = w->lost;
+    st->methods = w->nmethods;
+    st->ready_refused = w->ready_refused;
+    st->ejections = w->ejections;
 }
 
 bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
@@ -885,7 +1154,7 @@ static void on_closed_handle(uv_handle_t *h)
     while (w->workers) {
         worker_t *wk = w->workers;
         w->workers = wk->next;
-        worker_free(wk);
+        worker_free(w, wk);
     }
     for (uint32_t b = 0; b < w->mtab_size; b++) {
         while (w->mtab[b]) {

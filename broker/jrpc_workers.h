@@ -36,7 +36,39 @@ typedef struct jrpc_workers_opts {
                                   keypair: CURVE server, ZAP domain "workers"
                                   (bind the ZAP handler first; read only
                                   during jrpc_workers_new) */
+    /* The worker port is a trust boundary (docs/RELIABILITY.md): what one
+     * worker may claim. 0 in any of these: the default in brackets. */
+    uint32_t    max_worker_methods; /* names in one READY; more: refused [1024] */
+    uint32_t    max_methods;   /* distinct method names known at once (all
+                                  workers, and calls waiting in the start-up
+                                  grace); a READY that would pass it: refused [16384] */
+    uint32_t    max_method_len; /* longer READY names are ignored (no client
+                                  can call them) [65535] */
+    uint32_t    max_worker_credit; /* credit honoured per worker, whatever its
+                                  READY says [1024] */
+    uint32_t    max_worker_bytes; /* REQUEST bytes outstanding at one worker
+                                  (sent, not answered) before it gets no more
+                                  calls; a call is always sent to a worker
+                                  holding none [16 MiB] */
+    uint32_t    eject_after;   /* calls timed out in a row at one worker before
+                                  it is ejected; 0: never */
+    uint32_t    eject_ms;      /* how long an ejected worker gets no new calls
+                                  (unless every worker of the method is
+                                  ejected) [30000] */
 } jrpc_workers_opts_t;
+
+#define JRPC_WORKERS_MAX_WORKER_METHODS 1024
+#define JRPC_WORKERS_MAX_METHODS        16384
+#define JRPC_WORKERS_MAX_WORKER_CREDIT  1024
+#define JRPC_WORKERS_MAX_WORKER_BYTES   (16u << 20)
+#define JRPC_WORKERS_EJECT_MS           30000
+
+/* Why a call is cancelled (jrpc_workers_cancel). */
+enum jrpc_cancel_why {
+    JRPC_CANCEL_GONE,     /* its client left, or the broker gave up otherwise */
+    JRPC_CANCEL_TIMEOUT,  /* its deadline passed: counts against the worker
+                             holding it (ejection) */
+};
 
 /* How a call ended. */
 enum jrpc_done_kind {
@@ -76,8 +108,11 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
 
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)
- * and still returns the worker's credit. */
-void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle);
+ * and still returns the worker's credit. why is a jrpc_cancel_why: with
+ * JRPC_CANCEL_TIMEOUT a call at a worker counts as one timeout there, and
+ * opts.eject_after of them in a row (no answer in time between them) eject
+ * the worker for opts.eject_ms. */
+void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why);
 
 /* Sends the REQUEST messages built since the last flush. */
 void jrpc_workers_flush(jrpc_workers_t *w);
@@ -91,6 +126,9 @@ typedef struct jrpc_workers_stats {
     uint64_t malformed;    /* frames dropped as malformed */
     uint64_t redispatched; /* calls sent again after their worker was lost */
     uint64_t lost;         /* calls answered -32004 because their worker was lost */
+    uint32_t methods;      /* method names known (entries in the method table) */
+    uint64_t ready_refused; /* READYs refused (too many methods) */
+    uint64_t ejections;    /* workers ejected after eject_after timeouts in a row */
 } jrpc_workers_stats_t;
 
 void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
@@ -100,7 +138,8 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
 bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len);
 
 /* Calls fn once per connected worker with its label — the "name" it gave
- * at READY, else its routing id in hex; distinct per worker — and the
+ * at READY when that is 1 to 64 bytes of [A-Za-z0-9._:@/-], else its
+ * routing id in hex; distinct per worker — and the
  * credit it has left. label is valid during the call. */
 typedef void (*jrpc_credit_fn)(void *arg, const char *label, uint32_t credit_left);
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg);

@@ -236,6 +236,21 @@ int main(int argc, char **argv)
         { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
           "none: any worker", .dest = &ready_methods },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
+        { "max-worker-methods", U, "N", "1024", "method names in one worker READY; more: refused",
+          .dest = &o.workers.max_worker_methods, .min = 1, .max = 1000000 },
+        { "max-methods", U, "N", "16384", "distinct method names known at once, all workers\n"
+          "together; a READY that would pass it: refused", .dest = &o.workers.max_methods,
+          .min = 1, .max = 10000000 },
+        { "max-worker-credit", U, "N", "1024", "credit honoured per worker, whatever its READY says",
+          .dest = &o.workers.max_worker_credit, .min = 1, .max = 4294967295u },
+        { "max-worker-bytes", U, "N", "16777216", "REQUEST bytes outstanding at one worker (sent, not\n"
+          "answered) before it gets no more calls",
+          .dest = &o.workers.max_worker_bytes, .min = 1024, .max = 4294967295u },
+        { "eject-after", U, "N", "5", "calls timed out in a row at one worker before it is\n"
+          "ejected (no new calls for --eject-ms); 0: never",
+          .dest = &o.workers.eject_after, .min = 0, .max = 1000000 },
+        { "eject-ms", U, "N", "30000", "how long an ejected worker gets no new calls",
+          .dest = &o.workers.eject_ms, .min = 1, .max = 86400000 },
         JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
@@ -272,6 +287,7 @@ int main(int argc, char **argv)
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
                  "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     o.replay.window_s = o.skew_s;
+    o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
     signal(SIGPIPE, SIG_IGN);
     /* Static: the loop and the handles stay reachable when start-up fails and
      * main returns 1 early (no false leak report, nothing half-closed). */

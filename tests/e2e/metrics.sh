@@ -87,10 +87,13 @@ jrpc_redispatched_total counter
 jrpc_calls_lost_total counter
 jrpc_worker_frames_malformed_total counter
 jrpc_http_connections gauge
+jrpc_methods gauge
+jrpc_worker_ready_refused_total counter
+jrpc_worker_ejections_total counter
 FAM
 check "every family of the contract, with its type" "$(sort "$E2E_TMP/expected")" \
     "$(sed -n 's/^# TYPE //p' "$E2E_TMP/m" | sort)"
-check "a HELP line for each" 24 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
+check "a HELP line for each" 27 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
 check "docs/METRICS.md lists exactly these families" "$(cut -d' ' -f1 "$E2E_TMP/expected" | sort)" \
     "$(grep -o '^| `jrpc_[a-z_]*`' "$DOC" | tr -d '|` ' | sort)"
 
@@ -102,7 +105,7 @@ import re, sys
 from prometheus_client.parser import text_string_to_metric_families
 text = open(sys.argv[1]).read()
 fams = list(text_string_to_metric_families(text))
-assert len(fams) == 24, len(fams)
+assert len(fams) == 27, len(fams)
 cur, seen, series = None, set(), set()
 for line in text.splitlines():
     m = re.match(r'# (HELP|TYPE) (\S+) (.+)$', line)
@@ -145,17 +148,18 @@ check "jrpc_worker_credit: one worker, credit 7" "1 7" \
 $(grep '^jrpc_worker_credit{' "$E2E_TMP/m" | awk '{ print $2 }')"
 check "jrpc_redis_up 1" 1 "$(val jrpc_redis_up)"
 
-# A worker's READY "name" is its label (escaped); a name given twice gets
-# the routing id appended. Two raw workers: READY [1,1,5,["zz"],{"name":"w\"x"}].
+# A worker's READY "name" is its label; a name given twice gets the routing
+# id appended. Two raw workers: READY [1,1,5,["zz"],{"name":"w.x"}]. (A name
+# outside [A-Za-z0-9._:@/-]{1,64} is no label: e2e_workers_hostile.)
 for i in 1 2; do
     "$JRPC_BIN/jrpc-test-zmq-probe" --type dealer --connect "$WORKERS_EP" --no-reply \
-        --hold-ms 2500 @hex:9501010591a27a7a81a46e616d65a3772278 >/dev/null 2>&1 &
+        --hold-ms 2500 @hex:9501010591a27a7a81a46e616d65a3772e78 >/dev/null 2>&1 &
     E2E_PIDS+=($!)
 done
 e2e_wait_for 'scrape; [ "$(val jrpc_workers_connected)" = 3 ]' 5
-check "jrpc_worker_credit by READY name, escaped; a repeated name made distinct" \
-    'jrpc_worker_credit{worker="w\"x"} 5|jrpc_worker_credit{worker="w\"x@' \
-    "$(grep -o '^jrpc_worker_credit{worker="w\\"x[^ ]* [0-9]*' "$E2E_TMP/m" | sed -E 's/@[0-9a-f]+"\} 5$/@/' | sort | tr '\n' '|' | sed 's/|$//')"
+check "jrpc_worker_credit by READY name; a repeated name made distinct" \
+    'jrpc_worker_credit{worker="w.x"} 5|jrpc_worker_credit{worker="w.x@' \
+    "$(grep -o '^jrpc_worker_credit{worker="w\.x[^ ]* [0-9]*' "$E2E_TMP/m" | sed -E 's/@[0-9a-f]+"\} 5$/@/' | sort | tr '\n' '|' | sed 's/|$//')"
 check "... and that page parses too" valid \
     "$($PYPROM "$E2E_TMP/validate.py" "$E2E_TMP/m" 2>&1 | tail -n 1)"
 e2e_wait_for 'scrape; [ "$(val jrpc_workers_connected)" = 1 ]' 10

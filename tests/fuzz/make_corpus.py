@@ -9,6 +9,8 @@ http/: POSTs as clients send them (Content-Length, chunked, pipelined,
 100-continue, HTTP/1.0 keep-alive) and a few request-smuggling attempts.
 wire/: one frame of each worker-protocol message type (PROTOCOL.md), and
 client header frames, packed here by hand (no msgpack module needed).
+workers/: scripts for fuzz_workers.c (READYs, calls, answers, timeouts,
+heartbeat ticks, a READY again, DISCONNECT, an unreachable worker).
 Run it again after changing it; the fuzzers never write into the tree."""
 import os, shutil, struct, sys
 
@@ -203,8 +205,43 @@ def wire():
         open(os.path.join(d, name + ".mp"), "wb").write(s)
 
 
+
+# ---- workers: scripts for fuzz_workers.c (record format in its header) ------
+def workers():
+    d = os.path.join(OUT, "workers")
+    os.makedirs(d, exist_ok=True)
+
+    def ready(credit, methods, opts=None):
+        return mp([1, 1, credit, methods] + ([opts] if opts else []))
+
+    def frame(wid, f):
+        return bytes([0, wid, len(f) & 255, len(f) >> 8]) + f
+
+    hb, dc = mp([1, 4]), mp([1, 5])
+    named = {"name": "w.a", "idempotent": ["m0"]}
+    seeds = {
+        "ready_call_answer": frame(0, ready(4, ["m0", "m1"], named)) + bytes([1, 0, 1, 6, 7, 0, 0, 3]),
+        "two_workers_queue": frame(0, ready(1, ["m0"])) + frame(1, ready(2, ["m0", "m2"])) +
+        bytes([1, 0, 1, 1, 0, 2, 1, 0, 3, 1, 0, 4, 6, 7, 0, 0, 7, 1, 0, 6]),
+        "timeouts_eject": frame(0, ready(4, ["m0"])) +
+        bytes([1, 0, 1, 1, 0, 2, 6, 2, 1, 1, 2, 2, 1, 1, 0, 3, 6, 5, 3, 1, 0, 5, 6]),
+        "liveness_redispatch": frame(0, ready(4, ["m0"])) + frame(2, ready(4, ["m0"])) +
+        bytes([1, 0, 1, 6, 4, 3, 3, 6, 7, 2, 0]),
+        "ready_again_churn": frame(0, ready(2, ["m0", "m1", "m2"])) + frame(0, ready(2, ["m3", "m4", "m5"])) +
+        frame(0, ready(2, ["m6", "m7"])) + bytes([3, 6]),
+        "disconnect_drain": frame(1, ready(2, ["m1"])) + bytes([1, 1, 3, 6]) + frame(1, dc) +
+        bytes([7, 1, 0, 6]) + frame(1, hb),
+        "grace_unknown": bytes([1, 8, 1, 1, 3, 2]) + frame(0, ready(1, ["m3"])) + bytes([6, 3]),
+        "too_many": frame(0, ready(4, ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "a", "b"])),
+        "unreachable": frame(3, ready(4, ["m0"])) + bytes([1, 0, 1, 6, 3]),
+    }
+    for name, s in seeds.items():
+        open(os.path.join(d, name), "wb").write(s)
+
+
 if __name__ == "__main__":
     jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../data/jsontestsuite")
     body(jts)
     http()
     wire()
+    workers()

@@ -1,0 +1,314 @@
+/* Unit tests of the broker's worker sessions (broker/jrpc_workers.c,
+ * compiled in to reach its handler): what a hostile worker may claim
+ * (issue 19). The module sits on an inproc ROUTER; workers "A" and "B" are
+ * DEALERs nobody reads (so sends to them succeed); frames are handed to
+ * on_message() directly and the heartbeat timer's callback is called by
+ * hand, so nothing here depends on time passing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../broker/jrpc_workers.c"
+
+static struct {
+    uv_loop_t loop;
+    void     *zctx, *router, *dealers[2];
+    unsigned  done;       /* on_done calls */
+    int       last_code;
+} G;
+
+static void on_done(void *owner, uint32_t index, int kind, int code, const msgpack_object *value,
+                    void *arg)
+{
+    (void)owner, (void)index, (void)kind, (void)value, (void)arg;
+    G.done++;
+    G.last_code = code;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&G, 0, sizeof G);
+    uv_loop_init(&G.loop);
+    G.zctx = zmq_ctx_new();
+    G.router = zmq_socket(G.zctx, ZMQ_ROUTER);
+    int one = 1, zero = 0;
+    zmq_setsockopt(G.router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(G.router, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_bind(G.router, "inproc://test-workers"), 0);
+    for (int i = 0; i < 2; i++) {
+        char id = (char)('A' + i);
+        G.dealers[i] = zmq_socket(G.zctx, ZMQ_DEALER);
+        zmq_setsockopt(G.dealers[i], ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(G.dealers[i], ZMQ_ROUTING_ID, &id, 1);
+        assert_int_equal(zmq_connect(G.dealers[i], "inproc://test-workers"), 0);
+    }
+    int ev;
+    size_t len = sizeof ev;
+    zmq_getsockopt(G.router, ZMQ_EVENTS, &ev, &len);   /* the ROUTER learns their ids */
+    jrpc_metrics_init();
+    jrpc_log_set_level("error");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        zmq_close(G.dealers[i]);
+    zmq_close(G.router);
+    zmq_ctx_term(G.zctx);
+    uv_loop_close(&G.loop);
+    return 0;
+}
+
+/* What jrpc_workers_new() makes (defaults as main.c's), on the test ROUTER,
+ * no loop handle started. */
+static jrpc_workers_t *make(uint32_t eject_after)
+{
+    jrpc_workers_t *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    w->loop = &G.loop;
+    w->opts = (jrpc_workers_opts_t){
+        .max_queue = 100, .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3,
+        .max_worker_methods = JRPC_WORKERS_MAX_WORKER_METHODS,
+        .max_methods = JRPC_WORKERS_MAX_METHODS, .max_method_len = 256,
+        .max_worker_credit = JRPC_WORKERS_MAX_WORKER_CREDIT,
+        .max_worker_bytes = JRPC_WORKERS_MAX_WORKER_BYTES, .eject_after = eject_after,
+        .eject_ms = JRPC_WORKERS_EJECT_MS,
+    };
+    w->done = on_done;
+    w->free_head = NIL;
+    w->generation = 1;
+    w->mtab_size = 256;
+    w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
+    jrpc_buf_init(&w->scratch);
+    msgpack_zone_init(&w->zone, 4096);
+    w->sock = G.router;
+    w->heartbeat.data = w;
+    return w;
+}
+
+static void destroy(jrpc_workers_t *w)
+{
+    while (w->workers) {
+        worker_t *wk = w->workers;
+        w->workers = wk->next;
+        worker_free(w, wk);
+    }
+    method_sweep(w);
+    bool calls = false;
+    for (uint32_t i = 0; i < w->nslots; i++)
+        calls |= w->slots[i].state != SLOT_FREE;
+    if (!calls)   /* nothing left once nobody refers to it */
+        assert_int_equal(w->nmethods, 0);
+    for (uint32_t b = 0; b < w->mtab_size; b++) {
+        while (w->mtab[b]) {
+            method_t *m = w->mtab[b];
+            w->mtab[b] = m->next;
+            free(m->workers);
+            free(m->name);
+            free(m);
+        }
+    }
+    free(w->mtab);
+    free(w->slots);
+    jrpc_buf_dispose(&w->scratch);
+    msgpack_zone_destroy(&w->zone);
+    free(w);
+    char buf[64];
+    for (int i = 0; i < 2; i++)
+        while (zmq_recv(G.dealers[i], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
+            ;
+}
+
+static int buf_write(void *d, const char *p, size_t n)
+{
+    return jrpc_buf_append(d, p, n) < 0 ? -1 : 0;
+}
+
+/* READY [1, 1, credit, [prefix0, prefix1, ...], {"name": name}?] from id. */
+static void ready(jrpc_workers_t *w, char id, uint32_t credit, const char *prefix, uint32_t n,
+                  const char *name, size_t name_len)
+{
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, buf_write);
+    msgpack_pack_array(&pk, name ? 5 : 4);
+    msgpack_pack_uint8(&pk, 1);
+    msgpack_pack_uint8(&pk, 1);
+    msgpack_pack_uint32(&pk, credit);
+    msgpack_pack_array(&pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        char m[64];
+        int k = n == 1 ? snprintf(m, sizeof m, "%s", prefix) : snprintf(m, sizeof m, "%s%u", prefix, i);
+        msgpack_pack_str(&pk, (size_t)k);
+        msgpack_pack_str_body(&pk, m, (size_t)k);
+    }
+    if (name) {
+        msgpack_pack_map(&pk, 1);
+        msgpack_pack_str(&pk, 4);
+        msgpack_pack_str_body(&pk, "name", 4);
+        msgpack_pack_str(&pk, name_len);
+        msgpack_pack_str_body(&pk, name, name_len);
+    }
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+static void heartbeat_from(jrpc_workers_t *w, char id)
+{
+    static const char hb[] = { (char)0x92, 1, 4 };
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, hb, sizeof hb);
+}
+
+static worker_t *find(jrpc_workers_t *w, char id)
+{
+    return worker_find(w, &id, 1);
+}
+
+/* High 1: a callback that held the loop for longer than the liveness (the
+ * tick then sees an old last_seen, with the worker's heartbeats still
+ * unread) does not expire the worker; silence over `liveness` ticks does. */
+static void test_liveness_not_faked_by_a_long_callback(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    ready(w, 'A', 4, "m", 1, NULL, 0);
+    on_heartbeat(&w->heartbeat);
+    assert_non_null(find(w, 'A'));
+    find(w, 'A')->last_seen -= 60ull * 1000 * NS_PER_MS;   /* a minute-long callback */
+    on_heartbeat(&w->heartbeat);                             /* the tick runs first */
+    assert_non_null(find(w, 'A'));
+    heartbeat_from(w, 'A');                                  /* then its heartbeat is read */
+    on_heartbeat(&w->heartbeat);
+    assert_non_null(find(w, 'A'));
+    find(w, 'A')->last_seen -= 60ull * 1000 * NS_PER_MS;
+    for (int i = 0; i < 2; i++) {                            /* silent: 3 ticks to go */
+        on_heartbeat(&w->heartbeat);
+        assert_non_null(find(w, 'A'));
+    }
+    on_heartbeat(&w->heartbeat);
+    assert_null(find(w, 'A'));
+    assert_int_equal(w->nworkers, 0);
+    reap(w);
+    destroy(w);
+}
+
+/* High 1: past --max-worker-methods the READY is refused; the table does
+ * not grow; duplicates in a READY count once. */
+static void test_ready_caps(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    ready(w, 'A', 4, "n", JRPC_WORKERS_MAX_WORKER_METHODS + 1, NULL, 0);
+    assert_int_equal(w->nworkers, 0);
+    assert_int_equal(w->ready_refused, 1);
+    assert_int_equal(w->nmethods, 0);
+    ready(w, 'A', 4, "n", JRPC_WORKERS_MAX_WORKER_METHODS, NULL, 0);
+    assert_int_equal(w->nworkers, 1);
+    assert_int_equal(find(w, 'A')->nmethods, JRPC_WORKERS_MAX_WORKER_METHODS);
+    assert_int_equal(w->nmethods, JRPC_WORKERS_MAX_WORKER_METHODS);
+    assert_true(w->mtab_size >= JRPC_WORKERS_MAX_WORKER_METHODS);   /* the table grew */
+    w->opts.max_methods = JRPC_WORKERS_MAX_WORKER_METHODS + 10;
+    ready(w, 'B', 4, "o", 11, NULL, 0);   /* 11 new names: one too many */
+    assert_int_equal(w->ready_refused, 2);
+    assert_null(find(w, 'B'));
+    ready(w, 'B', 4, "n", 11, NULL, 0);   /* known names: fine */
+    assert_non_null(find(w, 'B'));
+    assert_int_equal(w->nmethods, JRPC_WORKERS_MAX_WORKER_METHODS);
+    reap(w);
+    destroy(w);
+}
+
+/* Medium 6: READYs with new names in turn, each replacing the last: the
+ * table holds the last one's names only. */
+static void test_ready_churn_frees_methods(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    for (int r = 0; r < 50; r++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "r%d_", r);
+        ready(w, 'A', 4, prefix, 100, NULL, 0);
+        assert_int_equal(w->nmethods, 100);
+    }
+    assert_int_equal(w->nworkers, 1);
+    reap(w);
+    destroy(w);
+}
+
+/* High 4 and Medium 9: credit capped; a name that is no label is not used. */
+static void test_credit_cap_and_name(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    ready(w, 'A', UINT32_MAX, "m", 1, "\xff\n} x", 5);
+    assert_int_equal(find(w, 'A')->credit, JRPC_WORKERS_MAX_WORKER_CREDIT);
+    assert_string_equal(find(w, 'A')->name, "41");   /* "A" in hex */
+    ready(w, 'B', 3, "m", 1, "w-1.b:x@y/z_", 12);
+    assert_string_equal(find(w, 'B')->name, "w-1.b:x@y/z_");
+    reap(w);
+    destroy(w);
+}
+
+/* High 4: --eject-after timeouts in a row eject a worker; calls then go to
+ * another; when every worker of the method is ejected they are used anyway;
+ * the ejection ends. */
+static void test_ejection(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(2);
+    static const char params[] = { (char)0x90 };
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    ready(w, 'A', UINT32_MAX, "m", 1, NULL, 0);
+    ready(w, 'B', 2, "m", 1, NULL, 0);
+    worker_t *a = find(w, 'A'), *b = find(w, 'B');
+    uint32_t h[4];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, (uint32_t)i, &h[i]), 0);
+        assert_ptr_equal(w->slots[h[i]].worker, a);   /* most free credit */
+    }
+    jrpc_workers_flush(w);
+    jrpc_workers_cancel(w, h[0], JRPC_CANCEL_GONE);      /* a client gone: not A's fault */
+    assert_int_equal(a->timeouts, 0);
+    jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
+    assert_int_equal(a->timeouts, 1);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 2, &h[2]), 0);
+    assert_ptr_equal(w->slots[h[2]].worker, a);
+    jrpc_workers_cancel(w, h[2], JRPC_CANCEL_TIMEOUT);
+    assert_true(a->ejected_until != 0);
+    assert_int_equal(w->ejections, 1);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 3, &h[3]), 0);
+    assert_ptr_equal(w->slots[h[3]].worker, b);          /* A is ejected */
+    /* B lost: A is the only one left, ejected or not, and gets the calls. */
+    jrpc_workers_flush(w);
+    worker_kill(w, b, "test");
+    assert_int_equal(G.done, 1);                          /* h[3] failed (not idempotent) */
+    uint32_t h4;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 4, &h4), 0);
+    assert_ptr_equal(w->slots[h4].worker, a);
+    /* The ejection ends at a tick after its time. */
+    a->ejected_until = 1;
+    heartbeat_from(w, 'A');
+    on_heartbeat(&w->heartbeat);
+    assert_int_equal(a->ejected_until, 0);
+    reap(w);
+    destroy(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_liveness_not_faked_by_a_long_callback),
+        cmocka_unit_test(test_ready_caps),
+        cmocka_unit_test(test_ready_churn_frees_methods),
+        cmocka_unit_test(test_credit_cap_and_name),
+        cmocka_unit_test(test_ejection),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
