@@ -337,6 +337,24 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
     settle(b, x);
 }
 
+/* 503 / -32006: Redis is unavailable (-EAGAIN), or it lost its memory and
+ * the body is signed too early to tell whether it ran before (-ESTALE). */
+static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
+{
+    b->replay_down++;
+    if (rc != -ESTALE) {
+        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
+               "{\"reason\":\"replay protection is unavailable, retry later\"}");
+        return;
+    }
+    char data[256];
+    snprintf(data, sizeof data,
+             "{\"reason\":\"replay protection lost its memory: bodies signed before not_before "
+             "are refused\",\"not_before\":%lld,\"server_time\":%lld}",
+             (long long)jrpc_replay_refuse_to(b->replay) + 1, (long long)time(NULL));
+    refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN, data);
+}
+
 static void on_claimed(void *arg, int rc)
 {
     bbatch_t *x = arg;
@@ -353,11 +371,21 @@ static void on_claimed(void *arg, int rc)
                "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
         settle(b, x);
     } else {
-        b->replay_down++;
-        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
-               "{\"reason\":\"replay protection is unavailable, retry later\"}");
+        refuse_unavailable(b, x, rc);
         settle(b, x);
     }
+}
+
+/* The signed timestamp of a request jrpc_auth_check() accepted (so the
+ * text is canonical decimal of at most 19 digits). */
+static int64_t signed_at(const jrpc_auth_req_t *req)
+{
+    if (req->has_timestamp)
+        return req->timestamp;
+    int64_t ts = 0;
+    for (size_t i = 0; i < req->timestamp_text.n; i++)
+        ts = ts * 10 + (req->timestamp_text.p[i] - '0');
+    return ts;
 }
 
 /* The checks that need no I/O; then the nonce goes to Redis. Returns true
@@ -379,12 +407,10 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
         return false;
     }
     x->claiming = true;
-    rc = jrpc_replay_claim(b->replay, req->key, req->nonce, on_claimed, x);
+    rc = jrpc_replay_claim(b->replay, req->key, req->nonce, signed_at(req), on_claimed, x);
     if (rc < 0) {
         x->claiming = false;
-        b->replay_down++;
-        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
-               "{\"reason\":\"replay protection is unavailable, retry later\"}");
+        refuse_unavailable(b, x, rc);
     }
     return false;
 }

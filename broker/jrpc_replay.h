@@ -1,12 +1,20 @@
 /* jrpc_replay — replay protection: nonces claimed in Redis, shared by every
- * broker replica.
+ * broker replica, and an epoch that tells when Redis lost its memory.
  *
- * One atomic command per body, whatever the batch size:
+ * One atomic round trip per body, whatever the batch size: a Lua script
+ * (EVALSHA) that checks the epoch key `jrpc:epoch` is still the one this
+ * broker knows and then does
  *     SET jrpc:nonce:<key id>:<nonce> 1 NX EX <2 × window>
  * A fresh nonce is claimed; a nonce seen before (by any broker on that
- * Redis) is a replay. hiredis' async API runs in the broker's libuv loop.
- * Redis down, slow or answering nonsense fails closed (the caller answers
- * 503); the module reconnects by itself with backoff. */
+ * Redis) is a replay. When the epoch is missing or different, Redis has
+ * lost nonces (restart without persistence, FLUSHALL, an empty replica):
+ * bodies signed at or before "loss + window" are refused from then on
+ * (-ESTALE), since they may have been claimed before the loss. Our own
+ * small client on libuv (hiredis' non-blocking context and reply reader,
+ * not its async API): Redis down, slow, answering nonsense or out of step
+ * (a reply no command is waiting for) fails closed (the caller answers
+ * 503); the module drops the connection and reconnects by itself with
+ * backoff. docs/SIGNING.md states what is promised. */
 #ifndef JRPC_REPLAY_H
 #define JRPC_REPLAY_H
 
@@ -36,15 +44,27 @@ int jrpc_replay_check_url(const char *url, char *err, size_t errlen);
 void jrpc_replay_destroy(jrpc_replay_t **self_p);
 
 /* Called exactly once per claim: rc 0 = fresh (claimed now), -EEXIST =
- * replay, -EAGAIN = Redis unavailable (down, timed out, error reply),
- * -ECANCELED = module destroyed. */
+ * replay, -ESTALE = Redis lost its memory and the body is signed too early
+ * to tell (see jrpc_replay_refuse_to), -EAGAIN = Redis unavailable (down,
+ * timed out, error reply, protocol out of step), -ECANCELED = module
+ * destroyed. */
 typedef void (*jrpc_replay_cb)(void *arg, int rc);
 
-/* Claims key:nonce. Never blocks; cb runs later (never inside this call).
- * Returns 0, or -EAGAIN at once when Redis is known to be down (cb is then
- * not called), or -ENOMEM. */
-int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce,
+/* Claims key:nonce for a body signed at ts (Unix seconds, as checked by
+ * jrpc_auth). Never blocks; cb runs later (never inside this call).
+ * Returns 0, or at once (cb is then not called): -EAGAIN when Redis is
+ * known to be down, -ESTALE when ts <= jrpc_replay_refuse_to(), -ENOMEM. */
+int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
                       jrpc_replay_cb cb, void *arg);
+
+/* Bodies signed at or before this Unix second are refused (-ESTALE): the
+ * last loss of Redis' memory this broker knows of, plus the window.
+ * INT64_MIN when no loss is known. */
+int64_t jrpc_replay_refuse_to(const jrpc_replay_t *r);
+
+/* When Redis last lost its memory as far as this broker knows (the epoch's
+ * time, broker clocks), 0 when never. */
+int64_t jrpc_replay_lost_at(const jrpc_replay_t *r);
 
 /* True while connected and answering. */
 bool jrpc_replay_up(const jrpc_replay_t *r);
@@ -53,6 +73,8 @@ typedef struct jrpc_replay_stats {
     uint64_t claims;       /* fresh nonces */
     uint64_t replays;      /* -EEXIST */
     uint64_t failures;     /* -EAGAIN given */
+    uint64_t stale;        /* -ESTALE given (signed before a loss of Redis' memory) */
+    uint64_t epoch_changes;/* losses of Redis' memory noticed */
     uint64_t reconnects;
     uint64_t rtt_us_sum;   /* round-trip time of answered commands, summed */
     uint64_t rtt_count;

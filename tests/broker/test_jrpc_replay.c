@@ -15,6 +15,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -236,15 +239,27 @@ static void on_claim(void *arg, int rc)
         res->at = uv_hrtime();
 }
 
-static int claim(jrpc_replay_t *r, const char *key, const char *nonce, res_t *res)
+static int64_t now_s(void)
+{
+    return (int64_t)time(NULL);
+}
+
+/* Claims for a body signed at ts. */
+static int claim_ts(jrpc_replay_t *r, const char *key, const char *nonce, int64_t ts, res_t *res)
 {
     memset(res, 0, sizeof *res);
     res->rc = 1;
     in_claim = true;
     int rc = jrpc_replay_claim(r, (jrpc_span_t){ key, strlen(key) },
-                               (jrpc_span_t){ nonce, strlen(nonce) }, on_claim, res);
+                               (jrpc_span_t){ nonce, strlen(nonce) }, ts, on_claim, res);
     in_claim = false;
     return rc;
+}
+
+/* Claims for a body signed now. */
+static int claim(jrpc_replay_t *r, const char *key, const char *nonce, res_t *res)
+{
+    return claim_ts(r, key, nonce, now_s(), res);
 }
 
 static bool res_done(void *ctx)
@@ -258,10 +273,11 @@ static bool is_up(void *ctx)
 }
 
 /* Claims and waits for the answer: the callback's rc, or the immediate rc. */
-static int claim_wait(uv_loop_t *loop, jrpc_replay_t *r, const char *key, const char *nonce)
+static int claim_wait_ts(uv_loop_t *loop, jrpc_replay_t *r, const char *key, const char *nonce,
+                         int64_t ts)
 {
     res_t res;
-    int rc = claim(r, key, nonce, &res);
+    int rc = claim_ts(r, key, nonce, ts, &res);
     if (rc < 0) {
         assert_int_equal(res.calls, 0);
         return rc;
@@ -270,6 +286,11 @@ static int claim_wait(uv_loop_t *loop, jrpc_replay_t *r, const char *key, const 
     run_for(loop, 5);
     assert_int_equal(res.calls, 1);
     return res.rc;
+}
+
+static int claim_wait(uv_loop_t *loop, jrpc_replay_t *r, const char *key, const char *nonce)
+{
+    return claim_wait_ts(loop, r, key, nonce, now_s());
 }
 
 typedef struct fx {
@@ -441,7 +462,7 @@ static void test_fresh_replay_ttl(void **state)
     res_t res = { 0 };
     in_claim = true;
     assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ kb, 6 }, (jrpc_span_t){ nb, 8 },
-                                       on_claim, &res), 0);
+                                       now_s(), on_claim, &res), 0);
     in_claim = false;
     assert_true(run_until(&f->loop, res_done, &res, 5000));
     assert_int_equal(res.rc, 0);
@@ -520,16 +541,30 @@ static void test_killed_and_restarted(void **state)
     run_for(&f->loop, 500);
     assert_int_equal(claim_wait(&f->loop, f->r, "kk", "while-down-2"), -EAGAIN);
 
-    /* Back on the same port: the same module recovers by itself. */
+    /* Back on the same port, empty (no persistence): the same module
+     * recovers by itself, notices the lost epoch, and refuses the body
+     * claimed before the restart and anything else signed before the loss
+     * plus the window; a body signed after that passes, once. */
     srv_start(&f->srv);
     assert_true(run_until(&f->loop, is_up, f->r, 6000));
-    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "after"), 0);
-    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "after"), -EEXIST);
+    int64_t t = now_s();
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kk", "before", t), -ESTALE);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kk", "after"), -ESTALE);
+    assert_true(jrpc_replay_refuse_to(f->r) >= t + WINDOW_S - 2);
+    assert_true(jrpc_replay_refuse_to(f->r) <= now_s() + WINDOW_S);
+    int64_t later = jrpc_replay_refuse_to(f->r) + 1;
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kk", "after", later), 0);
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kk", "after", later), -EEXIST);
+    redisReply *rep = srv_cmd(&f->srv, "EXISTS jrpc:nonce:kk:before");
+    assert_int_equal(rep->integer, 0);   /* refused before Redis */
+    freeReplyObject(rep);
 
     jrpc_replay_stats_t st;
     jrpc_replay_stats(f->r, &st);
     assert_true(st.reconnects >= 1);
     assert_true(st.failures >= 3);
+    assert_int_equal(st.epoch_changes, 1);
+    assert_int_equal(st.stale, 2);
 }
 
 static void test_frozen_redis_times_out(void **state)
@@ -706,7 +741,7 @@ static void test_destroy_from_callback(void **state)
         snprintf(nonce, sizeof nonce, "reent-%d", i);
         assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ "kr", 2 },
                                            (jrpc_span_t){ nonce, strlen(nonce) },
-                                           on_claim_destroy, &re), 0);
+                                           now_s(), on_claim_destroy, &re), 0);
     }
     assert_true(run_until(&f->loop, reentry_done, &re, 3000));
     assert_null(f->r);
@@ -736,7 +771,7 @@ static void on_chain(void *arg, int rc)
         snprintf(nonce, sizeof nonce, "chain-%d", c->left);
         in_claim = true;
         int crc = jrpc_replay_claim(c->r, (jrpc_span_t){ "kch", 3 },
-                                    (jrpc_span_t){ nonce, strlen(nonce) }, on_chain, c);
+                                    (jrpc_span_t){ nonce, strlen(nonce) }, now_s(), on_chain, c);
         in_claim = false;
         assert_int_equal(crc, 0);
     }
@@ -755,7 +790,7 @@ static void test_claim_from_callback(void **state)
     make_up(f, url, 1000);
     chain_t c = { .r = f->r, .left = 50 };
     assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ "kch", 3 }, (jrpc_span_t){ "first", 5 },
-                                       on_chain, &c), 0);
+                                       now_s(), on_chain, &c), 0);
     assert_true(run_until(&f->loop, chain_done, &c, 5000));
     run_for(&f->loop, 20);
     assert_int_equal(c.calls, 51);
@@ -780,6 +815,272 @@ static void test_select_fails(void **state)
     free(log);
 }
 
+/* ---- Redis losing its memory ---------------------------------------------- */
+
+static char *epoch_value(const redis_srv_t *s)
+{
+    redisReply *rep = srv_cmd(s, "GET jrpc:epoch");
+    char *v = rep->type == REDIS_REPLY_STRING ? strdup(rep->str) : NULL;
+    freeReplyObject(rep);
+    return v;
+}
+
+/* FLUSHALL: the captured body (claimed before) and anything signed up to
+ * loss + window is refused, by this broker and by one started later; a
+ * body signed after passes once; two brokers converge on one epoch. */
+static void test_flushall(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 1000);
+    /* A Redis with no epoch at the first connect counts as new. */
+    assert_true(jrpc_replay_refuse_to(f->r) == INT64_MIN);
+    char *e0 = epoch_value(&f->srv);
+    assert_non_null(e0);
+    assert_non_null(strstr(e0, ":0"));
+    int64_t t0 = now_s();
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kf", "captured", t0), 0);
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kf", "captured", t0), -EEXIST);
+
+    /* A second broker, up before the loss. */
+    char err[256];
+    jrpc_replay_opts_t o = { .url = url, .window_s = WINDOW_S, .timeout_ms = 1000 };
+    jrpc_replay_t *r2 = jrpc_replay_new(&f->loop, &o, err, sizeof err);
+    assert_non_null(r2);
+    assert_true(run_until(&f->loop, is_up, r2, 5000));
+
+    freeReplyObject(srv_cmd(&f->srv, "FLUSHALL"));
+    int64_t t_flush = now_s();
+    /* The replay of the captured body: refused, and never claimed. */
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kf", "captured", t0), -ESTALE);
+    redisReply *rep = srv_cmd(&f->srv, "EXISTS jrpc:nonce:kf:captured");
+    assert_int_equal(rep->integer, 0);
+    freeReplyObject(rep);
+    /* Now known: refused at once, no round trip. */
+    res_t res;
+    assert_int_equal(claim(f->r, "kf", "fresh-now", &res), -ESTALE);
+    assert_int_equal(res.calls, 0);
+    int64_t until = jrpc_replay_refuse_to(f->r);
+    assert_true(until >= t_flush + WINDOW_S && until <= now_s() + WINDOW_S);
+    assert_true(jrpc_replay_lost_at(f->r) >= t_flush);
+    char *e1 = epoch_value(&f->srv);
+    assert_non_null(e1);
+    assert_string_not_equal(e0, e1);
+
+    /* The second broker notices on its next claim, and takes the same epoch. */
+    assert_int_equal(claim_wait_ts(&f->loop, r2, "kf", "captured", t0), -ESTALE);
+    assert_int_equal(jrpc_replay_refuse_to(r2), until);
+    char *e2 = epoch_value(&f->srv);
+    assert_string_equal(e1, e2);
+
+    /* A broker started after the loss learns it from the epoch's time. */
+    jrpc_replay_t *r3 = jrpc_replay_new(&f->loop, &o, err, sizeof err);
+    assert_non_null(r3);
+    assert_true(run_until(&f->loop, is_up, r3, 5000));
+    assert_int_equal(jrpc_replay_refuse_to(r3), until);
+    assert_int_equal(claim_wait_ts(&f->loop, r3, "kf", "captured", t0), -ESTALE);
+
+    /* Signed after loss + window: accepted once, by any of them. */
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kf", "later", until + 1), 0);
+    assert_int_equal(claim_wait_ts(&f->loop, r2, "kf", "later", until + 1), -EEXIST);
+    assert_int_equal(claim_wait_ts(&f->loop, r3, "kf", "later", until + 1), -EEXIST);
+
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_int_equal(st.epoch_changes, 1);
+    assert_int_equal(st.stale, 2);
+    jrpc_replay_destroy(&r2);
+    jrpc_replay_destroy(&r3);
+    free(e0);
+    free(e1);
+    free(e2);
+}
+
+/* An epoch value that is not ours to trust (bad time, far future) cannot
+ * make a broker refuse for more than one window from now. */
+static void test_epoch_from_the_future(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    freeReplyObject(srv_cmd(&f->srv, "SET jrpc:epoch x:999999999999999999"));
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 1000);
+    int64_t until = jrpc_replay_refuse_to(f->r);
+    assert_true(until <= now_s() + WINDOW_S);
+    assert_int_equal(claim_wait_ts(&f->loop, f->r, "kx", "n1", until + 1), 0);
+    /* Junk longer than an epoch can be: fails closed, never up. */
+    jrpc_replay_destroy(&f->r);
+    char junk[200];
+    memset(junk, 'j', sizeof junk - 1);
+    junk[sizeof junk - 1] = '\0';
+    freeReplyObject(srv_cmd(&f->srv, "SET jrpc:epoch %s", junk));
+    f->r = make(f, url, 1000);
+    run_for(&f->loop, 300);
+    assert_false(jrpc_replay_up(f->r));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kx", "n2"), -EAGAIN);
+}
+
+/* SCRIPT FLUSH under our feet: the claim fails closed, the reconnect loads
+ * the script again. */
+static void test_script_flushed(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ks", "n1"), 0);
+    freeReplyObject(srv_cmd(&f->srv, "SCRIPT FLUSH"));
+    assert_int_equal(claim_wait(&f->loop, f->r, "ks", "n2"), -EAGAIN);
+    assert_true(run_until(&f->loop, is_up, f->r, 5000));
+    assert_int_equal(claim_wait(&f->loop, f->r, "ks", "n2"), 0);
+    assert_int_equal(claim_wait(&f->loop, f->r, "ks", "n1"), -EEXIST);
+}
+
+/* ---- a fault proxy: one unsolicited reply ---------------------------------- */
+
+typedef struct proxy {
+    int          lfd;        /* listening socket */
+    int          port;       /* its port */
+    int          upstream;   /* Redis port */
+    atomic_int   inject;     /* 1: put "+OK\r\n" before the next bytes from Redis;
+                                2: send it now, unasked */
+    atomic_int   stop;
+    atomic_int   conns;      /* connections accepted */
+    pthread_t    th;
+} proxy_t;
+
+static void *proxy_main(void *arg)
+{
+    proxy_t *px = arg;
+    while (!atomic_load(&px->stop)) {
+        struct pollfd lp = { px->lfd, POLLIN, 0 };
+        if (poll(&lp, 1, 50) <= 0)
+            continue;
+        int c = accept(px->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        atomic_fetch_add(&px->conns, 1);
+        int u = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)px->upstream),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (connect(u, (struct sockaddr *)&a, sizeof a) < 0) {
+            close(c);
+            close(u);
+            continue;
+        }
+        for (;;) {
+            if (atomic_load(&px->stop))
+                break;
+            if (atomic_load(&px->inject) == 2) {
+                atomic_store(&px->inject, 0);
+                if (write(c, "+OK\r\n", 5) != 5)
+                    break;
+            }
+            struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
+            if (poll(p, 2, 20) < 0)
+                break;
+            char buf[65536];
+            if (p[0].revents) {
+                ssize_t n = read(c, buf, sizeof buf);
+                if (n <= 0 || write(u, buf, (size_t)n) != n)
+                    break;
+            }
+            if (p[1].revents) {
+                ssize_t n = read(u, buf, sizeof buf);
+                if (n <= 0)
+                    break;
+                if (atomic_exchange(&px->inject, 0) == 1 && write(c, "+OK\r\n", 5) != 5)
+                    break;
+                if (write(c, buf, (size_t)n) != n)
+                    break;
+            }
+        }
+        close(c);
+        close(u);
+    }
+    return NULL;
+}
+
+static void proxy_start(proxy_t *px, int upstream)
+{
+    memset(px, 0, sizeof *px);
+    px->upstream = upstream;
+    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(px->lfd >= 0);
+    int one = 1;
+    setsockopt(px->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(px->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(px->lfd, (struct sockaddr *)&a, &len), 0);
+    px->port = ntohs(a.sin_port);
+    assert_int_equal(listen(px->lfd, 8), 0);
+    assert_int_equal(pthread_create(&px->th, NULL, proxy_main, px), 0);
+}
+
+static void proxy_stop(proxy_t *px)
+{
+    atomic_store(&px->stop, 1);
+    pthread_join(px->th, NULL);
+    close(px->lfd);
+}
+
+static bool res3_done(void *ctx)
+{
+    res_t *res = ctx;
+    return res[0].calls && res[1].calls && res[2].calls;
+}
+
+/* One extra "+OK" before a real reply, then one with nothing asked: the
+ * module (hiredis' async API used to assert and abort here) drops the
+ * connection, fails the claims in flight closed, reconnects, and serves
+ * again; a nonce never reads as fresh because of the extra reply. */
+static void test_unsolicited_reply(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    proxy_t px;
+    proxy_start(&px, f->srv.port);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kp", "seen"), 0);
+
+    capture_t cap;
+    capture_start(&cap);
+    atomic_store(&px.inject, 1);
+    res_t res[3];
+    assert_int_equal(claim(f->r, "kp", "seen", &res[0]), 0);   /* a replay: must never read OK */
+    assert_int_equal(claim(f->r, "kp", "d1", &res[1]), 0);
+    assert_int_equal(claim(f->r, "kp", "d2", &res[2]), 0);
+    assert_true(run_until(&f->loop, res3_done, res, 5000));
+    run_for(&f->loop, 20);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, -EAGAIN);
+    }
+    assert_true(run_until(&f->loop, is_up, f->r, 5000));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kp", "seen"), -EEXIST);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kp", "after-1"), 0);
+
+    /* Unasked, while idle. */
+    atomic_store(&px.inject, 2);
+    run_for(&f->loop, 300);
+    assert_true(run_until(&f->loop, is_up, f->r, 5000));
+    assert_int_equal(claim_wait(&f->loop, f->r, "kp", "after-2"), 0);
+    char *log = capture_end(&cap);
+    assert_non_null(strstr(log, "event=desync"));
+    assert_true(atomic_load(&px.conns) >= 3);
+    free(log);
+    jrpc_replay_destroy(&f->r);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    proxy_stop(&px);
+}
+
 int main(void)
 {
     jrpc_log_init("test_jrpc_replay");
@@ -797,6 +1098,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_destroy_from_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_from_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_select_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flushall, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epoch_from_the_future, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_script_flushed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsolicited_reply, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -3,7 +3,8 @@
 # 127.0.0.1: replays refused (also across two brokers and under 100
 # concurrent sends), every forged or stale request refused before Redis,
 # Redis down fails closed and comes back without a broker restart, the
-# per-method ACL, and the CLI signing over both transports.
+# per-method ACL, and the CLI signing over both transports; Redis restarted
+# empty: a captured body is not executed again.
 source "$JRPC_E2E_LIB"
 SIGN="python3 $(dirname "$JRPC_E2E_LIB")/sign.py"
 command -v redis-server >/dev/null || { echo "redis-server is not installed"; exit 1; }
@@ -133,19 +134,40 @@ check "Redis down: -32006" 1 "$(echo "$out" | grep -c '"code":-32006')"
 check "Redis down over ZeroMQ too" "-32006" \
     "$("$JRPC" --url "$URL" --key-id demo --secret s3cr3t-s3cr3t-s3cr3t call add '[1,2]' |
         sed -E 's/.*"code":(-?[0-9]+).*/\1/')"
+# Redis comes back empty (no persistence): every nonce is forgotten. The
+# broker notices (the epoch key is gone) and refuses every body signed
+# before the loss + --skew, so the body captured at the start (answered
+# 200, then 409) is not executed again.
 e2e_start_redis
+lost='"reason":"replay protection lost its memory'
 ok=no
 for i in $(seq 40); do
     $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b9" > "$E2E_TMP/h9"
+    post "$E2E_TMP/b9" "$E2E_TMP/h9" > "$E2E_TMP/lost"
+    if grep -q "^503 .*$lost" "$E2E_TMP/lost"; then ok=yes; break; fi
+    sleep 0.25
+done
+check "Redis back empty: a body signed now is refused (503, memory lost)" yes "$ok"
+check "memory lost: not_before in error.data" 1 "$(grep -c '"not_before":[0-9]' "$E2E_TMP/lost")"
+out=$(post "$E2E_TMP/b1" "$E2E_TMP/h1")
+check "the captured body replayed after the restart: 503 -32006" "503 -32006" "$(echo "$out" | code_of)"
+check "the captured body replayed after the restart: memory-lost reason" 1 "$(echo "$out" | grep -c "$lost")"
+check "the broker logged the loss" 1 "$(grep -c 'event=memory_lost' "$E2E_TMP/broker.log")"
+# A body signed after loss + skew (a clock 298 s ahead, inside the window)
+# cannot have been claimed before the loss: served, once.
+ok=no
+for i in $(seq 40); do
+    $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b9" --ts-offset 298 > "$E2E_TMP/h9"
     if [ "$(post "$E2E_TMP/b9" "$E2E_TMP/h9")" = '200 {"jsonrpc":"2.0","result":["redis-down"],"id":9}' ]; then
         ok=yes; break
     fi
     sleep 0.25
 done
 check "Redis back: served again without a broker restart" yes "$ok"
+check "... and that body only once" "409 -32005" "$(post "$E2E_TMP/b9" "$E2E_TMP/h9" | code_of)"
 kill -TERM "$LAST_PID"; wait "$LAST_PID"
 # worker 2 ran: CLI http + CLI zmq + signed batch (2) + ACL (2) + broker-1 body (2) + echo after Redis came back (1)
-check "nothing reached the worker while Redis was down" 9 \
+check "nothing reached the worker while Redis was down or had lost its memory" 9 \
     "$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker2.log" | sed 's/.*calls=//')"
 check "broker 1 never restarted" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
 e2e_finish

@@ -13,7 +13,7 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-targets=${JRPC_FUZZ_TARGETS:-body http wire workers}
+targets=${JRPC_FUZZ_TARGETS:-body http wire workers redis}
 
 # It never installs: clang and its runtime come from deploy/deps.sh (the suite
 # list), which tests/run.sh runs before ctest.

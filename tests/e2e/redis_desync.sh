@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 19 item 5: an unsolicited Redis reply (one extra "+OK" injected by a
+# fault proxy between the broker and a real redis-server) must not abort the
+# broker. The bodies whose claims were in flight fail closed (503 / -32006),
+# none of them runs, the broker reconnects by itself and later signed calls
+# are served. Both cases: the extra reply in front of a real one, and one
+# sent while nothing was asked.
+source "$JRPC_E2E_LIB"
+SIGN="python3 $(dirname "$JRPC_E2E_LIB")/sign.py"
+PROXY="python3 $(dirname "$JRPC_E2E_LIB")/redis_proxy.py"
+command -v redis-server >/dev/null || { echo "redis-server is not installed"; exit 1; }
+
+e2e_start_redis
+PPORT=$(e2e_pick_port)
+FLAG=$E2E_TMP/inject
+$PROXY "$PPORT" "$RPORT" "$FLAG" >"$E2E_TMP/proxy.log" 2>&1 &
+E2E_PIDS+=($!)
+e2e_wait_for "grep -q listening '$E2E_TMP/proxy.log'" 10
+
+echo "demo s3cr3t-s3cr3t-s3cr3t" > "$E2E_TMP/keys"
+E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$PPORT" \
+    --redis-timeout-ms 2000
+e2e_start_worker
+W=$LAST_PID
+e2e_wait_workers 1
+
+# signed_post N -> "STATUS CODE-or-result" for {"method":"echo","params":[N]}
+signed_post() {
+    printf '{"jsonrpc":"2.0","method":"echo","params":[%s],"id":1}' "$1" > "$E2E_TMP/b$1"
+    $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b$1" > "$E2E_TMP/h$1"
+    curl -s -o "$E2E_TMP/o$1" -w '%{http_code}' -H 'Content-Type: application/json' \
+        -H @"$E2E_TMP/h$1" --data-binary @"$E2E_TMP/b$1" "$HTTP_URL/rpc" > "$E2E_TMP/c$1"
+    echo "$(cat "$E2E_TMP/c$1") $(sed -E 's/.*"(code|result)":(-?[0-9]+|\[[0-9]+\]).*/\2/' "$E2E_TMP/o$1")"
+}
+
+# served_again FIRST: signed calls until one is served (bounded); echoes its number.
+served_again() {
+    local n
+    for n in $(seq "$1" $(($1 + 40))); do
+        [ "$(signed_post "$n")" = "200 [$n]" ] && { echo "$n"; return; }
+        sleep 0.25
+    done
+    echo none
+}
+
+check "before: a signed call is served" "200 [1]" "$(signed_post 1)"
+
+echo before > "$FLAG"
+check "an extra +OK before the reply: 503 -32006" "503 -32006" "$(signed_post 2)"
+check "the broker is still running" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
+first=$(served_again 3)
+check "reconnected: signed calls are served again" yes "$([ "$first" != none ] && echo yes)"
+
+echo now > "$FLAG"
+e2e_wait_for "[ ! -e '$FLAG' ]" 10
+sleep 0.5
+check "an unasked +OK: the broker is still running" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
+second=$(served_again 100)
+check "... and serves signed calls" yes "$([ "$second" != none ] && echo yes)"
+check "the broker logged the desync" yes \
+    "$([ "$(grep -c 'event=desync' "$E2E_TMP/broker.log")" -ge 2 ] && echo yes)"
+
+kill -TERM "$W"; wait "$W"
+calls=$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker1.log" | sed 's/.*calls=//')
+# call 1, the first served after each desync; the refused body (2) never ran.
+check "the refused body never reached the worker" 3 "$calls"
+e2e_finish

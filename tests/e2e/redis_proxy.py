@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A Redis fault proxy for the e2e tests: forwards 127.0.0.1:LISTEN to
+127.0.0.1:UPSTREAM, one thread per connection. When the file FLAG exists it
+is removed and one extra "+OK\\r\\n" goes to the client: before the next bytes
+from Redis when FLAG holds "before", at once (unasked) when it holds "now".
+
+    redis_proxy.py LISTEN UPSTREAM FLAG
+"""
+import os, select, socket, sys, threading
+
+listen_port, upstream, flag = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+
+def take_flag():
+    try:
+        with open(flag) as f:
+            mode = f.read().strip()
+        os.unlink(flag)
+        return mode
+    except OSError:
+        return None
+
+
+def pump(c):
+    u = socket.create_connection(("127.0.0.1", upstream))
+    armed = False
+    try:
+        while True:
+            mode = take_flag()
+            if mode == "now":
+                c.sendall(b"+OK\r\n")
+            elif mode == "before":
+                armed = True
+            r, _, _ = select.select([c, u], [], [], 0.02)
+            if c in r:
+                data = c.recv(65536)
+                if not data:
+                    return
+                u.sendall(data)
+            if u in r:
+                data = u.recv(65536)
+                if not data:
+                    return
+                if armed:
+                    c.sendall(b"+OK\r\n")
+                    armed = False
+                c.sendall(data)
+    except OSError:
+        pass
+    finally:
+        c.close()
+        u.close()
+
+
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", listen_port))
+srv.listen(16)
+print("listening", flush=True)
+while True:
+    conn, _ = srv.accept()
+    threading.Thread(target=pump, args=(conn,), daemon=True).start()

@@ -1,0 +1,174 @@
+/* fuzz_redis — libFuzzer target for the Redis reply path of the replay guard
+ * (broker/jrpc_replay.c, included so its static functions are reachable).
+ *
+ * Each input is what Redis (or anything on the path) sends back to the
+ * broker. A jrpc_replay_t is put in the state it has on a live connection —
+ * up, an epoch known, the script loaded — with a connection whose reader is
+ * fed the input, in chunks of 1 + data[1] % 64 bytes, through the same
+ * process_replies() the socket path uses. Waiting in the FIFO, chosen by
+ * data[0]: optionally the handshake's SCRIPT LOAD and hello, then 1 to 4
+ * claims with tags in sequence.
+ * Invariants (abort() on failure, which libFuzzer reports):
+ *  - every claim's callback runs at most once before destroy and exactly
+ *    once in all, with 0, -EEXIST, -ESTALE, -EAGAIN or (destroy) -ECANCELED;
+ *  - 0 or -EEXIST only for a reply that really is {tag, "OK"|"DUP"} of that
+ *    claim (checked by re-reading the bytes with a fresh reader);
+ *  - the refusal horizon never moves past now + window;
+ *  - no crash, leak or unbounded allocation (ASan, UBSan, -malloc_limit_mb). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jrpc_replay.c"
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "fuzz_redis: invariant failed: %s (%s:%d)\n", #cond,     \
+                    __FILE__, __LINE__);                                             \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
+#define WINDOW 300
+#define MAXC 4
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct seen {
+    int calls;    /* callback runs */
+    int rc;       /* the last rc */
+} seen_t;
+
+static void on_claim(void *arg, int rc)
+{
+    seen_t *s = arg;
+    s->calls++;
+    s->rc = rc;
+}
+
+static uv_loop_t loop;
+
+/* Replies a fresh reader gets from the bytes (at most max). */
+static size_t parse_all(const uint8_t *d, size_t n, redisReply **out, size_t max)
+{
+    redisReader *rd = redisReaderCreate();
+    CHECK(rd != NULL);
+    rd->fn = &reply_fns;
+    redisReaderFeed(rd, (const char *)d, n);
+    size_t k = 0;
+    void *rep;
+    while (k < max && redisReaderGetReply(rd, &rep) == REDIS_OK && rep != NULL)
+        out[k++] = rep;
+    redisReaderFree(rd);
+    return k;
+}
+
+static bool is_answer(const redisReply *rep, uint64_t tag, const char *word)
+{
+    char t[24];
+    snprintf(t, sizeof t, "%llu", (unsigned long long)tag);
+    return rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+           rep->element[0]->type == REDIS_REPLY_STRING && strcmp(rep->element[0]->str, t) == 0 &&
+           rep->element[0]->len == strlen(t) &&
+           rep->element[1]->type == REDIS_REPLY_STRING && rep->element[1]->len == strlen(word) &&
+           memcmp(rep->element[1]->str, word, strlen(word)) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool init;
+    if (!init) {
+        init = true;
+        jrpc_log_init("jrpc-fuzz-redis");
+        jrpc_log_level = JRPC_LOG_ERROR + 1;
+        if (getenv("JRPC_FUZZ_LOG"))
+            CHECK(jrpc_log_set_level(getenv("JRPC_FUZZ_LOG")) == 0);
+        CHECK(uv_loop_init(&loop) == 0);
+    }
+    if (size < 2)
+        return 0;
+    bool handshake = data[0] & 0x10;
+    int nclaims = 1 + (data[0] & 3);
+    size_t chunk = 1 + data[1] % 64;
+    const uint8_t *in = data + 2;
+    size_t n = size - 2;
+
+    char err[128];
+    jrpc_replay_opts_t o = { .url = "redis://127.0.0.1:1", .window_s = WINDOW, .timeout_ms = 1000 };
+    jrpc_replay_t *r = jrpc_replay_new(&loop, &o, err, sizeof err);
+    CHECK(r != NULL);
+    conn_t *conn = calloc(1, sizeof *conn);
+    CHECK(conn != NULL);
+    conn->rd = redisReaderCreate();
+    CHECK(conn->rd != NULL);
+    conn->rd->fn = &reply_fns;
+    r->conn = conn;
+    r->next_tag = 1;
+    int64_t now = (int64_t)time(NULL);
+    if (!handshake) {
+        r->up = true;
+        r->had_epoch = true;
+        snprintf(r->epoch, sizeof r->epoch, "%s:0", "00112233445566778899aabbccddeeff");
+        memset(r->sha, 'a', 40);
+        r->sha[40] = '\0';
+    } else {
+        pending_t *p = calloc(1, sizeof *p);
+        CHECK(p != NULL);
+        p->kind = CMD_LOAD;
+        fifo_push(r, p);
+        p = calloc(1, sizeof *p);
+        CHECK(p != NULL);
+        p->kind = CMD_HELLO;
+        p->tag = r->next_tag++;
+        fifo_push(r, p);
+    }
+    seen_t seen[MAXC] = { { 0, 1 } };
+    uint64_t tags[MAXC];
+    for (int i = 0; i < nclaims; i++) {
+        pending_t *p = calloc(1, sizeof *p);
+        CHECK(p != NULL);
+        p->kind = CMD_CLAIM;
+        p->cb = on_claim;
+        p->arg = &seen[i];
+        p->ts = now - WINDOW + i * WINDOW;   /* before, at and after now */
+        p->tag = tags[i] = r->next_tag++;
+        p->sent_ns = uv_hrtime();
+        fifo_push(r, p);
+    }
+
+    for (size_t off = 0; off < n && r->conn == conn; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        redisReaderFeed(conn->rd, (const char *)in + off, k);
+        process_replies(r, conn);   /* may drop (and free) conn */
+    }
+    for (int i = 0; i < nclaims; i++) {
+        CHECK(seen[i].calls <= 1);
+        if (seen[i].calls)
+            CHECK(seen[i].rc == 0 || seen[i].rc == -EEXIST || seen[i].rc == -ESTALE ||
+                  seen[i].rc == -EAGAIN);
+    }
+    CHECK(r->refuse_to == INT64_MIN || r->refuse_to <= (int64_t)time(NULL) + WINDOW);
+
+    /* 0 / -EEXIST only for the real answer in the claim's place. */
+    redisReply *reps[8] = { 0 };
+    size_t nrep = parse_all(in, n, reps, 8);
+    size_t first = handshake ? 2 : 0;
+    for (int i = 0; i < nclaims; i++) {
+        if (!seen[i].calls || (seen[i].rc != 0 && seen[i].rc != -EEXIST))
+            continue;
+        size_t at = first + (size_t)i;
+        CHECK(at < nrep);
+        CHECK(is_answer(reps[at], tags[i], seen[i].rc == 0 ? "OK" : "DUP"));
+    }
+    for (size_t i = 0; i < nrep; i++)
+        freeReplyObject(reps[i]);
+
+    jrpc_replay_destroy(&r);
+    for (int i = 0; i < nclaims; i++) {
+        CHECK(seen[i].calls == 1);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    return 0;
+}
