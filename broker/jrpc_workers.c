@@ -592,8 +592,8 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
         calls++;
         slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
     }
-    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=request_rejected worker=%s request=%llu calls=%u",
-             wk->name, (unsigned long long)m->request, calls);
+    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=request_rejected request=%llu calls=%u inflight=%u",
+             (unsigned long long)m->request, calls, wk->inflight);
     worker_pull(w, wk);
 }
 
