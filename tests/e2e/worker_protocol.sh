@@ -48,7 +48,11 @@ kill "$WRB" 2>/dev/null; wait "$WRB" 2>/dev/null
 
 # ---- 2. a rogue worker REJECTs: the client is answered, the credit is back ---------------
 e2e_start_broker --heartbeat-ms 500 --timeout-ms 3000
-"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:echo request reject request answer \
+# Before its REJECT of request 1, while it holds that call, it sends REJECTs
+# that name no call it holds: request 2 (not sent yet), 2^64-1, and 0
+# (malformed). None of them may free the call or crash anything.
+"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:echo request \
+    send:93010602 send:930106cfffffffffffffffff send:93010600 reject request answer \
     >"$TMP/rogue_worker.out" 2>&1 &
 RW=$!
 E2E_PIDS+=("$RW")
@@ -64,6 +68,8 @@ request 2 calls=1" "$rc
 $(cat "$TMP/rogue_worker.out")"
 check "the broker logs the REJECT" 1 \
     "$(grep -c 'event=request_rejected request=1 calls=1 inflight=0' "$TMP/broker.log")"
+check "REJECTs naming no call held free nothing" "2 1" \
+    "$(grep -c 'event=request_rejected request=[0-9]* calls=0 inflight=1' "$TMP/broker.log") $(grep -c 'event=malformed_frame' "$TMP/broker.log")"
 e2e_wait_workers 0
 
 # ---- 3. READY again mid-call ---------------------------------------------------------
