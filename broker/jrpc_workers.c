@@ -349,8 +349,12 @@ static int send_to(jrpc_workers_t *w, worker_t *wk, const char *p, size_t n)
 static int send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type)
 {
     jrpc_buf_reset(&w->scratch);
-    if ((type == JRPC_WIRE_HEARTBEAT ? jrpc_wire_put_heartbeat(&w->scratch)
-                                     : jrpc_wire_put_disconnect(&w->scratch)) < 0)
+    /* Our heartbeat settings ride on every HEARTBEAT: workers adopt them
+     * for the session (PROTOCOL.md 5), so that neither side expects the
+     * other's heartbeats more often than they come. */
+    if ((type == JRPC_WIRE_HEARTBEAT
+             ? jrpc_wire_put_heartbeat_settings(&w->scratch, w->opts.heartbeat_ms, w->opts.liveness)
+             : jrpc_wire_put_disconnect(&w->scratch)) < 0)
         return -ENOMEM;
     if (zmq_send(w->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(w->sock, w->scratch.p, w->scratch.len, ZMQ_DONTWAIT) < 0)
@@ -772,6 +776,41 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
              "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u idempotent=%u "
              "ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
              ignored, w->nworkers);
+    /* The answer to READY: our heartbeat settings, before any REQUEST. */
+    send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
+    worker_pull(w, wk);
+}
+
+/* A call sent to wk is no longer held there (answered, or rejected): its
+ * credit and its bytes go back. */
+static void held_end(jrpc_workers_t *w, worker_t *wk, const slot_t *s)
+{
+    wk->inflight--;
+    w->inflight--;
+    wk->bytes -= s->bytes;
+    if (wk->bytes < w->opts.max_worker_bytes)
+        wk->bytes_full = false;
+}
+
+/* The worker could not decode its m->request-th REQUEST of the session and
+ * runs none of its calls (PROTOCOL.md 2.5): each of them still outstanding
+ * there is answered -32603 and gives its credit back. A slot's flush_no is
+ * the count of REQUESTs sent to its worker before its own, modulo 2^32; one
+ * still equal to wk->flushes has not left yet and cannot be meant. */
+static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+{
+    uint32_t flush_no = (uint32_t)(m->request - 1), calls = 0;
+    for (uint32_t i = 0; wk->inflight > 0 && flush_no != wk->flushes && i < w->nslots; i++) {
+        slot_t *s = &w->slots[i];
+        if (s->state != SLOT_SENT || s->worker != wk || s->flush_no != flush_no)
+            continue;
+        held_end(w, wk, s);
+        calls++;
+        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
+    }
+    JRPC_LOG(JRPC_LOG_WARN, "workers",
+             "event=request_rejected worker=%s request=%llu calls=%u inflight=%u", wk->name,
+             (unsigned long long)m->request, calls, wk->inflight);
     worker_pull(w, wk);
 }
 
@@ -793,11 +832,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
                      (unsigned long long)a.seq);
             continue;
         }
-        wk->inflight--;
-        w->inflight--;
-        wk->bytes -= s->bytes;
-        if (wk->bytes < w->opts.max_worker_bytes)
-            wk->bytes_full = false;
+        held_end(w, wk, s);
         jrpc_hist_observe(&jrpc_metrics.worker, jrpc_metrics_since(s->t_ns));
         if (s->owner == NULL)
             w->late++;
@@ -846,6 +881,9 @@ static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const ch
         worker_unroute(w, wk);
         break;
     case JRPC_WIRE_HEARTBEAT:
+        break;
+    case JRPC_WIRE_REJECT:
+        on_reject(w, wk, &m);
         break;
     default: /* REQUEST is not for us */
         w->malformed++;

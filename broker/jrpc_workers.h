@@ -28,8 +28,10 @@ typedef struct jrpc_workers_opts {
     const char *endpoint;      /* ROUTER bind address for workers */
     void       *zmq_ctx;       /* ZeroMQ context (borrowed) */
     uint32_t    max_queue;     /* calls waiting for credit, all methods together */
-    uint32_t    heartbeat_ms;  /* heartbeat interval, both ways */
-    uint32_t    liveness;      /* missed heartbeats before a worker is dead */
+    uint32_t    heartbeat_ms;  /* heartbeat interval, both ways (10..3600000) */
+    uint32_t    liveness;      /* missed heartbeats before a worker is dead (1..1000);
+                                  both travel in every HEARTBEAT, and workers
+                                  adopt them (PROTOCOL.md 5) */
     uint32_t    max_redispatch; /* times one call may be sent again after losing
                                   its worker (idempotent methods); 0: never */
     const struct jrpc_curve_keypair *curve; /* NULL: plain TCP; else the broker's

@@ -105,9 +105,39 @@ int jrpc_wire_put_heartbeat(jrpc_buf_t *out)
     return put_bare(out, JRPC_WIRE_HEARTBEAT);
 }
 
+int jrpc_wire_put_heartbeat_settings(jrpc_buf_t *out, uint32_t heartbeat_ms, uint32_t liveness)
+{
+    assert(heartbeat_ms >= JRPC_WIRE_HEARTBEAT_MIN_MS && heartbeat_ms <= JRPC_WIRE_HEARTBEAT_MAX_MS);
+    assert(liveness >= 1 && liveness <= JRPC_WIRE_LIVENESS_MAX);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(put_head(&pk, 4, JRPC_WIRE_HEARTBEAT));
+    PACK(msgpack_pack_uint32(&pk, heartbeat_ms));
+    PACK(msgpack_pack_uint32(&pk, liveness));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
 int jrpc_wire_put_disconnect(jrpc_buf_t *out)
 {
     return put_bare(out, JRPC_WIRE_DISCONNECT);
+}
+
+int jrpc_wire_put_reject(jrpc_buf_t *out, uint64_t request)
+{
+    assert(request >= 1);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    PACK(put_head(&pk, 3, JRPC_WIRE_REJECT));
+    PACK(msgpack_pack_uint64(&pk, request));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
 }
 
 /* [1, type, array32(0)]: the count is patched by _end. The message must start
@@ -568,6 +598,30 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     return 0;
 }
 
+/* [1, 4] or [1, 4, heartbeat_ms, liveness]; nil settings are absent ones. */
+static int decode_heartbeat(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    if (a->size < 3 || a->ptr[2].type == MSGPACK_OBJECT_NIL)
+        return 0;
+    uint64_t hb, live;
+    if (a->size < 4 || get_uint(&a->ptr[2], JRPC_WIRE_HEARTBEAT_MAX_MS, &hb) < 0 ||
+        hb < JRPC_WIRE_HEARTBEAT_MIN_MS || get_uint(&a->ptr[3], JRPC_WIRE_LIVENESS_MAX, &live) < 0 ||
+        live == 0)
+        return JRPC_WIRE_EMALFORMED;
+    m->heartbeat_ms = (uint32_t)hb;
+    m->liveness = (uint32_t)live;
+    return 0;
+}
+
+static int decode_reject(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    uint64_t request;
+    if (a->size < 3 || get_uint(&a->ptr[2], UINT64_MAX, &request) < 0 || request == 0)
+        return JRPC_WIRE_EMALFORMED;
+    m->request = request;
+    return 0;
+}
+
 static int decode_items(const msgpack_object_array *a, jrpc_wire_msg_t *m)
 {
     if (a->size < 3)
@@ -598,7 +652,7 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
     if (a->ptr[0].via.u64 != JRPC_WIRE_VERSION)
         return JRPC_WIRE_EVERSION;
     uint64_t type;
-    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_DISCONNECT, &type) < 0)
+    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_REJECT, &type) < 0)
         return JRPC_WIRE_EMALFORMED;
     switch (type) {
     case JRPC_WIRE_READY:
@@ -609,8 +663,13 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
         rc = decode_items(a, m);
         break;
     case JRPC_WIRE_HEARTBEAT:
+        rc = decode_heartbeat(a, m);
+        break;
     case JRPC_WIRE_DISCONNECT:
         rc = 0;
+        break;
+    case JRPC_WIRE_REJECT:
+        rc = decode_reject(a, m);
         break;
     default:
         rc = JRPC_WIRE_EMALFORMED;
@@ -622,6 +681,32 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
     }
     m->type = (int)type;
     return 0;
+}
+
+int jrpc_wire_peek_type(const char *buf, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    size_t pos = 0;
+    msgpack_object o;
+    uint64_t count = 0, v[2];
+    int64_t used;
+    if (buf == NULL || n == 0 || (used = read_head(p, n, &o, &count)) < 0 ||
+        o.type != MSGPACK_OBJECT_ARRAY || count < 2)
+        return JRPC_WIRE_EMALFORMED;
+    pos = (size_t)used;
+    for (int k = 0; k < 2; k++) {
+        if (pos == n || (used = read_head(p + pos, n - pos, &o, &count)) < 0)
+            return JRPC_WIRE_EMALFORMED;
+        pos += (size_t)used;
+        if (k == 0 && o.type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+            return JRPC_WIRE_EVERSION;
+        if (o.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return JRPC_WIRE_EMALFORMED;
+        v[k] = o.via.u64;
+        if (k == 0 && v[0] != JRPC_WIRE_VERSION)
+            return JRPC_WIRE_EVERSION;
+    }
+    return v[1] > INT32_MAX ? INT32_MAX : (int)v[1];
 }
 
 static const msgpack_object_array *item_array(const jrpc_wire_msg_t *m, uint32_t i,
@@ -665,6 +750,17 @@ int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_
     c->method.n = a->ptr[1].via.str.size;
     c->params = params;
     c->timeout_ms = (uint32_t)timeout;
+    return 0;
+}
+
+int jrpc_wire_request_item_seq(const jrpc_wire_msg_t *m, uint32_t i, jrpc_seq_t *seq)
+{
+    assert(m->type == JRPC_WIRE_REQUEST);
+    uint64_t v;
+    const msgpack_object_array *a = item_array(m, i, 1);
+    if (a == NULL || get_uint(&a->ptr[0], UINT64_MAX, &v) < 0 || v == 0)
+        return JRPC_WIRE_EMALFORMED;
+    *seq = v;
     return 0;
 }
 

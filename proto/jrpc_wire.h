@@ -28,7 +28,14 @@ enum jrpc_wire_type {
     JRPC_WIRE_RESPONSE   = 3,  /* worker → broker: one or more answers */
     JRPC_WIRE_HEARTBEAT  = 4,  /* both ways */
     JRPC_WIRE_DISCONNECT = 5,  /* both ways: I am leaving / I do not know you */
+    JRPC_WIRE_REJECT     = 6,  /* worker → broker: a REQUEST it could not decode */
 };
+
+/* The bounds of the heartbeat settings a HEARTBEAT may carry (the broker's
+ * --heartbeat-ms and --liveness take the same). */
+#define JRPC_WIRE_HEARTBEAT_MIN_MS 10
+#define JRPC_WIRE_HEARTBEAT_MAX_MS 3600000
+#define JRPC_WIRE_LIVENESS_MAX     1000
 
 enum {
     JRPC_WIRE_EMALFORMED = -2001,  /* not a message of this protocol */
@@ -59,7 +66,16 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit,
                              const char *const *methods, size_t nmethods,
                              const jrpc_wire_ready_opts_t *opts);
 int jrpc_wire_put_heartbeat(jrpc_buf_t *out);
+/* HEARTBEAT with the sender's settings, [1, 4, heartbeat_ms, liveness]: what
+ * the broker sends (PROTOCOL.md 5), so that its workers adopt them for the
+ * session. Both within the JRPC_WIRE_HEARTBEAT_* / _LIVENESS_MAX bounds
+ * (asserted). */
+int jrpc_wire_put_heartbeat_settings(jrpc_buf_t *out, uint32_t heartbeat_ms, uint32_t liveness);
 int jrpc_wire_put_disconnect(jrpc_buf_t *out);
+/* REJECT [1, 6, request]: the worker could not decode the request-th REQUEST
+ * of this session (counted from 1) and runs none of its calls; the broker
+ * answers them. request >= 1 (asserted). */
+int jrpc_wire_put_reject(jrpc_buf_t *out, uint64_t request);
 
 /* REQUEST: _begin, then one _call per call, then _end with the count. */
 int jrpc_wire_put_request_begin(jrpc_buf_t *out);
@@ -104,6 +120,11 @@ typedef struct jrpc_wire_msg {
     /* REQUEST and RESPONSE */
     const msgpack_object *items;        /* the items array */
     uint32_t nitems;                    /* >= 1 */
+    /* HEARTBEAT: the sender's settings, both 0 when it sent none */
+    uint32_t heartbeat_ms;              /* JRPC_WIRE_HEARTBEAT_MIN_MS..._MAX_MS */
+    uint32_t liveness;                  /* 1..JRPC_WIRE_LIVENESS_MAX */
+    /* REJECT */
+    uint64_t request;                   /* which REQUEST of the session (>= 1) */
 } jrpc_wire_msg_t;
 
 typedef struct jrpc_wire_call {         /* one REQUEST item */
@@ -123,11 +144,27 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
 
 /* Decodes one frame into m. Objects point into zone and into buf (both must
  * outlive m). READY (with its known options: "name" a str, "idempotent" an
- * array of non-empty str, neither given twice), HEARTBEAT and DISCONNECT are
+ * array of non-empty str, neither given twice), HEARTBEAT (with its optional
+ * settings: both or neither, within bounds), DISCONNECT and REJECT are
  * fully checked here;
  * REQUEST and RESPONSE items are checked by the _item functions.
  * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
 int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);
+
+/* Reads only the start of a frame, "[version, type": what a worker needs to
+ * know that a frame jrpc_wire_decode() refused was a REQUEST, which it must
+ * count and REJECT (PROTOCOL.md 2.5). Returns the type (>= 0) when the frame
+ * starts with an array of at least 2 elements, version 1 and an unsigned
+ * type (any type, known or not; INT32_MAX for larger ones);
+ * JRPC_WIRE_EVERSION for another version; JRPC_WIRE_EMALFORMED otherwise.
+ * Never allocates. */
+int jrpc_wire_peek_type(const char *buf, size_t n);
+
+/* Where a REQUEST item's seq can still be read, for answering an item that
+ * jrpc_wire_request_item() refused: the item is an array whose first
+ * element is a seq (an unsigned integer >= 1). Returns 0 and sets *seq, or
+ * JRPC_WIRE_EMALFORMED. */
+int jrpc_wire_request_item_seq(const jrpc_wire_msg_t *m, uint32_t i, jrpc_seq_t *seq);
 
 /* Item i (< m->nitems) of a REQUEST / RESPONSE. Returns 0 or JRPC_WIRE_EMALFORMED
  * (a REQUEST item's optional traceparent that is neither nil nor a str

@@ -7,6 +7,16 @@
  * the generation of the socket they came on: an answer completed after a
  * reset belongs to a broker session that no longer exists and is dropped.
  *
+ * Heartbeat settings are per conn: ours (opts) until the broker's first
+ * HEARTBEAT carries its own, which rule that session from then on (the
+ * broker sends them at once after READY; PROTOCOL.md 5). One tick serves
+ * every conn, so it runs at the shortest interval in use.
+ *
+ * A REQUEST the conn cannot decode is counted like the others and answered
+ * with REJECT naming its number in the session; an item that decodes only
+ * as far as its seq is answered -32603 (PROTOCOL.md 2.5). Either way the
+ * broker gets its credit back.
+ *
  * Answers are gathered per conn into one RESPONSE and flushed when the loop
  * turn that completed them ends (an idle handle), at the end of each read
  * burst, or when the buffer grows large.
@@ -57,6 +67,9 @@ typedef struct conn {
     uint32_t       inflight;   /* calls of this generation not yet answered */
     bool           alive;      /* heard from the broker on this socket */
     bool           reset_due;  /* DISCONNECT came too soon after a reset: reset on tick */
+    uint32_t       hb_ms;      /* this session's heartbeat interval: ours, or the broker's */
+    uint32_t       liveness;   /* this session's silent intervals before the broker is dead */
+    uint64_t       requests;   /* REQUEST frames received on this socket (REJECT names them) */
     jrpc_buf_t     out;        /* RESPONSE being gathered */
     uint32_t       nout;       /* answers in out */
 } conn_t;
@@ -92,6 +105,7 @@ struct jrpc_worker {
     uv_idle_t    flush_idle;   /* flushes gathered answers at the end of a turn */
     uv_timer_t   drain_timer;  /* draining: the timeout, or the latest deadline */
     bool         tick_started;
+    uint32_t     tick_ms;      /* the tick's period: the shortest interval of any conn */
     msgpack_zone zone;         /* decoded frames; cleared after each */
     jrpc_wcall_t *calls;       /* outstanding calls (doubly linked) */
     jrpc_wcall_t *free_calls;  /* finished calls for reuse (singly linked) */
@@ -111,6 +125,7 @@ struct jrpc_worker {
 static void conn_flush(conn_t *c);
 static void conn_reset(conn_t *c, const char *why);
 static void drain_check(jrpc_worker_t *w);
+static void on_tick(uv_timer_t *t);
 
 /* ---- options ---- */
 
@@ -180,6 +195,40 @@ out:
     return rc;
 }
 
+/* Runs the tick at the shortest heartbeat interval in use, so that each
+ * conn heartbeats and checks liveness at least once per interval of its own. */
+static void tick_update(jrpc_worker_t *w)
+{
+    if (!w->tick_started || w->stopping)
+        return;
+    uint32_t ms = w->opts.heartbeat_ms;
+    for (size_t i = 0; i < w->nconns; i++)
+        if (w->conns[i]->sock != NULL && w->conns[i]->hb_ms < ms)
+            ms = w->conns[i]->hb_ms;
+    if (ms == w->tick_ms)
+        return;
+    w->tick_ms = ms;
+    uv_timer_start(&w->tick, on_tick, ms, ms);
+}
+
+/* The broker's heartbeat settings rule the session (PROTOCOL.md 5): we
+ * heartbeat at its interval, and give it up after its liveness, so that
+ * neither side takes the other for dead while both are well. */
+static void conn_adopt(conn_t *c, uint32_t hb_ms, uint32_t liveness)
+{
+    jrpc_worker_t *w = c->w;
+    if (hb_ms == c->hb_ms && liveness == c->liveness)
+        return;
+    bool differ = hb_ms != w->opts.heartbeat_ms || liveness != w->opts.liveness;
+    JRPC_LOG(differ ? JRPC_LOG_INFO : JRPC_LOG_DEBUG, "worker",
+             "event=heartbeat_adopted endpoint=%s heartbeat_ms=%u liveness=%u own_heartbeat_ms=%u "
+             "own_liveness=%u",
+             c->endpoint, hb_ms, liveness, w->opts.heartbeat_ms, w->opts.liveness);
+    c->hb_ms = hb_ms;
+    c->liveness = liveness;
+    tick_update(w);
+}
+
 static void on_sock_closed(jrpc_zwatch_t *zw)
 {
     conn_t *c = zw->data;
@@ -238,6 +287,10 @@ static int conn_open(conn_t *c)
     c->alive = false;
     c->reset_due = false;
     c->inflight = 0;
+    c->hb_ms = w->opts.heartbeat_ms;    /* a new session: the broker has not spoken yet */
+    c->liveness = w->opts.liveness;
+    c->requests = 0;
+    tick_update(w);
     jrpc_buf_reset(&c->out);
     c->nout = 0;
     JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=socket_open endpoint=%s gen=%llu", c->endpoint,
@@ -322,6 +375,38 @@ static int conn_answer(conn_t *c, jrpc_wcall_t *wc, bool is_error, int code, con
 fail:
     c->out.len = len0;
     return rc;
+}
+
+/* Answers seq with an error without a call object: for an item that could
+ * not be decoded (or not be given a call), so that its credit comes back. */
+static int conn_answer_seq_error(conn_t *c, jrpc_seq_t seq, int code)
+{
+    size_t len0 = c->out.len;
+    int rc;
+    if (c->nout == 0 && (rc = jrpc_wire_put_response_begin(&c->out)) < 0)
+        goto fail;
+    if ((rc = jrpc_wire_put_error(&c->out, seq, code, jrpc_error_message(code),
+                                  (jrpc_span_t){ NULL, 0 })) < 0)
+        goto fail;
+    c->nout++;
+    c->w->answered++;
+    uv_idle_start(&c->w->flush_idle, on_flush_idle);
+    return 0;
+fail:
+    c->out.len = len0;
+    return rc;
+}
+
+/* REJECT: the request-th REQUEST of this session could not be decoded, and
+ * none of its calls will run; the broker answers them and frees the credit. */
+static void conn_reject(conn_t *c, uint64_t request, size_t bytes, const char *why)
+{
+    jrpc_buf_t *b = &c->w->tmp;
+    jrpc_buf_reset(b);
+    JRPC_LOG(JRPC_LOG_WARN, "worker", "event=request_rejected endpoint=%s request=%llu bytes=%zu err=\"%s\"",
+             c->endpoint, (unsigned long long)request, bytes, why);
+    if (jrpc_wire_put_reject(b, request) == 0)
+        conn_send(c, b->p, b->len);
 }
 
 /* ---- calls ---- */
@@ -455,6 +540,7 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
     if (wc == NULL) {
         JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=call_dropped endpoint=%s seq=%llu err=nomem",
                  c->endpoint, (unsigned long long)call->seq);
+        conn_answer_seq_error(c, call->seq, JRPC_INTERNAL_ERROR);
         return;
     }
     uint64_t now = uv_now(w->loop);
@@ -492,6 +578,12 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
     jrpc_wire_msg_t m;
     int rc = jrpc_wire_decode(p, n, &w->zone, &m);
     if (rc < 0) {
+        /* A REQUEST we cannot read still holds credit at the broker: say so. */
+        if (jrpc_wire_peek_type(p, n) == JRPC_WIRE_REQUEST) {
+            if (!c->reset_due)
+                conn_reject(c, ++c->requests, n, jrpc_wire_strerror(rc));
+            return;
+        }
         JRPC_LOG(rc == JRPC_WIRE_EVERSION ? JRPC_LOG_ERROR : JRPC_LOG_WARN, "worker",
                  "event=frame_dropped endpoint=%s bytes=%zu err=\"%s\"", c->endpoint, n,
                  jrpc_wire_strerror(rc));
@@ -503,21 +595,36 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
                  c->endpoint, w->opts.credit, w->nhandlers);
     }
     switch (m.type) {
-    case JRPC_WIRE_REQUEST:
+    case JRPC_WIRE_REQUEST: {
+        uint64_t request = ++c->requests;
         if (c->reset_due)
             break; /* the broker told us it does not know us */
+        /* All or nothing when a seq is unreadable: REJECT frees every call
+         * of the REQUEST at the broker, so none of them may run here. */
+        jrpc_seq_t seq;
+        for (uint32_t i = 0; i < m.nitems; i++) {
+            if (jrpc_wire_request_item_seq(&m, i, &seq) < 0) {
+                conn_reject(c, request, n, "an item without a seq");
+                return;
+            }
+        }
         uint64_t gen = c->gen;
         for (uint32_t i = 0; i < m.nitems && c->gen == gen && c->sock != NULL && !w->stopping; i++) {
             jrpc_wire_call_t call;
             if ((rc = jrpc_wire_request_item(&m, i, &call)) < 0) {
-                JRPC_LOG(JRPC_LOG_WARN, "worker", "event=call_dropped endpoint=%s item=%u err=\"%s\"",
-                         c->endpoint, i, jrpc_wire_strerror(rc));
+                jrpc_wire_request_item_seq(&m, i, &seq);
+                JRPC_LOG(JRPC_LOG_WARN, "worker", "event=call_refused endpoint=%s item=%u seq=%llu err=\"%s\"",
+                         c->endpoint, i, (unsigned long long)seq, jrpc_wire_strerror(rc));
+                conn_answer_seq_error(c, seq, JRPC_INTERNAL_ERROR);
                 continue;
             }
             dispatch(c, &call);
         }
         break;
+    }
     case JRPC_WIRE_HEARTBEAT:
+        if (m.heartbeat_ms != 0)
+            conn_adopt(c, m.heartbeat_ms, m.liveness);
         break;
     case JRPC_WIRE_DISCONNECT: {
         uint64_t now = uv_now(w->loop);
@@ -585,14 +692,14 @@ static void on_tick(uv_timer_t *t)
 {
     jrpc_worker_t *w = t->data;
     uint64_t now = uv_now(w->loop);
-    uint64_t hb = w->opts.heartbeat_ms;
     for (size_t i = 0; i < w->nconns; i++) {
         conn_t *c = w->conns[i];
+        uint64_t hb = c->hb_ms;
         if (c->sock == NULL) {
             conn_reset(c, "retry");
         } else if (c->reset_due) {
             conn_reset(c, "disconnect");
-        } else if (now - c->last_recv >= hb * w->opts.liveness) {
+        } else if (now - c->last_recv >= hb * c->liveness) {
             if (c->alive)
                 JRPC_LOG(JRPC_LOG_WARN, "worker", "event=broker_lost endpoint=%s silent_ms=%llu",
                          c->endpoint, (unsigned long long)(now - c->last_recv));
@@ -725,7 +832,8 @@ int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
     w->conns[w->nconns++] = c;
     c = NULL;
     if (!w->tick_started) {
-        uv_timer_start(&w->tick, on_tick, w->opts.heartbeat_ms, w->opts.heartbeat_ms);
+        w->tick_ms = w->opts.heartbeat_ms;
+        uv_timer_start(&w->tick, on_tick, w->tick_ms, w->tick_ms);
         w->tick_started = true;
     }
     JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s credit=%u heartbeat_ms=%u curve=%s",

@@ -16,8 +16,9 @@
  *   }
  *
  * The worker keeps one ZeroMQ DEALER per broker, announces its methods and
- * credit (READY), answers every call it is given, heartbeats, and survives
- * broker restarts by itself (see proto/PROTOCOL.md). Everything runs on one
+ * credit (READY), answers every call it is given, heartbeats at each
+ * broker's interval, answers REJECT for a REQUEST it cannot decode, and
+ * survives broker restarts by itself (see proto/PROTOCOL.md). Everything runs on one
  * libuv loop, in one thread: no function here may be called from another
  * thread. Nothing here blocks, except jrpc_worker_run() and the final
  * flush in jrpc_worker_destroy() (bounded by the linger time). */
@@ -37,6 +38,9 @@ typedef struct jrpc_worker_opts {
     uint32_t   credit;        /* calls held at once, per broker (>= 1; default 64) */
     uint32_t   heartbeat_ms;  /* heartbeat interval (>= 10; default 1000) */
     uint32_t   liveness;      /* silent intervals before a broker is dead (>= 1; default 3) */
+                              /* Both only until a broker sends its own in a HEARTBEAT
+                                 (it answers READY with one): its settings then rule
+                                 that session (PROTOCOL.md 5), per broker. */
     uint32_t   linger_ms;     /* how long destroy may wait to deliver DISCONNECT (default 1000) */
     uv_loop_t *loop;          /* the loop to run on; NULL: the worker owns a new one */
     /* CURVE (both or neither; copied by jrpc_worker_new, wiped at destroy):

@@ -3,6 +3,9 @@
  * Each input is one ZeroMQ frame as a worker (or the broker) would send it:
  *  - jrpc_wire_decode(), then every item with jrpc_wire_request_item() or
  *    jrpc_wire_response_item(); READY's methods and options are walked;
+ *    HEARTBEAT settings and REJECT are checked against their bounds; the
+ *    frame's head (jrpc_wire_peek_type) agrees with what decoded, and a
+ *    valid item's seq reads the same by jrpc_wire_request_item_seq();
  *  - a decoded REQUEST call is re-encoded with the encoder and decoded again:
  *    seq, method, timeout and the params' bytes must survive the round trip;
  *  - RESPONSE answers are fed, as the broker does, to a small parsed batch
@@ -155,7 +158,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jrpc_wire_msg_t m;
     int rc = jrpc_wire_decode(buf, size, &zone, &m);
     CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED || rc == JRPC_WIRE_EVERSION);
+    int head = jrpc_wire_peek_type(buf, size);  /* reads any input without over-reading */
+    CHECK(head >= 0 || head == JRPC_WIRE_EMALFORMED || head == JRPC_WIRE_EVERSION);
     if (rc == 0) {
+        CHECK(jrpc_wire_peek_type(buf, size) == m.type);
         switch (m.type) {
         case JRPC_WIRE_READY:
             CHECK(m.credit >= 1 && m.methods != NULL && m.methods->type == MSGPACK_OBJECT_ARRAY);
@@ -169,11 +175,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(m.nitems >= 1 && m.items != NULL);
             for (uint32_t i = 0; i < m.nitems; i++) {
                 jrpc_wire_call_t c;
+                jrpc_seq_t seq = 0;
+                int seq_rc = jrpc_wire_request_item_seq(&m, i, &seq);
                 rc = jrpc_wire_request_item(&m, i, &c);
                 CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED);
+                CHECK(seq_rc == 0 || rc < 0);
                 if (rc < 0)
                     continue;
-                CHECK(c.seq != 0 && c.method.n > 0 && c.params != NULL);
+                CHECK(c.seq != 0 && c.method.n > 0 && c.params != NULL && seq == c.seq);
                 check_json_form(c.params);
                 request_round_trip(&c);
             }
@@ -183,7 +192,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             feed_response(&m);
             break;
         case JRPC_WIRE_HEARTBEAT:
+            CHECK((m.heartbeat_ms == 0 && m.liveness == 0) ||
+                  (m.heartbeat_ms >= JRPC_WIRE_HEARTBEAT_MIN_MS &&
+                   m.heartbeat_ms <= JRPC_WIRE_HEARTBEAT_MAX_MS && m.liveness >= 1 &&
+                   m.liveness <= JRPC_WIRE_LIVENESS_MAX));
+            break;
         case JRPC_WIRE_DISCONNECT:
+            break;
+        case JRPC_WIRE_REJECT:
+            CHECK(m.request >= 1);
             break;
         default:
             CHECK(!"unknown message type decoded");

@@ -69,7 +69,9 @@ static int check_bytes(const void *bytes, size_t n)
     frame_decode(&f, bytes, n);
     int rc = f.rc;
     if (rc == 0) {
-        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_DISCONNECT);
+        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_REJECT);
+        /* Whatever decodes, its head reads the same way. */
+        assert_int_equal(jrpc_wire_peek_type(f.buf, n), f.m.type);
         for (uint32_t i = 0; i < f.m.nitems && rc == 0; i++) {
             if (f.m.type == JRPC_WIRE_REQUEST) {
                 jrpc_wire_call_t c;
@@ -330,9 +332,208 @@ static void test_bare_round_trip(void **state)
         frame_dispose(&f);
         jrpc_buf_dispose(&b);
     }
-    /* Trailing elements are ignored. */
-    static const char hb[] = { (char)0x94, 1, 4, (char)0xa1, 'x', (char)0xc0 };
+    /* Trailing elements are ignored (HEARTBEAT's settings come first). */
+    static const char hb[] = { (char)0x95, 1, 4, (char)0xc0, (char)0xc0, (char)0xa1, 'x' };
     assert_int_equal(check_bytes(hb, sizeof hb), 0);
+    static const char dc[] = { (char)0x94, 1, 5, (char)0xa1, 'x', (char)0xc0 };
+    assert_int_equal(check_bytes(dc, sizeof dc), 0);
+}
+
+/* Decodes a hand-made frame into *m (a copy of exactly n bytes); returns rc.
+ * Only m's scalars may be read afterwards. */
+static int decode_msg(const void *bytes, size_t n, jrpc_wire_msg_t *m)
+{
+    frame_t f;
+    frame_decode(&f, bytes, n);
+    *m = f.m;
+    int rc = f.rc;
+    frame_dispose(&f);
+    return rc;
+}
+
+typedef struct bytes_case {
+    const char *b;
+    size_t      n;
+} bytes_case_t;
+
+#define CASE(lit) { lit, sizeof lit - 1 }
+
+/* HEARTBEAT [1, 4, heartbeat_ms, liveness]: the broker's settings (PROTOCOL.md
+ * 2.4, 5), both or neither, within the bounds of the broker's options. */
+static void test_heartbeat_settings(void **state)
+{
+    jrpc_buf_t b;
+    jrpc_wire_msg_t m;
+    jrpc_buf_init(&b);
+    /* The example of PROTOCOL.md 3. */
+    assert_int_equal(jrpc_wire_put_heartbeat_settings(&b, 5000, 3), 0);
+    static const char ex[] = { (char)0x94, 1, 4, (char)0xcd, 0x13, (char)0x88, 3 };
+    assert_int_equal(b.len, sizeof ex);
+    assert_memory_equal(b.p, ex, sizeof ex);
+    assert_int_equal(decode_msg(b.p, b.len, &m), 0);
+    assert_int_equal(m.type, JRPC_WIRE_HEARTBEAT);
+    assert_int_equal(m.heartbeat_ms, 5000);
+    assert_int_equal(m.liveness, 3);
+    for (size_t n = 0; n < b.len; n++)
+        assert_int_equal(check_bytes(b.p, n), JRPC_WIRE_EMALFORMED);
+    static const uint32_t ok[][2] = { { JRPC_WIRE_HEARTBEAT_MIN_MS, 1 },
+                                      { JRPC_WIRE_HEARTBEAT_MAX_MS, JRPC_WIRE_LIVENESS_MAX },
+                                      { 1000, 3 } };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        jrpc_buf_reset(&b);
+        assert_int_equal(jrpc_wire_put_heartbeat_settings(&b, ok[i][0], ok[i][1]), 0);
+        assert_int_equal(decode_msg(b.p, b.len, &m), 0);
+        assert_int_equal(m.heartbeat_ms, ok[i][0]);
+        assert_int_equal(m.liveness, ok[i][1]);
+    }
+    /* Without settings, or nil in their place: both 0 (none sent). */
+    static const bytes_case_t none[] = {
+        CASE("\x92\x01\x04"),
+        CASE("\x94\x01\x04\xc0\xc0"),
+        CASE("\x93\x01\x04\xc0"),
+        CASE("\x94\x01\x04\xc0\x05"),       /* interval nil: the rest is not read */
+    };
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        assert_int_equal(decode_msg(none[i].b, none[i].n, &m), 0);
+        assert_int_equal(m.type, JRPC_WIRE_HEARTBEAT);
+        assert_int_equal(m.heartbeat_ms + m.liveness, 0);
+    }
+    /* Any integer encoding; trailing elements ignored. */
+    static const char wide[] = "\x96\x01\x04\xcf\0\0\0\0\0\0\0\x64\xd3\0\0\0\0\0\0\0\x02\xa1x\xc0";
+    assert_int_equal(decode_msg(wide, sizeof wide - 1, &m), 0);
+    assert_int_equal(m.heartbeat_ms, 100);
+    assert_int_equal(m.liveness, 2);
+    static const bytes_case_t bad[] = {
+        CASE("\x93\x01\x04\x64"),                   /* interval without liveness */
+        CASE("\x94\x01\x04\x64\xc0"),               /* liveness nil */
+        CASE("\x94\x01\x04\x09\x03"),               /* 9 ms: below the minimum */
+        CASE("\x94\x01\x04\xce\x00\x36\xee\x81\x03"), /* 3600001 ms */
+        CASE("\x94\x01\x04\x64\x00"),               /* liveness 0 */
+        CASE("\x94\x01\x04\x64\xcd\x03\xe9"),       /* liveness 1001 */
+        CASE("\x94\x01\x04\xff\x03"),               /* interval -1 */
+        CASE("\x94\x01\x04\xa3" "100\x03"),         /* interval "100" */
+        CASE("\x94\x01\x04\xcb\x40\x59\0\0\0\0\0\0\x03"), /* interval 100.0 */
+        CASE("\x94\x01\x04\x64\x91\x03"),           /* liveness [3] */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (check_bytes(bad[i].b, bad[i].n) != JRPC_WIRE_EMALFORMED)
+            fail_msg("bad heartbeat %zu decoded", i);
+    jrpc_buf_dispose(&b);
+}
+
+/* REJECT [1, 6, request] (PROTOCOL.md 2.5). */
+static void test_reject(void **state)
+{
+    jrpc_buf_t b;
+    jrpc_wire_msg_t m;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_reject(&b, 3), 0);
+    static const char ex[] = { (char)0x93, 1, 6, 3 };   /* the example of PROTOCOL.md 3 */
+    assert_int_equal(b.len, sizeof ex);
+    assert_memory_equal(b.p, ex, sizeof ex);
+    assert_int_equal(decode_msg(b.p, b.len, &m), 0);
+    assert_int_equal(m.type, JRPC_WIRE_REJECT);
+    assert_int_equal(m.request, 3);
+    assert_int_equal(m.nitems, 0);
+    for (size_t n = 0; n < b.len; n++)
+        assert_int_equal(check_bytes(b.p, n), JRPC_WIRE_EMALFORMED);
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_reject(&b, UINT64_MAX), 0);
+    assert_int_equal(decode_msg(b.p, b.len, &m), 0);
+    assert_true(m.request == UINT64_MAX);
+    static const char trailing[] = "\x95\x01\x06\xcd\x01\x00\xc0\x90";
+    assert_int_equal(decode_msg(trailing, sizeof trailing - 1, &m), 0);
+    assert_int_equal(m.request, 256);
+    static const bytes_case_t bad[] = {
+        CASE("\x92\x01\x06"),           /* no request */
+        CASE("\x93\x01\x06\x00"),       /* request 0 */
+        CASE("\x93\x01\x06\xff"),       /* request -1 */
+        CASE("\x93\x01\x06\xc0"),       /* request nil */
+        CASE("\x93\x01\x06\xa1\x31"),   /* request "1" */
+        CASE("\x93\x01\x06\x91\x01"),   /* request [1] */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (check_bytes(bad[i].b, bad[i].n) != JRPC_WIRE_EMALFORMED)
+            fail_msg("bad reject %zu decoded", i);
+    jrpc_buf_dispose(&b);
+}
+
+static int peek_copy(const void *bytes, size_t n)
+{
+    char *buf = malloc(n ? n : 1);
+    assert_non_null(buf);
+    if (n)
+        memcpy(buf, bytes, n);
+    int rc = jrpc_wire_peek_type(buf, n);
+    free(buf);
+    return rc;
+}
+
+/* The head of a frame the decoder refuses still says whether it was a
+ * REQUEST: a worker counts it and REJECTs it (PROTOCOL.md 2.5). */
+static void test_peek_type(void **state)
+{
+    jrpc_buf_t b;
+    build_request(&b);
+    for (size_t n = 0; n <= b.len; n++)
+        assert_int_equal(peek_copy(b.p, n), n < 3 ? JRPC_WIRE_EMALFORMED : JRPC_WIRE_REQUEST);
+    /* Undecodable after the head (a byte after the value): still a REQUEST. */
+    assert_int_equal(jrpc_buf_putc(&b, 0), 0);
+    assert_int_equal(check_bytes(b.p, b.len), JRPC_WIRE_EMALFORMED);
+    assert_int_equal(peek_copy(b.p, b.len), JRPC_WIRE_REQUEST);
+    jrpc_buf_dispose(&b);
+    static const struct { bytes_case_t c; int want; } cases[] = {
+        { CASE("\x93\x01\x02\xc1"), JRPC_WIRE_REQUEST },
+        { CASE("\xdd\x00\x00\x00\x03\xcf\0\0\0\0\0\0\0\x01\xd0\x02"), JRPC_WIRE_REQUEST },
+        { CASE("\x92\x01\x07"), 7 },                          /* unknown types too */
+        { CASE("\x92\x01\xcf\xff\xff\xff\xff\xff\xff\xff\xff"), INT32_MAX },
+        { CASE("\x92\x02\x02"), JRPC_WIRE_EVERSION },
+        { CASE("\x92\xff\x02"), JRPC_WIRE_EVERSION },
+        { CASE("\x92\x00\x02"), JRPC_WIRE_EVERSION },
+        { CASE("\x91\x01"), JRPC_WIRE_EMALFORMED },           /* one element */
+        { CASE("\x92\x01\xff"), JRPC_WIRE_EMALFORMED },       /* type -1 */
+        { CASE("\x92\x01\xc0"), JRPC_WIRE_EMALFORMED },       /* type nil */
+        { CASE("\x92\xa1\x31\x02"), JRPC_WIRE_EMALFORMED },   /* version "1" */
+        { CASE("\x82\x01\x02"), JRPC_WIRE_EMALFORMED },       /* a map */
+        { CASE("\xc1\x01\x02"), JRPC_WIRE_EMALFORMED },
+        { CASE("\x92\x01\xcd\x00"), JRPC_WIRE_EMALFORMED },   /* type cut short */
+        { CASE("\xdd\x00\x00\x00"), JRPC_WIRE_EMALFORMED },   /* array32 header cut short */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = peek_copy(cases[i].c.b, cases[i].c.n);
+        if (rc != cases[i].want)
+            fail_msg("peek case %zu: %d", i, rc);
+    }
+    assert_int_equal(jrpc_wire_peek_type(NULL, 0), JRPC_WIRE_EMALFORMED);
+}
+
+/* The seq of an item the worker cannot otherwise read: it answers that
+ * seq -32603, and REJECTs the REQUEST when even the seq is unreadable. */
+static void test_request_item_seq(void **state)
+{
+    static const struct { bytes_case_t c; int rc; uint64_t seq; } cases[] = {
+        { CASE("\x93\x01\x02\x91\x94\x07\xa1m\xc0\x00"), 0, 7 },   /* a valid item */
+        { CASE("\x93\x01\x02\x91\x94\x07\x05\xc0\x00"), 0, 7 },    /* method 5 */
+        { CASE("\x93\x01\x02\x91\x91\xcf\xff\xff\xff\xff\xff\xff\xff\xff"), 0, UINT64_MAX },
+        { CASE("\x93\x01\x02\x91\x91\x00"), JRPC_WIRE_EMALFORMED, 0 },     /* seq 0 */
+        { CASE("\x93\x01\x02\x91\x91\xff"), JRPC_WIRE_EMALFORMED, 0 },     /* seq -1 */
+        { CASE("\x93\x01\x02\x91\x91\xa1\x31"), JRPC_WIRE_EMALFORMED, 0 }, /* seq "1" */
+        { CASE("\x93\x01\x02\x91\x90"), JRPC_WIRE_EMALFORMED, 0 },         /* [] */
+        { CASE("\x93\x01\x02\x91\xc0"), JRPC_WIRE_EMALFORMED, 0 },         /* nil */
+        { CASE("\x93\x01\x02\x91\x81\x07\x07"), JRPC_WIRE_EMALFORMED, 0 }, /* {7: 7} */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        frame_t f;
+        frame_decode(&f, cases[i].c.b, cases[i].c.n);
+        assert_int_equal(f.rc, 0);
+        jrpc_seq_t seq = 0;
+        if (jrpc_wire_request_item_seq(&f.m, 0, &seq) != cases[i].rc || seq != cases[i].seq)
+            fail_msg("item seq case %zu", i);
+        jrpc_wire_call_t c;
+        if (i > 0)   /* none but the first is a valid item */
+            assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), JRPC_WIRE_EMALFORMED);
+        frame_dispose(&f);
+    }
 }
 
 static void test_request_round_trip(void **state)
@@ -488,7 +689,7 @@ static void test_garbage(void **state)
         if (i % 2 && n >= 3) {
             bytes[0] = (unsigned char)(0x90 | (rng() % 6));
             bytes[1] = 1;
-            bytes[2] = (unsigned char)(1 + rng() % 5);
+            bytes[2] = (unsigned char)(1 + rng() % 6);
         }
         if (check_bytes(bytes, n) == 0)
             ok++;
@@ -551,7 +752,8 @@ static void test_bad_envelope(void **state)
         { "\x90", 1 },                       /* [] */
         { "\x91\x01", 2 },                   /* [1] */
         { "\x92\x01\x00", 3 },               /* type 0 */
-        { "\x92\x01\x06", 3 },               /* type 6 */
+        { "\x92\x01\x06", 3 },               /* type 6 (REJECT) without its request */
+        { "\x93\x01\x07\x01", 4 },           /* type 7 */
         { "\x92\x01\xff", 3 },               /* type -1 */
         { "\x92\x01\xa1\x04", 4 },           /* type "\x04" */
         { "\x92\x01\xc0", 3 },               /* type nil */
@@ -1468,6 +1670,10 @@ int main(void)
         cmocka_unit_test(test_ready_round_trip),
         cmocka_unit_test(test_ready_options),
         cmocka_unit_test(test_bare_round_trip),
+        cmocka_unit_test(test_heartbeat_settings),
+        cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_peek_type),
+        cmocka_unit_test(test_request_item_seq),
         cmocka_unit_test(test_request_round_trip),
         cmocka_unit_test(test_response_round_trip),
         cmocka_unit_test(test_header_round_trip),

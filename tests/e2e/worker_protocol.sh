@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The worker protocol's failure paths (PROTOCOL.md 2.1, 2.5), with scripted
+# peers (jrpc-test-wire-peer) on the other side:
+#  1. a rogue broker sends the real worker REQUESTs it cannot decode: it
+#     answers REJECT naming each one by its number in the session (frames
+#     of another version, and frames that are no REQUEST, are not counted),
+#     -32603 for an item whose seq alone is readable, and serves the rest;
+#  2. a rogue worker REJECTs a REQUEST to the real broker: the client gets
+#     -32603 and the worker's credit (1) is back: the next call reaches it;
+#  3. a rogue worker sends READY again mid-call: the broker ends the old
+#     session as if the worker were lost (the call held: -32004) and serves
+#     the new one.
+# ~5 s.
+# shellcheck source=lib.sh
+source "$JRPC_E2E_LIB"
+TMP=$E2E_TMP
+PEER=$JRPC_BIN/jrpc-test-wire-peer
+
+# ---- 1. a rogue broker, the real worker ---------------------------------------------
+EP="tcp://127.0.0.1:$(e2e_pick_port)"
+REQ=930102                                        # [1, 2, ...
+"$PEER" --broker "$EP" --timeout-ms 10000 ready \
+    call:7 \
+    send:${REQ}919408a46563686fc100 \
+    send:93020290 send:c1 \
+    deep:8:1200 \
+    send:${REQ}91940905c000 \
+    send:${REQ}929400a46563686fc000940aa46563686fc000 \
+    call:11 \
+    recv:6 >"$TMP/rogue_broker.out" 2>&1 &
+RB=$!
+"$JRPC_BIN/jrpc-worker" --connect "$EP" >"$TMP/worker-rb.log" 2>&1 &
+WRB=$!
+E2E_PIDS+=("$RB" "$WRB")
+wait "$RB"; rc=$?
+check "rogue broker: the worker answered every REQUEST, one way or another" "0
+ready credit=64
+reject request=2
+reject request=3
+reject request=5
+response seq=11 result=[11]
+response seq=7 result=[7]
+response seq=9 error=-32603" "$rc
+$(head -n 1 "$TMP/rogue_broker.out")
+$(tail -n +2 "$TMP/rogue_broker.out" | LC_ALL=C sort)"
+check "the worker logs each REJECT" 3 "$(grep -c 'event=request_rejected' "$TMP/worker-rb.log")"
+kill "$WRB" 2>/dev/null; wait "$WRB" 2>/dev/null
+
+# ---- 2. a rogue worker REJECTs: the client is answered, the credit is back ---------------
+e2e_start_broker --heartbeat-ms 500 --timeout-ms 3000
+# Before its REJECT of request 1, while it holds that call, it sends REJECTs
+# that name no call it holds: request 2 (not sent yet), 2^64-1, and 0
+# (malformed). None of them may free the call or crash anything.
+"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:echo request \
+    send:93010602 send:930106cfffffffffffffffff send:93010600 reject request answer \
+    >"$TMP/rogue_worker.out" 2>&1 &
+RW=$!
+E2E_PIDS+=("$RW")
+e2e_wait_workers 1
+r=$("$JRPC" call echo '[1]'); rc=$?
+check "the rejected call gets -32603" '1 {"code":-32603,"message":"Internal error"}' "$rc $r"
+r=$("$JRPC" call echo '[2]'); rc=$?
+check "the next call reaches the worker (credit 1 came back) and is answered" "0 [2]" "$rc $r"
+wait "$RW"; rc=$?
+check "the rogue worker saw both calls" "0
+request 1 calls=1
+request 2 calls=1" "$rc
+$(cat "$TMP/rogue_worker.out")"
+check "the broker logs the REJECT" 1 \
+    "$(grep -c 'event=request_rejected worker=[^ ]* request=1 calls=1 inflight=0' "$TMP/broker.log")"
+check "REJECTs naming no call held free nothing" "2 1" \
+    "$(grep -c 'event=request_rejected worker=[^ ]* request=[0-9]* calls=0 inflight=1' "$TMP/broker.log") $(grep -c 'event=malformed_frame' "$TMP/broker.log")"
+e2e_wait_workers 0
+
+# ---- 3. READY again mid-call ---------------------------------------------------------
+"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:echo request ready:1:echo request answer \
+    >"$TMP/ready_again.out" 2>&1 &
+RA=$!
+E2E_PIDS+=("$RA")
+e2e_wait_workers 1
+r=$("$JRPC" call echo '[3]'); rc=$?
+check "READY again: the call held by the old session gets -32004" \
+    '1 {"code":-32004,"message":"Worker failed"}' "$rc $r"
+r=$("$JRPC" call echo '[4]'); rc=$?
+check "READY again: the new session serves" "0 [4]" "$rc $r"
+wait "$RA"; rc=$?
+check "READY again: the worker's REQUESTs are counted from 1 again" "0
+request 1 calls=1
+request 1 calls=1" "$rc
+$(cat "$TMP/ready_again.out")"
+check "READY again: the broker ended the old session as a lost worker" 1 \
+    "$(grep -c 'event=worker_lost reason=ready_again inflight=1 redispatched=0 failed=1' "$TMP/broker.log")"
+e2e_finish
