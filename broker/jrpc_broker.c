@@ -58,8 +58,6 @@ struct jrpc_broker {
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
     bool              draining;    /* jrpc_broker_drain was called */
-    uint64_t          bodies, calls, timeouts, cancelled, busy;
-    uint64_t          unauthorized, replays, replay_down, acl_denied;
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -283,7 +281,7 @@ static void withdraw(jrpc_broker_t *b, bbatch_t *x, int code)
         if (code == 0)
             continue;
         if (code == JRPC_TIMEOUT && !x->req.calls[i].notification && !x->req.calls[i].answered)
-            b->timeouts++;
+            jrpc_metrics.timeouts++;
         answer_code(x, i, code, NULL);
     }
 }
@@ -318,7 +316,7 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
         if (!c->notification)
             x->unanswered++;
         if (x->key && !jrpc_key_allows(x->key, c->method)) {
-            b->acl_denied++;
+            jrpc_metrics.acl_denied++;
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
@@ -326,7 +324,7 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
                                        x->t0, x, i, &x->handles[i]);
         if (rc == 0) {
             x->outstanding++;
-            b->calls++;
+            jrpc_metrics.dispatched++;
         } else {
             answer_code(x, i, jrpc_error_code(rc), NULL);
         }
@@ -348,7 +346,6 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
  * the body is signed too early to tell whether it ran before (-ESTALE). */
 static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
 {
-    b->replay_down++;
     if (rc != -ESTALE) {
         refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"replay protection is unavailable, retry later\"}");
@@ -373,7 +370,6 @@ static void on_claimed(void *arg, int rc)
     } else if (rc == 0) {
         start(b, x);
     } else if (rc == -EEXIST) {
-        b->replays++;
         refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
         settle(b, x);
@@ -407,7 +403,6 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
     if (rc != JRPC_AUTH_OK) {
         char data[320];
-        b->unauthorized++;
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
                  jrpc_auth_reason(rc), (long long)now);
         refuse(b, x, NULL, NULL, NULL, -EACCES, data);
@@ -426,7 +421,6 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
                        jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle)
 {
     if (b->open >= b->opts.max_open) {
-        b->busy++;
         if (handle)
             *handle = NULL;
         refuse(b, NULL, ad, fn, ctx, -EBUSY,
@@ -466,7 +460,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     }
     for (uint32_t i = 0; i < x->req.ncalls; i++)
         x->handles[i] = NO_HANDLE;
-    b->bodies++;
+    jrpc_metrics.bodies_in++;
     b->open++;
     x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
     x->t0 = jrpc_metrics_tick();   /* metrics and the access log */
@@ -489,7 +483,6 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
 void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
 {
     assert(!x->replied);
-    b->cancelled++;
     access_log(b, x, NULL, JRPC_BODY_CANCELLED, 0);
     jrpc_metrics_body(x->transport, JRPC_BODY_CANCELLED);
     x->replied = true; /* nobody to reply to */
@@ -554,14 +547,15 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     if (b == NULL)
         return;
     *self_p = NULL;
+    jrpc_broker_stats_t st;
     jrpc_workers_stats_t ws;
-    jrpc_workers_stats(b->workers, &ws);
+    jrpc_broker_stats(b, &st, &ws);
     JRPC_LOG(JRPC_LOG_INFO, "broker",
              "event=stats bodies=%llu calls=%llu timeouts=%llu busy=%llu cancelled=%llu "
              "redispatched=%llu worker_failed=%llu late=%llu malformed=%llu",
-             (unsigned long long)b->bodies, (unsigned long long)b->calls,
-             (unsigned long long)b->timeouts, (unsigned long long)b->busy,
-             (unsigned long long)b->cancelled, (unsigned long long)ws.redispatched,
+             (unsigned long long)st.bodies, (unsigned long long)st.calls,
+             (unsigned long long)st.timeouts, (unsigned long long)st.busy,
+             (unsigned long long)st.cancelled, (unsigned long long)ws.redispatched,
              (unsigned long long)ws.lost, (unsigned long long)ws.late,
              (unsigned long long)ws.malformed);
     while (b->head) {
@@ -574,31 +568,77 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
 
+/* Bodies of one class, both transports. */
+static uint64_t bodies_of(int cls)
+{
+    return jrpc_metrics.bodies[0][cls] + jrpc_metrics.bodies[1][cls];
+}
+
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
                        jrpc_workers_stats_t *wst)
 {
-    st->bodies = b->bodies;
-    st->calls = b->calls;
-    st->timeouts = b->timeouts;
-    st->cancelled = b->cancelled;
-    st->busy = b->busy;
-    st->unauthorized = b->unauthorized;
-    st->replays = b->replays;
-    st->replay_down = b->replay_down;
-    st->acl_denied = b->acl_denied;
+    const jrpc_metrics_t *m = &jrpc_metrics;
+    st->bodies = m->bodies_in;
+    st->calls = m->dispatched;
+    st->timeouts = m->timeouts;
+    st->cancelled = bodies_of(JRPC_BODY_CANCELLED);
+    st->busy = bodies_of(JRPC_BODY_BUSY);
+    st->unauthorized = bodies_of(JRPC_BODY_UNAUTHORIZED);
+    st->replays = bodies_of(JRPC_BODY_REPLAYED);
+    st->replay_down = bodies_of(JRPC_BODY_UNAVAILABLE);
+    st->acl_denied = m->acl_denied;
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);
 }
 
-jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b)
+static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
 {
-    return b->workers;
+    jrpc_workers_each_credit(src, emit, arg);
 }
 
-jrpc_replay_t *jrpc_broker_replay(jrpc_broker_t *b)
+void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 {
-    return b->replay;
+    jrpc_broker_stats_t bs;
+    jrpc_workers_stats_t ws;
+    jrpc_replay_stats_t rs = { 0 };
+    jrpc_broker_stats(b, &bs, &ws);
+    if (b->replay)
+        jrpc_replay_stats(b->replay, &rs);
+    *rd = (jrpc_metrics_read_t){
+        .bodies_open = bs.open, .calls_inflight = ws.inflight, .calls_queued = ws.queued,
+        .workers_connected = ws.workers, .redis_up = b->replay && jrpc_replay_up(b->replay),
+        .redis_failures = rs.failures, .replays = bs.replays,
+        .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
+        .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
+        .frames_malformed = ws.malformed,
+        .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
+        .each_credit = each_credit, .src = b->workers,
+    };
+}
+
+int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
+{
+    if (b->draining)
+        return JRPC_NOT_READY_DRAINING;
+    if (methods == NULL || *methods == '\0') {
+        jrpc_workers_stats_t ws;
+        jrpc_workers_stats(b->workers, &ws);
+        if (ws.workers == 0)
+            return JRPC_NOT_READY_NO_WORKER;
+    }
+    for (const char *p = methods; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0 && !jrpc_workers_serves(b->workers, p, n)) {
+            if (missing)
+                *missing = (jrpc_span_t){ p, n };
+            return JRPC_NOT_READY_METHOD;
+        }
+        p += n + (p[n] == ',');
+    }
+    if (b->replay && !jrpc_replay_up(b->replay))
+        return JRPC_NOT_READY_REDIS_DOWN;
+    return JRPC_READY;
 }
 
 bool jrpc_broker_draining(const jrpc_broker_t *b)

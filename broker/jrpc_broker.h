@@ -17,6 +17,7 @@
 #include "jrpc_auth.h"
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
+#include "jrpc_metrics.h"
 #include "jrpc_replay.h"
 #include "jrpc_workers.h"
 
@@ -97,26 +98,47 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *handle);
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);
 
+/* The broker's counters, read from the one counter set (jrpc_metrics):
+ * bodies submitted, calls dispatched, ... The event=stats line at exit
+ * prints them. */
 typedef struct jrpc_broker_stats {
-    uint64_t bodies;        /* bodies submitted */
+    uint64_t bodies;        /* bodies submitted (busy ones not included) */
     uint64_t calls;         /* calls dispatched to workers */
-    uint64_t timeouts;      /* calls answered -32003 */
+    uint64_t timeouts;      /* calls answered -32003 at their deadline */
     uint64_t cancelled;     /* bodies whose client left before the reply */
-    uint64_t busy;          /* bodies refused with -EBUSY */
-    uint64_t unauthorized;  /* bodies refused 401 */
-    uint64_t replays;       /* bodies refused 409 */
-    uint64_t replay_down;   /* bodies refused 503: Redis unavailable */
+    uint64_t busy;          /* bodies refused busy (max_open) */
+    uint64_t unauthorized;  /* bodies refused unauthorized */
+    uint64_t replays;       /* bodies refused as replays */
+    uint64_t replay_down;   /* bodies refused unavailable: Redis down or forgetful */
     uint64_t acl_denied;    /* calls refused by a key's ACL */
     uint32_t open;          /* bodies waiting for answers */
 } jrpc_broker_stats_t;
 
+/* Fills st (and wst unless NULL: the worker side's). Never blocks. */
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
                        jrpc_workers_stats_t *wst);
 
-/* The broker's modules, for the admin listener (metrics and readiness):
- * borrowed, valid until jrpc_broker_destroy. replay is NULL when open. */
-jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b);
-jrpc_replay_t  *jrpc_broker_replay(jrpc_broker_t *b);
+/* Fills rd with what the metrics page shows besides jrpc_metrics: gauges
+ * and counters of the broker's parts, and the per-worker credit walk (rd
+ * borrows the broker: use it before the next loop turn). For the admin
+ * listener, which then calls jrpc_metrics_write(). */
+void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
+
+/* Why the broker would not take work well, for /readyz. */
+enum jrpc_ready {
+    JRPC_READY = 0,
+    JRPC_NOT_READY_DRAINING,   /* jrpc_broker_drain was called */
+    JRPC_NOT_READY_METHOD,     /* no routed worker for a required method */
+    JRPC_NOT_READY_NO_WORKER,  /* no worker at all (no methods required) */
+    JRPC_NOT_READY_REDIS_DOWN, /* signing is on and the nonce store is down */
+};
+
+/* Readiness: not draining; a routed (not draining) worker for each method
+ * of methods ("m1,m2"), or any worker when methods is NULL or empty; the
+ * nonce store up when signing is on. Returns a jrpc_ready; for
+ * JRPC_NOT_READY_METHOD, *missing (unless NULL) is that method's span of
+ * methods. Checked in that order. Never blocks. */
+int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
 
 /* True once jrpc_broker_drain has been called (the process is stopping). */
 bool jrpc_broker_draining(const jrpc_broker_t *b);

@@ -57,6 +57,7 @@ void jrpc_hist_init_seconds(jrpc_hist_t *h);
 typedef struct jrpc_metrics {
     uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
     uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][jrpc_body_class] */
+    uint64_t    bodies_in;                  /* bodies the broker took (not busy ones) */
     uint64_t    dispatched;                 /* calls handed to the worker side */
     uint64_t    timeouts;                   /* calls answered -32003 at their deadline */
     uint64_t    acl_denied;                 /* calls refused by a key's ACL */

@@ -407,8 +407,13 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
     int rc = parse_body(&bp);
     if (rc == -ENOMEM)
         return rc;
-    if (rc == 0 && bp.whole == WHOLE_NONE)
+    if (rc == 0 && bp.whole == WHOLE_NONE) {
+        /* One object that is not a valid Request: the body itself is. */
+        if (!b->is_array && b->ncalls == 1 && b->calls[0].answered &&
+            b->calls[0].code == JRPC_INVALID_REQUEST)
+            b->body_code = JRPC_INVALID_REQUEST;
         return 0;
+    }
 
     /* The body as a whole gets one error, with id null. */
     b->ncalls = 0;

@@ -51,7 +51,9 @@ typedef struct jrpc_batch {
     jrpc_call_t *calls;    /* in request order */
     uint32_t     ncalls;   /* number of calls (a whole-body error is one answered call) */
     int          body_code;/* the whole-body outcome, set by jrpc_batch_parse: 0, or
-                              -32700/-32600 when the body itself was refused */
+                              -32700/-32600 when the body itself was refused (not
+                              JSON, too deep, an empty array, too long a batch, or
+                              one object that is not a valid Request) */
 } jrpc_batch_t;
 
 void jrpc_batch_init(jrpc_batch_t *b);
