@@ -57,57 +57,25 @@ static void admin_release(jrpc_admin_t *a)
 
 const char *jrpc_admin_not_ready(jrpc_admin_t *a)
 {
-    jrpc_broker_t *b = a->broker;
-    if (jrpc_broker_draining(b))
-        return "draining";
-    jrpc_workers_t *w = jrpc_broker_workers(b);
-    if (a->methods == NULL) {
-        jrpc_workers_stats_t ws;
-        jrpc_workers_stats(w, &ws);
-        if (ws.workers == 0)
-            return "no worker connected";
+    jrpc_span_t m = { NULL, 0 };
+    switch (jrpc_broker_ready(a->broker, a->methods, &m)) {
+    case JRPC_READY:                return NULL;
+    case JRPC_NOT_READY_DRAINING:   return "draining";
+    case JRPC_NOT_READY_NO_WORKER:  return "no worker connected";
+    case JRPC_NOT_READY_REDIS_DOWN: return "redis down";
+    default:
+        snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
+                 m.n > 256 ? 256 : (int)m.n, m.p);
+        return a->reason;
     }
-    for (const char *p = a->methods; p && *p;) {
-        size_t n = strcspn(p, ",");
-        if (n > 0 && !jrpc_workers_serves(w, p, n)) {
-            snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
-                     n > 256 ? 256 : (int)n, p);
-            return a->reason;
-        }
-        p += n + (p[n] == ',');
-    }
-    jrpc_replay_t *r = jrpc_broker_replay(b);
-    if (r && !jrpc_replay_up(r))
-        return "redis down";
-    return NULL;
 }
 
 /* ---- the metrics page ---- */
 
-static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
-{
-    jrpc_workers_each_credit(src, emit, arg);
-}
-
 static int write_metrics(jrpc_admin_t *a, jrpc_buf_t *out)
 {
-    jrpc_broker_stats_t bs;
-    jrpc_workers_stats_t ws;
-    jrpc_replay_stats_t rs = { 0 };
-    jrpc_broker_stats(a->broker, &bs, &ws);
-    jrpc_replay_t *r = jrpc_broker_replay(a->broker);
-    if (r)
-        jrpc_replay_stats(r, &rs);
-    jrpc_metrics_read_t rd = {
-        .bodies_open = bs.open, .calls_inflight = ws.inflight, .calls_queued = ws.queued,
-        .workers_connected = ws.workers, .redis_up = r && jrpc_replay_up(r),
-        .redis_failures = rs.failures, .replays = bs.replays,
-        .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
-        .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
-        .frames_malformed = ws.malformed,
-        .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
-        .each_credit = each_credit, .src = jrpc_broker_workers(a->broker),
-    };
+    jrpc_metrics_read_t rd;
+    jrpc_broker_metrics(a->broker, &rd);
     return jrpc_metrics_write(out, &rd);
 }
 

@@ -58,8 +58,6 @@ struct jrpc_broker {
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
     bool              draining;    /* jrpc_broker_drain was called */
-    uint64_t          bodies, calls, timeouts, cancelled, busy;
-    uint64_t          unauthorized, replays, replay_down, acl_denied;
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -114,22 +112,19 @@ static void batch_free(bbatch_t *x)
 
 static const char *const transport_names[] = { "zmq", "http" };
 
-/* A body refused whole by the parser: -32700, or -32600 for the body itself. */
-static bool body_invalid(const jrpc_batch_t *req)
-{
-    static const char parse[] = "\"error\":{\"code\":-32700,";
-    static const char invalid[] = "\"error\":{\"code\":-32600,";
-    if (req->is_array || req->ncalls != 1 || !req->calls[0].answered)
-        return false;
-    jrpc_span_t a = req->calls[0].answer;
-    return a.n > sizeof parse &&
-           (memcmp(a.p, parse, sizeof parse - 1) == 0 || memcmp(a.p, invalid, sizeof invalid - 1) == 0);
-}
+/* The access line's status= for each class: the numbers it has always
+ * printed (docs/ARCHITECTURE.md, "The access line"). A log vocabulary, not
+ * an HTTP status: the HTTP front chooses its own from the class. */
+static const int log_status[JRPC_BODY_NOUTCOMES] = {
+    [JRPC_BODY_OK] = 200, [JRPC_BODY_INVALID] = 200, [JRPC_BODY_BUSY] = 503,
+    [JRPC_BODY_UNAUTHORIZED] = 401, [JRPC_BODY_REPLAYED] = 409,
+    [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_CANCELLED] = 499 };
 
-/* The access line of a body (x NULL: refused before it was kept, -EBUSY).
- * errors counts the error objects in the reply. */
-static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int status,
-                       const char *outcome, size_t bytes_out)
+/* The access line of a body (x NULL: refused before it was kept, busy).
+ * errors counts the error objects in the reply, read from the calls'
+ * outcomes (one for a body refused whole, none when cancelled). */
+static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int cls,
+                       size_t bytes_out)
 {
     if (!b->opts.access_log || JRPC_LOG_INFO < jrpc_log_level)
         return;
@@ -141,13 +136,11 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
     if (x) {
         transport = x->transport;
         calls = x->req.ncalls;
-        if (status != JRPC_REPLY_OK)
-            errors = status == 499 ? 0 : 1;
+        if (cls == JRPC_BODY_OK || cls == JRPC_BODY_INVALID)
+            for (uint32_t i = 0; i < x->req.ncalls; i++)
+                errors += !x->req.calls[i].notification && x->req.calls[i].error;
         else
-            for (uint32_t i = 0; i < x->req.ncalls; i++) {
-                const jrpc_call_t *c = &x->req.calls[i];
-                errors += !c->notification && c->answer.n > 1 && c->answer.p[1] == 'e';
-            }
+            errors = cls != JRPC_BODY_CANCELLED;
         if (x->key)
             key = jrpc_key_id(x->key);
         if (x->trace.n)
@@ -156,21 +149,19 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
             peer = x->peer;
         bytes_in = x->len;
         us = (uv_hrtime() - x->t0) / 1000;
-    } else if (ad) {
-        errors = 1;
-        if (ad->traceparent.n && jrpc_traceparent_valid(ad->traceparent.p, ad->traceparent.n))
-            tp = ad->traceparent;
-        if (ad->peer.n)
-            peer = ad->peer;
     } else {
         errors = 1;
+        if (ad && ad->traceparent.n && jrpc_traceparent_valid(ad->traceparent.p, ad->traceparent.n))
+            tp = ad->traceparent;
+        if (ad && ad->peer.n)
+            peer = ad->peer;
     }
     JRPC_LOG(JRPC_LOG_INFO, "access",
              "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
              "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
              transport_names[transport == JRPC_TRANSPORT_HTTP], (int)peer.n, peer.p,
-             (int)key.n, key.p, calls, errors, status, outcome, bytes_in, bytes_out,
-             (unsigned long long)us, (int)tp.n, tp.p);
+             (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
+             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
 static void reply(jrpc_broker_t *b, bbatch_t *x)
@@ -181,25 +172,33 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         jrpc_buf_reset(&b->out);
         jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
     }
-    access_log(b, x, NULL, JRPC_REPLY_OK, body_invalid(&x->req) ? "invalid" : "ok", b->out.len);
+    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code };
+    access_log(b, x, NULL, out.cls, b->out.len);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
-    x->fn(x->ctx, JRPC_REPLY_OK, b->out.p, b->out.len);
+    x->fn(x->ctx, out, b->out.p, b->out.len);
 }
 
-/* Refuses the whole body with a transport-level answer (401, 409, 503). */
-static void refuse(jrpc_broker_t *b, bbatch_t *x, int status, int code, const char *data_json)
+/* Refuses the whole body (rc: the C error, mapped by jrpc_outcome_refused)
+ * with one error object, id null, data_json as its "data"; through the same
+ * reply function as answers. x is NULL for a body refused before it was
+ * kept (busy): ad, fn and ctx say where it goes. */
+static void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
+                   void *ctx, int rc, const char *data_json)
 {
-    x->replied = true;
+    jrpc_outcome_t out = jrpc_outcome_refused(rc);
+    uint64_t t0 = x ? x->t0 : jrpc_metrics_tick();
+    int transport = x ? x->transport : ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    if (x) {
+        x->replied = true;
+        fn = x->fn;
+        ctx = x->ctx;
+    }
     jrpc_buf_reset(&b->out);
-    jrpc_batch_write_error_json(&b->out, code, data_json);
-    access_log(b, x, NULL, status,
-               status == JRPC_REPLY_UNAUTHORIZED ? "unauthorized"
-               : status == JRPC_REPLY_REPLAYED ? "replayed" : "unavailable", b->out.len);
-    jrpc_metrics_body_refused(x->transport,
-                              status == JRPC_REPLY_UNAUTHORIZED ? JRPC_BODY_UNAUTHORIZED
-                              : status == JRPC_REPLY_REPLAYED ? JRPC_BODY_REPLAYED
-                              : JRPC_BODY_UNAVAILABLE, code, x->t0);
-    x->fn(x->ctx, status, b->out.p, b->out.len);
+    if (jrpc_batch_write_error_json(&b->out, out.code, data_json) < 0)
+        jrpc_buf_reset(&b->out);
+    access_log(b, x, ad, out.cls, b->out.len);
+    jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
+    fn(ctx, out, b->out.p, b->out.len);
 }
 
 /* Replies when the last answer is in; frees when no worker holds a call. */
@@ -226,13 +225,22 @@ static void settle(jrpc_broker_t *b, bbatch_t *x)
     }
 }
 
+/* Out of memory while answering call c: the reply writer writes -32603
+ * "no answer" for it, and that is its outcome. */
+static void answer_lost(jrpc_call_t *c)
+{
+    c->answered = true;
+    c->error = true;
+    c->code = JRPC_INTERNAL_ERROR;
+}
+
 static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
 {
     jrpc_call_t *c = &x->req.calls[i];
     if (c->notification || c->answered)
         return;
     if (jrpc_batch_answer_error(&x->req, i, code, data) < 0)
-        c->answered = true; /* out of memory: the reply writer reports it */
+        answer_lost(c);
     x->unanswered--;
 }
 
@@ -253,7 +261,7 @@ static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_o
         else
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
-            c->answered = true;
+            answer_lost(c);
         x->unanswered--;
     }
     settle(b, x);
@@ -273,7 +281,7 @@ static void withdraw(jrpc_broker_t *b, bbatch_t *x, int code)
         if (code == 0)
             continue;
         if (code == JRPC_TIMEOUT && !x->req.calls[i].notification && !x->req.calls[i].answered)
-            b->timeouts++;
+            jrpc_metrics.timeouts++;
         answer_code(x, i, code, NULL);
     }
 }
@@ -300,7 +308,6 @@ static void on_timer(uv_timer_t *t)
 /* Dispatches the calls of an admitted body (ACL first, per call). */
 static void start(jrpc_broker_t *b, bbatch_t *x)
 {
-    jrpc_metrics.submitted = x->t0;   /* its calls' queue time starts here */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
         x->handles[i] = NO_HANDLE;
@@ -309,19 +316,17 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
         if (!c->notification)
             x->unanswered++;
         if (x->key && !jrpc_key_allows(x->key, c->method)) {
-            b->acl_denied++;
+            jrpc_metrics.acl_denied++;
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
         int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->trace, x->deadline,
-                                       x, i, &x->handles[i]);
+                                       x->t0, x, i, &x->handles[i]);
         if (rc == 0) {
             x->outstanding++;
-            b->calls++;
+            jrpc_metrics.dispatched++;
         } else {
-            answer_code(x, i, rc == -ENOENT ? JRPC_METHOD_NOT_FOUND
-                              : rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
-                        NULL);
+            answer_code(x, i, jrpc_error_code(rc), NULL);
         }
     }
     if (x->outstanding > 0) {
@@ -341,9 +346,8 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
  * the body is signed too early to tell whether it ran before (-ESTALE). */
 static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
 {
-    b->replay_down++;
     if (rc != -ESTALE) {
-        refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN,
+        refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"replay protection is unavailable, retry later\"}");
         return;
     }
@@ -352,7 +356,7 @@ static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
              "{\"reason\":\"replay protection lost its memory: bodies signed before not_before "
              "are refused\",\"not_before\":%lld,\"server_time\":%lld}",
              (long long)jrpc_replay_refuse_to(b->replay) + 1, (long long)time(NULL));
-    refuse(b, x, JRPC_REPLY_UNAVAILABLE, JRPC_REPLAY_DOWN, data);
+    refuse(b, x, NULL, NULL, NULL, rc, data);
 }
 
 static void on_claimed(void *arg, int rc)
@@ -366,8 +370,7 @@ static void on_claimed(void *arg, int rc)
     } else if (rc == 0) {
         start(b, x);
     } else if (rc == -EEXIST) {
-        b->replays++;
-        refuse(b, x, JRPC_REPLY_REPLAYED, JRPC_REPLAYED,
+        refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
         settle(b, x);
     } else {
@@ -400,10 +403,9 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
     if (rc != JRPC_AUTH_OK) {
         char data[320];
-        b->unauthorized++;
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
                  jrpc_auth_reason(rc), (long long)now);
-        refuse(b, x, JRPC_REPLY_UNAUTHORIZED, JRPC_UNAUTHORIZED, data);
+        refuse(b, x, NULL, NULL, NULL, -EACCES, data);
         return false;
     }
     x->claiming = true;
@@ -419,11 +421,11 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
                        jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle)
 {
     if (b->open >= b->opts.max_open) {
-        b->busy++;
-        access_log(b, NULL, ad, 503, "busy", 0);
-        jrpc_metrics_body_refused(ad ? ad->transport : 0, JRPC_BODY_BUSY, JRPC_SERVER_BUSY,
-                                  jrpc_metrics_tick());
-        return -EBUSY;
+        if (handle)
+            *handle = NULL;
+        refuse(b, NULL, ad, fn, ctx, -EBUSY,
+               "\"too many requests in flight, retry later\"");
+        return 0;
     }
     /* The traceparent and the peer travel in the body's own block: no
      * allocation of their own. */
@@ -458,7 +460,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     }
     for (uint32_t i = 0; i < x->req.ncalls; i++)
         x->handles[i] = NO_HANDLE;
-    b->bodies++;
+    jrpc_metrics.bodies_in++;
     b->open++;
     x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
     x->t0 = jrpc_metrics_tick();   /* metrics and the access log */
@@ -481,8 +483,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
 void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
 {
     assert(!x->replied);
-    b->cancelled++;
-    access_log(b, x, NULL, 499, "cancelled", 0);
+    access_log(b, x, NULL, JRPC_BODY_CANCELLED, 0);
     jrpc_metrics_body(x->transport, JRPC_BODY_CANCELLED);
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
@@ -546,14 +547,15 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     if (b == NULL)
         return;
     *self_p = NULL;
+    jrpc_broker_stats_t st;
     jrpc_workers_stats_t ws;
-    jrpc_workers_stats(b->workers, &ws);
+    jrpc_broker_stats(b, &st, &ws);
     JRPC_LOG(JRPC_LOG_INFO, "broker",
              "event=stats bodies=%llu calls=%llu timeouts=%llu busy=%llu cancelled=%llu "
              "redispatched=%llu worker_failed=%llu late=%llu malformed=%llu",
-             (unsigned long long)b->bodies, (unsigned long long)b->calls,
-             (unsigned long long)b->timeouts, (unsigned long long)b->busy,
-             (unsigned long long)b->cancelled, (unsigned long long)ws.redispatched,
+             (unsigned long long)st.bodies, (unsigned long long)st.calls,
+             (unsigned long long)st.timeouts, (unsigned long long)st.busy,
+             (unsigned long long)st.cancelled, (unsigned long long)ws.redispatched,
              (unsigned long long)ws.lost, (unsigned long long)ws.late,
              (unsigned long long)ws.malformed);
     while (b->head) {
@@ -566,31 +568,77 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
 
+/* Bodies of one class, both transports. */
+static uint64_t bodies_of(int cls)
+{
+    return jrpc_metrics.bodies[0][cls] + jrpc_metrics.bodies[1][cls];
+}
+
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
                        jrpc_workers_stats_t *wst)
 {
-    st->bodies = b->bodies;
-    st->calls = b->calls;
-    st->timeouts = b->timeouts;
-    st->cancelled = b->cancelled;
-    st->busy = b->busy;
-    st->unauthorized = b->unauthorized;
-    st->replays = b->replays;
-    st->replay_down = b->replay_down;
-    st->acl_denied = b->acl_denied;
+    const jrpc_metrics_t *m = &jrpc_metrics;
+    st->bodies = m->bodies_in;
+    st->calls = m->dispatched;
+    st->timeouts = m->timeouts;
+    st->cancelled = bodies_of(JRPC_BODY_CANCELLED);
+    st->busy = bodies_of(JRPC_BODY_BUSY);
+    st->unauthorized = bodies_of(JRPC_BODY_UNAUTHORIZED);
+    st->replays = bodies_of(JRPC_BODY_REPLAYED);
+    st->replay_down = bodies_of(JRPC_BODY_UNAVAILABLE);
+    st->acl_denied = m->acl_denied;
     st->open = b->open;
     if (wst)
         jrpc_workers_stats(b->workers, wst);
 }
 
-jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b)
+static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
 {
-    return b->workers;
+    jrpc_workers_each_credit(src, emit, arg);
 }
 
-jrpc_replay_t *jrpc_broker_replay(jrpc_broker_t *b)
+void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 {
-    return b->replay;
+    jrpc_broker_stats_t bs;
+    jrpc_workers_stats_t ws;
+    jrpc_replay_stats_t rs = { 0 };
+    jrpc_broker_stats(b, &bs, &ws);
+    if (b->replay)
+        jrpc_replay_stats(b->replay, &rs);
+    *rd = (jrpc_metrics_read_t){
+        .bodies_open = bs.open, .calls_inflight = ws.inflight, .calls_queued = ws.queued,
+        .workers_connected = ws.workers, .redis_up = b->replay && jrpc_replay_up(b->replay),
+        .redis_failures = rs.failures, .replays = bs.replays,
+        .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
+        .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
+        .frames_malformed = ws.malformed,
+        .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
+        .each_credit = each_credit, .src = b->workers,
+    };
+}
+
+int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
+{
+    if (b->draining)
+        return JRPC_NOT_READY_DRAINING;
+    if (methods == NULL || *methods == '\0') {
+        jrpc_workers_stats_t ws;
+        jrpc_workers_stats(b->workers, &ws);
+        if (ws.workers == 0)
+            return JRPC_NOT_READY_NO_WORKER;
+    }
+    for (const char *p = methods; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0 && !jrpc_workers_serves(b->workers, p, n)) {
+            if (missing)
+                *missing = (jrpc_span_t){ p, n };
+            return JRPC_NOT_READY_METHOD;
+        }
+        p += n + (p[n] == ',');
+    }
+    if (b->replay && !jrpc_replay_up(b->replay))
+        return JRPC_NOT_READY_REDIS_DOWN;
+    return JRPC_READY;
 }
 
 bool jrpc_broker_draining(const jrpc_broker_t *b)

@@ -16,6 +16,8 @@
 
 #include "jrpc_auth.h"
 #include "jrpc_batch.h"
+#include "jrpc_errors.h"
+#include "jrpc_metrics.h"
 #include "jrpc_replay.h"
 #include "jrpc_workers.h"
 
@@ -25,7 +27,7 @@ typedef struct bbatch jrpc_body_t;   /* one submitted body, until its reply */
 typedef struct jrpc_broker_opts {
     jrpc_limits_t       limits;      /* what a body may contain */
     uint32_t            timeout_ms;  /* deadline of every call, and the cap on a client's */
-    uint32_t            max_open;    /* bodies waiting for answers before -EBUSY */
+    uint32_t            max_open;    /* bodies waiting for answers before "busy" */
     jrpc_workers_opts_t workers;     /* the worker side */
     const jrpc_keys_t  *keys;        /* NULL: open (nothing signed); borrowed */
     uint32_t            skew_s;      /* timestamp window, ± seconds */
@@ -49,18 +51,14 @@ typedef struct jrpc_admit {
                                     empty: unknown */
 } jrpc_admit_t;
 
-/* Transport-independent answer classes; HTTP maps them to its statuses. */
-enum jrpc_reply_status {
-    JRPC_REPLY_OK           = 200, /* a JSON-RPC answer (len 0: nothing to return) */
-    JRPC_REPLY_UNAUTHORIZED = 401, /* signature checks failed: -32002 */
-    JRPC_REPLY_REPLAYED     = 409, /* nonce seen before: -32005 */
-    JRPC_REPLY_UNAVAILABLE  = 503, /* Redis unreachable: -32006 (retry later) */
-};
-
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
- * only notifications (nothing to return); status is a jrpc_reply_status.
+ * only notifications (nothing to return). out says what it is, as data:
+ * out.cls a jrpc_body_class (ok, invalid: a JSON-RPC answer; busy,
+ * unauthorized, replayed, unavailable: the body refused whole with one error
+ * object of code out.code, id null). The broker speaks no transport: a front
+ * chooses its status from out (HTTP: one table in jrpc_front_http.c).
  * reply is valid during the call. */
-typedef void (*jrpc_reply_fn)(void *ctx, int status, const char *reply, size_t len);
+typedef void (*jrpc_reply_fn)(void *ctx, jrpc_outcome_t out, const char *reply, size_t len);
 
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
@@ -72,21 +70,22 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
 
 /* Takes one request body (copied; the caller keeps its buffer). With keys,
  * admission runs: the body is parsed (limits), then the signature checks
- * (jrpc_auth_check: 401 on failure), then the nonce is claimed in Redis
- * (409 replay, 503 down), then each call is checked against the key's ACL
- * (-32002 in its slot) and dispatched. admit->timeout_ms is capped by the
- * broker's. fn(ctx, ...) is called exactly once, possibly before this
- * function returns (a body that needs no worker). When handle is not NULL,
- * *handle is set before fn can run and stays valid until fn has been called:
- * it is what jrpc_broker_cancel() takes.
+ * (jrpc_auth_check: unauthorized on failure), then the nonce is claimed in
+ * Redis (replayed, or unavailable when down), then each call is checked
+ * against the key's ACL (-32002 in its slot) and dispatched.
+ * admit->timeout_ms is capped by the broker's. fn(ctx, ...) is called
+ * exactly once, possibly before this function returns (a body that needs no
+ * worker, or one refused busy when max_open bodies are already waiting).
+ * When handle is not NULL, *handle is set before fn can run (NULL for a
+ * body refused busy) and stays valid until fn has been called: it is what
+ * jrpc_broker_cancel() takes.
  * admit->traceparent is checked (jrpc_traceparent_valid()); a valid one is
  * sent to the workers with every call of the body, an invalid one is
  * ignored as if absent.
  * With opts.access_log, one line event=access is logged per body: when it
- * is answered, refused (also -EBUSY), or cancelled (status 499).
- * Returns 0; -EBUSY when max_open bodies are already waiting (overload:
- * answer "server busy" at once), or -ENOMEM. On error fn is not called and
- * the caller answers on its own. */
+ * is answered, refused (also busy), or cancelled.
+ * Returns 0, or -ENOMEM: then fn is not called and the caller answers on
+ * its own. */
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,
                        const jrpc_admit_t *admit, jrpc_reply_fn fn, void *ctx,
                        jrpc_body_t **handle);
@@ -99,26 +98,47 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *handle);
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);
 
+/* The broker's counters, read from the one counter set (jrpc_metrics):
+ * bodies submitted, calls dispatched, ... The event=stats line at exit
+ * prints them. */
 typedef struct jrpc_broker_stats {
-    uint64_t bodies;        /* bodies submitted */
+    uint64_t bodies;        /* bodies submitted (busy ones not included) */
     uint64_t calls;         /* calls dispatched to workers */
-    uint64_t timeouts;      /* calls answered -32003 */
+    uint64_t timeouts;      /* calls answered -32003 at their deadline */
     uint64_t cancelled;     /* bodies whose client left before the reply */
-    uint64_t busy;          /* bodies refused with -EBUSY */
-    uint64_t unauthorized;  /* bodies refused 401 */
-    uint64_t replays;       /* bodies refused 409 */
-    uint64_t replay_down;   /* bodies refused 503: Redis unavailable */
+    uint64_t busy;          /* bodies refused busy (max_open) */
+    uint64_t unauthorized;  /* bodies refused unauthorized */
+    uint64_t replays;       /* bodies refused as replays */
+    uint64_t replay_down;   /* bodies refused unavailable: Redis down or forgetful */
     uint64_t acl_denied;    /* calls refused by a key's ACL */
     uint32_t open;          /* bodies waiting for answers */
 } jrpc_broker_stats_t;
 
+/* Fills st (and wst unless NULL: the worker side's). Never blocks. */
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
                        jrpc_workers_stats_t *wst);
 
-/* The broker's modules, for the admin listener (metrics and readiness):
- * borrowed, valid until jrpc_broker_destroy. replay is NULL when open. */
-jrpc_workers_t *jrpc_broker_workers(jrpc_broker_t *b);
-jrpc_replay_t  *jrpc_broker_replay(jrpc_broker_t *b);
+/* Fills rd with what the metrics page shows besides jrpc_metrics: gauges
+ * and counters of the broker's parts, and the per-worker credit walk (rd
+ * borrows the broker: use it before the next loop turn). For the admin
+ * listener, which then calls jrpc_metrics_write(). */
+void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
+
+/* Why the broker would not take work well, for /readyz. */
+enum jrpc_ready {
+    JRPC_READY = 0,
+    JRPC_NOT_READY_DRAINING,   /* jrpc_broker_drain was called */
+    JRPC_NOT_READY_METHOD,     /* no routed worker for a required method */
+    JRPC_NOT_READY_NO_WORKER,  /* no worker at all (no methods required) */
+    JRPC_NOT_READY_REDIS_DOWN, /* signing is on and the nonce store is down */
+};
+
+/* Readiness: not draining; a routed (not draining) worker for each method
+ * of methods ("m1,m2"), or any worker when methods is NULL or empty; the
+ * nonce store up when signing is on. Returns a jrpc_ready; for
+ * JRPC_NOT_READY_METHOD, *missing (unless NULL) is that method's span of
+ * methods. Checked in that order. Never blocks. */
+int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
 
 /* True once jrpc_broker_drain has been called (the process is stopping). */
 bool jrpc_broker_draining(const jrpc_broker_t *b);

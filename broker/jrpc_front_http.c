@@ -601,17 +601,30 @@ static void flush(conn_t *c)
         feed_pending(c);
 }
 
+/* The one table from the broker's outcome to the HTTP status (an empty
+ * answer is 204 whatever its class). 401 also carries WWW-Authenticate and
+ * 503 Retry-After: 1 (build_header). Busy stays 503: 429 would be the
+ * finer word, but clients and tests know 503. */
+static const uint16_t status_of[JRPC_BODY_NOUTCOMES] = {
+    [JRPC_BODY_OK] = 200,           [JRPC_BODY_INVALID] = 200,
+    [JRPC_BODY_BUSY] = 503,         [JRPC_BODY_UNAUTHORIZED] = 401,
+    [JRPC_BODY_REPLAYED] = 409,     [JRPC_BODY_UNAVAILABLE] = 503,
+    [JRPC_BODY_CANCELLED] = 500,    /* never replied */
+};
+
 /* The broker's answer to one body. May run inside jrpc_broker_submit(). */
-static void on_reply(void *ctx, int status, const char *reply, size_t len)
+static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
     req_t *r = ctx;
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
+    if (out.cls == JRPC_BODY_BUSY)
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     if (len == 0) {
         r->status = 204;
     } else {
-        r->status = (uint16_t)status; /* 200, or 401 / 409 / 503 from admission */
+        r->status = status_of[out.cls];
         if (len > INLINE_BODY && r == c->head && !c->writing) {
             /* Fast path: written from the broker's buffer, copied only if
              * the socket does not take it all (flush does that). */
@@ -1372,13 +1385,9 @@ static void message_done(conn_t *c)
      * buffer (a body that came in pieces used to leave up to 64 KiB per
      * connection behind; bench/idle.sh). Bodies in one read never use it. */
     jrpc_buf_dispose(&c->body);
-    if (rc < 0) {
-        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\"",
-                 rc == -EBUSY ? 503 : 500, rc == -EBUSY ? "busy" : "out of memory");
-        if (rc == -EBUSY)
-            rec_error(c, r, 503, JRPC_SERVER_BUSY, "too many requests in flight, retry later");
-        else
-            rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+    if (rc < 0) {   /* -ENOMEM: the broker could not take it */
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=500 reason=\"out of memory\"");
+        rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
         flush(c);
     }
 }

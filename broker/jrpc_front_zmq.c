@@ -82,8 +82,10 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, siz
     jrpc_zwatch_kick(&f->watch);
 }
 
-static void on_reply(void *ctx, int status, const char *reply, size_t len)
+/* Every outcome travels the same way over ZeroMQ: the reply's bytes. */
+static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
+    (void)out;
     route_t *r = ctx;
     send_reply(r->front, r, reply, len);
     free(r);
@@ -152,9 +154,8 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
     }
     int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
                                 &ad, on_reply, r, NULL);
-    if (rc < 0) {
-        reply_error(f, r, rc == -EBUSY ? JRPC_SERVER_BUSY : JRPC_INTERNAL_ERROR,
-                    rc == -EBUSY ? "too many requests in flight, retry later" : "out of memory");
+    if (rc < 0) {   /* -ENOMEM: the broker could not take it */
+        reply_error(f, r, JRPC_INTERNAL_ERROR, "out of memory");
         free(r);
     }
 }

@@ -76,50 +76,28 @@ void jrpc_metrics_body_refused(int transport, int outcome, int code, uint64_t t0
 
 void jrpc_metrics_front_refused(int transport, int code)
 {
-    if (code != JRPC_SERVER_BUSY)
-        jrpc_metrics_body_refused(transport, JRPC_BODY_INVALID, code, jrpc_metrics_tick());
-}
-
-#define ERROR_PREFIX "\"error\":{\"code\":"
-
-/* The code of an error answer `"error":{"code":N,...` (jrpc_batch writes
- * every error answer so); no answer at all (out of memory) is written -32603. */
-static int answer_code(jrpc_span_t a)
-{
-    size_t n = sizeof ERROR_PREFIX - 1;
-    if (a.n == 0)
-        return JRPC_INTERNAL_ERROR;
-    if (a.n <= n || memcmp(a.p, ERROR_PREFIX, n) != 0)
-        return 0;
-    long v = 0;
-    bool neg = a.p[n] == '-';
-    for (size_t i = n + neg; i < a.n && a.p[i] >= '0' && a.p[i] <= '9' && v < 1L << 32; i++)
-        v = v * 10 + (a.p[i] - '0');
-    return (int)(neg ? -v : v);
+    jrpc_metrics_body_refused(transport, JRPC_BODY_INVALID, code, jrpc_metrics_tick());
 }
 
 void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, uint64_t t0)
 {
     jrpc_metrics_t *m = &jrpc_metrics;
     uint64_t answers = 0, errors = 0;
-    int code = 0;
     for (uint32_t i = 0; i < req->ncalls; i++) {
         const jrpc_call_t *c = &req->calls[i];
         if (c->notification)
             continue;
         answers++;
-        if (c->answer.n > 0 && c->answer.p[1] == 'r')   /* "result": */
+        if (!c->error)
             continue;
         errors++;
-        jrpc_metrics_error(code = answer_code(c->answer));
+        jrpc_metrics_error(c->code);
     }
     m->calls[transport & 1][0] += answers - errors;
     m->calls[transport & 1][1] += errors;
     if (answers > 0)
         jrpc_hist_observe_n(&m->total, jrpc_metrics_since(t0), answers);
-    bool invalid = !req->is_array && req->ncalls == 1 && answers == 1 &&
-                   (code == JRPC_PARSE_ERROR || code == JRPC_INVALID_REQUEST);
-    jrpc_metrics_body(transport, invalid ? JRPC_BODY_INVALID : JRPC_BODY_OK);
+    jrpc_metrics_body(transport, req->body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK);
 }
 
 /* ---- exposition ---- */
@@ -220,8 +198,6 @@ static int scalars(jrpc_buf_t *out, const scalar_t *v, size_t n)
 }
 
 static const char *const transports[2] = { "zmq", "http" };
-static const char *const outcomes[JRPC_BODY_NOUTCOMES] = {
-    "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "cancelled" };
 
 typedef struct credit_ctx {
     jrpc_buf_t *out;
@@ -250,7 +226,7 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
                               "Request bodies by transport and how they ended.");
     for (int t = 0; t < 2; t++)
         for (int o = 0; rc == 0 && o < JRPC_BODY_NOUTCOMES; o++) {
-            const char *lab[4] = { "transport", transports[t], "outcome", outcomes[o] };
+            const char *lab[4] = { "transport", transports[t], "outcome", jrpc_body_class_name(o) };
             rc = jrpc_expo_sample(out, "jrpc_bodies_total", lab, 2, (double)m->bodies[t][o]);
         }
 

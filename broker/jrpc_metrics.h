@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <uv.h>
 #include "jrpc_buf.h"
+#include "jrpc_errors.h"
 
 #define JRPC_HIST_MAX 17   /* finite buckets at most (the seconds histograms) */
 
@@ -51,18 +52,15 @@ static inline void jrpc_hist_observe(jrpc_hist_t *h, uint64_t v)
 void jrpc_hist_init_batch(jrpc_hist_t *h);
 void jrpc_hist_init_seconds(jrpc_hist_t *h);
 
-enum jrpc_body_outcome {
-    JRPC_BODY_OK, JRPC_BODY_INVALID, JRPC_BODY_BUSY, JRPC_BODY_UNAUTHORIZED,
-    JRPC_BODY_REPLAYED, JRPC_BODY_UNAVAILABLE, JRPC_BODY_CANCELLED,
-    JRPC_BODY_NOUTCOMES
-};
-
 #define JRPC_METRICS_CODES 64  /* distinct error codes kept; the rest go to "other" */
 
 typedef struct jrpc_metrics {
     uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
-    uint64_t    submitted;                  /* when the body being dispatched came in */
-    uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][outcome] */
+    uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][jrpc_body_class] */
+    uint64_t    bodies_in;                  /* bodies the broker took (not busy ones) */
+    uint64_t    dispatched;                 /* calls handed to the worker side */
+    uint64_t    timeouts;                   /* calls answered -32003 at their deadline */
+    uint64_t    acl_denied;                 /* calls refused by a key's ACL */
     uint64_t    calls[2][2];                /* [transport][0 result, 1 error] */
     int         codes[JRPC_METRICS_CODES];  /* error codes seen, in order of first sight */
     uint64_t    code_n[JRPC_METRICS_CODES]; /* answers per code */
@@ -98,7 +96,7 @@ static inline uint64_t jrpc_metrics_since(uint64_t t0)
 void jrpc_metrics_error(int code);
 
 /* A whole body ended (transport: a jrpc_transport; outcome: a
- * jrpc_body_outcome). */
+ * jrpc_body_class). */
 static inline void jrpc_metrics_body(int transport, int outcome)
 {
     jrpc_metrics.bodies[transport & 1][outcome]++;
@@ -109,15 +107,14 @@ static inline void jrpc_metrics_body(int transport, int outcome)
 void jrpc_metrics_body_refused(int transport, int outcome, int code, uint64_t t0);
 
 /* A front end refused a body before the broker saw it (malformed framing,
- * too large, ...): counted invalid, with its one error answer. -32000 is
- * not counted here: the broker counted it busy when it refused. */
+ * too large, ...): counted invalid, with its one error answer. */
 void jrpc_metrics_front_refused(int transport, int code);
 
 struct jrpc_batch;
 /* The reply of a body is written: counts its answers by outcome and code
- * (reading each answer's prefix), observes its total latency since t0 once
- * per answer, and counts the body ok (or invalid when the whole body was
- * refused -32700/-32600). */
+ * (each call's error and code fields), observes its total latency since t0
+ * once per answer, and counts the body ok (or invalid when the parser
+ * refused the whole body, req->body_code). */
 void jrpc_metrics_reply(int transport, const struct jrpc_batch *req, uint64_t t0);
 
 /* ---- the exposition writer ---- */

@@ -1056,8 +1056,8 @@ fail:
 }
 
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t traceparent, uint64_t deadline, void *owner,
-                          uint32_t index, uint32_t *handle)
+                          jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          void *owner, uint32_t index, uint32_t *handle)
 {
     method_t *m = method_find(w, method.p, method.n);
     if (m == NULL || m->nworkers == 0) {
@@ -1084,7 +1084,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->params = params;
     s->trace = traceparent;
     s->deadline = deadline;
-    s->t_ns = jrpc_metrics.submitted;   /* set by the broker: when the body came in */
+    s->t_ns = submitted_ns;   /* queue time runs from the body's arrival */
     *handle = i;
     if (best) {
         if (worker_add_call(w, best, i) < 0) {

@@ -100,13 +100,14 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p);
  * On success *handle identifies the call for jrpc_workers_cancel().
  * deadline (loop ms) travels to the worker as the time left when the call is
  * sent; traceparent (valid by jrpc_traceparent_valid(), or n == 0: none) in
- * the REQUEST item. method, params and traceparent are borrowed until
+ * the REQUEST item. submitted_ns (uv_hrtime() clock) is when the call's
+ * body came in: its queue time (jrpc_call_queue_seconds) runs from there. method, params and traceparent are borrowed until
  * on_done or cancel.
  * Returns 0, -ENOENT when no connected
  * worker serves the method, -EBUSY when the queue is full, or -ENOMEM. */
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t traceparent, uint64_t deadline, void *owner,
-                          uint32_t index, uint32_t *handle);
+                          jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          void *owner, uint32_t index, uint32_t *handle);
 
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)

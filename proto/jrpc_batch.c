@@ -48,6 +48,7 @@ void jrpc_batch_init(jrpc_batch_t *b)
     b->is_array = false;
     b->calls = NULL;
     b->ncalls = 0;
+    b->body_code = 0;
 }
 
 void jrpc_batch_dispose(jrpc_batch_t *b)
@@ -87,6 +88,8 @@ static int add_invalid(bparse_t *bp, jrpc_span_t id)
         return -ENOMEM;
     c->id = id;
     c->answer = (jrpc_span_t){ LIT(ANSWER_INVALID) };
+    c->code = JRPC_INVALID_REQUEST;
+    c->error = true;
     c->answered = true;
     return 0;
 }
@@ -314,6 +317,8 @@ static int request(bparse_t *bp, unsigned depth)
         if ((rc = error_answer(&bp->b->arena, JRPC_METHOD_NOT_FOUND,
                                "rpc.* names are reserved", &call->answer)) < 0)
             return rc;
+        call->code = JRPC_METHOD_NOT_FOUND;
+        call->error = true;
         call->answered = true;
     }
     return 0;
@@ -402,8 +407,13 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
     int rc = parse_body(&bp);
     if (rc == -ENOMEM)
         return rc;
-    if (rc == 0 && bp.whole == WHOLE_NONE)
+    if (rc == 0 && bp.whole == WHOLE_NONE) {
+        /* One object that is not a valid Request: the body itself is. */
+        if (!b->is_array && b->ncalls == 1 && b->calls[0].answered &&
+            b->calls[0].code == JRPC_INVALID_REQUEST)
+            b->body_code = JRPC_INVALID_REQUEST;
         return 0;
+    }
 
     /* The body as a whole gets one error, with id null. */
     b->ncalls = 0;
@@ -412,6 +422,8 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
     if (c == NULL)
         return -ENOMEM;
     c->answered = true;
+    c->code = b->body_code = rc == 0 ? JRPC_INVALID_REQUEST : JRPC_PARSE_ERROR;
+    c->error = true;
     char data[64];
     switch (rc) {
     case 0:
@@ -440,8 +452,11 @@ int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *d
     if (c->notification)
         return 0;
     int rc = error_answer(&b->arena, code, data, &c->answer);
-    if (rc == 0)
+    if (rc == 0) {
+        c->code = code;
+        c->error = true;
         c->answered = true;
+    }
     return rc;
 }
 
@@ -460,6 +475,8 @@ int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *
     memcpy(w0, LIT("\"result\":"));
     char *w = jrpc_json_msgpack_put(w0 + sizeof "\"result\":" - 1, result);
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    c->code = 0;
+    c->error = false;
     c->answered = true;
     return 0;
 }
@@ -518,6 +535,8 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
     }
     *w++ = '}';
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    c->code = (int)code->via.i64;
+    c->error = true;
     c->answered = true;
     return 0;
 malformed:

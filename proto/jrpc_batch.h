@@ -35,6 +35,11 @@ typedef struct jrpc_call {
     jrpc_span_t method;        /* unescaped UTF-8 method name (arena); valid calls only */
     jrpc_span_t params;        /* params as msgpack (arena); n == 0 when absent */
     jrpc_span_t answer;        /* `"result":<json>` or `"error":{...}` (arena), once answered */
+    int         code;          /* the outcome, set with answer: 0 for a result, else the
+                                  error's code (a worker's own as it sent it, which may be 0;
+                                  -32603 when we wrote that instead, e.g. for its malformed
+                                  error) */
+    bool        error;         /* set with answer: it is an error object (code is its code) */
     bool        notification;  /* no id member: never answered, left out of the reply */
     bool        answered;      /* answer is set; on a notification: dropped (reserved
                                   rpc.* name), do not dispatch it */
@@ -45,6 +50,10 @@ typedef struct jrpc_batch {
     bool         is_array; /* the body was a (non-empty, valid) array: reply is an array */
     jrpc_call_t *calls;    /* in request order */
     uint32_t     ncalls;   /* number of calls (a whole-body error is one answered call) */
+    int          body_code;/* the whole-body outcome, set by jrpc_batch_parse: 0, or
+                              -32700/-32600 when the body itself was refused (not
+                              JSON, too deep, an empty array, too long a batch, or
+                              one object that is not a valid Request) */
 } jrpc_batch_t;
 
 void jrpc_batch_init(jrpc_batch_t *b);
@@ -54,7 +63,8 @@ void jrpc_batch_dispose(jrpc_batch_t *b);
  * answered (dispatch it), a notification (dispatch it, never answer it), or
  * answered (an Invalid Request, a reserved rpc.* method, ...). A body that
  * is not JSON, too deep, an empty array or too long a batch becomes a single
- * answered call with id null (-32700 or -32600); is_array is then false.
+ * answered call with id null (-32700 or -32600); is_array is then false and
+ * body_code is that code.
  *
  * Our choices where the specification leaves room:
  *  - any JSON error anywhere in the body is one -32700 for the whole body;
@@ -75,7 +85,11 @@ void jrpc_batch_dispose(jrpc_batch_t *b);
  * Call on a freshly initialised batch. Returns 0 or -ENOMEM. */
 int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_limits_t *lim);
 
-/* Answers call i with a result given as msgpack (the object is copied).
+/* Each answer function below sets the call's answer, answered and code
+ * together (error false and code 0 for a result, else error true and the
+ * code written).
+ *
+ * Answers call i with a result given as msgpack (the object is copied).
  * A result with no JSON form (bin, ext, NaN, non-string key, invalid UTF-8,
  * deeper than JRPC_JSON_MAX_DEPTH) answers -32603 with data "result has no
  * JSON form" instead. On a notification this does nothing; the same holds

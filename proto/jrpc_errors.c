@@ -1,5 +1,6 @@
 #include "jrpc_errors.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -29,5 +30,33 @@ const char *jrpc_error_message(int code)
     case JRPC_REPLAYED:          return "Replay detected";
     case JRPC_REPLAY_DOWN:       return "Replay protection unavailable";
     default:                     return "Server error";
+    }
+}
+
+const char *jrpc_body_class_name(int cls)
+{
+    static const char *const names[JRPC_BODY_NOUTCOMES] = {
+        "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "cancelled" };
+    return cls >= 0 && cls < JRPC_BODY_NOUTCOMES ? names[cls] : "ok";
+}
+
+jrpc_outcome_t jrpc_outcome_refused(int rc)
+{
+    switch (rc) {
+    case -EBUSY:  return (jrpc_outcome_t){ JRPC_BODY_BUSY, JRPC_SERVER_BUSY };
+    case -EACCES: return (jrpc_outcome_t){ JRPC_BODY_UNAUTHORIZED, JRPC_UNAUTHORIZED };
+    case -EEXIST: return (jrpc_outcome_t){ JRPC_BODY_REPLAYED, JRPC_REPLAYED };
+    default:      return (jrpc_outcome_t){ JRPC_BODY_UNAVAILABLE, JRPC_REPLAY_DOWN };
+    }
+}
+
+int jrpc_error_code(int rc)
+{
+    switch (rc) {
+    case -ENOENT:    return JRPC_METHOD_NOT_FOUND;
+    case -EBUSY:     return JRPC_SERVER_BUSY;
+    case -ETIMEDOUT: return JRPC_TIMEOUT;
+    case -EACCES:    return JRPC_UNAUTHORIZED;
+    default:         return JRPC_INTERNAL_ERROR;
     }
 }

@@ -20,6 +20,42 @@ enum jrpc_code {
     JRPC_REPLAY_DOWN      = -32006, /* replay protection (Redis) unavailable: fail closed */
 };
 
+/* How a whole body ended: the transport-neutral class every front, the
+ * access line and the metrics read (the HTTP front maps it to a status;
+ * jrpc_bodies_total{outcome} and the access line's outcome= use its name). */
+enum jrpc_body_class {
+    JRPC_BODY_OK,           /* a JSON-RPC answer (possibly empty: only notifications) */
+    JRPC_BODY_INVALID,      /* a JSON-RPC answer refusing the body itself: -32700/-32600 */
+    JRPC_BODY_BUSY,         /* refused: too many bodies open, -32000 */
+    JRPC_BODY_UNAUTHORIZED, /* refused: signature checks failed, -32002 */
+    JRPC_BODY_REPLAYED,     /* refused: nonce seen before, -32005 */
+    JRPC_BODY_UNAVAILABLE,  /* refused: replay protection down or lost its memory, -32006 */
+    JRPC_BODY_CANCELLED,    /* the client left before the reply (never replied) */
+    JRPC_BODY_NOUTCOMES
+};
+
+/* The outcome of one body, as data: its class and, for a body refused
+ * whole, the JSON-RPC code of the error object sent (0 otherwise). */
+typedef struct jrpc_outcome {
+    int cls;    /* a jrpc_body_class */
+    int code;   /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+} jrpc_outcome_t;
+
+/* The name of a class ("ok", "invalid", "busy", "unauthorized", "replayed",
+ * "unavailable", "cancelled"): the metrics label and the access line. */
+const char *jrpc_body_class_name(int cls);
+
+/* The one C-error → JSON-RPC mapping. For a refusal of a whole body:
+ * -EBUSY (too many open) → busy/-32000, -EACCES (signature) →
+ * unauthorized/-32002, -EEXIST (nonce seen) → replayed/-32005, -EAGAIN,
+ * -ESTALE and any other error of the nonce store → unavailable/-32006. */
+jrpc_outcome_t jrpc_outcome_refused(int rc);
+
+/* For one call that could not be dispatched: -ENOENT → -32601, -EBUSY →
+ * -32000 (queue full), -ETIMEDOUT → -32003, -EACCES → -32002, anything
+ * else -32603. */
+int jrpc_error_code(int rc);
+
 /* The standard message for a code ("Parse error", ...). Never NULL:
  * unknown codes give "Server error". */
 const char *jrpc_error_message(int code);

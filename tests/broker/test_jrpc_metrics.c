@@ -156,7 +156,10 @@ static void test_reply_counts(void **state)
     jrpc_metrics_body_refused(1, JRPC_BODY_REPLAYED, JRPC_REPLAYED, 5000);
     assert_int_equal(jrpc_metrics.bodies[1][JRPC_BODY_REPLAYED], 1);
     assert_int_equal(errors_of(-32005), 1);
-    jrpc_metrics_front_refused(1, JRPC_SERVER_BUSY);   /* the broker counted it */
+    /* busy is the broker's own refusal now (one path, counted once there);
+     * what a front refuses before the broker is invalid */
+    jrpc_metrics_front_refused(1, JRPC_INVALID_REQUEST);
+    assert_int_equal(jrpc_metrics.bodies[1][JRPC_BODY_INVALID], 1);
     assert_int_equal(errors_of(-32000), 0);
 }
 

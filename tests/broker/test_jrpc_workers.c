@@ -270,7 +270,7 @@ static void test_ejection(void **state)
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
     uint32_t h[4];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, (uint32_t)i, &h[i]), 0);
+        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, (uint32_t)i, &h[i]), 0);
         assert_ptr_equal(w->slots[h[i]].worker, a);   /* most free credit */
     }
     jrpc_workers_flush(w);
@@ -278,19 +278,19 @@ static void test_ejection(void **state)
     assert_int_equal(a->timeouts, 0);
     jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
     assert_int_equal(a->timeouts, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 2, &h[2]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 2, &h[2]), 0);
     assert_ptr_equal(w->slots[h[2]].worker, a);
     jrpc_workers_cancel(w, h[2], JRPC_CANCEL_TIMEOUT);
     assert_true(a->ejected_until != 0);
     assert_int_equal(w->ejections, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 3, &h[3]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 3, &h[3]), 0);
     assert_ptr_equal(w->slots[h[3]].worker, b);          /* A is ejected */
     /* B lost: A is the only one left, ejected or not, and gets the calls. */
     jrpc_workers_flush(w);
     worker_kill(w, b, "test");
     assert_int_equal(G.done, 1);                          /* h[3] failed (not idempotent) */
     uint32_t h4;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, &G, 4, &h4), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 4, &h4), 0);
     assert_ptr_equal(w->slots[h4].worker, a);
     /* The ejection ends at a tick after its time. */
     a->ejected_until = 1;
