@@ -863,6 +863,55 @@ static void test_drain_disconnect(void **state)
     assert_int_equal(jrpc_worker_answered(G.w), 0);
 }
 
+/* A session a drain lost (its broker said DISCONNECT) stays closed, and
+ * quietly: the tick does not "retry" it (nor log it again) each interval
+ * while the other broker's calls finish. */
+static int count_lines(const char *what)
+{
+    int k = 0;
+    for (const char *p = G.log; (p = strstr(p, what)) != NULL; p++)
+        k++;
+    return k;
+}
+
+static void test_drain_lost_conn_quiet(void **state)
+{
+    (void)state;
+    jrpc_worker_opts_t o;
+    jrpc_worker_opts_init(&o);
+    start(&o, 1000, 3, NULL, 0);
+    char id_a[256], ep[64], buf[512];
+    size_t id_a_len = G.idlen;
+    memcpy(id_a, G.id, id_a_len);
+    G.router2 = G.router;   /* broker A */
+    G.router = bind_router(ep, sizeof ep);
+    assert_int_equal(jrpc_worker_connect(G.w, ep), 0);
+    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    send_heartbeat(1000, 3);
+    send_request(&(item_t){ 1, "hold", 1, 0, NULL }, 1);   /* held for broker B */
+    uint64_t until = now_ms() + WAIT_MS;
+    while (G.nheld < 1 && now_ms() < until)
+        turn();
+    assert_int_equal(G.nheld, 1);
+    jrpc_worker_drain(G.w, 600000);
+    assert_true(zmq_send(G.router2, id_a, id_a_len, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(G.router2, "\x92\x01\x05", 3, 0) >= 0);   /* A: DISCONNECT */
+    until = now_ms() + WAIT_MS;
+    while (G.w->conns[0]->sock != NULL && now_ms() < until)
+        turn();
+    assert_null(G.w->conns[0]->sock);
+    assert_int_equal(count_lines("event=drain_conn_lost"), 1);
+    uint64_t gen = G.w->conns[0]->gen;
+    for (int i = 0; i < 3; i++)
+        on_tick(&G.w->tick);
+    assert_int_equal(count_lines("event=drain_conn_lost"), 1);
+    assert_int_equal(G.w->conns[0]->gen, gen);
+    assert_false(G.w->stopping);
+    finish_held(0);   /* B's call: the drain is done */
+    assert_true(G.w->stopping);
+    assert_int_equal(jrpc_worker_answered(G.w), 1);
+}
+
 /* stop: DISCONNECT at once; answers completed afterwards are dropped. */
 static void test_stop(void **state)
 {
@@ -904,6 +953,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drain_deadlines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_disconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_lost_conn_quiet, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
