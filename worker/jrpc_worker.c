@@ -696,7 +696,8 @@ static void on_tick(uv_timer_t *t)
         conn_t *c = w->conns[i];
         uint64_t hb = c->hb_ms;
         if (c->sock == NULL) {
-            conn_reset(c, "retry");
+            if (!w->draining) /* a session a drain lost stays closed (and quiet) */
+                conn_reset(c, "retry");
         } else if (c->reset_due) {
             conn_reset(c, "disconnect");
         } else if (now - c->last_recv >= hb * c->liveness) {
