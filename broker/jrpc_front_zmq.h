@@ -2,7 +2,7 @@
  *
  * A client message is, after the routing id: an optional empty delimiter
  * (REQ sockets add it; the reply then carries it too), an optional header
- * frame (msgpack map, see jrpc_wire.h), and one frame of JSON text. The
+ * frame (msgpack map, see jrpc_header.h), and one frame of JSON text. The
  * reply is one frame of JSON, or one empty frame where the specification
  * returns nothing, so a REQ client never deadlocks. */
 #ifndef JRPC_FRONT_ZMQ_H

@@ -21,7 +21,7 @@
 #include <http_parser.h>
 #include <zmq.h>
 #include "jrpc_sign.h"
-#include "jrpc_wire.h"
+#include "jrpc_header.h"
 
 /* A transport is picked once, from the URL scheme, in jrpc_client_new.
  * Adding a scheme (https://) means adding one entry to `transports` and its
@@ -29,7 +29,7 @@
 typedef struct transport {
     const char *scheme;  /* with "://" */
     int  (*open)(jrpc_client_t *c);   /* NULL: scheme known but not implemented */
-    int  (*call)(jrpc_client_t *c, const jrpc_wire_header_t *hdr, const char *body,
+    int  (*call)(jrpc_client_t *c, const jrpc_header_t *hdr, const char *body,
                  size_t len, jrpc_buf_t *reply, int timeout_ms);
     void (*close)(jrpc_client_t *c);
 } transport_t;
@@ -185,7 +185,7 @@ static int zmq_send_frame(void *sock, const char *p, size_t n, bool last)
     return zmq_send(sock, n ? p : "", n, flags) < 0 ? -errno : 0;
 }
 
-static int zmq_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *wh, const char *body,
+static int zmq_transport_call(jrpc_client_t *c, const jrpc_header_t *wh, const char *body,
                               size_t len, jrpc_buf_t *reply, int timeout_ms)
 {
     int rc;
@@ -194,7 +194,7 @@ static int zmq_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *wh, co
 
     if (wh) {
         jrpc_buf_reset(&c->hdr);
-        if ((rc = jrpc_wire_put_header(&c->hdr, wh)) < 0) {
+        if ((rc = jrpc_header_put(&c->hdr, wh)) < 0) {
             set_err(c, "cannot encode the header frame: out of memory");
             return rc;
         }
@@ -379,9 +379,9 @@ static int put_header_line(jrpc_buf_t *b, const char *name, jrpc_span_t value)
 /* Writes the request head into c->hdr: every field of hdr that is set has
  * an HTTP form (the signing fields are the X-JRPC-* headers of the wire
  * contract). Returns 0, -EINVAL or -ENOMEM with the message set. */
-static int http_build_head(jrpc_client_t *c, const jrpc_wire_header_t *hdr, size_t len)
+static int http_build_head(jrpc_client_t *c, const jrpc_header_t *hdr, size_t len)
 {
-    static const jrpc_wire_header_t none;
+    static const jrpc_header_t none;
     char line[64];
     jrpc_buf_t *b = &c->hdr;
     int rc;
@@ -634,7 +634,7 @@ static bool is_conn_lost(int rc)
     return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
 }
 
-static int http_transport_call(jrpc_client_t *c, const jrpc_wire_header_t *hdr, const char *body,
+static int http_transport_call(jrpc_client_t *c, const jrpc_header_t *hdr, const char *body,
                                size_t len, jrpc_buf_t *reply, int timeout_ms)
 {
     int64_t deadline = now_ms() + timeout_ms;
@@ -808,12 +808,12 @@ static bool key_id_ok(const char *s)
 /* Copies hdr (or nothing) into out and sets its four signing fields for
  * body; the spans point into nonce[] and sig[]. Returns 0 or -EINVAL / -EIO
  * with the message set. */
-static int sign_body(jrpc_client_t *c, const jrpc_wire_header_t *hdr, const char *body,
-                     size_t len, jrpc_wire_header_t *out, char nonce[NONCE_LEN + 1],
+static int sign_body(jrpc_client_t *c, const jrpc_header_t *hdr, const char *body,
+                     size_t len, jrpc_header_t *out, char nonce[NONCE_LEN + 1],
                      char sig[JRPC_SIGN_HEX_LEN + 1])
 {
     int rc;
-    *out = hdr ? *hdr : (jrpc_wire_header_t){ 0 };
+    *out = hdr ? *hdr : (jrpc_header_t){ 0 };
     out->key = (jrpc_span_t){ c->key_id, strlen(c->key_id) };
     out->timestamp = (int64_t)time(NULL) + c->clock_offset_s;
     if ((rc = jrpc_sign_new_nonce(nonce, NONCE_LEN)) < 0) {
@@ -955,9 +955,9 @@ int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
     assert(c != NULL && reply != NULL && (body != NULL || len == 0));
     /* The public header struct is the wire codec's, field for field: the
      * codec stays out of the installed API (jrpc_client.h). */
-    jrpc_wire_header_t wh, *hdr = NULL;
+    jrpc_header_t wh, *hdr = NULL;
     if (ch) {
-        wh = (jrpc_wire_header_t){ .key = ch->key, .timestamp = ch->timestamp,
+        wh = (jrpc_header_t){ .key = ch->key, .timestamp = ch->timestamp,
                                    .nonce = ch->nonce, .signature = ch->signature,
                                    .timeout_ms = ch->timeout_ms,
                                    .traceparent = ch->traceparent };
@@ -969,7 +969,7 @@ int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
     if (timeout_ms < 0)
         timeout_ms = c->timeout_ms;
     if (c->key_id) {
-        jrpc_wire_header_t signed_hdr;
+        jrpc_header_t signed_hdr;
         char nonce[NONCE_LEN + 1], sig[JRPC_SIGN_HEX_LEN + 1];
         rc = sign_body(c, hdr, body, len, &signed_hdr, nonce, sig);
         if (rc == 0)

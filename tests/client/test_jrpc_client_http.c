@@ -24,7 +24,7 @@
 
 #include "jrpc_client.h"
 #include "jrpc_sign.h"
-#include "jrpc_wire.h"
+#include "jrpc_header.h"
 
 /* What the server does with request number n (1-based, over all
  * connections) that arrived as request k (1-based) on its connection. */
@@ -630,13 +630,13 @@ static void test_signed_zmq_header_frame(void **state)
     char nonces[2][80];
     for (int i = 0; i < 2; i++) {
         msgpack_zone zone;
-        jrpc_wire_header_t got;
+        jrpc_header_t got;
         char key[128], nonce[80], sig[80];
         const char *body = i == 0 ? REQ : BATCH;
         assert_int_equal(r.nframes[i], 3);   /* [empty][header][body] */
         assert_string_equal(r.body[i], body);
         msgpack_zone_init(&zone, 1024);
-        assert_int_equal(jrpc_wire_decode_header(r.hdr[i], r.hdr_len[i], &zone, &got), 0);
+        assert_int_equal(jrpc_header_decode(r.hdr[i], r.hdr_len[i], &zone, &got), 0);
         snprintf(key, sizeof key, "%.*s", (int)got.key.n, got.key.p);
         snprintf(nonce, sizeof nonce, "%.*s", (int)got.nonce.n, got.nonce.p);
         snprintf(sig, sizeof sig, "%.*s", (int)got.signature.n, got.signature.p);
