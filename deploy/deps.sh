@@ -15,7 +15,7 @@ build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev li
 # The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
 # many-hosts test), systemd-analyze and docker-compose (deploy/ checks).
 suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
-       gnuplot-nox python3-prometheus-client)
+       gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets)
 clean=no
 if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --bad; fi
 case "${1:-}" in
