@@ -18,11 +18,6 @@
 #include <string.h>
 #include "jrpc_be.h"
 
-int jrpc_mpack_buf_write(void *data, const char *p, size_t n)
-{
-    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
-}
-
 /* ---- the msgpack decoder ---- */
 
 /* A container being filled: its slots are the array's elements, or the

@@ -68,8 +68,14 @@ static inline bool jrpc_mpack_get_uint(const msgpack_object *o, uint64_t max, ui
 }
 
 /* msgpack-c's write callback appending to the jrpc_buf_t in data: 0, or -1
- * when out of memory (every msgpack_pack_* then returns -1). */
-int jrpc_mpack_buf_write(void *data, const char *p, size_t n);
+ * when out of memory (every msgpack_pack_* then returns -1). Inline, and
+ * so a copy per file: packing into a local packer then calls it directly
+ * and open-codes the short appends (the broker's REQUEST writer is on the
+ * hot path; bench/README.md, "Profile"). */
+static inline int jrpc_mpack_buf_write(void *data, const char *p, size_t n)
+{
+    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
+}
 
 /* Makes pk append to out (borrowed: out must outlive pk's use). */
 static inline void jrpc_mpack_packer_init(msgpack_packer *pk, jrpc_buf_t *out)
