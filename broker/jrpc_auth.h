@@ -1,10 +1,7 @@
-/* jrpc_auth — who may call: the key file, the checks in order, the ACL.
- *
- * Key file (--keys FILE): one key per line,
- *     <key id> <secret> [method-glob ...]
- * '#' starts a comment, blank lines are skipped; the globs (fnmatch(3)
- * patterns) are the methods the key may call, none meaning all. Pure code:
- * no sockets, no Redis (the nonce check is jrpc_replay's). */
+/* jrpc_auth — who may call: the signature checks, in order, against the
+ * keys of the key file (--keys FILE, read by proto/jrpc_keys, which also
+ * holds each key's ACL: jrpc_key_allows). Pure code: no sockets, no Redis
+ * (the nonce check is jrpc_replay's). */
 #ifndef JRPC_AUTH_H
 #define JRPC_AUTH_H
 
@@ -12,22 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "jrpc_buf.h"
-
-typedef struct jrpc_keys jrpc_keys_t;
-typedef struct jrpc_key  jrpc_key_t;
-
-/* Loads a key file. On error returns NULL and writes a message naming the
- * file and line into err (e.g. "keys.txt:3: secret missing"). Duplicate key
- * ids, ids or secrets with bad characters, an unreadable file: errors. */
-jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen);
-void         jrpc_keys_destroy(jrpc_keys_t **self_p);
-size_t       jrpc_keys_count(const jrpc_keys_t *k);
-
-/* The key with this id, or NULL. */
-const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id);
-jrpc_span_t jrpc_key_id(const jrpc_key_t *key);
-/* True when the key may call method (its globs, or no globs at all). */
-bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);
+#include "jrpc_keys.h"
 
 /* What a request carries to prove who sent it (borrowed spans; n == 0 when
  * absent). timestamp_text is the decimal text over HTTP; over ZeroMQ the

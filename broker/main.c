@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     jrpc_keys_t *keys = NULL;
     if (keys_path) {
         char err[512];
-        if ((keys = jrpc_keys_load(keys_path, err, sizeof err)) == NULL) {
+        if (jrpc_keys_load(keys_path, NULL, &keys, err, sizeof err) < 0) {
             jrpc_conf_error(conf, "keys", err);
             return 2;
         }

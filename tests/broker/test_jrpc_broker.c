@@ -422,7 +422,8 @@ static void test_refusals_signed(void **state)
     assert_int_equal(write(fd, line, sizeof line - 1), (int)sizeof line - 1);
     close(fd);
     char err[256];
-    jrpc_keys_t *keys = jrpc_keys_load(path, err, sizeof err);
+    jrpc_keys_t *keys = NULL;
+    assert_int_equal(jrpc_keys_load(path, NULL, &keys, err, sizeof err), 0);
     unlink(path);
     assert_non_null(keys);
     G.b = broker_make(100, keys);
