@@ -49,51 +49,51 @@ int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char
 
     if (req->key.n == 0 || req->nonce.n == 0 || req->signature.n == 0 ||
         (!req->has_timestamp && req->timestamp_text.n == 0))
-        return JRPC_AUTH_UNSIGNED;
+        return JRPC_AUTH_EUNSIGNED;
 
     const jrpc_key_t *key = jrpc_keys_find(k, req->key);
     if (key == NULL)
-        return JRPC_AUTH_UNKNOWN_KEY;
+        return JRPC_AUTH_EUNKNOWN_KEY;
 
     int64_t ts;
     if (req->has_timestamp)
         ts = req->timestamp;
     else if (!parse_timestamp(req->timestamp_text, &ts))
-        return JRPC_AUTH_BAD_TIMESTAMP;
+        return JRPC_AUTH_ETIMESTAMP;
     if (ts < 0)
-        return JRPC_AUTH_BAD_TIMESTAMP;
+        return JRPC_AUTH_ETIMESTAMP;
     if (outside_window(ts, now, skew))
-        return JRPC_AUTH_STALE;
+        return JRPC_AUTH_ESTALE;
 
     if (!jrpc_sign_nonce_ok(req->nonce.p, req->nonce.n))
-        return JRPC_AUTH_BAD_NONCE;
+        return JRPC_AUTH_ENONCE;
 
     if (!jrpc_sign_verify(req->signature, jrpc_key_secret(key), req->key, ts, req->nonce, body,
                           len))
-        return JRPC_AUTH_BAD_SIGNATURE;
+        return JRPC_AUTH_ESIGNATURE;
 
     if (key_out)
         *key_out = key;
-    return JRPC_AUTH_OK;
+    return 0;
 }
 
-const char *jrpc_auth_reason(int result)
+const char *jrpc_auth_strerror(int rc)
 {
-    switch (result) {
-    case JRPC_AUTH_OK:
+    switch (rc) {
+    case 0:
         return "ok";
-    case JRPC_AUTH_UNSIGNED:
+    case JRPC_AUTH_EUNSIGNED:
         return "request is not signed: X-JRPC-Key, X-JRPC-Timestamp, X-JRPC-Nonce and "
                "X-JRPC-Signature are required";
-    case JRPC_AUTH_UNKNOWN_KEY:
+    case JRPC_AUTH_EUNKNOWN_KEY:
         return "unknown key";
-    case JRPC_AUTH_BAD_TIMESTAMP:
+    case JRPC_AUTH_ETIMESTAMP:
         return "timestamp is not Unix seconds";
-    case JRPC_AUTH_STALE:
+    case JRPC_AUTH_ESTALE:
         return "timestamp outside the allowed window";
-    case JRPC_AUTH_BAD_NONCE:
+    case JRPC_AUTH_ENONCE:
         return "nonce must be 16 to 64 characters of [A-Za-z0-9_-]";
-    case JRPC_AUTH_BAD_SIGNATURE:
+    case JRPC_AUTH_ESIGNATURE:
         return "signature does not match";
     default:
         return "unauthorized";

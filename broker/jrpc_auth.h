@@ -23,25 +23,28 @@ typedef struct jrpc_auth_req {
     jrpc_span_t signature;
 } jrpc_auth_req_t;
 
-enum jrpc_auth_result {
-    JRPC_AUTH_OK = 0,
-    JRPC_AUTH_UNSIGNED,       /* one of the four headers is missing */
-    JRPC_AUTH_UNKNOWN_KEY,
-    JRPC_AUTH_BAD_TIMESTAMP,  /* not canonical decimal Unix seconds */
-    JRPC_AUTH_STALE,          /* outside now ± skew */
-    JRPC_AUTH_BAD_NONCE,      /* not 16..64 of [A-Za-z0-9_-] */
-    JRPC_AUTH_BAD_SIGNATURE,
+/* Why a request is refused: what jrpc_auth_check returns, 0 being "signed
+ * by a known key". */
+enum {
+    JRPC_AUTH_EUNSIGNED    = -6001,  /* one of the four headers is missing */
+    JRPC_AUTH_EUNKNOWN_KEY = -6002,  /* no key with that id */
+    JRPC_AUTH_ETIMESTAMP   = -6003,  /* not canonical decimal Unix seconds */
+    JRPC_AUTH_ESTALE       = -6004,  /* outside now ± skew */
+    JRPC_AUTH_ENONCE       = -6005,  /* not 16..64 of [A-Za-z0-9_-] */
+    JRPC_AUTH_ESIGNATURE   = -6006,  /* does not match */
 };
 
 /* Runs the checks that need no I/O, cheapest first: headers present → known
  * key → timestamp well-formed and within [now - skew, now + skew] → nonce
- * well-formed → signature (constant-time). On JRPC_AUTH_OK *key_out is the
- * key. Never touches Redis. */
+ * well-formed → signature (constant-time). Returns 0, *key_out (when not
+ * NULL) then the key; or the first JRPC_AUTH_E* that fails, *key_out NULL.
+ * Never touches Redis. */
 int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char *body,
                     size_t len, int64_t now, uint32_t skew, const jrpc_key_t **key_out);
 
-/* Words for a result, safe to send to the client ("signature does not
- * match"); never includes the expected signature. */
-const char *jrpc_auth_reason(int result);
+/* Words for a JRPC_AUTH_E* code (or 0), safe to send to the client
+ * ("signature does not match"); never includes the expected signature.
+ * Never NULL: "unauthorized" for any other code. */
+const char *jrpc_auth_strerror(int rc);
 
 #endif

@@ -117,13 +117,3 @@ nomem:
     out->len = len0;
     return -ENOMEM;
 }
-
-const char *jrpc_header_strerror(int rc)
-{
-    switch (rc) {
-    case 0:                      return "success";
-    case JRPC_HEADER_EMALFORMED: return "malformed header frame";
-    case -ENOMEM:                return "out of memory";
-    default:                     return "unknown error";
-    }
-}

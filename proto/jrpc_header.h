@@ -45,8 +45,4 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
  * unchanged). */
 int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h);
 
-/* A short English description of a JRPC_HEADER_E* code (or -ENOMEM). Never
- * NULL: "unknown error" for anything else. */
-const char *jrpc_header_strerror(int rc);
-
 #endif

@@ -304,13 +304,3 @@ const msgpack_object *jrpc_mpack_map_get(const msgpack_object *o, const char *ke
             return &o->via.map.ptr[i].val;
     return NULL;
 }
-
-const char *jrpc_mpack_strerror(int rc)
-{
-    switch (rc) {
-    case 0:                     return "success";
-    case JRPC_MPACK_EMALFORMED: return "malformed msgpack";
-    case -ENOMEM:               return "out of memory";
-    default:                    return "unknown error";
-    }
-}

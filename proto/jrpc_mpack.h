@@ -17,6 +17,8 @@
 #include <msgpack.h>
 #include "jrpc_buf.h"
 
+/* Its users return their own codes for it (JRPC_WIRE_EMALFORMED,
+ * JRPC_HEADER_EMALFORMED), so it needs no words of its own. */
 enum {
     JRPC_MPACK_EMALFORMED = -4001,  /* not exactly one msgpack value within the limits */
 };
@@ -91,9 +93,5 @@ static inline int jrpc_mpack_put_str(msgpack_packer *pk, const char *p, size_t n
         return -ENOMEM;
     return 0;
 }
-
-/* A short English description of a JRPC_MPACK_E* code (or -ENOMEM). Never
- * NULL: "unknown error" for anything else. */
-const char *jrpc_mpack_strerror(int rc);
 
 #endif

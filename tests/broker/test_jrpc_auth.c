@@ -83,7 +83,7 @@ static int check(fixture_t *f)
 {
     const jrpc_key_t *key = (const jrpc_key_t *)f; /* must be overwritten */
     int rc = jrpc_auth_check(f->keys, &f->req, BODY, sizeof BODY - 1, NOW, SKEW, &key);
-    if (rc == JRPC_AUTH_OK)
+    if (rc == 0)
         assert_ptr_equal(key, jrpc_keys_find(f->keys, SPAN("demo")));
     else
         assert_null(key);
@@ -116,7 +116,7 @@ static void test_check_file_keys(void **state)
                                 .nonce = SPAN("nonce-nonce-nonce"),
                                 .signature = { sig, JRPC_SIGN_HEX_LEN } };
         const jrpc_key_t *got = NULL;
-        assert_int_equal(jrpc_auth_check(k, &req, body, 2, 1000, 300, &got), JRPC_AUTH_OK);
+        assert_int_equal(jrpc_auth_check(k, &req, body, 2, 1000, 300, &got), 0);
         assert_ptr_equal(got, jrpc_keys_find(k, kid));
     }
     jrpc_keys_destroy(&k);
@@ -127,39 +127,39 @@ static void test_check_ok_and_unsigned(void **state)
     (void)state;
     fixture_t f;
     fixture_init(&f, NOW);
-    assert_int_equal(check(&f), JRPC_AUTH_OK);
+    assert_int_equal(check(&f), 0);
 
     jrpc_auth_req_t good = f.req;
     f.req.key.n = 0;
-    assert_int_equal(check(&f), JRPC_AUTH_UNSIGNED);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNSIGNED);
     f.req = good;
     f.req.timestamp_text.n = 0;
-    assert_int_equal(check(&f), JRPC_AUTH_UNSIGNED);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNSIGNED);
     f.req = good;
     f.req.nonce.n = 0;
-    assert_int_equal(check(&f), JRPC_AUTH_UNSIGNED);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNSIGNED);
     f.req = good;
     f.req.signature.n = 0;
-    assert_int_equal(check(&f), JRPC_AUTH_UNSIGNED);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNSIGNED);
     /* Missing key AND everything else wrong: still "unsigned". */
     f.req = (jrpc_auth_req_t){ .timestamp_text = SPAN("x"), .nonce = SPAN("!") };
-    assert_int_equal(check(&f), JRPC_AUTH_UNSIGNED);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNSIGNED);
 
     /* ZeroMQ: the integer timestamp, no text. */
     f.req = good;
     f.req.timestamp_text.n = 0;
     f.req.timestamp = NOW;
     f.req.has_timestamp = true;
-    assert_int_equal(check(&f), JRPC_AUTH_OK);
+    assert_int_equal(check(&f), 0);
     f.req.timestamp = -1;
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_TIMESTAMP);
+    assert_int_equal(check(&f), JRPC_AUTH_ETIMESTAMP);
     f.req.timestamp = NOW + 1; /* signed for NOW */
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_SIGNATURE);
+    assert_int_equal(check(&f), JRPC_AUTH_ESIGNATURE);
 
     /* A NULL key_out is allowed. */
     f.req = good;
     assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW, SKEW, NULL),
-                     JRPC_AUTH_OK);
+                     0);
     jrpc_keys_destroy(&f.keys);
 }
 
@@ -174,36 +174,36 @@ static void test_check_order(void **state)
     /* Unknown key and bad signature: unknown key. */
     f.req.key = SPAN("nobody");
     f.req.signature = SPAN(bad_sig);
-    assert_int_equal(check(&f), JRPC_AUTH_UNKNOWN_KEY);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNKNOWN_KEY);
     /* Unknown key, malformed timestamp and nonce: unknown key. */
     f.req.timestamp_text = SPAN("soon");
     f.req.nonce = SPAN("short");
-    assert_int_equal(check(&f), JRPC_AUTH_UNKNOWN_KEY);
+    assert_int_equal(check(&f), JRPC_AUTH_EUNKNOWN_KEY);
 
     /* Stale and bad signature: stale (forgeries never reach the HMAC). */
     f.req = good;
     f.req.timestamp_text = SPAN("1763999000");
     f.req.signature = SPAN(bad_sig);
-    assert_int_equal(check(&f), JRPC_AUTH_STALE);
+    assert_int_equal(check(&f), JRPC_AUTH_ESTALE);
     /* Stale and bad nonce: stale. */
     f.req.nonce = SPAN("short");
-    assert_int_equal(check(&f), JRPC_AUTH_STALE);
+    assert_int_equal(check(&f), JRPC_AUTH_ESTALE);
     /* Bad timestamp and bad nonce: bad timestamp. */
     f.req.timestamp_text = SPAN("01764000000");
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_TIMESTAMP);
+    assert_int_equal(check(&f), JRPC_AUTH_ETIMESTAMP);
     /* Bad nonce and bad signature: bad nonce. */
     f.req = good;
     f.req.nonce = SPAN("AAAAAAAAAAAAAAA=");
     f.req.signature = SPAN(bad_sig);
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_NONCE);
+    assert_int_equal(check(&f), JRPC_AUTH_ENONCE);
     /* Only the signature wrong. */
     f.req = good;
     f.req.signature = SPAN(bad_sig);
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_SIGNATURE);
+    assert_int_equal(check(&f), JRPC_AUTH_ESIGNATURE);
     /* The right signature of another key is a bad signature. */
     f.req = good;
     f.req.key = SPAN("other");
-    assert_int_equal(check(&f), JRPC_AUTH_BAD_SIGNATURE);
+    assert_int_equal(check(&f), JRPC_AUTH_ESIGNATURE);
     jrpc_keys_destroy(&f.keys);
 }
 
@@ -221,20 +221,20 @@ static void test_timestamp_text(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         f.req.timestamp_text = (jrpc_span_t){ bad[i], strlen(bad[i]) };
-        assert_int_equal(check(&f), JRPC_AUTH_BAD_TIMESTAMP);
+        assert_int_equal(check(&f), JRPC_AUTH_ETIMESTAMP);
     }
     /* Well-formed but far away: stale, not malformed. */
     static const char *const far[] = { "0", "1", "9223372036854775807", "1763999699" };
     for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
         f.req.timestamp_text = (jrpc_span_t){ far[i], strlen(far[i]) };
-        assert_int_equal(check(&f), JRPC_AUTH_STALE);
+        assert_int_equal(check(&f), JRPC_AUTH_ESTALE);
     }
     /* The text must be the text that was signed: a NUL after it is not read. */
     char *exact = malloc(10);
     assert_non_null(exact);
     memcpy(exact, "1764000000", 10);
     f.req.timestamp_text = (jrpc_span_t){ exact, 10 };
-    assert_int_equal(check(&f), JRPC_AUTH_OK);
+    assert_int_equal(check(&f), 0);
     free(exact);
     jrpc_keys_destroy(&f.keys);
 }
@@ -243,8 +243,8 @@ static void test_window(void **state)
 {
     (void)state;
     static const struct { int64_t delta; int want; } cases[] = {
-        { -301, JRPC_AUTH_STALE }, { -300, JRPC_AUTH_OK }, { 0, JRPC_AUTH_OK },
-        { 300, JRPC_AUTH_OK }, { 301, JRPC_AUTH_STALE },
+        { -301, JRPC_AUTH_ESTALE }, { -300, 0 }, { 0, 0 },
+        { 300, 0 }, { 301, JRPC_AUTH_ESTALE },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fixture_t f;
@@ -264,35 +264,37 @@ static void test_window(void **state)
     f.req.has_timestamp = true;
     f.req.timestamp = INT64_MAX;
     assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, INT64_MIN,
-                                     UINT32_MAX, NULL), JRPC_AUTH_STALE);
+                                     UINT32_MAX, NULL), JRPC_AUTH_ESTALE);
     f.req.timestamp = 0;
     assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, INT64_MAX,
-                                     UINT32_MAX, NULL), JRPC_AUTH_STALE);
+                                     UINT32_MAX, NULL), JRPC_AUTH_ESTALE);
     /* Skew 0: only the current second. */
     f.req.timestamp = NOW;
     assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW, 0, NULL),
-                     JRPC_AUTH_OK);
+                     0);
     assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW + 1, 0, NULL),
-                     JRPC_AUTH_STALE);
+                     JRPC_AUTH_ESTALE);
     jrpc_keys_destroy(&f.keys);
 }
 
-static void test_reasons(void **state)
+static void test_strerror(void **state)
 {
     (void)state;
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_UNSIGNED),
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_EUNSIGNED),
                         "request is not signed: X-JRPC-Key, X-JRPC-Timestamp, X-JRPC-Nonce "
                         "and X-JRPC-Signature are required");
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_UNKNOWN_KEY), "unknown key");
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_BAD_TIMESTAMP),
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_EUNKNOWN_KEY), "unknown key");
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_ETIMESTAMP),
                         "timestamp is not Unix seconds");
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_STALE),
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_ESTALE),
                         "timestamp outside the allowed window");
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_BAD_NONCE),
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_ENONCE),
                         "nonce must be 16 to 64 characters of [A-Za-z0-9_-]");
-    assert_string_equal(jrpc_auth_reason(JRPC_AUTH_BAD_SIGNATURE), "signature does not match");
-    assert_non_null(jrpc_auth_reason(-1));
-    assert_non_null(jrpc_auth_reason(1000));
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_ESIGNATURE), "signature does not match");
+    assert_non_null(jrpc_auth_strerror(-1));
+    assert_non_null(jrpc_auth_strerror(1000));
+    assert_string_equal(jrpc_auth_strerror(0), "ok");
+    assert_string_equal(jrpc_auth_strerror(-EACCES), "unauthorized");
 }
 
 int main(void)
@@ -303,7 +305,7 @@ int main(void)
         cmocka_unit_test(test_check_order),
         cmocka_unit_test(test_timestamp_text),
         cmocka_unit_test(test_window),
-        cmocka_unit_test(test_reasons),
+        cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
