@@ -4,12 +4,9 @@
  * jrpc_client_transport.h for the contract of each function. */
 #include "jrpc_client_transport.h"
 
-#include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>

@@ -269,7 +269,8 @@ int jrpc_keys_load(const char *path, const jrpc_keys_opts_t *opts, jrpc_keys_t *
         goto out;
     }
 
-    qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
+    if (k->n > 1)   /* keys is NULL when there are none */
+        qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
     for (size_t i = 1; i < k->n; i++) {
         if (key_cmp(&k->keys[i - 1], &k->keys[i]) == 0) {
             const jrpc_key_t *x = &k->keys[i - 1], *y = &k->keys[i];
