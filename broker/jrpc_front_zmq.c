@@ -10,9 +10,9 @@
 
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
+#include "jrpc_header.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
-#include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
 #define READ_BUDGET 64   /* client messages per readable callback */
@@ -123,10 +123,10 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
              zmq_msg_size(&frames[n - 1]));
     if (left == 2) {
-        jrpc_wire_header_t h;
+        jrpc_header_t h;
         msgpack_zone_clear(&f->zone);
-        if (jrpc_wire_decode_header(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                                    &f->zone, &h) < 0) {
+        if (jrpc_header_decode(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
+                               &f->zone, &h) < 0) {
             reply_error(f, r, JRPC_INVALID_REQUEST, "malformed header frame");
             free(r);
             return;
@@ -201,10 +201,12 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
     return 1;
 }
 
-jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, uint32_t max_body,
-                                     const struct jrpc_curve_keypair *curve)
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker_t *broker,
+                                     const jrpc_front_zmq_opts_t *opts)
 {
+    const char *endpoint = opts->endpoint;
+    uint32_t max_body = opts->max_body;
+    const jrpc_curve_keypair_t *curve = opts->curve;
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
     if (f == NULL)
         return NULL;
