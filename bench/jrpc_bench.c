@@ -27,6 +27,7 @@
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_json.h"
+#include "jrpc_keys.h"
 
 #define MAX_CONNECTIONS 1024
 #define MAX_BATCH       100000
@@ -450,34 +451,33 @@ static double num_arg(const char *s, const char *what, double lo, double hi)
     return v;
 }
 
-/* Key `want` (NULL: the first) of a key file: '<id> <secret> [globs...]'. */
+/* Key `want` (NULL: the first) of a key file, read as the broker and the
+ * jrpc CLI read it (proto/jrpc_keys; any secret length). */
 static int key_from_file(const char *path, const char *want)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "jrpc-bench: cannot read key file %s: %s\n", path, strerror(errno));
+    static const jrpc_keys_opts_t opts = { .secret_min = 1, .allow_empty = true };
+    jrpc_keys_t *keys = NULL;
+    char err[512];
+    int rc = jrpc_keys_load(path, &opts, &keys, err, sizeof err);
+    if (rc == -EINVAL || rc == -ENOMEM) {
+        fprintf(stderr, "jrpc-bench: %s\n", err);
         return -1;
     }
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *save = NULL, *id = strtok_r(line, " \t\r\n", &save);
-        if (!id || id[0] == '#')
-            continue;
-        char *secret = strtok_r(NULL, " \t\r\n", &save);
-        if (!secret || secret[0] == '#')
-            continue;
-        if (want && strcmp(want, id) != 0)
-            continue;
-        o_key_id = strdup(id);
-        o_secret = strdup(secret);
-        found = 1;
+    if (rc < 0) {
+        fprintf(stderr, "jrpc-bench: cannot read key file %s: %s\n", path, strerror(-rc));
+        return -1;
     }
-    explicit_bzero(line, sizeof line);
-    fclose(f);
-    if (!found)
+    const jrpc_key_t *key = want ? jrpc_keys_find(keys, (jrpc_span_t){ want, strlen(want) })
+                                 : jrpc_keys_first(keys);
+    if (key) {
+        jrpc_span_t id = jrpc_key_id(key), secret = jrpc_key_secret(key);
+        o_key_id = strndup(id.p, id.n);
+        o_secret = strndup(secret.p, secret.n);
+    } else {
         fprintf(stderr, "jrpc-bench: no key %s in %s\n", want ? want : "at all", path);
-    return found ? 0 : -1;
+    }
+    jrpc_keys_destroy(&keys);
+    return key ? 0 : -1;
 }
 
 /* Whether an executable gnuplot is on the PATH (checked before the run, so

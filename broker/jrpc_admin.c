@@ -55,19 +55,20 @@ static void admin_release(jrpc_admin_t *a)
 
 /* ---- readiness ---- */
 
-const char *jrpc_admin_not_ready(jrpc_admin_t *a)
+/* Why the broker is not ready ("no worker for method add", "redis down",
+ * "draining", ...), or NULL when it is. The text is valid until the next
+ * call. */
+static const char *not_ready(jrpc_admin_t *a)
 {
     jrpc_span_t m = { NULL, 0 };
-    switch (jrpc_broker_ready(a->broker, a->methods, &m)) {
-    case JRPC_READY:                return NULL;
-    case JRPC_NOT_READY_DRAINING:   return "draining";
-    case JRPC_NOT_READY_NO_WORKER:  return "no worker connected";
-    case JRPC_NOT_READY_REDIS_DOWN: return "redis down";
-    default:
-        snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
-                 m.n > 256 ? 256 : (int)m.n, m.p);
-        return a->reason;
-    }
+    int rc = jrpc_broker_ready(a->broker, a->methods, &m);
+    if (rc == 0)
+        return NULL;
+    if (rc != JRPC_BROKER_ENOMETHOD)
+        return jrpc_broker_strerror(rc);
+    snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
+             m.n > 256 ? 256 : (int)m.n, m.p);
+    return a->reason;
 }
 
 /* ---- the metrics page ---- */
@@ -278,7 +279,7 @@ static void serve(aconn_t *c, size_t hlen)
     } else if (which == 2) {
         respond(c, 200, "text/plain; charset=utf-8", "ok\n", head);
     } else if (which == 3) {
-        const char *why = jrpc_admin_not_ready(c->admin);
+        const char *why = not_ready(c->admin);
         char line[400];
         snprintf(line, sizeof line, "not ready: %s\n", why ? why : "");
         respond(c, why ? 503 : 200, "text/plain; charset=utf-8", why ? line : "ready\n", head);
@@ -372,9 +373,9 @@ static void on_listener_closed(uv_handle_t *h)
     admin_release(h->data);
 }
 
-jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *broker,
-                             const jrpc_admin_opts_t *opts)
+jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, jrpc_broker_t *broker, const jrpc_admin_opts_t *opts)
 {
+    const char *listen = opts->listen;
     int fd = jrpc_listen_socket(listen, COMP, "admin", false);
     if (fd < 0)
         return NULL;
@@ -388,7 +389,8 @@ jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t 
     a->loop = loop;
     a->broker = broker;
     a->opts = *opts;
-    a->opts.ready_methods = NULL;
+    a->opts.listen = NULL;          /* used here only */
+    a->opts.ready_methods = NULL;   /* copied into methods */
     a->alive = 1;
     uv_tcp_init(loop, &a->listener);
     a->listener.data = a;

@@ -438,10 +438,10 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
     int64_t now = (int64_t)time(NULL);
     int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
-    if (rc != JRPC_AUTH_OK) {
+    if (rc < 0) {
         char data[320];
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
-                 jrpc_auth_reason(rc), (long long)now);
+                 jrpc_auth_strerror(rc), (long long)now);
         refuse(b, x, NULL, NULL, NULL, -EACCES, data);
         return false;
     }
@@ -660,28 +660,36 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
 {
     if (b->draining)
-        return JRPC_NOT_READY_DRAINING;
+        return JRPC_BROKER_EDRAINING;
     if (methods == NULL || *methods == '\0') {
         jrpc_workers_stats_t ws;
         jrpc_workers_stats(b->workers, &ws);
         if (ws.workers == 0)
-            return JRPC_NOT_READY_NO_WORKER;
+            return JRPC_BROKER_ENOWORKER;
     }
     for (const char *p = methods; p && *p;) {
         size_t n = strcspn(p, ",");
         if (n > 0 && !jrpc_workers_serves(b->workers, p, n)) {
             if (missing)
                 *missing = (jrpc_span_t){ p, n };
-            return JRPC_NOT_READY_METHOD;
+            return JRPC_BROKER_ENOMETHOD;
         }
         p += n + (p[n] == ',');
     }
     if (b->replay && !jrpc_replay_up(b->replay))
-        return JRPC_NOT_READY_REDIS_DOWN;
-    return JRPC_READY;
+        return JRPC_BROKER_EREDIS;
+    return 0;
 }
 
-bool jrpc_broker_draining(const jrpc_broker_t *b)
+const char *jrpc_broker_strerror(int rc)
 {
-    return b->draining;
+    switch (rc) {
+    case 0:                     return "ready";
+    case JRPC_BROKER_EDRAINING: return "draining";
+    case JRPC_BROKER_ENOMETHOD: return "no worker for a required method";
+    case JRPC_BROKER_ENOWORKER: return "no worker connected";
+    case JRPC_BROKER_EREDIS:    return "redis down";
+    case -ENOMEM:               return "out of memory";
+    default:                    return "unknown error";
+    }
 }

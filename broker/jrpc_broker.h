@@ -145,23 +145,24 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
  * listener, which then calls jrpc_metrics_write(). */
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
 
-/* Why the broker would not take work well, for /readyz. */
-enum jrpc_ready {
-    JRPC_READY = 0,
-    JRPC_NOT_READY_DRAINING,   /* jrpc_broker_drain was called */
-    JRPC_NOT_READY_METHOD,     /* no routed worker for a required method */
-    JRPC_NOT_READY_NO_WORKER,  /* no worker at all (no methods required) */
-    JRPC_NOT_READY_REDIS_DOWN, /* signing is on and the nonce store is down */
+/* Why the broker would not take work well (jrpc_broker_ready, /readyz). */
+enum {
+    JRPC_BROKER_EDRAINING = -7001,  /* jrpc_broker_drain was called */
+    JRPC_BROKER_ENOMETHOD = -7002,  /* no routed worker for a required method */
+    JRPC_BROKER_ENOWORKER = -7003,  /* no worker at all (no methods required) */
+    JRPC_BROKER_EREDIS    = -7004,  /* signing is on and the nonce store is down */
 };
 
 /* Readiness: not draining; a routed (not draining) worker for each method
  * of methods ("m1,m2"), or any worker when methods is NULL or empty; the
- * nonce store up when signing is on. Returns a jrpc_ready; for
- * JRPC_NOT_READY_METHOD, *missing (unless NULL) is that method's span of
- * methods. Checked in that order. Never blocks. */
+ * nonce store up when signing is on. Returns 0 when ready, or the first
+ * JRPC_BROKER_E* in that order; for JRPC_BROKER_ENOMETHOD, *missing (unless
+ * NULL) is that method's span of methods. Never blocks. */
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
 
-/* True once jrpc_broker_drain has been called (the process is stopping). */
-bool jrpc_broker_draining(const jrpc_broker_t *b);
+/* A short English description of a JRPC_BROKER_E* code ("draining", "no
+ * worker connected", ...) or -ENOMEM. Never NULL: "unknown error" for
+ * anything else. */
+const char *jrpc_broker_strerror(int rc);
 
 #endif

@@ -227,10 +227,12 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
     return 1;
 }
 
-jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, uint32_t max_body,
-                                     const struct jrpc_curve_keypair *curve)
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker_t *broker,
+                                     const jrpc_front_zmq_opts_t *opts)
 {
+    const char *endpoint = opts->endpoint;
+    uint32_t max_body = opts->max_body;
+    const jrpc_curve_keypair_t *curve = opts->curve;
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
     if (f == NULL)
         return NULL;

@@ -11,6 +11,7 @@
 #include "jrpc_client.h"
 #include "jrpc_curve.h"
 #include "jrpc_json.h"
+#include "jrpc_keys.h"
 #include "jrpc_trace.h"
 
 
@@ -135,54 +136,42 @@ typedef struct key_opts {
 } key_opts_t;
 
 /* Finds key `want` (NULL: the first key) in a key file and copies its id and
- * secret into *id_out and *secret_out (malloc'd). Reads the whole file, so
- * a line the broker would refuse (a key without a secret) is refused here
- * too, wherever it is. Returns 0, or prints why (never a secret, nor a line
- * that may hold one) and returns -1. */
+ * secret into *id_out and *secret_out (malloc'd). The file is read by
+ * jrpc_keys, as the broker reads it, so a line the broker would refuse (a
+ * key without a secret, a bad id, an id twice) is refused here too, wherever
+ * it is; only the broker's minimum secret length is not required, and a
+ * file without keys is "no key". Returns 0, or prints why (never a secret,
+ * nor a line that may hold one) and returns -1. */
 static int key_from_file(const char *path, const char *want, char **id_out, char **secret_out)
 {
-    int rc = -1;
-    unsigned lineno = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    FILE *f = fopen(path, "r");
-
-    if (f == NULL) {
-        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
+    static const jrpc_keys_opts_t opts = { .secret_min = 1, .allow_empty = true };
+    jrpc_keys_t *keys = NULL;
+    char err[512];
+    int rc = jrpc_keys_load(path, &opts, &keys, err, sizeof err);
+    if (rc == -EINVAL || rc == -ENOMEM) {
+        fprintf(stderr, "jrpc: %s\n", err);
         return -1;
     }
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
-        /* As the broker reads it: a '#' at the start of a field starts a
-         * comment; inside a field (a secret) it is part of it. */
-        const char *ws = " \t\r\n\v\f";
-        char *save = NULL;
-        char *id = strtok_r(line, ws, &save);
-        if (id == NULL || id[0] == '#')
-            continue;                      /* blank or comment only */
-        char *secret = strtok_r(NULL, ws, &save);
-        if (secret == NULL || secret[0] == '#') {
-            fprintf(stderr, "jrpc: %s:%u: secret missing\n", path, lineno);
-            goto out;
-        }
-        if (*id_out || (want && strcmp(id, want) != 0))
-            continue;
-        *id_out = strdup(id);
-        *secret_out = strdup(secret);
-        if (*id_out == NULL || *secret_out == NULL) {
-            fprintf(stderr, "jrpc: out of memory\n");
-            goto out;
-        }
+    if (rc < 0) {
+        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(-rc));
+        return -1;
     }
-    if (ferror(f))
-        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
-    else if (*id_out)
-        rc = 0;
-    else if (want)
+    const jrpc_key_t *key = want ? jrpc_keys_find(keys, (jrpc_span_t){ want, strlen(want) })
+                                 : jrpc_keys_first(keys);
+    rc = -1;
+    if (key == NULL && want) {
         fprintf(stderr, "jrpc: key '%s' is not in %s\n", want, path);
-    else
+    } else if (key == NULL) {
         fprintf(stderr, "jrpc: no key in %s\n", path);
-out:
+    } else {
+        jrpc_span_t id = jrpc_key_id(key), secret = jrpc_key_secret(key);
+        *id_out = strndup(id.p, id.n);
+        *secret_out = strndup(secret.p, secret.n);
+        if (*id_out && *secret_out)
+            rc = 0;
+        else
+            fprintf(stderr, "jrpc: out of memory\n");
+    }
     if (rc < 0) {   /* the caller frees only on success */
         free(*id_out);
         if (*secret_out)
@@ -190,11 +179,7 @@ out:
         free(*secret_out);
         *id_out = *secret_out = NULL;
     }
-    if (line) {
-        explicit_bzero(line, cap);
-        free(line);
-    }
-    fclose(f);
+    jrpc_keys_destroy(&keys);
     return rc;
 }
 

@@ -122,9 +122,10 @@ int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret
  * (or expects another server key, or no CURVE) gives no error: calls time
  * out, and jrpc_client_last_error says CURVE may be why.
  *
- * Returns 0, -EINVAL (a malformed key, or only some of the three NULL),
- * -ENOTSUP (not a tcp:// or ipc:// client), or another -errno from ZeroMQ
- * (then the next send tries again). Never blocks. */
+ * Returns 0, -EINVAL (only some of the three NULL, or a malformed key),
+ * -ENOTSUP (not a tcp:// or ipc:// client: said before the keys are looked
+ * at), or another -errno from ZeroMQ (then the next send tries again).
+ * Never blocks. */
 int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *secret_z85,
                           const char *server_public_z85);
 

@@ -1,7 +1,15 @@
 /* jrpc_errors — the one table of JSON-RPC error codes and their messages.
  *
- * JSON-RPC error objects are data; C functions return 0 or a negative errno.
- * Conversion between the two happens here and in jrpc_batch only. */
+ * JSON-RPC error objects are data; C functions return 0 or a negative code.
+ * Conversion between the two happens here and in jrpc_batch only.
+ *
+ * The negative codes: -errno, or a module's own JRPC_<MODULE>_E*, each
+ * module in a range of its own (json -1000s, wire -2000s, client -3000s,
+ * mpack -4000s, header -5000s, auth -6000s, broker -7000s). A module whose
+ * codes reach a log or a user has jrpc_<module>_strerror() for their
+ * words (json, wire, client, auth, broker); mpack's are turned into its
+ * callers' codes, and a malformed header frame is answered by the ZeroMQ
+ * front in its own words. */
 #ifndef JRPC_ERRORS_H
 #define JRPC_ERRORS_H
 

@@ -181,13 +181,3 @@ int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
     }
     return 0;
 }
-
-const char *jrpc_header_strerror(int rc)
-{
-    switch (rc) {
-    case 0:                      return "success";
-    case JRPC_HEADER_EMALFORMED: return "malformed header frame";
-    case -ENOMEM:                return "out of memory";
-    default:                     return "unknown error";
-    }
-}

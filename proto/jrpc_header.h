@@ -65,8 +65,4 @@ int jrpc_header_put_reply(jrpc_buf_t *out, const jrpc_reply_head_t *rh);
 int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
                              jrpc_reply_head_t *rh);
 
-/* A short English description of a JRPC_HEADER_E* code (or -ENOMEM). Never
- * NULL: "unknown error" for anything else. */
-const char *jrpc_header_strerror(int rc);
-
 #endif

@@ -18,11 +18,6 @@
 #include <string.h>
 #include "jrpc_be.h"
 
-int jrpc_mpack_buf_write(void *data, const char *p, size_t n)
-{
-    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
-}
-
 /* ---- the msgpack decoder ---- */
 
 /* A container being filled: its slots are the array's elements, or the
@@ -308,14 +303,4 @@ const msgpack_object *jrpc_mpack_map_get(const msgpack_object *o, const char *ke
         if (jrpc_mpack_str_is(&o->via.map.ptr[i].key, key))
             return &o->via.map.ptr[i].val;
     return NULL;
-}
-
-const char *jrpc_mpack_strerror(int rc)
-{
-    switch (rc) {
-    case 0:                     return "success";
-    case JRPC_MPACK_EMALFORMED: return "malformed msgpack";
-    case -ENOMEM:               return "out of memory";
-    default:                    return "unknown error";
-    }
 }

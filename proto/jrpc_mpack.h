@@ -17,6 +17,8 @@
 #include <msgpack.h>
 #include "jrpc_buf.h"
 
+/* Its users return their own codes for it (JRPC_WIRE_EMALFORMED,
+ * JRPC_HEADER_EMALFORMED), so it needs no words of its own. */
 enum {
     JRPC_MPACK_EMALFORMED = -4001,  /* not exactly one msgpack value within the limits */
 };
@@ -68,8 +70,14 @@ static inline bool jrpc_mpack_get_uint(const msgpack_object *o, uint64_t max, ui
 }
 
 /* msgpack-c's write callback appending to the jrpc_buf_t in data: 0, or -1
- * when out of memory (every msgpack_pack_* then returns -1). */
-int jrpc_mpack_buf_write(void *data, const char *p, size_t n);
+ * when out of memory (every msgpack_pack_* then returns -1). Inline, and
+ * so a copy per file: packing into a local packer then calls it directly
+ * and open-codes the short appends (the broker's REQUEST writer is on the
+ * hot path; bench/README.md, "Profile"). */
+static inline int jrpc_mpack_buf_write(void *data, const char *p, size_t n)
+{
+    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
+}
 
 /* Makes pk append to out (borrowed: out must outlive pk's use). */
 static inline void jrpc_mpack_packer_init(msgpack_packer *pk, jrpc_buf_t *out)
@@ -85,9 +93,5 @@ static inline int jrpc_mpack_put_str(msgpack_packer *pk, const char *p, size_t n
         return -ENOMEM;
     return 0;
 }
-
-/* A short English description of a JRPC_MPACK_E* code (or -ENOMEM). Never
- * NULL: "unknown error" for anything else. */
-const char *jrpc_mpack_strerror(int rc);
 
 #endif

@@ -158,7 +158,7 @@ static uint32_t want_seen;
 static bool seen_enough(void) { return G.nseen >= want_seen; }
 static unsigned want_replies;
 static bool replied(void) { return G.replies >= want_replies; }
-static bool is_ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == JRPC_READY; }
+static bool is_ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == 0; }
 
 static void worker_send(jrpc_buf_t *m)
 {
@@ -587,11 +587,12 @@ static void test_refusals_signed(void **state)
     assert_int_equal(write(fd, line, sizeof line - 1), (int)sizeof line - 1);
     close(fd);
     char err[256];
-    jrpc_keys_t *keys = jrpc_keys_load(path, err, sizeof err);
+    jrpc_keys_t *keys = NULL;
+    assert_int_equal(jrpc_keys_load(path, NULL, &keys, err, sizeof err), 0);
     unlink(path);
     assert_non_null(keys);
     G.b = broker_make(100, keys);
-    assert_int_equal(jrpc_broker_ready(G.b, "", NULL), JRPC_NOT_READY_NO_WORKER);
+    assert_int_equal(jrpc_broker_ready(G.b, "", NULL), JRPC_BROKER_ENOWORKER);
     {
         static const char *const methods[] = { "add" };
         jrpc_buf_t m;
@@ -600,7 +601,7 @@ static void test_refusals_signed(void **state)
         worker_send(&m);
         for (int i = 0; i < 50; i++)
             uv_run(&G.loop, UV_RUN_NOWAIT), usleep(1000);
-        assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_NOT_READY_REDIS_DOWN);
+        assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_BROKER_EREDIS);
     }
     const char *body = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}";
     assert_int_equal(submit(body, 0), 0);
@@ -642,11 +643,11 @@ static void test_ready_and_metrics(void **state)
 {
     (void)state;
     G.b = broker_make(100, NULL);
-    assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_NOT_READY_NO_WORKER);
+    assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_BROKER_ENOWORKER);
     worker_ready();
-    assert_int_equal(jrpc_broker_ready(G.b, "add,slow", NULL), JRPC_READY);
+    assert_int_equal(jrpc_broker_ready(G.b, "add,slow", NULL), 0);
     jrpc_span_t missing = { NULL, 0 };
-    assert_int_equal(jrpc_broker_ready(G.b, "add,nope,slow", &missing), JRPC_NOT_READY_METHOD);
+    assert_int_equal(jrpc_broker_ready(G.b, "add,nope,slow", &missing), JRPC_BROKER_ENOMETHOD);
     assert_int_equal(missing.n, 4);
     assert_memory_equal(missing.p, "nope", 4);
     assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}", 0), 0);
@@ -665,7 +666,11 @@ static void test_ready_and_metrics(void **state)
     jrpc_buf_dispose(&page);
     bool empty = false;
     jrpc_broker_drain(G.b, on_empty, &empty);
-    assert_int_equal(jrpc_broker_ready(G.b, "add", NULL), JRPC_NOT_READY_DRAINING);
+    assert_int_equal(jrpc_broker_ready(G.b, "add", NULL), JRPC_BROKER_EDRAINING);
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_EDRAINING), "draining");
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_ENOWORKER), "no worker connected");
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_EREDIS), "redis down");
+    assert_string_equal(jrpc_broker_strerror(-12345), "unknown error");
     worker_result(G.seq[0], 2);
     want_replies = 1;
     assert_true(pump_until(replied));

@@ -316,13 +316,6 @@ static void test_stream_and_reply_head(void **state)
     msgpack_zone_destroy(&z);
 }
 
-static void test_strerror(void **state)
-{
-    assert_string_not_equal(jrpc_header_strerror(JRPC_HEADER_EMALFORMED), "unknown error");
-    assert_string_equal(jrpc_header_strerror(-ENOMEM), "out of memory");
-    assert_string_equal(jrpc_header_strerror(-12345), "unknown error");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,7 +328,6 @@ int main(void)
         cmocka_unit_test(test_huge_lengths),
         cmocka_unit_test(test_deep),
         cmocka_unit_test(test_stream_and_reply_head),
-        cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

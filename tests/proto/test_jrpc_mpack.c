@@ -614,13 +614,6 @@ static void test_packer(void **state)
     jrpc_buf_dispose(&b);
 }
 
-static void test_strerror(void **state)
-{
-    assert_string_not_equal(jrpc_mpack_strerror(JRPC_MPACK_EMALFORMED), "unknown error");
-    assert_string_equal(jrpc_mpack_strerror(-ENOMEM), "out of memory");
-    assert_string_equal(jrpc_mpack_strerror(-12345), "unknown error");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,7 +626,6 @@ int main(void)
         cmocka_unit_test(test_head),
         cmocka_unit_test(test_readers),
         cmocka_unit_test(test_packer),
-        cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
