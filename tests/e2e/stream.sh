@@ -60,6 +60,24 @@ check "zmq: served after a client left mid-stream" '0 7; {"answered":1,"timed_ou
 out=$("$JRPC" -u "$URL" call add '[2,3]' 2>&1)
 check "zmq: without the flag, one reply" "5" "$out"
 
+# The CLI: each answer on its own line as it comes; the end on stderr.
+printf '%s' "$BATCH" | "$JRPC" -u "$URL" -t 1000 send --stream > "$E2E_TMP/cli.out" 2> "$E2E_TMP/cli.err"
+check "jrpc send --stream: exit 0" 0 $?
+check "jrpc send --stream: one line per answer, in the order they came" \
+    '"d";"b";"c";"a";' "$(sed -E 's/.*"id":("?[a-z0-9]+"?)\}$/\1/' "$E2E_TMP/cli.out" | tr '\n' ';')"
+check "jrpc send --stream: the end on stderr" 'jrpc: end {"answered":4,"timed_out":1}' \
+    "$(cat "$E2E_TMP/cli.err")"
+printf '[1,' | "$JRPC" -u "$URL" send --stream > "$E2E_TMP/cli2.out" 2>&1
+check "jrpc send --stream: a whole-body error" \
+    '{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}|jrpc: end {"answered":1,"timed_out":0}' \
+    "$(tr '\n' '|' < "$E2E_TMP/cli2.out" | sed 's/|$//')"
+# jrpc-bench --stream: every id back, and the time to the first answer reported.
+"$JRPC_BIN/jrpc-bench" --url "$URL" --batch 20 --sleep-share 0.05 --sleep-ms 100 --connections 2 \
+    --duration 1 --warmup 0.2 --stream --json > "$E2E_TMP/bench.json" 2> "$E2E_TMP/bench.err"
+check "jrpc-bench --stream: exit 0" 0 $?
+check "jrpc-bench --stream: no id lost, duplicated or unknown; a first-answer row" "0 0 0 yes" \
+    "$($PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["lost"], r["duplicated"], r["unexpected"], "yes" if r["latency_us"]["first"]["p50"] <= r["latency_us"]["batch"]["p50"] else "no")' "$E2E_TMP/bench.json")"
+
 kill -TERM "$BROKER_PID"; wait "$BROKER_PID"
 check "broker exits 0 at SIGTERM (ASan: nothing leaked)" 0 $?
 e2e_finish
