@@ -25,7 +25,7 @@ static const char usage_text[] =
 "Usage:\n"
 "  jrpc [OPTIONS] call METHOD [PARAMS_JSON]\n"
 "  jrpc [OPTIONS] notify METHOD [PARAMS_JSON]\n"
-"  jrpc [OPTIONS] send [FILE]\n"
+"  jrpc [OPTIONS] send [--stream] [FILE]\n"
 "  jrpc keygen FILE\n"
 "  jrpc --help | --version\n"
 "\n"
@@ -42,6 +42,11 @@ static const char usage_text[] =
 "                              missing or '-') exactly as they are, e.g. a batch,\n"
 "                              and print the raw answer followed by a newline\n"
 "                              (nothing when the broker has nothing to answer).\n"
+"                              With --stream, the broker sends each answer as\n"
+"                              it completes and each is printed on its own line\n"
+"                              at once, in the order they come; then the end,\n"
+"                              {\"answered\":N,\"timed_out\":M}, on stderr. A body\n"
+"                              refused whole prints its one error object.\n"
 "  keygen FILE                 Make a CURVE keypair: FILE (public and secret\n"
 "                              key, mode 0600) and FILE.pub (the public key, to\n"
 "                              list in the broker's --client-keys or\n"
@@ -308,6 +313,14 @@ static int print_answer(const jrpc_buf_t *reply, const char *url, bool expect_re
     return EXIT_FAIL;
 }
 
+/* send --stream: each answer on its own line as it comes. */
+static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len)
+{
+    (void)arg;
+    (void)pos;
+    write_line(json, len);   /* flushed: the line shows at once */
+}
+
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT };
 
 /* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
@@ -433,6 +446,7 @@ int main(int argc, char **argv)
     int nargs = argc - optind;
     char **args = argv + optind;
     bool is_call = strcmp(cmd, "call") == 0, is_notify = strcmp(cmd, "notify") == 0;
+    bool stream = false;
 
     if (is_call || is_notify) {
         if (nargs < 1 || nargs > 2) {
@@ -452,8 +466,13 @@ int main(int argc, char **argv)
             goto out;
         }
     } else if (strcmp(cmd, "send") == 0) {
+        if (nargs >= 1 && strcmp(args[0], "--stream") == 0) {
+            stream = true;
+            nargs--;
+            args++;
+        }
         if (nargs > 1) {
-            usage_error("usage: jrpc send [FILE]%s", "");
+            usage_error("usage: jrpc send [--stream] [FILE]%s", "");
             goto out;
         }
         const char *path = nargs == 1 ? args[0] : NULL;
@@ -497,7 +516,9 @@ int main(int argc, char **argv)
      * wait a little longer than that for its answer to arrive. */
     hdr.timeout_ms = (uint32_t)timeout_ms;
     int wait_ms = timeout_ms > INT_MAX - REPLY_SLACK_MS ? INT_MAX : timeout_ms + REPLY_SLACK_MS;
-    int src = jrpc_client_send(c, body.p, body.len, &hdr, &reply, wait_ms);
+    int src = stream ? jrpc_client_send_stream(c, body.p, body.len, &hdr, print_streamed, NULL,
+                                               &reply, wait_ms)
+                     : jrpc_client_send(c, body.p, body.len, &hdr, &reply, wait_ms);
     if (src == -ETIMEDOUT) {
         fprintf(stderr, "jrpc: %s; the broker was asked to answer within %d ms\n",
                 jrpc_client_last_error(c), timeout_ms);
@@ -515,6 +536,10 @@ int main(int argc, char **argv)
         /* The broker answers a notification only when it is not a valid
          * request (e.g. -32600 with "id": null): show that. */
         ret = reply.len ? print_answer(&reply, url, false) : EXIT_OK;
+    } else if (stream && reply.len && reply.p[0] == '{' &&
+               jrpc_json_member(reply.p, reply.len, "answered", &(jrpc_span_t){ 0 }) == 0) {
+        fprintf(stderr, "jrpc: end %.*s\n", (int)reply.len, reply.p);
+        ret = EXIT_OK;
     } else {
         ret = reply.len ? write_line(reply.p, reply.len) : EXIT_OK;
     }

@@ -190,8 +190,9 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
     return c->t->set_curve(c->state, public_z85, secret_z85, server_public_z85);
 }
 
-int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
-                     const jrpc_client_header_t *ch, jrpc_buf_t *reply, int timeout_ms)
+static int send_body(jrpc_client_t *c, const char *body, size_t len,
+                     const jrpc_client_header_t *ch, jrpc_buf_t *reply, int timeout_ms,
+                     jrpc_client_answer_fn fn, void *arg)
 {
     int rc;
     assert(c != NULL && reply != NULL && (body != NULL || len == 0));
@@ -215,13 +216,27 @@ int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
         rc = sign_body(c, hdr, body, len, &signed_hdr, nonce, sig);
         if (rc == 0)
             rc = c->t->call(c->state, &signed_hdr, body, len, reply, timeout_ms,
-                            &c->http_status);
+                            &c->http_status, fn, arg);
     } else {
-        rc = c->t->call(c->state, hdr, body, len, reply, timeout_ms, &c->http_status);
+        rc = c->t->call(c->state, hdr, body, len, reply, timeout_ms, &c->http_status, fn, arg);
     }
     if (rc < 0)
         reply->len = 0;   /* never a partial reply */
     return rc;
+}
+
+int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
+                     const jrpc_client_header_t *hdr, jrpc_buf_t *reply, int timeout_ms)
+{
+    return send_body(c, body, len, hdr, reply, timeout_ms, NULL, NULL);
+}
+
+int jrpc_client_send_stream(jrpc_client_t *c, const char *body, size_t len,
+                            const jrpc_client_header_t *hdr, jrpc_client_answer_fn fn,
+                            void *arg, jrpc_buf_t *end, int timeout_ms)
+{
+    assert(fn != NULL);
+    return send_body(c, body, len, hdr, end, timeout_ms, fn, arg);
 }
 
 const char *jrpc_client_url(const jrpc_client_t *c)

@@ -30,6 +30,8 @@ typedef struct hconn {
     char          *where;      /* http://AUTHORITY/PATH, for messages */
     int            fd;         /* kept-alive connection, -1 when none */
     jrpc_buf_t     head;       /* the request head, reused */
+    jrpc_buf_t     sse_line;   /* streamed answers: the event-stream line being read */
+    jrpc_buf_t     sse_data;   /* ... and the event's data */
 } hconn_t;
 
 #define set_err(c, ...) jrpc_client_errf((c)->client, __VA_ARGS__)
@@ -165,7 +167,7 @@ static int put_header_line(jrpc_buf_t *b, const char *name, jrpc_span_t value)
 /* Writes the request head into c->head: every field of hdr that is set has
  * an HTTP form (the signing fields are the X-JRPC-* headers of the wire
  * contract). Returns 0, -EINVAL or -ENOMEM with the message set. */
-static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len)
+static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, bool stream)
 {
     static const jrpc_header_t none;
     char line[64];
@@ -185,8 +187,10 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len)
         || (rc = jrpc_buf_puts(b, c->path)) < 0
         || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
         || (rc = jrpc_buf_puts(b, c->authority)) < 0
-        || (rc = jrpc_buf_puts(b, "\r\nContent-Type: application/json\r\n"
-                                  "Accept: application/json\r\n")) < 0
+        || (rc = jrpc_buf_puts(b, stream ? "\r\nContent-Type: application/json\r\n"
+                                           "Accept: text/event-stream\r\n"
+                                         : "\r\nContent-Type: application/json\r\n"
+                                           "Accept: application/json\r\n")) < 0
         || (rc = jrpc_buf_puts(b, line)) < 0)
         goto out;
     if (hdr->timeout_ms) {
@@ -258,7 +262,85 @@ typedef struct http_answer {
     size_t field_len;         /* its full length (may exceed the array) */
     char  ctype[64];          /* Content-Type value, truncated, NUL-terminated */
     size_t ctype_len;         /* bytes kept in ctype */
+    /* Streamed answers (jrpc_client_send_stream), when the server chose SSE: */
+    jrpc_client_answer_fn on_answer;  /* NULL: not asked for */
+    void *arg;
+    int   sse;                /* -1 not known yet (headers not done), 0 no, 1 yes */
+    jrpc_buf_t *line;         /* the SSE line being read */
+    jrpc_buf_t *data;         /* the event's data */
+    uint32_t id;              /* the event's id: its position */
+    bool  end_event;          /* "event: end" */
+    bool  after_cr;           /* the last byte fed was a \r */
 } http_answer_t;
+
+/* One SSE line (without its end), as the WHATWG event-stream rules read it:
+ * a blank line dispatches the event; ":..." is a comment (": ping"); the
+ * fields used are data (lines joined by \n), id and event. */
+static int sse_line(http_answer_t *a, const char *p, size_t n)
+{
+    if (n == 0) {   /* dispatch */
+        int rc = 0;
+        if (a->end_event) {
+            rc = jrpc_buf_append(a->reply, a->data->p, a->data->len);
+        } else if (a->data->len) {
+            if (a->reply->len + a->data->len > HTTP_MAX_REPLY)
+                return -EMSGSIZE;
+            a->on_answer(a->arg, a->id, a->data->p, a->data->len);
+        }
+        a->data->len = 0;
+        a->end_event = false;
+        return rc;
+    }
+    if (p[0] == ':')
+        return 0;
+    const char *colon = memchr(p, ':', n);
+    size_t fn = colon ? (size_t)(colon - p) : n;
+    const char *v = colon ? colon + 1 : p + n;
+    size_t vn = (size_t)(p + n - v);
+    if (vn && v[0] == ' ')
+        v++, vn--;
+    if (fn == 4 && memcmp(p, "data", 4) == 0) {
+        if (a->data->len && jrpc_buf_putc(a->data, '\n') < 0)
+            return -ENOMEM;
+        return jrpc_buf_append(a->data, v, vn);
+    }
+    if (fn == 2 && memcmp(p, "id", 2) == 0) {
+        uint64_t id = 0;
+        for (size_t i = 0; i < vn && id <= UINT32_MAX; i++)
+            id = v[i] >= '0' && v[i] <= '9' ? id * 10 + (uint64_t)(v[i] - '0') : UINT64_MAX;
+        a->id = id <= UINT32_MAX ? (uint32_t)id : 0;
+        return 0;
+    }
+    if (fn == 5 && memcmp(p, "event", 5) == 0)
+        a->end_event = vn == 3 && memcmp(v, "end", 3) == 0;
+    return 0;
+}
+
+/* Body bytes of an event stream: whole lines go to sse_line. */
+static int sse_feed(http_answer_t *a, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        bool after_cr = a->after_cr;
+        a->after_cr = ch == '\r';
+        if (ch == '\n' || ch == '\r') {
+            /* \r\n is one line end: a \n right after a \r (in this
+             * chunk or the last) ends nothing */
+            if (ch == '\n' && after_cr)
+                continue;
+            int rc = sse_line(a, a->line->p, a->line->len);
+            a->line->len = 0;
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (a->line->len >= HTTP_MAX_REPLY)
+            return -EMSGSIZE;
+        if (jrpc_buf_putc(a->line, ch) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
 
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
@@ -292,9 +374,23 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     return 0;
 }
 
+/* text/event-stream, with or without parameters, any case. */
+static bool is_sse_type(const char *ct)
+{
+    ct += strspn(ct, " \t");
+    return strncasecmp(ct, "text/event-stream", 17) == 0
+        && (ct[17] == '\0' || ct[17] == ';' || ct[17] == ' ' || ct[17] == '\t');
+}
+
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     http_answer_t *a = p->data;
+    if (a->on_answer && a->sse < 0)
+        a->sse = p->status_code == 200 && is_sse_type(a->ctype);
+    if (a->sse == 1) {
+        a->rc = sse_feed(a, at, n);
+        return a->rc < 0;
+    }
     if (a->reply->len + n > HTTP_MAX_REPLY)
         a->rc = -EMSGSIZE;
     else
@@ -311,8 +407,11 @@ static int on_message_complete(http_parser *p)
         a->reply->len = 0;
         a->ctype_len = 0;
         a->ctype[0] = '\0';
+        a->sse = -1;
         return 0;
     }
+    if (a->sse == 1 && a->line->len)   /* a last line without its end */
+        a->rc = sse_line(a, a->line->p, a->line->len);
     a->done = true;
     a->keep_alive = http_should_keep_alive(p);
     /* Stop here: bytes after this answer are none of this call's business. */
@@ -339,10 +438,14 @@ static bool is_json_type(const char *ct)
  * or closing the connection as the server asked), or an error with the
  * message set. */
 static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
-                            int timeout_ms, int *http_status)
+                            int timeout_ms, int *http_status,
+                            jrpc_client_answer_fn on_answer, void *arg)
 {
     char buf[HTTP_READ_CHUNK];
-    http_answer_t a = { .reply = reply };
+    jrpc_buf_reset(&c->sse_line);
+    jrpc_buf_reset(&c->sse_data);
+    http_answer_t a = { .reply = reply, .on_answer = on_answer, .arg = arg, .sse = -1,
+                        .line = &c->sse_line, .data = &c->sse_data };
     http_parser p;
     bool got_bytes = false, leftover = false;
     int rc;
@@ -421,7 +524,8 @@ static bool is_conn_lost(int rc)
 }
 
 static int transport_call(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
-                          jrpc_buf_t *reply, int timeout_ms, int *http_status)
+                          jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                          jrpc_client_answer_fn on_answer, void *arg)
 {
     hconn_t *c = state;
     int64_t deadline = jrpc_client_now_ms() + timeout_ms;
@@ -430,7 +534,7 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
     /* Built once: a resend below carries the same bytes, and so the same
      * signature and nonce. That is right, since the server never had the
      * whole first copy and so cannot have recorded its nonce. */
-    if ((rc = http_build_head(c, hdr, len)) < 0)
+    if ((rc = http_build_head(c, hdr, len, on_answer != NULL)) < 0)
         return rc;
     for (int attempt = 0;; attempt++) {
         bool reused = c->fd >= 0;
@@ -456,7 +560,7 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
                     strerror(-rc));
         return rc;
     }
-    return http_read_answer(c, reply, deadline, timeout_ms, http_status);
+    return http_read_answer(c, reply, deadline, timeout_ms, http_status, on_answer, arg);
 }
 
 /* http://HOST[:PORT][/PATH], HOST a name, an IPv4 address or [IPV6];
@@ -531,6 +635,8 @@ static void transport_close(void *state)
     free(c->path);
     free(c->where);
     jrpc_buf_dispose(&c->head);
+    jrpc_buf_dispose(&c->sse_line);
+    jrpc_buf_dispose(&c->sse_data);
     free(c);
 }
 
@@ -542,6 +648,8 @@ static int transport_open(jrpc_client_t *client, const char *url, void **state)
     c->client = client;
     c->fd = -1;
     jrpc_buf_init(&c->head);
+    jrpc_buf_init(&c->sse_line);
+    jrpc_buf_init(&c->sse_data);
     int rc = http_parse_url(c, url);
     if (rc < 0) {
         transport_close(c);

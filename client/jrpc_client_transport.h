@@ -28,10 +28,14 @@ typedef struct jrpc_client_transport {
      * header frame is sent only when hdr is not NULL) and blocks until the
      * answer is in reply (appended to: the caller resets it) or timeout_ms
      * (> 0) has passed. *http_status is the HTTP status of the answer, left
-     * alone by transports without one. Returns 0 or a code of
-     * jrpc_client_send's list, the client's last error then set. */
+     * alone by transports without one. With on_answer, the answers are
+     * asked for streamed: each goes to on_answer(arg, ...) as it arrives
+     * and reply gets the last message (jrpc_client_send_stream). Returns 0
+     * or a code of jrpc_client_send's list, the client's last error then
+     * set. */
     int  (*call)(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
-                 jrpc_buf_t *reply, int timeout_ms, int *http_status);
+                 jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                 jrpc_client_answer_fn on_answer, void *arg);
 
     /* CURVE (jrpc_client_set_curve): the three Z85 keys, or all NULL to turn
      * it off. Returns 0, -EINVAL (a malformed key) or another -errno. NULL

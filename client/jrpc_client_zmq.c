@@ -22,6 +22,8 @@ typedef struct zconn {
     char           curve_secret[41];  /* our secret key, Z85 (wiped on change) */
     char           curve_server[41];  /* the broker's public key, Z85 */
     jrpc_buf_t     frame;      /* encoded header frame, reused */
+    jrpc_buf_t     head;       /* a streamed message's reply header frame */
+    msgpack_zone   zone;       /* its decoding */
 } zconn_t;
 
 #define set_err(c, ...) jrpc_client_errf((c)->client, __VA_ARGS__)
@@ -73,9 +75,12 @@ static int wait_for(void *sock, short events, int64_t deadline)
     return rc == 0 ? -ETIMEDOUT : 0;
 }
 
-/* Reads one whole reply: [empty][body]. Returns 0, -EPROTO, -ENOMEM or
- * -errno. Always consumes every frame of the message. */
-static int read_reply(void *sock, jrpc_buf_t *reply)
+/* Reads one whole message: [empty][frame][frame?]. The frames after the
+ * delimiter go to body (the last) and head (the one before it, streamed
+ * answers; head->len stays 0 for a one-frame reply). Returns 0, -EPROTO
+ * (no delimiter, or more than two frames after it), -ENOMEM or -errno.
+ * Always consumes every frame of the message. */
+static int read_msg(void *sock, jrpc_buf_t *head, jrpc_buf_t *body)
 {
     int rc = 0, more = 1, nframes = 0;
     size_t more_len = sizeof more;
@@ -91,12 +96,18 @@ static int read_reply(void *sock, jrpc_buf_t *reply)
         }
         nframes++;
         if (rc == 0) {
-            if (nframes == 1 && zmq_msg_size(&m) != 0)
+            if (nframes == 1 && zmq_msg_size(&m) != 0) {
                 rc = -EPROTO;                 /* no delimiter */
-            else if (nframes == 2)
-                rc = jrpc_buf_append(reply, zmq_msg_data(&m), zmq_msg_size(&m));
-            else if (nframes > 2)
-                rc = -EPROTO;                 /* one body frame only */
+            } else if (nframes == 2) {
+                rc = jrpc_buf_append(body, zmq_msg_data(&m), zmq_msg_size(&m));
+            } else if (nframes == 3) {        /* that was the head: this is the body */
+                rc = jrpc_buf_append(head, body->p, body->len);
+                body->len = 0;
+                if (rc == 0)
+                    rc = jrpc_buf_append(body, zmq_msg_data(&m), zmq_msg_size(&m));
+            } else if (nframes > 3) {
+                rc = -EPROTO;
+            }
         }
         zmq_msg_close(&m);
         if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &more_len) < 0)
@@ -107,6 +118,31 @@ static int read_reply(void *sock, jrpc_buf_t *reply)
     return rc;
 }
 
+/* Reads the reply: one message, or, streamed, each answer to on_answer
+ * until the message marked end, whose JSON goes to reply. A broker that
+ * does not stream sends one one-frame message: that is the reply. */
+static int read_reply(zconn_t *c, jrpc_buf_t *reply, int64_t deadline,
+                      jrpc_client_answer_fn on_answer, void *arg)
+{
+    for (;;) {
+        jrpc_buf_reset(&c->head);
+        reply->len = 0;
+        int rc = read_msg(c->sock, &c->head, reply);
+        if (rc < 0 || c->head.len == 0)
+            return rc;   /* an error, or a one-frame (unstreamed) reply */
+        jrpc_reply_head_t rh;
+        msgpack_zone_clear(&c->zone);
+        if (on_answer == NULL ||
+            jrpc_header_decode_reply(c->head.p, c->head.len, &c->zone, &rh) < 0)
+            return -EPROTO;
+        if (rh.end)
+            return 0;
+        on_answer(arg, rh.pos, reply->p, reply->len);
+        if ((rc = wait_for(c->sock, ZMQ_POLLIN, deadline)) < 0)
+            return rc;
+    }
+}
+
 static int send_frame(void *sock, const char *p, size_t n, bool last)
 {
     int flags = ZMQ_DONTWAIT | (last ? 0 : ZMQ_SNDMORE);
@@ -114,14 +150,21 @@ static int send_frame(void *sock, const char *p, size_t n, bool last)
 }
 
 static int transport_call(void *state, const jrpc_header_t *wh, const char *body, size_t len,
-                          jrpc_buf_t *reply, int timeout_ms, int *http_status)
+                          jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                          jrpc_client_answer_fn on_answer, void *arg)
 {
     zconn_t *c = state;
     int rc;
     int64_t deadline = jrpc_client_now_ms() + timeout_ms;
     const jrpc_buf_t *hdr = NULL;
+    jrpc_header_t streamed;
 
     (void)http_status;   /* ZeroMQ answers have none */
+    if (on_answer) {   /* the flag travels in the header frame */
+        streamed = wh ? *wh : (jrpc_header_t){ 0 };
+        streamed.stream = true;
+        wh = &streamed;
+    }
     if (wh) {
         jrpc_buf_reset(&c->frame);
         if ((rc = jrpc_header_put(&c->frame, wh)) < 0) {
@@ -147,7 +190,7 @@ static int transport_call(void *state, const jrpc_header_t *wh, const char *body
         goto out;
     if ((rc = wait_for(c->sock, ZMQ_POLLIN, deadline)) < 0)
         goto out;
-    rc = read_reply(c->sock, reply);
+    rc = read_reply(c, reply, deadline, on_answer, arg);
 out:
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
@@ -160,7 +203,8 @@ out:
         set_err(c, "timed out after %d ms waiting for the broker at %s: no answer (is it "
                 "running and reachable?)", timeout_ms, c->url);
     else if (rc == -EPROTO)
-        set_err(c, "malformed reply from %s (expected [empty][body] frames)", c->url);
+        set_err(c, "malformed reply from %s (expected [empty][body] frames, or [empty][reply "
+                "header][body] when streamed)", c->url);
     else if (rc == -EINTR)
         set_err(c, "interrupted while waiting for %s", c->url);
     else if (rc < 0)
@@ -209,6 +253,8 @@ static void transport_close(void *state)
         zmq_ctx_term(c->ctx);
     explicit_bzero(c->curve_secret, sizeof c->curve_secret);
     jrpc_buf_dispose(&c->frame);
+    jrpc_buf_dispose(&c->head);
+    msgpack_zone_destroy(&c->zone);
     free(c);
 }
 
@@ -229,6 +275,8 @@ static int transport_open(jrpc_client_t *client, const char *url, void **state)
     c->url = url;
     c->ipv6 = ipv6;
     jrpc_buf_init(&c->frame);
+    jrpc_buf_init(&c->head);
+    msgpack_zone_init(&c->zone, 256);
     if ((c->ctx = zmq_ctx_new()) == NULL) {
         rc = -errno;
         transport_close(c);

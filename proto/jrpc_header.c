@@ -26,7 +26,8 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
         return JRPC_HEADER_EMALFORMED;
     /* A known key given twice is refused: the header carries signing input,
      * and two readers must never disagree on which value counts. */
-    enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32 };
+    enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32,
+           K_STREAM = 64 };
     unsigned seen = 0, bit = 0;
     for (uint32_t i = 0; i < root.via.map.size && rc == 0; i++) {
         const msgpack_object *k = &root.via.map.ptr[i].key;
@@ -61,6 +62,12 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
         } else if (jrpc_mpack_str_is(k, "traceparent")) {
             bit = K_TRACE;
             rc = get_span(v, &h->traceparent);
+        } else if (jrpc_mpack_str_is(k, "stream")) {
+            bit = K_STREAM;
+            if (v->type == MSGPACK_OBJECT_BOOLEAN)
+                h->stream = v->via.boolean;
+            else
+                rc = JRPC_HEADER_EMALFORMED;
         } else {
             continue; /* unknown keys: later versions */
         }
@@ -84,7 +91,8 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
 {
     size_t len0 = out->len;
     size_t nkeys = (h->key.n > 0) + (h->timestamp != 0) + (h->nonce.n > 0) +
-                   (h->signature.n > 0) + (h->timeout_ms != 0) + (h->traceparent.n > 0);
+                   (h->signature.n > 0) + (h->timeout_ms != 0) + (h->traceparent.n > 0) +
+                   h->stream;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(msgpack_pack_map(&pk, nkeys));
@@ -112,8 +120,64 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
         PACK(jrpc_mpack_put_str(&pk, "traceparent", 11));
         PACK(jrpc_mpack_put_str(&pk, h->traceparent.p, h->traceparent.n));
     }
+    if (h->stream) {
+        PACK(jrpc_mpack_put_str(&pk, "stream", 6));
+        PACK(msgpack_pack_true(&pk));
+    }
     return 0;
 nomem:
     out->len = len0;
     return -ENOMEM;
+}
+
+int jrpc_header_put_reply(jrpc_buf_t *out, const jrpc_reply_head_t *rh)
+{
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    jrpc_mpack_packer_init(&pk, out);
+    PACK(msgpack_pack_map(&pk, 1));
+    if (rh->end) {
+        PACK(jrpc_mpack_put_str(&pk, "end", 3));
+        PACK(msgpack_pack_true(&pk));
+    } else {
+        PACK(jrpc_mpack_put_str(&pk, "pos", 3));
+        PACK(msgpack_pack_uint32(&pk, rh->pos));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
+int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
+                             jrpc_reply_head_t *rh)
+{
+    memset(rh, 0, sizeof *rh);
+    msgpack_object root;
+    int rc = jrpc_mpack_unpack(buf, n, JRPC_HEADER_MAX_DEPTH, zone, &root);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : JRPC_HEADER_EMALFORMED;
+    if (root.type != MSGPACK_OBJECT_MAP)
+        return JRPC_HEADER_EMALFORMED;
+    bool has_pos = false, has_end = false;
+    for (uint32_t i = 0; i < root.via.map.size; i++) {
+        const msgpack_object *k = &root.via.map.ptr[i].key;
+        const msgpack_object *v = &root.via.map.ptr[i].val;
+        uint64_t pos;
+        if (jrpc_mpack_str_is(k, "pos")) {
+            if (has_pos || !jrpc_mpack_get_uint(v, UINT32_MAX, &pos))
+                return JRPC_HEADER_EMALFORMED;
+            rh->pos = (uint32_t)pos;
+            has_pos = true;
+        } else if (jrpc_mpack_str_is(k, "end")) {
+            if (has_end || v->type != MSGPACK_OBJECT_BOOLEAN || !v->via.boolean)
+                return JRPC_HEADER_EMALFORMED;
+            rh->end = has_end = true;
+        }
+    }
+    if (has_pos == has_end) {
+        memset(rh, 0, sizeof *rh);
+        return JRPC_HEADER_EMALFORMED;
+    }
+    return 0;
 }

@@ -10,6 +10,7 @@
 #ifndef JRPC_HEADER_H
 #define JRPC_HEADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <msgpack.h>
@@ -31,6 +32,7 @@ typedef struct jrpc_header {
     jrpc_span_t signature;    /* "signature": str, lower-case hex (signing) */
     uint32_t    timeout_ms;   /* "timeout_ms": uint, 0 if absent */
     jrpc_span_t traceparent;  /* "traceparent": str (W3C trace context) */
+    bool        stream;       /* "stream": bool, answers streamed as they complete (9.2) */
 } jrpc_header_t;
 
 /* Decodes the header frame buf[0..n) into *h. Spans borrow from zone and
@@ -44,5 +46,23 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
  * non-zero number), an empty map when none is. Returns 0 or -ENOMEM (out
  * unchanged). */
 int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h);
+
+/* The reply header frame of a streamed body (PROTOCOL.md 9.2): before each
+ * answer {"pos": N}, its request's position in the body; before the last
+ * message {"end": true}. Unknown keys are ignored. */
+typedef struct jrpc_reply_head {
+    uint32_t pos;   /* "pos": uint, when !end */
+    bool     end;   /* "end": true: the last message of the body */
+} jrpc_reply_head_t;
+
+/* Appends the reply header frame of rh. Returns 0 or -ENOMEM (out
+ * unchanged). */
+int jrpc_header_put_reply(jrpc_buf_t *out, const jrpc_reply_head_t *rh);
+
+/* Decodes a reply header frame (zone as jrpc_header_decode). Returns 0, or
+ * JRPC_HEADER_EMALFORMED (not a map, "pos" not a uint32, "end" not a bool,
+ * neither given, or both), or -ENOMEM. */
+int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
+                             jrpc_reply_head_t *rh);
 
 #endif

@@ -94,6 +94,22 @@ static int utf8_seq(const uint8_t *p, const uint8_t *end)
     return n;
 }
 
+bool jrpc_json_utf8_valid(const char *p, size_t n)
+{
+    const uint8_t *u = (const uint8_t *)p, *end = u + n;
+    while (u < end) {
+        if (*u < 0x80) {
+            u++;
+            continue;
+        }
+        int r = utf8_seq(u, end);
+        if (r < 0)
+            return false;
+        u += r;
+    }
+    return true;
+}
+
 static int hexval(uint8_t c)
 {
     if (c >= '0' && c <= '9')

@@ -243,6 +243,79 @@ static void test_deep(void **state)
     free(deep);
 }
 
+/* "stream" in the client header, and the reply header of streamed answers. */
+static void test_stream_and_reply_head(void **state)
+{
+    (void)state;
+    msgpack_zone z;
+    msgpack_zone_init(&z, 256);
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    jrpc_header_t h = { .timeout_ms = 5, .stream = true }, back;
+    assert_int_equal(jrpc_header_put(&b, &h), 0);
+    assert_int_equal(jrpc_header_decode(b.p, b.len, &z, &back), 0);
+    assert_true(back.stream);
+    assert_int_equal(back.timeout_ms, 5);
+    /* "stream" must be a bool, and given once */
+    msgpack_packer pk;
+    jrpc_buf_t m;
+    pk_init(&pk, &m);
+    msgpack_pack_map(&pk, 1);
+    pk_str(&pk, "stream");
+    msgpack_pack_uint8(&pk, 1);
+    assert_int_equal(jrpc_header_decode(m.p, m.len, &z, &back), JRPC_HEADER_EMALFORMED);
+    jrpc_buf_dispose(&m);
+    pk_init(&pk, &m);
+    msgpack_pack_map(&pk, 2);
+    pk_str(&pk, "stream");
+    msgpack_pack_true(&pk);
+    pk_str(&pk, "stream");
+    msgpack_pack_false(&pk);
+    assert_int_equal(jrpc_header_decode(m.p, m.len, &z, &back), JRPC_HEADER_EMALFORMED);
+    jrpc_buf_dispose(&m);
+
+    /* reply heads: exact bytes, round trips */
+    jrpc_reply_head_t rh;
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .pos = 7 }), 0);
+    assert_int_equal(b.len, 6);
+    assert_memory_equal(b.p, "\x81\xa3pos\x07", 6);
+    assert_int_equal(jrpc_header_decode_reply(b.p, b.len, &z, &rh), 0);
+    assert_false(rh.end);
+    assert_int_equal(rh.pos, 7);
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .pos = 70000 }), 0);
+    assert_int_equal(jrpc_header_decode_reply(b.p, b.len, &z, &rh), 0);
+    assert_int_equal(rh.pos, 70000);
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .end = true }), 0);
+    assert_int_equal(b.len, 6);
+    assert_memory_equal(b.p, "\x81\xa3" "end\xc3", 6);
+    assert_int_equal(jrpc_header_decode_reply(b.p, b.len, &z, &rh), 0);
+    assert_true(rh.end);
+    /* malformed: neither, both, wrong types, not a map, cut */
+    static const char *const bad[] = {
+        "\x80", "\x82\xa3pos\x01\xa3" "end\xc3", "\x81\xa3pos\xa1x", "\x81\xa3" "end\xc2",
+        "\x81\xa3" "end\x01", "\x91\x01", "\x81\xa3pos\xcf\x00\x00\x00\x01\x00\x00\x00\x00",
+        "\x82\xa3pos\x01\xa3pos\x02",
+    };
+    static const size_t badn[] = { 1, 11, 7, 6, 6, 2, 14, 11 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *p = malloc(badn[i]);
+        memcpy(p, bad[i], badn[i]);
+        assert_int_equal(jrpc_header_decode_reply(p, badn[i], &z, &rh), JRPC_HEADER_EMALFORMED);
+        free(p);
+    }
+    for (size_t cut = 0; cut < 6; cut++)
+        assert_int_equal(jrpc_header_decode_reply("\x81\xa3pos\x07", cut, &z, &rh),
+                         JRPC_HEADER_EMALFORMED);
+    /* an unknown key beside pos is ignored */
+    assert_int_equal(jrpc_header_decode_reply("\x82\xa1x\x00\xa3pos\x02", 9, &z, &rh), 0);
+    assert_int_equal(rh.pos, 2);
+    jrpc_buf_dispose(&b);
+    msgpack_zone_destroy(&z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_huge_lengths),
         cmocka_unit_test(test_deep),
+        cmocka_unit_test(test_stream_and_reply_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
