@@ -39,7 +39,6 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_SIGNATURE]    = { 936, 72, false },
 };
 _Static_assert(936 + 72 == JRPC_HTTP_STORE, "the rooms fill the store");
-_Static_assert(sizeof ((jrpc_http_reader_t *)0)->hval >= 256, "hval holds the largest room");
 
 static jrpc_http_reader_t *reader_of(http_parser *p)
 {
@@ -182,41 +181,63 @@ static bool identity_only(const char *p, size_t n)
     return true;
 }
 
-static void keep(jrpc_http_reader_t *r, jrpc_http_field_t f, const char *v, size_t n)
+/* Appends a piece of the value of kept field f to its room. */
+static void keep_piece(jrpc_http_reader_t *r, jrpc_http_field_t f, const char *at, size_t len)
 {
     jrpc_http_head_t *h = &r->head;
-    char *dst = h->store + rooms[f].off;
     size_t room = rooms[f].room, have = h->f[f].n;
+    if (len > room - have) {
+        len = room - have;
+        h->f[f].cut = true;
+    }
+    memcpy(h->store + rooms[f].off + have, at, len);
+    h->f[f].n = (uint16_t)(have + len);
+}
+
+/* A value of kept field f starts: the first one is kept, a list field's
+ * later ones are joined to it with ", " (RFC 9110 5.3); count them all. */
+static bool keep_start(jrpc_http_reader_t *r, jrpc_http_field_t f)
+{
+    jrpc_http_head_t *h = &r->head;
     if (h->f[f].count < 255)
         h->f[f].count++;
-    if (h->f[f].count > 1) {
-        if (!rooms[f].list)
-            return; /* the first one is kept; the count tells the caller */
-        if (have + 2 > room) {
-            h->f[f].cut = true;
-            return;
-        }
-        memcpy(dst + have, ", ", 2);
-        have += 2;
-    }
-    if (n > room - have) {
-        n = room - have;
-        h->f[f].cut = true;
-    }
-    memcpy(dst + have, v, n);
-    h->f[f].n = (uint16_t)(have + n);
-    if (r->hval_cut)
-        h->f[f].cut = true;
+    r->val_start = h->f[f].n;
+    r->val_prev = h->f[f].n;
+    if (h->f[f].count == 1)
+        return true;
+    if (!rooms[f].list)
+        return false;
+    if (h->f[f].n > 0) /* something to join to */
+        keep_piece(r, f, ", ", 2);
+    r->val_start = h->f[f].n;
+    return true;
 }
+
+/* The kept value just read, trimmed of spaces and tabs at both ends. */
+static void keep_end(jrpc_http_reader_t *r, jrpc_http_field_t f)
+{
+    jrpc_http_head_t *h = &r->head;
+    char *v = h->store + rooms[f].off;
+    size_t a = r->val_start, b = h->f[f].n;
+    while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+        b--;
+    size_t lead = 0;
+    while (a + lead < b && (v[a + lead] == ' ' || v[a + lead] == '\t'))
+        lead++;
+    if (lead)
+        memmove(v + a, v + a + lead, b - a - lead);
+    h->f[f].n = (uint16_t)(b - lead);
+    if (b - lead == a)
+        h->f[f].n = r->val_prev; /* an empty element adds nothing, not even ", " */
+}
+
+static void value_start(jrpc_http_reader_t *r);
 
 /* A header is complete (its name, and its value if we read it). */
 static void finish_header(jrpc_http_reader_t *r)
 {
-    if (r->hstate == HS_FIELD) { /* a header with no value callback: empty */
-        r->hid = classify(r);
-        r->hval_len = 0;
-        r->hval_cut = false;
-    }
+    if (r->hstate == HS_FIELD) /* a header with no value callback: empty */
+        value_start(r);
     const char *v = r->hval;
     size_t n = r->hval_len;
     trim(&v, &n);
@@ -242,7 +263,8 @@ static void finish_header(jrpc_http_reader_t *r)
             r->n_host++;
         break;
     default:
-        keep(r, (jrpc_http_field_t)(r->hid - H_KEPT), v, n);
+        if (r->keeping)
+            keep_end(r, (jrpc_http_field_t)(r->hid - H_KEPT));
         break;
     }
     r->hname_len = 0;
@@ -250,6 +272,16 @@ static void finish_header(jrpc_http_reader_t *r)
 }
 
 /* ---- http-parser callbacks --------------------------------------------- */
+
+/* The value of the header whose name was just read starts. */
+static void value_start(jrpc_http_reader_t *r)
+{
+    r->hstate = HS_VALUE;
+    r->hid = classify(r);
+    r->hval_len = 0;
+    r->hval_cut = false;
+    r->keeping = r->hid >= H_KEPT && keep_start(r, (jrpc_http_field_t)(r->hid - H_KEPT));
+}
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
@@ -295,10 +327,12 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     if (r->hstate != HS_VALUE) {
         if (r->hstate == HS_NONE) /* a value with no name: not expected */
             r->name_bad = true;
-        r->hstate = HS_VALUE;
-        r->hid = classify(r);
-        r->hval_len = 0;
-        r->hval_cut = false;
+        value_start(r);
+    }
+    if (r->hid >= H_KEPT) {
+        if (r->keeping)
+            keep_piece(r, (jrpc_http_field_t)(r->hid - H_KEPT), at, len);
+        return 0;
     }
     if (r->hid == H_OTHER || r->hid == H_CL || r->hid == H_HOST)
         return 0; /* the library reads Content-Length; Host is only counted */
@@ -408,7 +442,7 @@ static void begin(jrpc_http_reader_t *r)
     h->keep_alive = h->chunked = h->has_length = false;
     h->content_length = 0;
     h->expect_continue = h->expect_other = h->content_coded = false;
-    h->conn_upgrade = h->upgrade = h->target_cut = false;
+    h->conn_upgrade = h->target_cut = false;
     h->target_len = 0;
     memset(h->f, 0, sizeof h->f);
 }
@@ -449,7 +483,6 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     h->has_length = (p->flags & F_CONTENTLENGTH) != 0;
     h->content_length = h->has_length ? p->content_length : 0;
     h->conn_upgrade = (p->flags & F_CONNECTION_UPGRADE) != 0;
-    h->upgrade = (p->flags & F_UPGRADE) != 0;
     /* What follows a CONNECT is a tunnel, never another request. */
     h->keep_alive = http_should_keep_alive(p) && h->method != JRPC_HTTP_M_CONNECT;
     if (h->method == JRPC_HTTP_M_CONNECT)
@@ -714,10 +747,10 @@ jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h, jrpc_http_fiel
 
 bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)
 {
-    if (h->target_cut)
-        return false;
     const char *u = h->target;
     size_t n = h->target_len;
+    if (h->target_cut && memchr(u, '?', n) == NULL)
+        return false; /* the path itself was cut */
     if (n >= 7 && strncasecmp(u, "http://", 7) == 0) { /* absolute-form */
         const char *slash = memchr(u + 7, '/', n - 7);
         if (slash == NULL)

@@ -85,7 +85,7 @@ typedef enum jrpc_http_method {
 typedef enum jrpc_http_field {
     JRPC_HTTP_F_CONTENT_TYPE,  /* Content-Type (room 256) */
     JRPC_HTTP_F_ACCEPT,        /* Accept (256), repeated headers joined with ", " */
-    JRPC_HTTP_F_UPGRADE,       /* Upgrade (64) */
+    JRPC_HTTP_F_UPGRADE,       /* Upgrade (64): the protocols offered, for conn_upgrade */
     JRPC_HTTP_F_TIMEOUT_MS,    /* X-JRPC-Timeout-Ms (16) */
     JRPC_HTTP_F_TRACEPARENT,   /* traceparent (128, the W3C bound) */
     JRPC_HTTP_F_KEY,           /* X-JRPC-Key (72) */
@@ -115,10 +115,10 @@ typedef struct jrpc_http_head {
     bool     has_length;      /* a Content-Length was given */
     uint64_t content_length;  /* its value; 0 when none */
     bool     expect_continue; /* Expect: 100-continue */
-    bool     expect_other;    /* an Expect with any other value */
-    bool     content_coded;   /* a Content-Encoding naming a coding other than identity */
+    bool     expect_other;    /* an Expect with any other value (or longer than 128 bytes) */
+    bool     content_coded;   /* a Content-Encoding naming a coding other than identity
+                                 (or longer than 128 bytes) */
     bool     conn_upgrade;    /* Connection names "upgrade" */
-    bool     upgrade;         /* an Upgrade header was given */
     bool     target_cut;      /* the target is longer than JRPC_HTTP_TARGET_MAX */
     uint16_t target_len;
     char     target[JRPC_HTTP_TARGET_MAX]; /* the request-target as sent (cut) */
@@ -162,8 +162,12 @@ typedef struct jrpc_http_reader {
     uint16_t    final_status; /* REFUSE: the refusal, repeated by later calls */
     const char *final_reason;
     char        why[48];     /* a reason with a number in it */
+    bool        keeping;     /* the value being read goes to its field's room */
+    uint16_t    val_start;   /* where in the room it started */
+    uint16_t    val_prev;    /* a list field: the room's length before ", " */
     char        hname[24];   /* the name being read (if short enough to matter) */
-    char        hval[256];   /* the value being read (of a header we keep) */
+    char        hval[128];   /* the value being read, of a header whose tokens we check
+                                (Transfer-Encoding, Content-Encoding, Expect) */
 } jrpc_http_reader_t;
 
 typedef enum jrpc_http_phase {
@@ -195,8 +199,8 @@ const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r);
 jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h, jrpc_http_field_t f);
 
 /* The path of h's target, without a query and, for an absolute-form target
- * (http://host/path), without scheme and authority. false when the target
- * was cut, or is absolute-form without a path. */
+ * (http://host/path), without scheme and authority. false when the path was
+ * cut (a cut query does not matter), or an absolute-form target has none. */
 bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len);
 
 /* The method's name ("POST", ...) as http-parser knows it. */
