@@ -1019,6 +1019,8 @@ static size_t feed(conn_t *c, const char *p, size_t n)
             message_done(c);
             if (pipeline_full(c))
                 c->bp = true;
+            if (done == n)
+                goto out; /* (the next call would say NEED_MORE, idle) */
             break;
         case JRPC_HTTP_REFUSE:
             refuse_close(c, ev.status, JRPC_INVALID_REQUEST, ev.reason);
@@ -1028,6 +1030,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
             break;
         }
     }
+out:
     /* The read buffer is about to be reused: keep a partial body. */
     if (c->zc != NULL && !c->closed) {
         if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0)

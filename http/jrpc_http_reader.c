@@ -39,6 +39,9 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_SIGNATURE]    = { 936, 72, false },
 };
 _Static_assert(936 + 72 == JRPC_HTTP_STORE, "the rooms fill the store");
+const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
+    0, 256, 512, 576, 592, 720, 792, 864, 936,
+};
 
 static jrpc_http_reader_t *reader_of(http_parser *p)
 {
@@ -104,17 +107,48 @@ static void scan_raw(jrpc_http_reader_t *r, const char *p, const char *end)
 
 /* ---- header values ------------------------------------------------------ */
 
-static bool is_tchar(unsigned char ch)
+/* RFC 9110 token bytes: ! # $ % & ' * + - . ^ _ ` | ~ DIGIT ALPHA. */
+static const bool tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
+    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
+/* p[0, n) equals lit (lower case letters, digits and '-') in any case.
+ * Byte | 0x20 maps A-Z to a-z and leaves a-z, 0-9 and '-' alone; what else
+ * it maps onto those (control bytes 0x10-0x19, CR) is never in a header
+ * name the library passes, nor in a value compared here. */
+static inline uint64_t load8(const char *p)
 {
-    /* RFC 9110 token: ! # $ % & ' * + - . ^ _ ` | ~ DIGIT ALPHA */
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch != 0 && memchr(extra, ch, sizeof extra - 1) != NULL);
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
 }
 
-static bool eq_nocase(const char *p, size_t n, const char *lit, size_t litn)
+static inline bool eq_nocase(const char *p, size_t n, const char *lit, size_t litn)
 {
-    return n == litn && strncasecmp(p, lit, n) == 0;
+    const uint64_t low = 0x2020202020202020u;
+    if (n != litn)
+        return false;
+    if (n >= 8) { /* words; the last one overlaps the one before (lit is constant) */
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if ((load8(p + i) | low) != load8(lit + i))
+                return false;
+        return (load8(p + n - 8) | low) == load8(lit + n - 8);
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)(p[i] | 0x20) != (unsigned char)lit[i])
+            return false;
+    return true;
 }
 #define IS(p, n, lit) eq_nocase(p, n, lit, sizeof(lit) - 1)
 
@@ -306,9 +340,11 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
         (r->hstate == HS_FIELD && !(r->field_at_end && at == r->exec_start)))
         finish_header(r);
     r->hstate = HS_FIELD;
+    bool ok = true;
     for (size_t i = 0; i < len; i++)
-        if (!is_tchar((unsigned char)at[i]))
-            r->name_bad = true;
+        ok &= tchar[(unsigned char)at[i]];
+    if (!ok)
+        r->name_bad = true;
     if (r->hname_len <= sizeof r->hname && len <= sizeof r->hname - r->hname_len) {
         memcpy(r->hname + r->hname_len, at, len);
         r->hname_len = (uint8_t)(r->hname_len + len);
@@ -520,7 +556,8 @@ static size_t idle(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_http
     size_t i = 0;
     while (i < len && (buf[i] == '\r' || buf[i] == '\n'))
         i++;
-    scan_raw(r, buf, buf + i);
+    if (i > 0)
+        scan_raw(r, buf, buf + i);
     if (r->raw_bad)
         return refuse(r, ev, i, 400, "malformed header section");
     if (i < len)
@@ -734,15 +771,6 @@ jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r)
 {
     return &r->head;
-}
-
-jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h, jrpc_http_field_t f)
-{
-    assert((unsigned)f < JRPC_HTTP_NFIELDS);
-    jrpc_http_value_t v = { NULL, h->f[f].n, h->f[f].count, h->f[f].cut };
-    if (v.count > 0)
-        v.p = h->store + rooms[f].off;
-    return v;
 }
 
 bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)

@@ -10,12 +10,12 @@
  *
  * Framing is http-parser's (Debian's libhttp-parser 2.9, built lenient);
  * what the lenient build lets through that RFC 9112 forbids is checked here
- * (docs/ARCHITECTURE.md, "HTTP: http-parser"): every line ends in CRLF, no
- * obs-fold or control bytes, header names are tokens, exactly one Host in
- * HTTP/1.1, Transfer-Encoding exactly "chunked" and never with
- * Content-Length, one Content-Length, HTTP/1.0 or 1.1 only, chunk data
- * followed by CRLF, trailers read by nobody. Limits are exact to the byte,
- * so the verdict on a stream never depends on how it was split.
+ * (docs/ARCHITECTURE.md, "HTTP: the reader, the heads, the front"): every
+ * line ends in CRLF, no obs-fold or control bytes, header names are tokens,
+ * exactly one Host in HTTP/1.1, Transfer-Encoding exactly "chunked" and
+ * never with Content-Length, one Content-Length, HTTP/1.0 or 1.1 only,
+ * chunk data followed by CRLF, trailers read by nobody. Limits are exact to
+ * the byte, so the verdict on a stream never depends on how it was split.
  *
  * What a request may do is not decided here (methods, paths, media types,
  * Expect): the reader reports the head; the caller decides and may stop
@@ -195,8 +195,18 @@ jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r);
 /* The current request's head (see jrpc_http_head_t for how long it is valid). */
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r);
 
+/* Where each field's room starts in jrpc_http_head_t.store (private). */
+extern const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS];
+
 /* One kept header value of h (see jrpc_http_field_t). */
-jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h, jrpc_http_field_t f);
+static inline jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h,
+                                                     jrpc_http_field_t f)
+{
+    jrpc_http_value_t v = { NULL, h->f[f].n, h->f[f].count, h->f[f].cut };
+    if (v.count > 0)
+        v.p = h->store + jrpc_http_room_at[f];
+    return v;
+}
 
 /* The path of h's target, without a query and, for an absolute-form target
  * (http://host/path), without scheme and authority. false when the path was

@@ -63,58 +63,82 @@ const char *jrpc_http_date(jrpc_http_date_t *d, time_t now)
     return d->text;
 }
 
+/* The status line of a status, and its length. */
+static const char *status_line(unsigned s, size_t *n, char *tmp)
+{
+    if (s == 200) {
+        *n = sizeof "HTTP/1.1 200 OK\r\n" - 1;
+        return "HTTP/1.1 200 OK\r\n";
+    }
+    const char *reason = jrpc_http_reason(s);
+    size_t rl = strlen(reason);
+    memcpy(tmp, "HTTP/1.1 000 ", 13);
+    tmp[9] = (char)('0' + s / 100 % 10);
+    tmp[10] = (char)('0' + s / 10 % 10);
+    tmp[11] = (char)('0' + s % 10);
+    memcpy(tmp + 13, reason, rl); /* the longest reason is 31 bytes */
+    memcpy(tmp + 13 + rl, "\r\n", 2);
+    *n = 13 + rl + 2;
+    return tmp;
+}
+
 int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
 {
-    char *w = dst, *end = dst + cap;
-#define PUT(s, n)                                                                  \
-    do {                                                                           \
-        size_t n_ = (n);                                                           \
-        if ((size_t)(end - w) < n_)                                                \
-            return -1;                                                             \
-        memcpy(w, (s), n_);                                                        \
-        w += n_;                                                                   \
-    } while (0)
-#define LIT(s) PUT(s, sizeof(s) - 1)
+    /* Lengths first, one bound check, then plain copies. */
+    char line[64], digits[24];
     unsigned s = r->status;
-    if (s == 200) {
-        LIT("HTTP/1.1 200 OK\r\n");
-    } else {
-        const char *reason = jrpc_http_reason(s);
-        char line[16] = "HTTP/1.1 000 ";
-        line[9] = (char)('0' + s / 100 % 10);
-        line[10] = (char)('0' + s / 10 % 10);
-        line[11] = (char)('0' + s % 10);
-        PUT(line, 13);
-        PUT(reason, strlen(reason));
-        LIT("\r\n");
-    }
-    if (r->date != NULL) {
-        LIT("Date: ");
-        PUT(r->date, strlen(r->date));
-        LIT("\r\n");
-    }
-    if (s >= 200 && s != 204 && s != 304) {
-        if (r->content_type != NULL) {
-            LIT("Content-Type: ");
-            PUT(r->content_type, strlen(r->content_type));
-            LIT("\r\n");
-        }
-        char digits[24], *d = digits + sizeof digits;
+    size_t ln, dl = r->date ? strlen(r->date) : 0, tl = 0, nd = 0;
+    const char *sl = status_line(s, &ln, line);
+    bool framed = s >= 200 && s != 204 && s != 304;
+    char *d = digits + sizeof digits;
+    if (framed) {
+        tl = r->content_type ? strlen(r->content_type) : 0;
         uint64_t v = r->content_length;
         do {
             *--d = (char)('0' + v % 10);
             v /= 10;
         } while (v != 0);
-        LIT("Content-Length: ");
-        PUT(d, (size_t)(digits + sizeof digits - d));
+        nd = (size_t)(digits + sizeof digits - d);
+    }
+    static const char conn_close[] = "Connection: close\r\n";
+    static const char conn_ka[] = "Connection: keep-alive\r\n";
+    const char *conn = NULL;
+    size_t cl = 0;
+    if (r->connection == JRPC_HTTP_CONN_CLOSE) {
+        conn = conn_close;
+        cl = sizeof conn_close - 1;
+    } else if (r->connection == JRPC_HTTP_CONN_KEEP_ALIVE) {
+        conn = conn_ka;
+        cl = sizeof conn_ka - 1;
+    }
+    size_t xl = r->extra ? strlen(r->extra) : 0;
+    size_t total = ln + (r->date ? 8 + dl : 0) +
+                   (framed ? (r->content_type ? 16 + tl : 0) + 18 + nd : 0) + cl + xl + 2;
+    if (total > cap)
+        return -1;
+    char *w = dst;
+#define PUT(p, n) (memcpy(w, (p), (n)), w += (n))
+#define LIT(s) PUT(s, sizeof(s) - 1)
+    PUT(sl, ln);
+    if (r->date) {
+        LIT("Date: ");
+        PUT(r->date, dl);
         LIT("\r\n");
     }
-    if (r->connection == JRPC_HTTP_CONN_CLOSE)
-        LIT("Connection: close\r\n");
-    else if (r->connection == JRPC_HTTP_CONN_KEEP_ALIVE)
-        LIT("Connection: keep-alive\r\n");
-    if (r->extra != NULL)
-        PUT(r->extra, strlen(r->extra));
+    if (framed) {
+        if (r->content_type) {
+            LIT("Content-Type: ");
+            PUT(r->content_type, tl);
+            LIT("\r\n");
+        }
+        LIT("Content-Length: ");
+        PUT(d, nd);
+        LIT("\r\n");
+    }
+    if (cl)
+        PUT(conn, cl);
+    if (xl)
+        PUT(r->extra, xl);
     LIT("\r\n");
 #undef LIT
 #undef PUT
