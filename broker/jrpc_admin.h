@@ -2,10 +2,13 @@
  * ports: GET /metrics (Prometheus text 0.0.4), GET /healthz, GET /readyz.
  *
  * A deliberately small HTTP/1.1 server: GET and HEAD only, no request
- * bodies, requests of at most 4 KiB, one answer at a time per connection
+ * bodies, heads of at most 4 KiB, one answer at a time per connection
  * (keep-alive and pipelining work, served in order), a bounded number of
- * connections, and a deadline on every request. Anything else gets 400,
- * 404, 405 or 431 and, for what cannot be framed, a closed connection. */
+ * connections, and a deadline on every request. Requests are read by the
+ * RPC front's reader (http/jrpc_http_reader: the same RFC 9112 checks) and
+ * answered with its response heads (http/jrpc_http_response). Anything else
+ * gets 400, 404, 405, 431 or 505 and, for what cannot be framed, a closed
+ * connection. */
 #ifndef JRPC_ADMIN_H
 #define JRPC_ADMIN_H
 

@@ -5,9 +5,11 @@
  * included), or 204 when the body held only notifications. Transport
  * refusals get an HTTP status and a JSON-RPC error body with id null.
  *
- * Requests are parsed by http-parser (Debian's libhttp-parser, 2.9); what it
- * lets through that RFC 9112 forbids is checked here (see
- * docs/ARCHITECTURE.md, "HTTP: http-parser"). Keep-alive and pipelining:
+ * Requests are read by http/jrpc_http_reader (http-parser under it, and the
+ * RFC 9112 checks the lenient library does not make: docs/ARCHITECTURE.md,
+ * "HTTP: the reader, the heads, the front"); this module keeps the
+ * connections, timers, the request FIFO and the writes, and decides what a
+ * request may do (POST / or /rpc, media types, Expect). Keep-alive and pipelining:
  * answers leave strictly in request order; past PIPELINE_MAX outstanding
  * requests, or OUT_MAX bytes of answers the client has not read, a
  * connection is not read until answers flush, and a write that makes no
