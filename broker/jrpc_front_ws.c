@@ -458,7 +458,12 @@ static void on_tick(uv_timer_t *t)
         return;
     if (!s->over) {
         uint64_t now = uv_now(s->loop);
-        if (now >= s->ping_at) {
+        if (now >= s->ping_at && (s->npend > 0 || s->draining)) {
+            /* We are not reading (messages wait for room, or the broker
+             * drains): a pong could not be seen. The deadline starts again
+             * once we read. */
+            s->ping_at = now + s->o.ping_ms;
+        } else if (now >= s->ping_at) {
             if (jrpc_ws_awaiting_pong(s->ws)) {
                 close_with(s, JRPC_WS_GOING_AWAY, "no pong within --ws-ping-ms");
             } else if (jrpc_ws_ping(s->ws) < 0) {
