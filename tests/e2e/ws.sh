@@ -181,6 +181,13 @@ check "metrics: ws bodies counted, no WebSocket left open" "yes 0" \
 check "metrics: close codes sent (1007 1008 1009 counted)" "1 1 2" \
     "$(metric 'jrpc_ws_closes_total{code="1007"}') $(metric 'jrpc_ws_closes_total{code="1008"}') $(metric 'jrpc_ws_closes_total{code="1009"}')"
 
+# ---- the bench tool (bench/README.md, "WebSocket"): a short run, answers checked ----
+
+"$JRPC_BIN/jrpc-bench-ws-load" --port "$HTTP_PORT" --connections 2 --batch 10 --duration 0.3 \
+    > "$T/bench" 2>&1
+check "jrpc-bench-ws-load: both phases, every answer right" "0 yes" \
+    "$? $(grep -q '^ratio ws/http: ' "$T/bench" && echo yes)"
+
 # ---- drain: answers in flight are sent, then 1001; the broker exits 0 ----
 
 $WSPY "$WS/rpc" drain > "$T/d1" 2>&1 &
