@@ -713,8 +713,16 @@ static void conn_finish(conn_t *c)
             jrpc_broker_cancel(f->broker, r->handle);
         rec_free(f, r);
     }
-    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
+    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c);
+        return;
+    }
+    /* A WebSocket after our close: read and drop at once, not only after
+     * the FIN. A client that is still sending (maybe while the session had
+     * stopped reading) would otherwise block on its send, never read our
+     * close, and hold the connection until the write-stall deadline. */
+    if (c->upgrading)
+        read_start(c);
 }
 
 /* c's deadline has passed in the given mode (already out of its queue). */

@@ -2,9 +2,13 @@
  *
  * wslay's event API pulls bytes through a recv callback and pushes frames
  * through a send callback. Here recv hands out the bytes of the current
- * jrpc_ws_feed() call and then says "would block", and send passes frames
- * straight to the front's write callback, so after every call into wslay
- * the session is in a state where nothing waits inside it. */
+ * jrpc_ws_feed() call and then says "would block", and send gathers what
+ * wslay emits in one burst (it gives a frame's header and its payload in
+ * two calls) and hands it to the front's write callback in one piece at
+ * the end of the burst: one write per burst, not two per frame (two
+ * writes per answer made a WebSocket batch cost about twice an HTTP one,
+ * bench/README.md, "WebSocket"). After every call into wslay nothing
+ * waits inside the session. */
 #include "jrpc_ws.h"
 
 #include <errno.h>
@@ -15,7 +19,10 @@
 #include <openssl/sha.h>
 #include <wslay/wslay.h>
 
+#include "jrpc_buf.h"
 #include "jrpc_json.h"
+
+#define OUT_KEEP 16384   /* output buffer capacity kept between bursts */
 
 struct jrpc_ws {
     wslay_event_context_ptr ctx;
@@ -26,6 +33,7 @@ struct jrpc_ws {
     bool          awaiting_pong;
     bool          failed;      /* cbs.write refused, or out of memory */
     bool          feeding;     /* inside jrpc_ws_feed: sends are queued, written at its end */
+    jrpc_buf_t    out;         /* frames of the current burst, written at its end */
     uint16_t      close_code;  /* a close asked for while feeding: queued at its end */
     char          close_why[124]; /* ... its reason (a close frame holds 123 bytes) */
 };
@@ -51,7 +59,7 @@ static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 {
     (void)flags;
     jrpc_ws_t *ws = user;
-    if (ws->failed || ws->cbs.write(ws->arg, (const char *)data, len) < 0) {
+    if (ws->failed || jrpc_buf_append(&ws->out, data, len) < 0) {
         ws->failed = true;
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
@@ -94,6 +102,7 @@ jrpc_ws_t *jrpc_ws_new(const jrpc_ws_opts_t *opts, const jrpc_ws_cbs_t *cbs, voi
         return NULL;
     ws->cbs = *cbs;
     ws->arg = arg;
+    jrpc_buf_init(&ws->out);
     if (wslay_event_context_server_init(&ws->ctx, &callbacks, ws) != 0) {
         free(ws);
         return NULL;
@@ -109,6 +118,7 @@ void jrpc_ws_destroy(jrpc_ws_t **self_p)
         return;
     *self_p = NULL;
     wslay_event_context_free(ws->ctx);
+    jrpc_buf_dispose(&ws->out);
     free(ws);
 }
 
@@ -121,6 +131,12 @@ static int flush(jrpc_ws_t *ws)
         return ws->failed ? -EPIPE : 0;
     if (!ws->failed && wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) != 0)
         ws->failed = true;
+    if (!ws->failed && ws->out.len > 0 && ws->cbs.write(ws->arg, ws->out.p, ws->out.len) < 0)
+        ws->failed = true;
+    if (ws->out.cap > OUT_KEEP)
+        jrpc_buf_dispose(&ws->out);   /* an idle session holds little */
+    else
+        jrpc_buf_reset(&ws->out);
     if (ws->failed)
         return -EPIPE;
     return jrpc_ws_over(ws);
