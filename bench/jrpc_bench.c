@@ -27,6 +27,7 @@
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_json.h"
+#include "jrpc_keys.h"
 
 #define MAX_CONNECTIONS 1024
 #define MAX_BATCH       100000
@@ -70,6 +71,7 @@ static int o_timeout_ms = 10000;
 static char *o_key_id, *o_secret;
 static int o_json;
 static int o_ignore_ids;    /* --ignore-ids: for floor servers answering a fixed body */
+static int o_stream;        /* --stream: answers streamed, time to first and last answer */
 static const char *o_plot;  /* --plot FILE.png */
 
 /* Shared. */
@@ -306,6 +308,32 @@ static void build_batch(jrpc_buf_t *b, const char *idprefix, size_t idprefix_len
         jrpc_buf_putc(b, ']');
 }
 
+/* A streamed batch in flight (--stream). */
+typedef struct streamed {
+    worker_t     *w;
+    double        sched;      /* the time the batch counts from */
+    int           measured;
+    uint64_t      first_us;   /* to the first answer; 0: none yet */
+    const char   *idprefix;
+    size_t        idprefix_len;
+    unsigned char *seen;
+} streamed_t;
+
+/* One streamed answer: its own latency, and its id checked as it comes. */
+static void on_streamed(void *arg, uint32_t pos, const char *json, size_t len)
+{
+    (void)pos;
+    streamed_t *st = arg;
+    uint64_t us = (uint64_t)((loop_now() - st->sched) * 1e6 + 0.5);
+    if (st->first_us == 0)
+        st->first_us = us ? us : 1;
+    if (!st->measured)
+        return;
+    hist_record(&st->w->c.call_h, us, 1);
+    if (!o_ignore_ids)
+        take_response(st->w, json, 0, len, st->idprefix, st->idprefix_len, st->seen, o_batch);
+}
+
 static void *conn_main(void *arg)
 {
     worker_t *w = arg;
@@ -336,9 +364,14 @@ static void *conn_main(void *arg)
         size_t idprefix_len = (size_t)snprintf(idprefix, sizeof idprefix, "\"%d-%" PRIu64 "-",
                                                w->c.idx, seq);
         build_batch(&body, idprefix, idprefix_len, &rng, has_id, &nid);
-        int rc = jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
-        double done = loop_now();
         int measured = sched >= t_warm;
+        streamed_t st = { w, sched, measured, 0, idprefix, idprefix_len, seen };
+        if (o_stream)
+            memset(seen, 0, (size_t)o_batch);
+        int rc = o_stream ? jrpc_client_send_stream(c, body.p, body.len, NULL, on_streamed, &st,
+                                                    &reply, -1)
+                          : jrpc_client_send(c, body.p, body.len, NULL, &reply, -1);
+        double done = loop_now();
         atomic_fetch_add(&g_batches, 1);
         if (rc < 0) {
             atomic_fetch_add(&g_fails, 1);
@@ -352,14 +385,25 @@ static void *conn_main(void *arg)
         if (!measured)
             continue;
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
-        loop_conn_record(&w->c, us, o_batch);
+        if (o_stream) {   /* the answers were taken as they came; the end is the summary */
+            w->c.batches++;
+            w->c.calls += (uint64_t)o_batch;
+            hist_record(&w->c.batch_h, us, 1);
+            if (st.first_us)
+                hist_record(&w->c.first_h, st.first_us, 1);
+        } else {
+            loop_conn_record(&w->c, us, o_batch);
+        }
         if (o_ignore_ids)
             continue;
         w->expected_ids += (uint64_t)nid;
-        memset(seen, 0, (size_t)o_batch);
+        if (!o_stream)
+            memset(seen, 0, (size_t)o_batch);
         const char *p = reply.p;
         size_t n = reply.len, i = skip_ws(p, 0, n);
-        if (i < n && p[i] == '[') {
+        if (o_stream && n >= 12 && memcmp(p, "{\"answered\":", 12) == 0) {
+            /* the end message: the summary, nothing to take */
+        } else if (i < n && p[i] == '[') {
             for (i = skip_ws(p, i + 1, n); i < n && p[i] != ']';) {
                 size_t e = take_response(w, p, i, n, idprefix, idprefix_len, seen, o_batch);
                 if (e == i)
@@ -425,10 +469,15 @@ static void usage(FILE *f)
 "  --json               one JSON object on stdout instead of the table\n"
 "  --plot FILE.png      also draw the latency percentile curve (per batch and\n"
 "                       per call) into FILE.png; needs gnuplot (Debian: gnuplot-nox)\n"
+"  --stream             ask for the answers streamed as they complete (ZeroMQ\n"
+"                       header flag, HTTP text/event-stream); reports the time\n"
+"                       to the first answer per batch (row 'first') besides the\n"
+"                       last (row 'batch'), and per call each answer's own time\n"
 "  --ignore-ids         do not read the replies at all: only for floor servers\n"
 "                       that answer a fixed body (bench/peers, nginx); the\n"
 "                       report then says \"ids_checked\":false\n"
-"Per-call latency is the latency of the batch, attributed to each call in it.\n"
+"Per-call latency is the latency of the batch, attributed to each call in it\n"
+"(with --stream: each answer's own).\n"
 "Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error\n"
 "(or gnuplot missing for --plot); 3 the run was done but the plot failed.\n");
 }
@@ -450,34 +499,33 @@ static double num_arg(const char *s, const char *what, double lo, double hi)
     return v;
 }
 
-/* Key `want` (NULL: the first) of a key file: '<id> <secret> [globs...]'. */
+/* Key `want` (NULL: the first) of a key file, read as the broker and the
+ * jrpc CLI read it (proto/jrpc_keys; any secret length). */
 static int key_from_file(const char *path, const char *want)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "jrpc-bench: cannot read key file %s: %s\n", path, strerror(errno));
+    static const jrpc_keys_opts_t opts = { .secret_min = 1, .allow_empty = true };
+    jrpc_keys_t *keys = NULL;
+    char err[512];
+    int rc = jrpc_keys_load(path, &opts, &keys, err, sizeof err);
+    if (rc == -EINVAL || rc == -ENOMEM) {
+        fprintf(stderr, "jrpc-bench: %s\n", err);
         return -1;
     }
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *save = NULL, *id = strtok_r(line, " \t\r\n", &save);
-        if (!id || id[0] == '#')
-            continue;
-        char *secret = strtok_r(NULL, " \t\r\n", &save);
-        if (!secret || secret[0] == '#')
-            continue;
-        if (want && strcmp(want, id) != 0)
-            continue;
-        o_key_id = strdup(id);
-        o_secret = strdup(secret);
-        found = 1;
+    if (rc < 0) {
+        fprintf(stderr, "jrpc-bench: cannot read key file %s: %s\n", path, strerror(-rc));
+        return -1;
     }
-    explicit_bzero(line, sizeof line);
-    fclose(f);
-    if (!found)
+    const jrpc_key_t *key = want ? jrpc_keys_find(keys, (jrpc_span_t){ want, strlen(want) })
+                                 : jrpc_keys_first(keys);
+    if (key) {
+        jrpc_span_t id = jrpc_key_id(key), secret = jrpc_key_secret(key);
+        o_key_id = strndup(id.p, id.n);
+        o_secret = strndup(secret.p, secret.n);
+    } else {
         fprintf(stderr, "jrpc-bench: no key %s in %s\n", want ? want : "at all", path);
-    return found ? 0 : -1;
+    }
+    jrpc_keys_destroy(&keys);
+    return key ? 0 : -1;
 }
 
 /* Whether an executable gnuplot is on the PATH (checked before the run, so
@@ -506,7 +554,7 @@ static int find_gnuplot(void)
 static void parse_args(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPMS,
-           O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON,
+           O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON, O_STREAM,
            O_PLOT, O_IGNORE_IDS, O_HELP };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
@@ -528,6 +576,7 @@ static void parse_args(int argc, char **argv)
         { "json", no_argument, NULL, O_JSON },
         { "plot", required_argument, NULL, O_PLOT },
         { "ignore-ids", no_argument, NULL, O_IGNORE_IDS },
+        { "stream", no_argument, NULL, O_STREAM },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -557,6 +606,7 @@ static void parse_args(int argc, char **argv)
         case O_SECRET: secret = optarg; break;
         case O_KEYFILE: key_file = optarg; break;
         case O_JSON: o_json = 1; break;
+        case O_STREAM: o_stream = 1; break;
         case O_PLOT:
             /* The name goes into a gnuplot string in single quotes. */
             if (!*optarg || strpbrk(optarg, "'\n\r"))
@@ -727,7 +777,8 @@ int main(int argc, char **argv)
         secs = o_duration;
     double cps = (double)tot.c.calls / secs;
     loop_report_t rep = { "jrpc-bench", o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h,
+                          o_stream ? &tot.c.first_h : NULL };
     loop_print_report(&rep, o_json);
     if (o_json) {
         printf("\"ids_checked\":%s,", o_ignore_ids ? "false" : "true");
@@ -739,7 +790,9 @@ int main(int argc, char **argv)
                tot.rejected, tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected,
                tot.bad_replies);
     } else {
-        printf("  (per call: the latency of its batch, attributed to each call in it%s)\n",
+        printf("  (per call: %s%s)\n",
+               o_stream ? "each answer's own arrival; first: a batch's first answer"
+                        : "the latency of its batch, attributed to each call in it",
                o_rate > 0 ? "; from the scheduled send time" : "");
         printf("  errors by code:");
         if (!tot.codes.n && !tot.codes.other)

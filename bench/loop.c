@@ -79,6 +79,10 @@ void loop_print_report(const loop_report_t *r, int json)
         print_latency("batch", r->batch_h, 1);
         printf(",");
         print_latency("call", r->call_h, 1);
+        if (r->first_h) {
+            printf(",");
+            print_latency("first", r->first_h, 1);
+        }
         printf("},");
         return;
     }
@@ -92,6 +96,8 @@ void loop_print_report(const loop_report_t *r, int json)
     printf("  latency ms        p50        p90        p99      p99.9        max\n");
     print_latency("batch", r->batch_h, 0);
     print_latency("call", r->call_h, 0);
+    if (r->first_h)
+        print_latency("first", r->first_h, 0);
 }
 
 void loop_conn_record(loop_conn_t *c, uint64_t us, int calls)
@@ -114,6 +120,7 @@ int loop_start(void *conns, size_t size, int n, void *(*fn)(void *), const char 
         c->idx = k;
         hist_init(&c->batch_h);
         hist_init(&c->call_h);
+        hist_init(&c->first_h);
         if (pthread_create(&c->tid, NULL, fn, c) != 0) {
             fprintf(stderr, "%s: cannot start thread %d\n", who, k);
             return -1;
@@ -127,12 +134,14 @@ double loop_join(void *conns, size_t size, int n, loop_conn_t *tot, double since
     memset(tot, 0, sizeof *tot);
     hist_init(&tot->batch_h);
     hist_init(&tot->call_h);
+    hist_init(&tot->first_h);
     double last = since;
     for (int k = 0; k < n; k++) {
         loop_conn_t *c = conn_at(conns, size, k);
         pthread_join(c->tid, NULL);
         hist_merge(&tot->batch_h, &c->batch_h);
         hist_merge(&tot->call_h, &c->call_h);
+        hist_merge(&tot->first_h, &c->first_h);
         tot->batches += c->batches;
         tot->calls += c->calls;
         if (c->finished > last)

@@ -37,6 +37,7 @@ typedef struct loop_conn {
     int       idx;             /* 0 .. conns-1 */
     pthread_t tid;
     hist_t    batch_h, call_h; /* latency per batch, per call (µs) */
+    hist_t    first_h;         /* streamed batches: time to the first answer (µs) */
     uint64_t  batches, calls;  /* answered while measured */
     double    finished;        /* loop_now() when the thread ended */
 } loop_conn_t;
@@ -63,13 +64,14 @@ typedef struct loop_report {
     double secs, warmup;         /* measured; warm-up before */
     uint64_t batches, calls;     /* answered while measured */
     const hist_t *batch_h, *call_h;
+    const hist_t *first_h;       /* streamed: time to the first answer; NULL: not streamed */
 } loop_report_t;
 
 /* Prints the part of the report that jrpc-bench and the peer harnesses
  * share. JSON: the opening brace and the members url, mode, rate, batch,
  * connections, duration_s, warmup_s, batches, calls, batches_per_s,
- * calls_per_s and latency_us (batch and call: p50, p90, p99, p99_9, max in
- * µs), followed by a comma: the caller adds its own members and the closing
+ * calls_per_s and latency_us (batch and call, and first when streamed: p50,
+ * p90, p99, p99_9, max in µs), followed by a comma: the caller adds its own members and the closing
  * brace. Text: the heading, the counts and the latency table in ms. */
 void loop_print_report(const loop_report_t *r, int json);
 

@@ -6,15 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "jrpc_http_reader.h"
+#include "jrpc_http_response.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
 
 #define COMP    "admin"
-#define REQ_MAX 4096   /* request line and headers */
+#define REQ_MAX 4096   /* request line and headers; bytes held while an answer is written */
 
 typedef struct aconn aconn_t;
 
@@ -25,11 +27,13 @@ struct aconn {
     jrpc_admin_t *admin;
     aconn_t      *prev, *next; /* open connections */
     jrpc_buf_t    out;        /* the answer being written */
-    size_t        len;        /* bytes in buf */
+    size_t        len;        /* bytes in buf the reader has not taken yet */
     bool          writing;    /* wreq in flight */
     bool          closing;    /* uv_close called */
     bool          close_after; /* close once the answer is written */
+    bool          ka10;       /* an HTTP/1.0 client asked for keep-alive: say so */
     int           nclosing;   /* handles still closing */
+    jrpc_http_reader_t rd;    /* the same request reader as the RPC front's */
     char          buf[REQ_MAX];
 };
 
@@ -43,6 +47,7 @@ struct jrpc_admin {
     uint32_t       nconns;
     uint32_t       alive;     /* listener + connections not yet freed */
     char           reason[320]; /* the last not-ready reason */
+    jrpc_http_date_t date;    /* the Date header, once per second */
 };
 
 static void admin_release(jrpc_admin_t *a)
@@ -55,19 +60,20 @@ static void admin_release(jrpc_admin_t *a)
 
 /* ---- readiness ---- */
 
-const char *jrpc_admin_not_ready(jrpc_admin_t *a)
+/* Why the broker is not ready ("no worker for method add", "redis down",
+ * "draining", ...), or NULL when it is. The text is valid until the next
+ * call. */
+static const char *not_ready(jrpc_admin_t *a)
 {
     jrpc_span_t m = { NULL, 0 };
-    switch (jrpc_broker_ready(a->broker, a->methods, &m)) {
-    case JRPC_READY:                return NULL;
-    case JRPC_NOT_READY_DRAINING:   return "draining";
-    case JRPC_NOT_READY_NO_WORKER:  return "no worker connected";
-    case JRPC_NOT_READY_REDIS_DOWN: return "redis down";
-    default:
-        snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
-                 m.n > 256 ? 256 : (int)m.n, m.p);
-        return a->reason;
-    }
+    int rc = jrpc_broker_ready(a->broker, a->methods, &m);
+    if (rc == 0)
+        return NULL;
+    if (rc != JRPC_BROKER_ENOMETHOD)
+        return jrpc_broker_strerror(rc);
+    snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
+             m.n > 256 ? 256 : (int)m.n, m.p);
+    return a->reason;
 }
 
 /* ---- the metrics page ---- */
@@ -145,30 +151,26 @@ static void on_write(uv_write_t *w, int status)
     resume(c);
 }
 
-static const char *status_text(int status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    default:  return "Service Unavailable";
-    }
-}
-
-/* Sends one answer. body == NULL: the page already in c->out after the
- * header's room (metrics). */
+/* Sends one answer. body == NULL: the page already in c->out (metrics). */
 static void respond(aconn_t *c, int status, const char *ctype, const char *body, bool head)
 {
-    char hdr[256];
+    char hdr[JRPC_HTTP_HEAD_MAX];
     size_t blen = body ? strlen(body) : c->out.len;
-    int n = snprintf(hdr, sizeof hdr,
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\n%s%s\r\n",
-                     status, status_text(status), ctype, blen,
-                     status == 405 ? "Allow: GET, HEAD\r\n" : "",
-                     c->close_after ? "Connection: close\r\n" : "");
+    jrpc_http_resp_t h = {
+        .status = (uint16_t)status,
+        .date = jrpc_http_date(&c->admin->date, time(NULL)),
+        .content_type = ctype,
+        .content_length = blen,
+        .connection = c->close_after ? JRPC_HTTP_CONN_CLOSE
+                      : c->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
+        .extra = status == 405 ? "Cache-Control: no-store\r\nAllow: GET, HEAD\r\n"
+                               : "Cache-Control: no-store\r\n",
+    };
+    int n = jrpc_http_response_head(hdr, sizeof hdr, &h);
+    if (n < 0) { /* not expected: the longest content type is 41 bytes */
+        conn_close(c);
+        return;
+    }
     uv_buf_t bufs[2] = { uv_buf_init(hdr, (unsigned)n),
                          uv_buf_init(body ? (char *)body : c->out.p, head ? 0 : (unsigned)blen) };
     /* uv_try_write first: the header lives on this stack. What it leaves
@@ -203,119 +205,77 @@ static void respond(aconn_t *c, int status, const char *ctype, const char *body,
     }
 }
 
-/* The value of header name (lower case, with the colon) in the header
- * block [p, end), or NULL; *n gets its length. */
-static const char *header(const char *p, const char *end, const char *name, size_t *n)
-{
-    size_t nl = strlen(name);
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (eol == NULL)
-            eol = end;
-        if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0) {
-            const char *v = p + nl, *ve = eol;
-            while (v < ve && (*v == ' ' || *v == '\t'))
-                v++;
-            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
-                ve--;
-            *n = (size_t)(ve - v);
-            return v;
-        }
-        p = eol + 1;
-    }
-    return NULL;
-}
+#define TEXT "text/plain; charset=utf-8"
 
-static bool has_token(const char *v, size_t n, const char *tok)
+/* Answers one request (its head: the reader has checked the framing). */
+static void serve(aconn_t *c, const jrpc_http_head_t *h)
 {
-    size_t tl = strlen(tok);
-    for (size_t i = 0; v && i + tl <= n; i++)
-        if (strncasecmp(v + i, tok, tl) == 0)
-            return true;
-    return false;
-}
-
-/* Answers one request whose head is buf[0, hlen). */
-static void serve(aconn_t *c, size_t hlen)
-{
-    const char *p = c->buf, *end = c->buf + hlen;
-    const char *eol = memchr(p, '\n', hlen);
-    const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-    size_t vn = sp2 ? (size_t)(eol - sp2 - 1) : 0;
-    if (vn > 0 && sp2[vn] == '\r')
-        vn--;
-    if (sp1 == NULL || sp2 == NULL || vn != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
-        (sp2[8] != '0' && sp2[8] != '1')) {
-        c->close_after = true;
-        respond(c, 400, "text/plain; charset=utf-8", "bad request\n", false);
-        return;
-    }
-    size_t n = 0;
-    const char *conn = header(eol + 1, end, "connection:", &n);
-    bool http10 = sp2[8] == '0';
-    c->close_after = http10 ? !has_token(conn, n, "keep-alive") : has_token(conn, n, "close");
-    const char *cl = header(eol + 1, end, "content-length:", &n);
-    if (header(eol + 1, end, "transfer-encoding:", &n) != NULL ||
-        (cl && !(n == 1 && cl[0] == '0'))) {
-        c->close_after = true;   /* we read no bodies: nothing after it can be framed */
-        respond(c, 400, "text/plain; charset=utf-8", "request bodies are not accepted\n", false);
-        return;
-    }
-    size_t mlen = (size_t)(sp1 - p), plen = (size_t)(sp2 - sp1 - 1);
-    const char *path = sp1 + 1, *q = memchr(path, '?', plen);
-    if (q)
-        plen = (size_t)(q - path);
-    bool head = mlen == 4 && memcmp(p, "HEAD", 4) == 0;
-    bool get = mlen == 3 && memcmp(p, "GET", 3) == 0;
+    c->close_after = !h->keep_alive;
+    c->ka10 = h->keep_alive && h->version_minor == 0;
+    bool head = h->method == JRPC_HTTP_M_HEAD;
+    bool get = h->method == JRPC_HTTP_M_GET;
+    const char *path;
+    size_t plen;
+    int which = 0;
+    if (jrpc_http_head_path(h, &path, &plen)) {
 #define IS(lit) (plen == sizeof(lit) - 1 && memcmp(path, lit, plen) == 0)
-    int which = IS("/metrics") ? 1 : IS("/healthz") ? 2 : IS("/readyz") ? 3 : 0;
+        which = IS("/metrics") ? 1 : IS("/healthz") ? 2 : IS("/readyz") ? 3 : 0;
 #undef IS
+    }
     if (which == 0) {
-        respond(c, 404, "text/plain; charset=utf-8", "not found\n", head);
+        respond(c, 404, TEXT, "not found\n", head);
     } else if (!get && !head) {
-        respond(c, 405, "text/plain; charset=utf-8", "method not allowed\n", false);
+        respond(c, 405, TEXT, "method not allowed\n", false);
     } else if (which == 2) {
-        respond(c, 200, "text/plain; charset=utf-8", "ok\n", head);
+        respond(c, 200, TEXT, "ok\n", head);
     } else if (which == 3) {
-        const char *why = jrpc_admin_not_ready(c->admin);
+        const char *why = not_ready(c->admin);
         char line[400];
         snprintf(line, sizeof line, "not ready: %s\n", why ? why : "");
-        respond(c, why ? 503 : 200, "text/plain; charset=utf-8", why ? line : "ready\n", head);
+        respond(c, why ? 503 : 200, TEXT, why ? line : "ready\n", head);
     } else {
         jrpc_buf_reset(&c->out);
         if (write_metrics(c->admin, &c->out) < 0) {
             c->close_after = true;
-            respond(c, 503, "text/plain; charset=utf-8", "out of memory\n", false);
+            respond(c, 503, TEXT, "out of memory\n", false);
             return;
         }
         respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, head);
     }
 }
 
-/* Serves the complete requests in buf, one at a time (the next waits for
- * the previous answer's write). */
+/* Hands what buf holds to the reader and serves complete requests, one at
+ * a time (the next waits for the previous answer's write: its bytes stay
+ * in buf). */
 static void process(aconn_t *c)
 {
+    size_t off = 0;
     while (!c->closing && !c->writing && !c->close_after) {
-        const char *e = memmem(c->buf, c->len, "\r\n\r\n", 4);
-        size_t hlen = e ? (size_t)(e - c->buf) + 4 : 0;
-        const char *e2 = memmem(c->buf, c->len, "\n\n", 2);
-        if (e2 && (e == NULL || (size_t)(e2 - c->buf) + 2 < hlen))
-            hlen = (size_t)(e2 - c->buf) + 2;
-        if (hlen == 0) {
-            if (c->len == REQ_MAX) {
-                c->close_after = true;
-                respond(c, 431, "text/plain; charset=utf-8", "request too large\n", false);
+        jrpc_http_event_t ev;
+        off += jrpc_http_reader_feed(&c->rd, c->buf + off, c->len - off, &ev);
+        const jrpc_http_head_t *h = jrpc_http_reader_head(&c->rd);
+        if (ev.kind == JRPC_HTTP_NEED_MORE) {
+            break;
+        } else if (ev.kind == JRPC_HTTP_HEAD) {
+            if (h->chunked || h->content_length > 0) {
+                c->close_after = true; /* we read no bodies: nothing after it can be framed */
+                respond(c, 400, TEXT, "request bodies are not accepted\n", false);
             }
-            return;
+        } else if (ev.kind == JRPC_HTTP_END) {
+            serve(c, h);
+            if (!c->closing) /* a new request: a new deadline */
+                uv_timer_start(&c->timer, on_timeout, c->admin->opts.timeout_ms, 0);
+        } else if (ev.kind == JRPC_HTTP_REFUSE) {
+            char line[128];
+            snprintf(line, sizeof line, "%s\n", ev.reason);
+            c->close_after = true;
+            respond(c, ev.status, TEXT, line, false);
+        } else { /* CLOSED: the answer that closes is on its way */
+            break;
         }
-        serve(c, hlen);
-        memmove(c->buf, c->buf + hlen, c->len - hlen);
-        c->len -= hlen;
-        if (!c->closing)   /* a new request: a new deadline */
-            uv_timer_start(&c->timer, on_timeout, c->admin->opts.timeout_ms, 0);
     }
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -351,6 +311,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->admin = a;
     a->alive++;
     jrpc_buf_init(&c->out);
+    jrpc_http_reader_init(&c->rd, &(jrpc_http_limits_t){ REQ_MAX, 0 });
     uv_tcp_init(a->loop, &c->tcp);
     uv_timer_init(a->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
@@ -372,9 +333,9 @@ static void on_listener_closed(uv_handle_t *h)
     admin_release(h->data);
 }
 
-jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *broker,
-                             const jrpc_admin_opts_t *opts)
+jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, jrpc_broker_t *broker, const jrpc_admin_opts_t *opts)
 {
+    const char *listen = opts->listen;
     int fd = jrpc_listen_socket(listen, COMP, "admin", false);
     if (fd < 0)
         return NULL;
@@ -388,7 +349,8 @@ jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t 
     a->loop = loop;
     a->broker = broker;
     a->opts = *opts;
-    a->opts.ready_methods = NULL;
+    a->opts.listen = NULL;          /* used here only */
+    a->opts.ready_methods = NULL;   /* copied into methods */
     a->alive = 1;
     uv_tcp_init(loop, &a->listener);
     a->listener.data = a;

@@ -1,336 +1,13 @@
+/* jrpc_auth — the signature checks (jrpc_auth.h). The key file and its
+ * lookups are proto/jrpc_keys. */
 #include "jrpc_auth.h"
-#include "jrpc_errors.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fnmatch.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "jrpc_sign.h"
-
-#define KEY_ID_MAX     64
-#define SECRET_MIN     16
-#define METHOD_STACK   256   /* methods up to this long are matched without malloc */
-
-struct jrpc_key {
-    char   *id;       /* NUL-terminated, [A-Za-z0-9_.-]{1,64} */
-    size_t  id_n;     /* strlen(id) */
-    char   *secret;   /* NUL-terminated, printable non-space ASCII; wiped on destroy */
-    size_t  secret_n; /* strlen(secret) */
-    char  **globs;    /* fnmatch(3) patterns; none = every method */
-    size_t  nglobs;   /* entries in globs */
-    unsigned line;    /* where it was defined, for duplicate messages */
-};
-
-struct jrpc_keys {
-    jrpc_key_t *keys; /* sorted by id (memcmp order, then length) for bsearch */
-    size_t      n;    /* entries in keys */
-};
-
-/* ---- the key file ---- */
-
-static void key_dispose(jrpc_key_t *key)
-{
-    free(key->id);
-    if (key->secret) {
-        explicit_bzero(key->secret, key->secret_n);
-        free(key->secret);
-    }
-    for (size_t i = 0; i < key->nglobs; i++)
-        free(key->globs[i]);
-    free(key->globs);
-    memset(key, 0, sizeof *key);
-}
-
-void jrpc_keys_destroy(jrpc_keys_t **self_p)
-{
-    if (self_p == NULL || *self_p == NULL)
-        return;
-    jrpc_keys_t *k = *self_p;
-    for (size_t i = 0; i < k->n; i++)
-        key_dispose(&k->keys[i]);
-    free(k->keys);
-    free(k);
-    *self_p = NULL;
-}
-
-size_t jrpc_keys_count(const jrpc_keys_t *k)
-{
-    return k->n;
-}
-
-static bool id_char_ok(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
-}
-
-static bool id_ok(const char *s, size_t n)
-{
-    if (n < 1 || n > KEY_ID_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!id_char_ok((unsigned char)s[i]))
-            return false;
-    return true;
-}
-
-static int span_cmp(const char *a, size_t an, const char *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c != 0)
-        return c;
-    return (an > bn) - (an < bn);
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-    const jrpc_key_t *x = a, *y = b;
-    return span_cmp(x->id, x->id_n, y->id, y->id_n);
-}
-
-
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* Splits line into fields separated by spaces or tabs, NUL-terminating each
- * in place when fields is not NULL (NULL: just count). A '#' at the start of
- * a field starts a comment; a '#' inside a field is part of it, so a secret
- * may contain one (a secret that starts with '#' shows up as "secret
- * missing", never as a silently shorter key). Returns the number of fields. */
-static size_t split_fields(char *line, char **fields)
-{
-    size_t n = 0;
-    char *p = line;
-    for (;;) {
-        while (is_blank(*p))
-            p++;
-        if (*p == '\0' || *p == '#')
-            return n;
-        if (fields)
-            fields[n] = p;
-        n++;
-        while (*p != '\0' && !is_blank(*p))
-            p++;
-        if (*p == '\0')
-            return n;
-        if (fields)
-            *p = '\0';
-        p++;
-    }
-}
-
-/* Parses one line into key; returns 1 when it defined a key, 0 for a blank
- * or comment line, -1 with err set for a bad line, -ENOMEM. */
-static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
-                      jrpc_key_t *key, char *err, size_t errlen)
-{
-    if (strlen(line) != len) {
-        jrpc_errf(err, errlen, "%s:%u: NUL byte in line", path, lineno);
-        return -1;
-    }
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-        line[--len] = '\0';
-
-    /* Count the fields first, so they get one exact allocation. */
-    size_t n = split_fields(line, NULL);
-    if (n == 0)
-        return 0;
-    char **fields = calloc(n, sizeof *fields);
-    if (fields == NULL)
-        return -ENOMEM;
-    split_fields(line, fields);
-
-    int rc = -1;
-    const char *id = fields[0];
-    size_t id_n = strlen(id);
-    if (!id_ok(id, id_n)) {
-        jrpc_errf(err, errlen, "%s:%u: key id must be 1 to %d characters of [A-Za-z0-9_.-]",
-                path, lineno, KEY_ID_MAX);
-        goto out;
-    }
-    if (n < 2) {
-        jrpc_errf(err, errlen, "%s:%u: secret missing for key \"%s\"", path, lineno, id);
-        goto out;
-    }
-    const char *secret = fields[1];
-    size_t secret_n = strlen(secret);
-    for (size_t i = 0; i < secret_n; i++) {
-        unsigned char c = (unsigned char)secret[i];
-        if (c <= 0x20 || c >= 0x7f) {
-            jrpc_errf(err, errlen, "%s:%u: secret of key \"%s\" must be printable ASCII "
-                    "without spaces", path, lineno, id);
-            goto out;
-        }
-    }
-    if (secret_n < SECRET_MIN) {
-        jrpc_errf(err, errlen, "%s:%u: secret of key \"%s\" is %zu characters, at least %d "
-                "are required", path, lineno, id, secret_n, SECRET_MIN);
-        goto out;
-    }
-    for (size_t g = 2; g < n; g++) {
-        for (const char *c = fields[g]; *c; c++) {
-            if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-                jrpc_errf(err, errlen, "%s:%u: control character in method glob %zu of key "
-                        "\"%s\"", path, lineno, g - 1, id);
-                goto out;
-            }
-        }
-    }
-
-    rc = -ENOMEM;
-    memset(key, 0, sizeof *key);
-    key->line = lineno;
-    key->id_n = id_n;
-    key->secret_n = secret_n;
-    if ((key->id = strdup(id)) == NULL || (key->secret = strdup(secret)) == NULL)
-        goto fail;
-    if (n > 2) {
-        if ((key->globs = calloc(n - 2, sizeof *key->globs)) == NULL)
-            goto fail;
-        for (size_t g = 2; g < n; g++, key->nglobs++)
-            if ((key->globs[g - 2] = strdup(fields[g])) == NULL)
-                goto fail;
-    }
-    rc = 1;
-    goto out;
-fail:
-    key_dispose(key);
-out:
-    free(fields);
-    return rc;
-}
-
-jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen)
-{
-    jrpc_keys_t *k = NULL;
-    char *line = NULL;
-    size_t linecap = 0;
-    size_t cap = 0;
-    unsigned lineno = 0;
-    bool ok = false;
-
-    jrpc_errf(err, errlen, "%s", "");
-    FILE *f = fopen(path, "re");
-    if (f == NULL) {
-        jrpc_errf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if ((k = calloc(1, sizeof *k)) == NULL)
-        goto nomem;
-
-    ssize_t got;
-    errno = 0;
-    while ((got = getline(&line, &linecap, f)) >= 0) {
-        lineno++;
-        jrpc_key_t key;
-        int rc = parse_line(line, (size_t)got, path, lineno, &key, err, errlen);
-        explicit_bzero(line, (size_t)got); /* the secret was in it */
-        if (rc == -ENOMEM)
-            goto nomem;
-        if (rc < 0)
-            goto out;
-        if (rc == 0)
-            continue;
-        if (k->n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            jrpc_key_t *nk = realloc(k->keys, ncap * sizeof *nk);
-            if (nk == NULL) {
-                key_dispose(&key);
-                goto nomem;
-            }
-            k->keys = nk;
-            cap = ncap;
-        }
-        k->keys[k->n++] = key;
-        errno = 0;
-    }
-    if (ferror(f)) {
-        jrpc_errf(err, errlen, "%s:%u: %s", path, lineno + 1,
-                strerror(errno ? errno : EIO));
-        goto out;
-    }
-    if (k->n == 0) {
-        /* Almost always the wrong file; a broker with no keys would refuse
-         * every request, so say so at start-up instead. */
-        jrpc_errf(err, errlen, "%s: no keys", path);
-        goto out;
-    }
-
-    qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
-    for (size_t i = 1; i < k->n; i++) {
-        if (key_cmp(&k->keys[i - 1], &k->keys[i]) == 0) {
-            const jrpc_key_t *a = &k->keys[i - 1], *b = &k->keys[i];
-            unsigned first = a->line < b->line ? a->line : b->line;
-            unsigned again = a->line < b->line ? b->line : a->line;
-            jrpc_errf(err, errlen, "%s:%u: duplicate key id \"%s\" (first on line %u)", path,
-                    again, a->id, first);
-            goto out;
-        }
-    }
-    ok = true;
-    goto out;
-nomem:
-    jrpc_errf(err, errlen, "%s:%u: out of memory", path, lineno);
-out:
-    if (line) {
-        explicit_bzero(line, linecap);
-        free(line);
-    }
-    fclose(f);
-    if (!ok)
-        jrpc_keys_destroy(&k);
-    return k;
-}
-
-/* ---- lookups ---- */
-
-static int find_cmp(const void *needle, const void *elem)
-{
-    const jrpc_span_t *id = needle;
-    const jrpc_key_t *key = elem;
-    return span_cmp(id->p, id->n, key->id, key->id_n);
-}
-
-const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id)
-{
-    if (id.n == 0 || id.n > KEY_ID_MAX || k->n == 0)
-        return NULL;
-    return bsearch(&id, k->keys, k->n, sizeof *k->keys, find_cmp);
-}
-
-jrpc_span_t jrpc_key_id(const jrpc_key_t *key)
-{
-    return (jrpc_span_t){ key->id, key->id_n };
-}
-
-bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method)
-{
-    if (key->nglobs == 0)
-        return true;
-    /* fnmatch needs a C string; a method with a NUL inside cannot be one
-     * faithfully, so it matches nothing (fail closed). */
-    if (method.n > 0 && memchr(method.p, '\0', method.n) != NULL)
-        return false;
-    char stack[METHOD_STACK];
-    char *name = stack;
-    if (method.n >= sizeof stack && (name = malloc(method.n + 1)) == NULL)
-        return false;
-    if (method.n > 0)
-        memcpy(name, method.p, method.n);
-    name[method.n] = '\0';
-    bool allowed = false;
-    for (size_t i = 0; i < key->nglobs && !allowed; i++)
-        allowed = fnmatch(key->globs[i], name, 0) == 0;
-    if (name != stack)
-        free(name);
-    return allowed;
-}
 
 /* ---- the checks ---- */
 
@@ -372,51 +49,51 @@ int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char
 
     if (req->key.n == 0 || req->nonce.n == 0 || req->signature.n == 0 ||
         (!req->has_timestamp && req->timestamp_text.n == 0))
-        return JRPC_AUTH_UNSIGNED;
+        return JRPC_AUTH_EUNSIGNED;
 
     const jrpc_key_t *key = jrpc_keys_find(k, req->key);
     if (key == NULL)
-        return JRPC_AUTH_UNKNOWN_KEY;
+        return JRPC_AUTH_EUNKNOWN_KEY;
 
     int64_t ts;
     if (req->has_timestamp)
         ts = req->timestamp;
     else if (!parse_timestamp(req->timestamp_text, &ts))
-        return JRPC_AUTH_BAD_TIMESTAMP;
+        return JRPC_AUTH_ETIMESTAMP;
     if (ts < 0)
-        return JRPC_AUTH_BAD_TIMESTAMP;
+        return JRPC_AUTH_ETIMESTAMP;
     if (outside_window(ts, now, skew))
-        return JRPC_AUTH_STALE;
+        return JRPC_AUTH_ESTALE;
 
     if (!jrpc_sign_nonce_ok(req->nonce.p, req->nonce.n))
-        return JRPC_AUTH_BAD_NONCE;
+        return JRPC_AUTH_ENONCE;
 
-    jrpc_span_t secret = { key->secret, key->secret_n };
-    if (!jrpc_sign_verify(req->signature, secret, req->key, ts, req->nonce, body, len))
-        return JRPC_AUTH_BAD_SIGNATURE;
+    if (!jrpc_sign_verify(req->signature, jrpc_key_secret(key), req->key, ts, req->nonce, body,
+                          len))
+        return JRPC_AUTH_ESIGNATURE;
 
     if (key_out)
         *key_out = key;
-    return JRPC_AUTH_OK;
+    return 0;
 }
 
-const char *jrpc_auth_reason(int result)
+const char *jrpc_auth_strerror(int rc)
 {
-    switch (result) {
-    case JRPC_AUTH_OK:
+    switch (rc) {
+    case 0:
         return "ok";
-    case JRPC_AUTH_UNSIGNED:
+    case JRPC_AUTH_EUNSIGNED:
         return "request is not signed: X-JRPC-Key, X-JRPC-Timestamp, X-JRPC-Nonce and "
                "X-JRPC-Signature are required";
-    case JRPC_AUTH_UNKNOWN_KEY:
+    case JRPC_AUTH_EUNKNOWN_KEY:
         return "unknown key";
-    case JRPC_AUTH_BAD_TIMESTAMP:
+    case JRPC_AUTH_ETIMESTAMP:
         return "timestamp is not Unix seconds";
-    case JRPC_AUTH_STALE:
+    case JRPC_AUTH_ESTALE:
         return "timestamp outside the allowed window";
-    case JRPC_AUTH_BAD_NONCE:
+    case JRPC_AUTH_ENONCE:
         return "nonce must be 16 to 64 characters of [A-Za-z0-9_-]";
-    case JRPC_AUTH_BAD_SIGNATURE:
+    case JRPC_AUTH_ESIGNATURE:
         return "signature does not match";
     default:
         return "unauthorized";

@@ -1,10 +1,7 @@
-/* jrpc_auth — who may call: the key file, the checks in order, the ACL.
- *
- * Key file (--keys FILE): one key per line,
- *     <key id> <secret> [method-glob ...]
- * '#' starts a comment, blank lines are skipped; the globs (fnmatch(3)
- * patterns) are the methods the key may call, none meaning all. Pure code:
- * no sockets, no Redis (the nonce check is jrpc_replay's). */
+/* jrpc_auth — who may call: the signature checks, in order, against the
+ * keys of the key file (--keys FILE, read by proto/jrpc_keys, which also
+ * holds each key's ACL: jrpc_key_allows). Pure code: no sockets, no Redis
+ * (the nonce check is jrpc_replay's). */
 #ifndef JRPC_AUTH_H
 #define JRPC_AUTH_H
 
@@ -12,22 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "jrpc_buf.h"
-
-typedef struct jrpc_keys jrpc_keys_t;
-typedef struct jrpc_key  jrpc_key_t;
-
-/* Loads a key file. On error returns NULL and writes a message naming the
- * file and line into err (e.g. "keys.txt:3: secret missing"). Duplicate key
- * ids, ids or secrets with bad characters, an unreadable file: errors. */
-jrpc_keys_t *jrpc_keys_load(const char *path, char *err, size_t errlen);
-void         jrpc_keys_destroy(jrpc_keys_t **self_p);
-size_t       jrpc_keys_count(const jrpc_keys_t *k);
-
-/* The key with this id, or NULL. */
-const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id);
-jrpc_span_t jrpc_key_id(const jrpc_key_t *key);
-/* True when the key may call method (its globs, or no globs at all). */
-bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);
+#include "jrpc_keys.h"
 
 /* What a request carries to prove who sent it (borrowed spans; n == 0 when
  * absent). timestamp_text is the decimal text over HTTP; over ZeroMQ the
@@ -41,25 +23,28 @@ typedef struct jrpc_auth_req {
     jrpc_span_t signature;
 } jrpc_auth_req_t;
 
-enum jrpc_auth_result {
-    JRPC_AUTH_OK = 0,
-    JRPC_AUTH_UNSIGNED,       /* one of the four headers is missing */
-    JRPC_AUTH_UNKNOWN_KEY,
-    JRPC_AUTH_BAD_TIMESTAMP,  /* not canonical decimal Unix seconds */
-    JRPC_AUTH_STALE,          /* outside now ± skew */
-    JRPC_AUTH_BAD_NONCE,      /* not 16..64 of [A-Za-z0-9_-] */
-    JRPC_AUTH_BAD_SIGNATURE,
+/* Why a request is refused: what jrpc_auth_check returns, 0 being "signed
+ * by a known key". */
+enum {
+    JRPC_AUTH_EUNSIGNED    = -6001,  /* one of the four headers is missing */
+    JRPC_AUTH_EUNKNOWN_KEY = -6002,  /* no key with that id */
+    JRPC_AUTH_ETIMESTAMP   = -6003,  /* not canonical decimal Unix seconds */
+    JRPC_AUTH_ESTALE       = -6004,  /* outside now ± skew */
+    JRPC_AUTH_ENONCE       = -6005,  /* not 16..64 of [A-Za-z0-9_-] */
+    JRPC_AUTH_ESIGNATURE   = -6006,  /* does not match */
 };
 
 /* Runs the checks that need no I/O, cheapest first: headers present → known
  * key → timestamp well-formed and within [now - skew, now + skew] → nonce
- * well-formed → signature (constant-time). On JRPC_AUTH_OK *key_out is the
- * key. Never touches Redis. */
+ * well-formed → signature (constant-time). Returns 0, *key_out (when not
+ * NULL) then the key; or the first JRPC_AUTH_E* that fails, *key_out NULL.
+ * Never touches Redis. */
 int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char *body,
                     size_t len, int64_t now, uint32_t skew, const jrpc_key_t **key_out);
 
-/* Words for a result, safe to send to the client ("signature does not
- * match"); never includes the expected signature. */
-const char *jrpc_auth_reason(int result);
+/* Words for a JRPC_AUTH_E* code (or 0), safe to send to the client
+ * ("signature does not match"); never includes the expected signature.
+ * Never NULL: "unauthorized" for any other code. */
+const char *jrpc_auth_strerror(int rc);
 
 #endif

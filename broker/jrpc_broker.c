@@ -26,10 +26,14 @@ struct bbatch {
     jrpc_batch_t   req;          /* the parsed body and its answers */
     jrpc_broker_t *broker;
     jrpc_reply_fn  fn;           /* the front end's reply function */
+    jrpc_answer_fn answer;       /* streamed mode: each answer as it is in; else NULL */
     void          *ctx;
     uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
     uint32_t       unanswered;   /* calls still owing an answer to the client */
     uint32_t       outstanding;  /* calls still at (or queued for) workers */
+    uint32_t       streamed;     /* streamed mode: answers sent */
+    uint32_t       timed_out;    /* calls answered -32003 at the deadline */
+    size_t         bytes_out;    /* streamed mode: bytes of the answers sent */
     uint64_t       deadline;     /* loop ms */
     bool           replied;
     bool           listed;       /* on the deadline list */
@@ -54,6 +58,7 @@ struct jrpc_broker {
     bbatch_t         *head, *tail; /* open bodies by deadline */
     uint32_t          open;
     jrpc_buf_t        out;         /* the reply being written */
+    jrpc_buf_t        one;         /* streamed mode: the answer being sent */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
@@ -164,16 +169,36 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
+/* Calls of x that expect an answer: the response objects of its reply. */
+static uint32_t expecting(const bbatch_t *x)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < x->req.ncalls; i++)
+        n += !x->req.calls[i].notification;
+    return n;
+}
+
 static void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
     jrpc_buf_reset(&b->out);
-    if (jrpc_batch_write_reply(&x->req, &b->out) < 0) {
-        jrpc_buf_reset(&b->out);
-        jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
+    size_t bytes_out;
+    if (x->answer) {   /* streamed: the answers are out; the end event */
+        char sum[64];
+        int n = snprintf(sum, sizeof sum, "{\"answered\":%u,\"timed_out\":%u}", x->streamed,
+                         x->timed_out);
+        jrpc_buf_append(&b->out, sum, (size_t)n);
+        bytes_out = x->bytes_out;
+    } else {
+        if (jrpc_batch_write_reply(&x->req, &b->out) < 0) {
+            jrpc_buf_reset(&b->out);
+            jrpc_batch_write_error(&b->out, JRPC_INTERNAL_ERROR, "out of memory");
+        }
+        bytes_out = b->out.len;
     }
-    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code };
-    access_log(b, x, NULL, out.cls, b->out.len);
+    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code,
+                           x->answer ? x->streamed : expecting(x), x->timed_out };
+    access_log(b, x, NULL, out.cls, bytes_out);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
 }
@@ -225,6 +250,20 @@ static void settle(jrpc_broker_t *b, bbatch_t *x)
     }
 }
 
+/* Streamed mode: sends call i's answer, just filled, to the front. Once per
+ * call: every fill is guarded by c->answered. */
+static void stream_answer(jrpc_broker_t *b, bbatch_t *x, uint32_t i)
+{
+    if (x->answer == NULL || x->replied || x->req.calls[i].notification)
+        return;
+    jrpc_buf_reset(&b->one);
+    if (jrpc_batch_write_answer(&x->req, i, &b->one) < 0)
+        return;   /* out of memory: the end's count says one fewer */
+    x->streamed++;
+    x->bytes_out += b->one.len;
+    x->answer(x->ctx, i, b->one.p, b->one.len);
+}
+
 /* Out of memory while answering call c: the reply writer writes -32603
  * "no answer" for it, and that is its outcome. */
 static void answer_lost(jrpc_call_t *c)
@@ -242,6 +281,7 @@ static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
     if (jrpc_batch_answer_error(&x->req, i, code, data) < 0)
         answer_lost(c);
     x->unanswered--;
+    stream_answer(x->broker, x, i);
 }
 
 static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_object *value,
@@ -263,6 +303,7 @@ static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_o
         if (rc < 0)
             answer_lost(c);
         x->unanswered--;
+        stream_answer(b, x, i);
     }
     settle(b, x);
 }
@@ -280,8 +321,10 @@ static void withdraw(jrpc_broker_t *b, bbatch_t *x, int code)
         x->outstanding--;
         if (code == 0)
             continue;
-        if (code == JRPC_TIMEOUT && !x->req.calls[i].notification && !x->req.calls[i].answered)
+        if (code == JRPC_TIMEOUT && !x->req.calls[i].notification && !x->req.calls[i].answered) {
             jrpc_metrics.timeouts++;
+            x->timed_out++;
+        }
         answer_code(x, i, code, NULL);
     }
 }
@@ -308,6 +351,10 @@ static void on_timer(uv_timer_t *t)
 /* Dispatches the calls of an admitted body (ACL first, per call). */
 static void start(jrpc_broker_t *b, bbatch_t *x)
 {
+    /* Streamed: what the parser answered goes out first. */
+    for (uint32_t i = 0; x->answer && i < x->req.ncalls; i++)
+        if (x->req.calls[i].answered)
+            stream_answer(b, x, i);
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
         x->handles[i] = NO_HANDLE;
@@ -401,10 +448,10 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
     int64_t now = (int64_t)time(NULL);
     int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
-    if (rc != JRPC_AUTH_OK) {
+    if (rc < 0) {
         char data[320];
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
-                 jrpc_auth_reason(rc), (long long)now);
+                 jrpc_auth_strerror(rc), (long long)now);
         refuse(b, x, NULL, NULL, NULL, -EACCES, data);
         return false;
     }
@@ -449,6 +496,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     }
     x->broker = b;
     x->fn = fn;
+    x->answer = ad ? ad->answer : NULL;
     x->ctx = ctx;
     x->busy = true;
     jrpc_batch_init(&x->req);
@@ -503,6 +551,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     b->opts = *opts;
     jrpc_metrics_init();
     jrpc_buf_init(&b->out);
+    jrpc_buf_init(&b->one);
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
     if (b->workers == NULL) {
         free(b);
@@ -538,6 +587,7 @@ static void on_timer_closed(uv_handle_t *h)
 {
     jrpc_broker_t *b = h->data;
     jrpc_buf_dispose(&b->out);
+    jrpc_buf_dispose(&b->one);
     free(b);
 }
 
@@ -620,28 +670,36 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
 {
     if (b->draining)
-        return JRPC_NOT_READY_DRAINING;
+        return JRPC_BROKER_EDRAINING;
     if (methods == NULL || *methods == '\0') {
         jrpc_workers_stats_t ws;
         jrpc_workers_stats(b->workers, &ws);
         if (ws.workers == 0)
-            return JRPC_NOT_READY_NO_WORKER;
+            return JRPC_BROKER_ENOWORKER;
     }
     for (const char *p = methods; p && *p;) {
         size_t n = strcspn(p, ",");
         if (n > 0 && !jrpc_workers_serves(b->workers, p, n)) {
             if (missing)
                 *missing = (jrpc_span_t){ p, n };
-            return JRPC_NOT_READY_METHOD;
+            return JRPC_BROKER_ENOMETHOD;
         }
         p += n + (p[n] == ',');
     }
     if (b->replay && !jrpc_replay_up(b->replay))
-        return JRPC_NOT_READY_REDIS_DOWN;
-    return JRPC_READY;
+        return JRPC_BROKER_EREDIS;
+    return 0;
 }
 
-bool jrpc_broker_draining(const jrpc_broker_t *b)
+const char *jrpc_broker_strerror(int rc)
 {
-    return b->draining;
+    switch (rc) {
+    case 0:                     return "ready";
+    case JRPC_BROKER_EDRAINING: return "draining";
+    case JRPC_BROKER_ENOMETHOD: return "no worker for a required method";
+    case JRPC_BROKER_ENOWORKER: return "no worker connected";
+    case JRPC_BROKER_EREDIS:    return "redis down";
+    case -ENOMEM:               return "out of memory";
+    default:                    return "unknown error";
+    }
 }

@@ -5,7 +5,9 @@
  * (jrpc_batch), dispatches its calls (jrpc_workers), fills the answers as
  * they come back in any order, keyed by its own sequence numbers, answers
  * what passes its deadline with -32003, and calls the front end's reply
- * function exactly once with the whole reply. */
+ * function exactly once with the whole reply — or, in streamed mode, each
+ * answer as soon as it is in and then an end event (one gather path, two
+ * ways out). */
 #ifndef JRPC_BROKER_H
 #define JRPC_BROKER_H
 
@@ -41,6 +43,14 @@ enum jrpc_transport {
     JRPC_TRANSPORT_HTTP = 1,
 };
 
+/* Streamed mode: receives one answer of a body as soon as it is in. pos is
+ * the request's position in the body (0-based, notifications counted: the
+ * index of its element in the batch array; 0 for a single request or a
+ * whole-body error); json is the finished response object, the same bytes
+ * it has in the unstreamed array, valid during the call. Never called for
+ * a notification. It must not call back into the broker. */
+typedef void (*jrpc_answer_fn)(void *ctx, uint32_t pos, const char *json, size_t len);
+
 /* How a body arrived, besides its bytes. Spans are read during submit only. */
 typedef struct jrpc_admit {
     uint32_t        timeout_ms;  /* the client's own deadline; 0: the broker's */
@@ -49,6 +59,7 @@ typedef struct jrpc_admit {
     jrpc_span_t     traceparent; /* W3C traceparent as received (unchecked); empty: none */
     jrpc_span_t     peer;        /* the client's address as text, for the access log;
                                     empty: unknown */
+    jrpc_answer_fn  answer;      /* non-NULL: streamed mode (jrpc_broker_submit) */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -84,6 +95,18 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * ignored as if absent.
  * With opts.access_log, one line event=access is logged per body: when it
  * is answered, refused (also busy), or cancelled.
+ * Streamed mode (admit->answer set): once the body is admitted, its calls
+ * already answered by the parser (invalid members, a whole-body -32700 or
+ * -32600 as position 0, ACL refusals, methods no worker serves) go to
+ * answer() first, then each worker's answer or deadline error as it is in;
+ * then fn is called once, the end event, with out as for a whole reply
+ * (ok or invalid) and the text {"answered":N,"timed_out":M}: N response
+ * objects sent, M of them -32003 because the deadline passed (the same
+ * numbers as data in out.answered and out.timed_out, which an unstreamed
+ * reply carries too). A body
+ * refused whole (busy, unauthorized, replayed, unavailable) gets no
+ * answer() and fn as in the unstreamed mode, its error object, so a front
+ * can still choose a status. A cancelled body gets no more answers.
  * Returns 0, or -ENOMEM: then fn is not called and the caller answers on
  * its own. */
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,
@@ -124,23 +147,24 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
  * listener, which then calls jrpc_metrics_write(). */
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
 
-/* Why the broker would not take work well, for /readyz. */
-enum jrpc_ready {
-    JRPC_READY = 0,
-    JRPC_NOT_READY_DRAINING,   /* jrpc_broker_drain was called */
-    JRPC_NOT_READY_METHOD,     /* no routed worker for a required method */
-    JRPC_NOT_READY_NO_WORKER,  /* no worker at all (no methods required) */
-    JRPC_NOT_READY_REDIS_DOWN, /* signing is on and the nonce store is down */
+/* Why the broker would not take work well (jrpc_broker_ready, /readyz). */
+enum {
+    JRPC_BROKER_EDRAINING = -7001,  /* jrpc_broker_drain was called */
+    JRPC_BROKER_ENOMETHOD = -7002,  /* no routed worker for a required method */
+    JRPC_BROKER_ENOWORKER = -7003,  /* no worker at all (no methods required) */
+    JRPC_BROKER_EREDIS    = -7004,  /* signing is on and the nonce store is down */
 };
 
 /* Readiness: not draining; a routed (not draining) worker for each method
  * of methods ("m1,m2"), or any worker when methods is NULL or empty; the
- * nonce store up when signing is on. Returns a jrpc_ready; for
- * JRPC_NOT_READY_METHOD, *missing (unless NULL) is that method's span of
- * methods. Checked in that order. Never blocks. */
+ * nonce store up when signing is on. Returns 0 when ready, or the first
+ * JRPC_BROKER_E* in that order; for JRPC_BROKER_ENOMETHOD, *missing (unless
+ * NULL) is that method's span of methods. Never blocks. */
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
 
-/* True once jrpc_broker_drain has been called (the process is stopping). */
-bool jrpc_broker_draining(const jrpc_broker_t *b);
+/* A short English description of a JRPC_BROKER_E* code ("draining", "no
+ * worker connected", ...) or -ENOMEM. Never NULL: "unknown error" for
+ * anything else. */
+const char *jrpc_broker_strerror(int rc);
 
 #endif

@@ -14,12 +14,12 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <http_parser.h>
 
 #include "jrpc_errors.h"
+#include "jrpc_http_reader.h"
+#include "jrpc_http_response.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
-#include "jrpc_trace.h"
 #include "jrpc_metrics.h"
 
 #define COMP          "front_http"
@@ -32,23 +32,16 @@
 #define INLINE_BODY   256    /* answers this short are copied into the record */
 #define LINGER_MS     2000   /* read and drop after our FIN, so our last answer is not reset */
 #define FREE_RECS_MAX 1024   /* request records kept for reuse */
-#define URL_MAX       64     /* longer request targets are not ours anyway */
-#define HNAME_MAX     24     /* longer header names are not ones we look at */
-#define HVAL_MAX      256    /* longer values of headers we look at are refused */
 
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
+/* How a request's answers go out (Accept, docs/STREAMING.md). */
+enum smode { S_NONE, S_SSE, S_NDJSON, S_JSONL };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_NMODES };
 /* A connection sits in up to two timeout queues at once: one for what the
  * reading side waits for (idle, headers, body, linger), one for a write in
  * flight (the client is not reading), so neither deadline hides the other. */
 enum tslot { TS_READ, TS_WRITE, TS_N };
-enum hid { H_OTHER, H_CL, H_TE, H_CT, H_CE, H_EXPECT, H_HOST, H_TIMEOUT, H_TRACE,
-           H_AUTH /* H_AUTH + AUTH_KEY .. AUTH_SIG */ };
-enum { AUTH_KEY, AUTH_TS, AUTH_NONCE, AUTH_SIG, AUTH_N };
-#define AUTH_MAX 72  /* longer than any valid value: longer ones are kept cut, still invalid */
-enum hstate { HS_NONE, HS_FIELD, HS_VALUE };
-enum ev { EV_NONE, EV_HEADERS, EV_MESSAGE, EV_CHUNK_BIG }; /* why the parser paused */
 
 typedef struct conn conn_t;
 
@@ -65,6 +58,9 @@ typedef struct req {
     bool         borrowed;    /* body points at the broker's reply (fast path only) */
     bool         hdr_built;   /* hdr/hlen are final */
     bool         head;        /* a HEAD request: the answer has no body */
+    uint8_t      stream;      /* enum smode: answers sent as they complete (SSE, NDJSON) */
+    bool         s_started;   /* streamed: the head is queued (first answer or the end) */
+    bool         s_ended;     /* streamed: the last chunk is queued */
     uint16_t     status;      /* HTTP status of the answer */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
@@ -73,6 +69,8 @@ typedef struct req {
     uint16_t     hlen;
     char         hdr[224];    /* status line and headers */
     char         inl[INLINE_BODY]; /* short bodies */
+    jrpc_buf_t   s_out;       /* streamed: bytes queued, not yet handed to a write */
+    jrpc_buf_t   s_wr;        /* streamed: bytes of the write in flight */
 } req_t;
 
 struct conn {
@@ -85,7 +83,6 @@ struct conn {
     size_t          wq_mark;   /* bytes libuv held for our write when TS_WRITE was armed */
     uv_write_t      wreq;
     uv_shutdown_t   sreq;
-    http_parser     parser;
     jrpc_front_http_t *front;
     conn_t         *prev, *next; /* every open connection, for pause */
     /* the FIFO of requests */
@@ -101,46 +98,22 @@ struct conn {
     bool            closing;   /* front paused: close after the last answer */
     bool            finishing; /* FIN sent, lingering */
     bool            closed;    /* uv_close called */
-    uint8_t         phase;     /* enum phase */
-    uint8_t         ev;        /* what paused the parser: enum ev */
-    /* raw-byte checks the lenient parser does not make */
-    char            prevch;    /* last byte of the header/framing scan */
-    uint8_t         want_crlf; /* bytes of CRLF still due after chunk data */
-    const char     *scan_pos;  /* chunked framing: first byte not yet scanned */
-    const char     *exec_end;  /* end of the buffer being parsed */
-    bool            raw_bad;   /* a byte the scan refuses */
-    /* the request being parsed */
-    uint32_t        hdr_bytes;
-    uint8_t         hstate;    /* enum hstate */
-    uint8_t         hid;       /* enum hid of the header being read */
-    bool            field_at_end;
-    bool            name_bad;  /* a header name with a non-token byte */
-    uint8_t         hname_len;
-    char            hname[HNAME_MAX];
-    uint16_t        hval_len;
-    bool            hval_long;
-    char            hval[HVAL_MAX];
-    uint8_t         url_len;
-    bool            url_long;
-    char            url[URL_MAX];
-    uint8_t         n_cl, n_te, n_ct, n_expect, n_host, n_timeout;
-    bool            te_ok, ct_ok, expect_cont, expect_other, timeout_bad;
-    bool            ce_bad;    /* a Content-Encoding other than identity */
-    uint32_t        timeout_ms;
-    char            auth[AUTH_N][AUTH_MAX]; /* X-JRPC-Key, -Timestamp, -Nonce, -Signature */
-    uint8_t         auth_len[AUTH_N];       /* 0: absent */
-    char            trace[JRPC_TRACEPARENT_MAX]; /* the traceparent header */
-    uint8_t         trace_len; /* 0: absent, or given twice / too long (ignored) */
-    bool            trace_seen; /* a traceparent header was read */
+    uint8_t         phase;     /* enum phase: the reader's, as the timers follow it */
+    bool            dirty;     /* streamed bytes queued: on the front's flush list */
+    bool            broken;    /* a stream ran out of memory: close at the next flush */
+    conn_t         *dnext;     /* the front's flush list */
+    uint8_t         stream;    /* enum smode the request being read asked for */
+    /* the request being read */
+    bool            discard;   /* refused softly: drop the body, answer at its end */
+    bool            is_head;   /* the head is in and the method is HEAD */
+    uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
     uint8_t         peer_len;
     char            peer[56];  /* "ip:port" / "[ip6]:port" of the client, for the access log */
-    bool            discard;   /* refused softly: drop the body, answer at its end */
-    bool            is_head;   /* the headers are in and the method is HEAD */
-    uint64_t        body_seen; /* body bytes received for this request */
     const char     *zc;        /* the whole body, still in the read buffer */
     size_t          zc_len;
     jrpc_buf_t      body;      /* the body, when it came in pieces */
     jrpc_buf_t      in;        /* bytes read but not parsed (backpressure) */
+    jrpc_http_reader_t rd;     /* the request reader: framing, checks, the head */
 };
 
 struct jrpc_front_http {
@@ -157,24 +130,28 @@ struct jrpc_front_http {
     req_t          *free_recs;
     uint32_t        nfree;
     jrpc_buf_t      err;        /* error bodies are written here */
-    time_t          date_t;     /* second of date[] */
-    char            date[40];   /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+    jrpc_http_date_t date;      /* the Date header, once per second */
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
     uv_timer_t      tick;       /* fires at the earliest deadline of the queues */
-    bool            tick_open;  /* tick initialised and not yet closed */
+    uint8_t         nhandles;   /* tick, flushq, ping: initialised and not yet closed */
     uint64_t        tick_at;    /* when tick is due; 0: not armed */
     struct { conn_t *head, *tail; } tq[T_NMODES]; /* per timeout kind, oldest first */
+    uv_check_t      flushq;     /* after each poll: writes what streamed answers queued */
+    conn_t         *dirty;      /* connections with streamed bytes to write */
+    uv_timer_t      ping;       /* ": ping" on SSE streams every opts.stream_ping_ms */
+    uint32_t        nstreams;   /* streamed answers begun and not ended */
     char            rbuf[READ_BUF];
 };
 
-static http_parser_settings settings;
-static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+static const char continue_line[] = JRPC_HTTP_CONTINUE;
 
 static void conn_close(conn_t *c);
 static void conn_finish(conn_t *c);
 static void flush(conn_t *c);
 static void feed_pending(conn_t *c);
+static void on_write(uv_write_t *w, int status);
+static void on_flushq(uv_check_t *h);
 
 /* ---- timers ------------------------------------------------------------ */
 
@@ -275,6 +252,10 @@ static req_t *rec_new(conn_t *c)
     r->handle = NULL;
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = false;
+    r->stream = S_NONE;
+    r->s_started = r->s_ended = false;
+    jrpc_buf_init(&r->s_out);
+    jrpc_buf_init(&r->s_wr);
     r->head = c->is_head;
     r->status = 0;
     r->body = NULL;
@@ -294,6 +275,10 @@ static req_t *rec_new(conn_t *c)
 static void rec_free(jrpc_front_http_t *f, req_t *r)
 {
     free(r->heap);
+    if (r->s_started && !r->s_ended)
+        f->nstreams--;
+    jrpc_buf_dispose(&r->s_out);
+    jrpc_buf_dispose(&r->s_wr);
     if (f->nfree < FREE_RECS_MAX) {
         r->next = f->free_recs;
         f->free_recs = r;
@@ -331,15 +316,16 @@ static int rec_set_body(req_t *r, const char *p, size_t n)
 }
 
 /* Answer bytes the client is behind on: those of the ready answers while a
- * write is in flight (without one, flush has handed the socket all it took).
- * At most PIPELINE_MAX + 1 records: cheap, and 0 at once when not writing. */
+ * write is in flight (without one, flush has handed the socket all it took),
+ * and streamed bytes queued. At most PIPELINE_MAX + 1 records: cheap. */
 static size_t out_behind(const conn_t *c)
 {
     size_t n = 0;
-    if (c->writing)
-        for (const req_t *x = c->head; x != NULL; x = x->next)
-            if (x->state == R_READY)
-                n += x->hlen + x->blen - x->off;
+    for (const req_t *x = c->head; x != NULL; x = x->next) {
+        n += x->s_out.len + (c->writing ? x->s_wr.len : 0);
+        if (c->writing && x->state == R_READY)
+            n += x->hlen + x->blen - x->off;
+    }
     return n;
 }
 
@@ -374,62 +360,16 @@ static void rec_error(conn_t *c, req_t *r, int status, int code, const char *dat
 
 /* ---- answers ------------------------------------------------------------ */
 
-static const char *status_text(int s)
+/* Header lines some statuses carry besides the usual ones. */
+static const char *extra_lines(unsigned status)
 {
-    switch (s) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 401: return "Unauthorized";
-    case 409: return "Conflict";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Internal Server Error";
+    switch (status) {
+    case 405: return "Allow: POST\r\n";
+    case 401: return "WWW-Authenticate: JRPC-HMAC-SHA256\r\n";
+    case 415: return "Accept-Encoding: identity\r\n";
+    case 503: return "Retry-After: 1\r\n";
+    default:  return NULL;
     }
-}
-
-static const char *http_date(jrpc_front_http_t *f)
-{
-    time_t now = time(NULL);
-    if (now != f->date_t) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(f->date, sizeof f->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        f->date_t = now;
-    }
-    return f->date;
-}
-
-/* The usual answer's header without snprintf (which was 7% of an HTTP
- * call): 200, keep-alive by default. Returns its length. */
-static int header_200(req_t *r, const char *date)
-{
-    static const char a[] = "HTTP/1.1 200 OK\r\nDate: ";
-    static const char b[] = "\r\nContent-Type: application/json\r\nContent-Length: ";
-    char digits[24], *d = digits + sizeof digits;
-    size_t v = r->blen;
-    do {
-        *--d = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    size_t dl = strlen(date), nd = (size_t)(digits + sizeof digits - d);
-    char *w = r->hdr;
-    memcpy(w, a, sizeof a - 1);
-    w += sizeof a - 1;
-    memcpy(w, date, dl); /* dl < 40, and the whole stays under 150 < sizeof r->hdr */
-    w += dl;
-    memcpy(w, b, sizeof b - 1);
-    w += sizeof b - 1;
-    memcpy(w, d, nd);
-    w += nd;
-    memcpy(w, "\r\n\r\n", 4);
-    return (int)(w + 4 - r->hdr);
 }
 
 static void build_header(conn_t *c, req_t *r)
@@ -437,26 +377,19 @@ static void build_header(conn_t *c, req_t *r)
     /* The last answer of a pausing front closes its connection. */
     if (c->closing && r->next == NULL)
         r->close = true;
-    int n;
-    if (r->status == 200 && !r->close && !r->ka10)
-        n = header_200(r, http_date(c->front));
-    else if (r->status == 204)
-        n = snprintf(r->hdr, sizeof r->hdr, "HTTP/1.1 204 No Content\r\nDate: %s\r\n%s\r\n",
-                     http_date(c->front),
-                     r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "");
-    else
-        n = snprintf(r->hdr, sizeof r->hdr,
-                     "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n%s%s%s\r\n",
-                     r->status, status_text(r->status), http_date(c->front), r->blen,
-                     r->close ? "Connection: close\r\n" : r->ka10 ? "Connection: keep-alive\r\n" : "",
-                     r->status == 405 ? "Allow: POST\r\n"
-                     : r->status == 401 ? "WWW-Authenticate: JRPC-HMAC-SHA256\r\n"
-                     : r->status == 415 ? "Accept-Encoding: identity\r\n" : "",
-                     r->status == 503 ? "Retry-After: 1\r\n" : "");
-    assert(n > 0 && (size_t)n < sizeof r->hdr);
+    jrpc_http_resp_t h = {
+        .status = r->status,
+        .date = jrpc_http_date(&c->front->date, time(NULL)),
+        .content_type = "application/json",
+        .content_length = r->blen, /* a HEAD's too: what a POST would have had */
+        .connection = r->close ? JRPC_HTTP_CONN_CLOSE
+                      : r->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
+        .extra = extra_lines(r->status),
+    };
+    int n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
+    assert(n > 0);
     if (r->head)
-        r->blen = 0; /* Content-Length says what a POST would have had */
+        r->blen = 0;
     r->hlen = (uint16_t)n;
     r->hdr_built = true;
 }
@@ -506,6 +439,187 @@ static void on_write(uv_write_t *w, int status)
     flush(c);
 }
 
+/* ---- streamed answers (SSE, NDJSON) -------------------------------------- */
+
+/* A streamed answer at the head of the FIFO: what is queued goes out,
+ * uv_try_write first, the rest with uv_write from s_wr (nothing appends to
+ * it while it is written: new bytes go to s_out). Returns true when the
+ * record is done and popped and flush may go on with the next one. */
+static bool stream_flush(conn_t *c, req_t *r)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    r->s_wr.len = 0;   /* no write in flight: its bytes are out */
+    if (r->s_out.len > 0) {
+        uv_buf_t b = uv_buf_init(r->s_out.p, (unsigned)r->s_out.len);
+        int n = uv_try_write(s, &b, 1);
+        if (n == UV_EAGAIN || n == UV_ENOSYS)
+            n = 0;
+        if (n < 0) {
+            JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(n));
+            conn_close(c);
+            return false;
+        }
+        if ((size_t)n < r->s_out.len) {
+            jrpc_buf_t t = r->s_wr;
+            r->s_wr = r->s_out;
+            r->s_out = t;
+            r->s_out.len = 0;
+            uv_buf_t rest = uv_buf_init(r->s_wr.p + n, (unsigned)(r->s_wr.len - (size_t)n));
+            c->writing = true;
+            c->wrecs = 0;
+            if (uv_write(&c->wreq, s, &rest, 1, on_write) < 0) {
+                conn_close(c);
+                return false;
+            }
+            arm(c, T_WRITE);
+            return false;
+        }
+        r->s_out.len = 0;
+    }
+    return r->s_ended && written(c);
+}
+
+static const char *const stream_type[] = {
+    [S_SSE] = "text/event-stream", [S_NDJSON] = "application/x-ndjson",
+    [S_JSONL] = "application/jsonl",
+};
+
+/* Appends one chunk of chunked transfer coding: a, p, z one after another. */
+static int chunk_put(jrpc_buf_t *b, const char *a, size_t an, const char *p, size_t n,
+                     const char *z, size_t zn)
+{
+    char size[24];
+    int sn = snprintf(size, sizeof size, "%zx\r\n", an + n + zn);
+    int rc = jrpc_buf_reserve(b, (size_t)sn + an + n + zn + 2);
+    if (rc == 0) {
+        jrpc_buf_append(b, size, (size_t)sn);
+        jrpc_buf_append(b, a, an);
+        jrpc_buf_append(b, p, n);
+        jrpc_buf_append(b, z, zn);
+        jrpc_buf_append(b, "\r\n", 2);
+    }
+    return rc;
+}
+
+static void on_ping(uv_timer_t *t);
+
+/* The head of a streamed answer, when its first bytes are due: 200, the
+ * stream's type, chunked. (A body refused whole never gets here: it is
+ * answered as JSON with its own status, since the broker refuses before
+ * any answer.) */
+static int stream_begin(conn_t *c, req_t *r)
+{
+    jrpc_front_http_t *f = c->front;
+    char hdr[JRPC_HTTP_HEAD_MAX];
+    if (c->closing && r->next == NULL)
+        r->close = true;
+    jrpc_http_resp_t h = {
+        .status = 200,
+        .date = jrpc_http_date(&f->date, time(NULL)),
+        .content_type = stream_type[r->stream],
+        .connection = r->close ? JRPC_HTTP_CONN_CLOSE : JRPC_HTTP_CONN_NONE,
+        .extra = r->stream == S_SSE ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+                                    : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n",
+        .chunked = true,
+    };
+    int n = jrpc_http_response_head(hdr, sizeof hdr, &h);
+    assert(n > 0);
+    r->s_started = true;
+    f->nstreams++;
+    if (r->stream == S_SSE && f->opts.stream_ping_ms && !uv_is_active((uv_handle_t *)&f->ping))
+        uv_timer_start(&f->ping, on_ping, f->opts.stream_ping_ms, f->opts.stream_ping_ms);
+    return jrpc_buf_append(&r->s_out, hdr, (size_t)n);
+}
+
+/* Streamed bytes were queued on c: written after this loop turn's poll
+ * (not from inside the broker's callback, which must not be re-entered by
+ * a failed write closing the connection; and answers that come together
+ * leave in one write). */
+static void mark_dirty(conn_t *c)
+{
+    jrpc_front_http_t *f = c->front;
+    if (c->dirty)
+        return;
+    c->dirty = true;
+    c->dnext = f->dirty;
+    f->dirty = c;
+    uv_check_start(&f->flushq, on_flushq);
+}
+
+static void on_flushq(uv_check_t *h)
+{
+    jrpc_front_http_t *f = h->data;
+    conn_t *c;
+    while ((c = f->dirty) != NULL) {
+        f->dirty = c->dnext;
+        c->dirty = false;
+        c->dnext = NULL;
+        if (c->broken)
+            conn_close(c);
+        else if (!c->closed)
+            flush(c);
+    }
+    uv_check_stop(h);
+}
+
+/* One answer of a streamed body, as it is in (jrpc_answer_fn). */
+static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
+{
+    req_t *r = ctx;
+    conn_t *c = r->conn;
+    int rc = r->s_started ? 0 : stream_begin(c, r);
+    if (rc == 0 && r->stream == S_SSE) {
+        char id[32];
+        int n = snprintf(id, sizeof id, "id: %u\ndata: ", pos);
+        rc = chunk_put(&r->s_out, id, (size_t)n, json, len, "\n\n", 2);
+    } else if (rc == 0) {
+        rc = chunk_put(&r->s_out, "", 0, json, len, "\n", 1);
+    }
+    if (rc < 0)
+        c->broken = true;   /* out of memory: the stream is cut, the client sees it end early */
+    mark_dirty(c);
+}
+
+/* The end of a streamed body: SSE's end event with the counts, NDJSON's
+ * counts in the trailer; then the last chunk. */
+static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
+{
+    int rc = r->s_started ? 0 : stream_begin(c, r);
+    if (rc == 0 && r->stream == S_SSE) {
+        rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len, "\n\n", 2);
+        if (rc == 0)
+            rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
+    } else if (rc == 0) {
+        char t[96];
+        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n\r\n",
+                         out.answered, out.timed_out);
+        rc = jrpc_buf_append(&r->s_out, t, (size_t)n);
+    }
+    r->s_ended = true;
+    c->front->nstreams--;
+    return rc;
+}
+
+/* Every stream_ping_ms: a comment on each SSE stream in progress, so that
+ * proxies with an idle timeout keep it (the WHATWG parser ignores it). */
+static void on_ping(uv_timer_t *t)
+{
+    jrpc_front_http_t *f = t->data;
+    if (f->nstreams == 0) {
+        uv_timer_stop(t);
+        return;
+    }
+    for (conn_t *c = f->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        req_t *r = c->head;
+        if (r == NULL || r->stream != S_SSE || !r->s_started || r->s_ended)
+            continue;
+        if (chunk_put(&r->s_out, ": ping\n\n", 8, "", 0, "", 0) < 0)
+            c->broken = true;
+        mark_dirty(c);
+    }
+}
+
 /* Writes every answer that is ready at the head of the FIFO: uv_try_write
  * first (no request, no copy), the rest with uv_write. Answers leave in
  * request order; a later one that is ready waits for the earlier ones. */
@@ -514,6 +628,11 @@ static void flush(conn_t *c)
     uv_stream_t *s = (uv_stream_t *)&c->tcp;
     while (!c->writing && !c->closed && !c->finishing && c->head != NULL) {
         req_t *r = c->head;
+        if (r->s_started) {
+            if (!stream_flush(c, r))
+                break;
+            continue;
+        }
         if (r->state != R_READY) {
             if (r->cont) { /* the body's sender waits for this */
                 r->cont = false;
@@ -619,6 +738,13 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
+    if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
+        if (stream_end(c, r, out, reply, len) < 0)
+            c->broken = true;
+        mark_dirty(c);
+        return;
+    }
+    r->stream = S_NONE;   /* refused whole, before any answer: a plain JSON answer */
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     if (len == 0) {
@@ -646,9 +772,12 @@ static void front_maybe_free(jrpc_front_http_t *f)
 {
     if (!f->destroying || f->nalive > 0 || f->listening)
         return;
-    if (f->tick_open) {
-        if (!uv_is_closing((uv_handle_t *)&f->tick))
+    if (f->nhandles > 0) {
+        if (!uv_is_closing((uv_handle_t *)&f->tick)) {
             uv_close((uv_handle_t *)&f->tick, on_tick_closed);
+            uv_close((uv_handle_t *)&f->flushq, on_tick_closed);
+            uv_close((uv_handle_t *)&f->ping, on_tick_closed);
+        }
         return;
     }
     req_t *r;
@@ -663,7 +792,7 @@ static void front_maybe_free(jrpc_front_http_t *f)
 static void on_tick_closed(uv_handle_t *h)
 {
     jrpc_front_http_t *f = h->data;
-    f->tick_open = false;
+    f->nhandles--;
     front_maybe_free(f);
 }
 
@@ -671,6 +800,12 @@ static void on_tcp_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     jrpc_front_http_t *f = c->front;
+    if (c->dirty)   /* not expected (the list is walked before close callbacks run) */
+        for (conn_t **pp = &f->dirty; *pp; pp = &(*pp)->dnext)
+            if (*pp == c) {
+                *pp = c->dnext;
+                break;
+            }
     jrpc_buf_dispose(&c->body);
     jrpc_buf_dispose(&c->in);
     free(c);
@@ -832,20 +967,7 @@ static void on_tick(uv_timer_t *t)
         tick_arm(f, next);
 }
 
-/* ---- parsing: callbacks ------------------------------------------------- */
-
-static bool is_tchar(unsigned char ch)
-{
-    /* RFC 9110 token: ! # $ % & ' * + - . ^ _ ` | ~ DIGIT ALPHA */
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch != 0 && memchr(extra, ch, sizeof extra - 1) != NULL);
-}
-
-static bool eq_nocase(const char *p, size_t n, const char *lit)
-{
-    return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
-}
+/* ---- requests: the reader's verdicts ------------------------------------- */
 
 /* Strips spaces and tabs at both ends. */
 static void trim(const char **p, size_t *n)
@@ -856,6 +978,11 @@ static void trim(const char **p, size_t *n)
     }
     while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
         (*n)--;
+}
+
+static bool eq_nocase(const char *p, size_t n, const char *lit)
+{
+    return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
 /* application/json, parameters allowed; a charset must be utf-8. */
@@ -888,330 +1015,37 @@ static bool content_type_ok(const char *p, size_t n)
     return true;
 }
 
-/* A Content-Encoding list naming no coding but identity (empty elements,
- * which RFC 9110's list syntax allows, are skipped). We decode none. */
-static bool identity_only(const char *p, size_t n)
+/* X-JRPC-Timeout-Ms: one, a whole number from 1 to 2^32-1. */
+static bool timeout_of(const jrpc_http_head_t *h, uint32_t *ms)
 {
-    while (n > 0) {
-        const char *comma = memchr(p, ',', n);
-        size_t en = comma ? (size_t)(comma - p) : n;
-        const char *e = p;
-        size_t el = en;
-        trim(&e, &el);
-        if (el != 0 && !eq_nocase(e, el, "identity"))
-            return false;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-        n -= en + 1;
+    jrpc_http_value_t v = jrpc_http_head_value(h, JRPC_HTTP_F_TIMEOUT_MS);
+    *ms = 0;
+    if (v.count == 0)
+        return true;
+    uint64_t t = 0;
+    bool ok = v.count == 1 && !v.cut && v.n > 0 && v.n <= 10;
+    for (size_t i = 0; ok && i < v.n; i++) {
+        ok = v.p[i] >= '0' && v.p[i] <= '9';
+        t = t * 10 + (uint64_t)(v.p[i] - '0');
     }
+    if (!ok || t == 0 || t > UINT32_MAX)
+        return false;
+    *ms = (uint32_t)t;
     return true;
 }
 
-static uint8_t classify(const conn_t *c);
-
-static void finish_header(conn_t *c)
+/* A signing header as the broker gets it: empty when absent; when given
+ * twice or too long to keep, a value that fails its check. */
+static jrpc_span_t auth_value(const jrpc_http_head_t *h, jrpc_http_field_t f)
 {
-    if (c->hstate == HS_FIELD) { /* a header with an empty value */
-        c->hid = classify(c);
-        c->hval_len = 0;
-        c->hval_long = false;
-    }
-    const char *v = c->hval;
-    size_t n = c->hval_len;
-    trim(&v, &n);
-    switch (c->hid) {
-    case H_CL: c->n_cl++; break;
-    case H_TE:
-        c->n_te++;
-        c->te_ok = !c->hval_long && eq_nocase(v, n, "chunked");
-        break;
-    case H_CT:
-        c->n_ct++;
-        c->ct_ok = !c->hval_long && content_type_ok(v, n);
-        break;
-    case H_CE:
-        if (c->hval_long || !identity_only(v, n))
-            c->ce_bad = true;
-        break;
-    case H_EXPECT:
-        c->n_expect++;
-        if (!c->hval_long && eq_nocase(v, n, "100-continue"))
-            c->expect_cont = true;
-        else
-            c->expect_other = true;
-        break;
-    case H_HOST: c->n_host++; break;
-    case H_AUTH + AUTH_KEY:
-    case H_AUTH + AUTH_TS:
-    case H_AUTH + AUTH_NONCE:
-    case H_AUTH + AUTH_SIG: {
-        int k = c->hid - H_AUTH;
-        if (c->auth_len[k] != 0 || c->hval_long) {
-            /* Repeated or huge: keep something that fails its check. */
-            memset(c->auth[k], 0, AUTH_MAX);
-            c->auth_len[k] = AUTH_MAX;
-        } else {
-            size_t m = n < AUTH_MAX ? n : AUTH_MAX;
-            memcpy(c->auth[k], v, m);
-            c->auth_len[k] = (uint8_t)(m ? m : 0);
-        }
-        break;
-    }
-    case H_TRACE:
-        /* One, of a length we carry; the broker checks its syntax. A second
-         * one makes both invalid (W3C: a vendor may not pick one). */
-        c->trace_len = 0;
-        if (!c->trace_seen && !c->hval_long && n <= sizeof c->trace) {
-            memcpy(c->trace, v, n);
-            c->trace_len = (uint8_t)n;
-        }
-        c->trace_seen = true;
-        break;
-    case H_TIMEOUT: {
-        c->n_timeout++;
-        uint64_t t = 0;
-        bool ok = n > 0 && n <= 10 && !c->hval_long;
-        for (size_t i = 0; ok && i < n; i++) {
-            ok = v[i] >= '0' && v[i] <= '9';
-            t = t * 10 + (uint64_t)(v[i] - '0');
-        }
-        if (!ok || t == 0 || t > UINT32_MAX)
-            c->timeout_bad = true;
-        else
-            c->timeout_ms = (uint32_t)t;
-        break;
-    }
-    default: break;
-    }
-    c->hname_len = 0;
-    c->hstate = HS_NONE;
+    static const char invalid[72];
+    jrpc_http_value_t v = jrpc_http_head_value(h, f);
+    if (v.count == 0)
+        return (jrpc_span_t){ "", 0 };
+    if (v.count > 1 || v.cut)
+        return (jrpc_span_t){ invalid, sizeof invalid };
+    return (jrpc_span_t){ v.p, v.n };
 }
-
-static int on_message_begin(http_parser *p)
-{
-    conn_t *c = p->data;
-    c->phase = PH_HEADERS;
-    c->hdr_bytes = 0;
-    c->hstate = HS_NONE;
-    c->hname_len = 0;
-    c->name_bad = false;
-    c->url_len = 0;
-    c->url_long = false;
-    c->n_cl = c->n_te = c->n_ct = c->n_expect = c->n_host = c->n_timeout = 0;
-    c->te_ok = c->ct_ok = c->expect_cont = c->expect_other = c->timeout_bad = false;
-    c->ce_bad = false;
-    c->timeout_ms = 0;
-    memset(c->auth_len, 0, sizeof c->auth_len);
-    c->trace_len = 0;
-    c->trace_seen = false;
-    c->discard = false;
-    c->is_head = false;
-    c->body_seen = 0;
-    c->zc = NULL;
-    c->zc_len = 0;
-    jrpc_buf_reset(&c->body);
-    c->want_crlf = 0;
-    arm(c, T_HEADERS);
-    return 0;
-}
-
-static int on_url(http_parser *p, const char *at, size_t len)
-{
-    conn_t *c = p->data;
-    if (c->url_len + len > URL_MAX) {
-        c->url_long = true;
-        return 0;
-    }
-    memcpy(c->url + c->url_len, at, len);
-    c->url_len = (uint8_t)(c->url_len + len);
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-    conn_t *c = p->data;
-    if (c->phase == PH_BODY)
-        return 0; /* a chunked trailer: read nothing from it (issue 19) */
-    /* A name continues only across a buffer boundary; anything else after
-     * a name is a new header (the previous one had an empty value). */
-    if (c->hstate == HS_VALUE || (c->hstate == HS_FIELD && !(c->field_at_end && at == c->scan_pos)))
-        finish_header(c);
-    c->hstate = HS_FIELD;
-    for (size_t i = 0; i < len; i++)
-        if (!is_tchar((unsigned char)at[i]))
-            c->name_bad = true;
-    if (c->hname_len + len <= HNAME_MAX) {
-        memcpy(c->hname + c->hname_len, at, len);
-        c->hname_len = (uint8_t)(c->hname_len + len);
-    } else {
-        c->hname_len = HNAME_MAX + 1;
-    }
-    c->field_at_end = at + len == c->exec_end;
-    return 0;
-}
-
-static uint8_t classify(const conn_t *c)
-{
-    const char *n = c->hname;
-    size_t l = c->hname_len;
-    if (l > HNAME_MAX)
-        return H_OTHER;
-    if (eq_nocase(n, l, "content-length")) return H_CL;
-    if (eq_nocase(n, l, "transfer-encoding")) return H_TE;
-    if (eq_nocase(n, l, "content-type")) return H_CT;
-    if (eq_nocase(n, l, "content-encoding")) return H_CE;
-    if (eq_nocase(n, l, "expect")) return H_EXPECT;
-    if (eq_nocase(n, l, "host")) return H_HOST;
-    if (eq_nocase(n, l, "x-jrpc-timeout-ms")) return H_TIMEOUT;
-    if (eq_nocase(n, l, "traceparent")) return H_TRACE;
-    if (eq_nocase(n, l, "x-jrpc-key")) return H_AUTH + AUTH_KEY;
-    if (eq_nocase(n, l, "x-jrpc-timestamp")) return H_AUTH + AUTH_TS;
-    if (eq_nocase(n, l, "x-jrpc-nonce")) return H_AUTH + AUTH_NONCE;
-    if (eq_nocase(n, l, "x-jrpc-signature")) return H_AUTH + AUTH_SIG;
-    return H_OTHER;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-    conn_t *c = p->data;
-    if (c->phase == PH_BODY)
-        return 0; /* a chunked trailer */
-    if (c->hstate != HS_VALUE) {
-        if (c->hstate == HS_NONE) /* a value with no name: cannot happen */
-            c->name_bad = true;
-        c->hstate = HS_VALUE;
-        c->hid = classify(c);
-        c->hval_len = 0;
-        c->hval_long = false;
-    }
-    if (c->hid == H_OTHER)
-        return 0;
-    if (c->hval_len + len > HVAL_MAX) {
-        c->hval_long = true;
-        return 0;
-    }
-    memcpy(c->hval + c->hval_len, at, len);
-    c->hval_len = (uint16_t)(c->hval_len + len);
-    return 0;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    conn_t *c = p->data;
-    if (c->hstate != HS_NONE)
-        finish_header(c);
-    c->ev = EV_HEADERS;
-    http_parser_pause(p, 1); /* handled in feed(), where byte counts are known */
-    return 0;
-}
-
-/* Checks the raw bytes of the header section and of chunked framing, which
- * the lenient parser does not: every line ends in CRLF (no bare CR or LF),
- * no obs-fold, no control bytes, and chunk data is followed by CRLF. */
-static void scan_raw(conn_t *c, const char *p, const char *end)
-{
-    /* Locals, not c->...: stores through p's char type would force a reload
-     * of every field at every byte (the scan was 10% of an HTTP call). */
-    char prev = c->prevch;
-    uint8_t want = c->want_crlf;
-    bool bad = false;
-    for (; p < end; p++) {
-        /* Visible ASCII (0x21..0x7e) is fine after anything but CR: skip it
-         * eight bytes at a time. The mask flags each byte outside that range
-         * (and maybe bytes after one, by a borrow): the lowest flag is exact. */
-        const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-        while (end - p >= 8 && !want && prev != '\r') {
-            uint64_t x;
-            memcpy(&x, p, 8);
-            uint64_t m = (((x - 0x21 * ones) & ~x) | (x + ones) | x) & highs;
-            size_t k = m ? (size_t)__builtin_ctzll(m) / 8 : 8; /* little-endian */
-            if (k == 0)
-                break;
-            p += k;
-            prev = p[-1];
-            if (k < 8)
-                break;
-        }
-        if (p == end)
-            break;
-        unsigned char ch = (unsigned char)*p;
-        if ((unsigned)(ch - 0x21) < 0x5e && !want && prev != '\r') {
-            prev = (char)ch; /* visible ASCII: fine after anything but CR */
-            continue;
-        }
-        if (want) {
-            if (ch != (want == 2 ? '\r' : '\n'))
-                bad = true;
-            want--;
-        } else if (prev == '\r' && ch != '\n') {
-            bad = true;
-        } else if (ch == '\n' && prev != '\r') {
-            bad = true;
-        } else if ((ch == ' ' || ch == '\t') && prev == '\n') {
-            bad = true; /* obs-fold */
-        } else if ((ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n') || ch == 0x7f) {
-            bad = true;
-        }
-        prev = (char)ch;
-    }
-    c->prevch = prev;
-    c->want_crlf = want;
-    if (bad)
-        c->raw_bad = true;
-}
-
-static int on_body(http_parser *p, const char *at, size_t len)
-{
-    conn_t *c = p->data;
-    if (p->flags & F_CHUNKED) {
-        scan_raw(c, c->scan_pos, at);
-        c->scan_pos = at + len;
-        if (p->content_length == 0) { /* end of this chunk's data */
-            c->want_crlf = 2;
-            c->prevch = 0;
-        }
-    }
-    c->body_seen += len;
-    if (c->discard || c->body_seen > c->front->opts.max_body)
-        return 0; /* skipped, or chunked over the limit: refused in feed() */
-    if (c->zc == NULL && c->body.len == 0) {
-        c->zc = at;
-        c->zc_len = len;
-        return 0;
-    }
-    if (c->zc != NULL) {
-        if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0)
-            return -1;
-        c->zc = NULL;
-        c->zc_len = 0;
-    }
-    return jrpc_buf_append(&c->body, at, len) < 0 ? -1 : 0;
-}
-
-static int on_message_complete(http_parser *p)
-{
-    conn_t *c = p->data;
-    c->ev = EV_MESSAGE;
-    http_parser_pause(p, 1);
-    return 0;
-}
-
-/* A chunk's size is known before its data: one that would take the body
- * past --max-body is refused now (413), not after the body timeout. The
- * library itself refuses a size that overflows 64 bits (400). */
-static int on_chunk_header(http_parser *p)
-{
-    conn_t *c = p->data;
-    uint64_t max = c->front->opts.max_body;
-    if (p->content_length > max || c->body_seen + p->content_length > max) {
-        c->ev = EV_CHUNK_BIG;
-        http_parser_pause(p, 1);
-    }
-    return 0;
-}
-
-/* ---- parsing: decisions ------------------------------------------------- */
 
 /* A refusal that ends the connection: answered in order, then closed. */
 static void refuse_close(conn_t *c, int status, int code, const char *why)
@@ -1231,83 +1065,118 @@ static void refuse_close(conn_t *c, int status, int code, const char *why)
     flush(c);
 }
 
-static bool path_ok(const conn_t *c)
+/* A qvalue (RFC 9110 12.4.2: "0", "0.5", "1.000") in thousandths; what
+ * does not follow the grammar reads as far as it does. */
+static int qvalue(const char *v, size_t n)
 {
-    if (c->url_long)
-        return false;
-    const char *u = c->url;
-    size_t n = c->url_len;
-    /* absolute-form: http://authority/path */
-    if (n >= 7 && strncasecmp(u, "http://", 7) == 0) {
-        const char *slash = memchr(u + 7, '/', n - 7);
-        if (slash == NULL)
-            return false;
-        n -= (size_t)(slash - u);
-        u = slash;
+    size_t i = 0;
+    int q = 0;
+    if (i < n && (v[i] == '0' || v[i] == '1'))
+        q = (v[i++] - '0') * 1000;
+    if (i < n && v[i] == '.')
+        for (int scale = 100, k = 0; ++i < n && k < 3 && v[i] >= '0' && v[i] <= '9'; k++, scale /= 10)
+            q += (v[i] - '0') * scale;
+    return q > 1000 ? 1000 : q;
+}
+
+/* The q of the media ranges in Accept[p, n) that name type (exactly, any
+ * case; the ranges of any type and of any application type count only for
+ * application/json): the highest, or -1 when none names it. */
+static int accept_q(const char *p, size_t n, const char *type)
+{
+    int best = -1;
+    bool json = strcmp(type, "application/json") == 0;
+    while (n > 0) {
+        const char *comma = memchr(p, ',', n);
+        size_t rn = comma ? (size_t)(comma - p) : n;
+        const char *r = p, *semi = memchr(p, ';', rn);
+        size_t tn = semi ? (size_t)(semi - r) : rn;
+        trim(&r, &tn);
+        if (eq_nocase(r, tn, type) ||
+            (json && (eq_nocase(r, tn, "*/*") || eq_nocase(r, tn, "application/*")))) {
+            int q = 1000;
+            for (const char *x = semi; x != NULL && x < p + rn;) {
+                const char *v = x + 1;
+                size_t vn = (size_t)(p + rn - v);
+                const char *next = memchr(v, ';', vn);
+                if (next)
+                    vn = (size_t)(next - v);
+                trim(&v, &vn);
+                if (vn >= 2 && (v[0] == 'q' || v[0] == 'Q') && v[1] == '=')
+                    q = qvalue(v + 2, vn - 2);
+                x = next;
+            }
+            if (q > best)
+                best = q;
+        }
+        if (comma == NULL)
+            break;
+        n -= rn + 1;
+        p = comma + 1;
     }
-    const char *q = memchr(u, '?', n);
-    if (q)
-        n = (size_t)(q - u);
+    return best;
+}
+
+/* How the answers of a request are to go out, from its Accept header
+ * (docs/STREAMING.md): streamed when text/event-stream, application/x-ndjson
+ * or application/jsonl is acceptable (q > 0) and preferred to
+ * application/json (a higher q, or application/json not acceptable at
+ * all); SSE first on a tie. HTTP/1.0 has no chunked coding: never. */
+static uint8_t stream_mode(const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
+    if (a.count == 0 || h->version_minor != 1)
+        return S_NONE;
+    int best = 0;
+    uint8_t mode = S_NONE;
+    for (uint8_t m = S_SSE; m <= S_JSONL; m++) {
+        int q = accept_q(a.p, a.n, stream_type[m]);
+        if (q > best) {
+            best = q;
+            mode = m;
+        }
+    }
+    return mode != S_NONE && best > accept_q(a.p, a.n, "application/json") ? mode : S_NONE;
+}
+
+/* POST / or POST /rpc (a query is allowed; absolute-form too). */
+static bool rpc_target(const jrpc_http_head_t *h)
+{
+    const char *u;
+    size_t n;
+    if (!jrpc_http_head_path(h, &u, &n))
+        return false;
     return (n == 1 && u[0] == '/') || (n == 4 && memcmp(u, "/rpc", 4) == 0);
 }
 
-/* The headers are in: decide whether the request is acceptable. */
+/* The head is in (the reader has checked its framing): decide whether the
+ * request is ours to serve. */
 static void headers_done(conn_t *c)
 {
-    http_parser *p = &c->parser;
+    const jrpc_http_head_t *h = jrpc_http_reader_head(&c->rd);
     const jrpc_front_http_opts_t *o = &c->front->opts;
-    bool v11 = p->http_minor == 1;
-    c->is_head = p->method == HTTP_HEAD;
-    if (c->hdr_bytes > o->max_header_bytes) {
-        refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
-        return;
-    }
-    if (p->http_major != 1 || p->http_minor > 1) {
-        refuse_close(c, p->http_major == 0 ? 400 : 505, JRPC_INVALID_REQUEST,
-                     "HTTP/1.0 or HTTP/1.1 only");
-        return;
-    }
-    if (c->raw_bad || c->name_bad) {
-        refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed header section");
-        return;
-    }
-    if (c->n_host > 1 || (v11 && c->n_host == 0)) {
-        refuse_close(c, 400, JRPC_INVALID_REQUEST, "exactly one Host header is required");
-        return;
-    }
-    if (c->n_te > 0 || p->uses_transfer_encoding) {
-        const char *why = NULL;
-        if (c->n_cl > 0 || (p->flags & F_CONTENTLENGTH))
-            why = "both Transfer-Encoding and Content-Length";
-        else if (c->n_te != 1 || !c->te_ok || !(p->flags & F_CHUNKED))
-            why = "Transfer-Encoding must be exactly chunked";
-        else if (!v11)
-            why = "Transfer-Encoding in an HTTP/1.0 request";
-        if (why) {
-            refuse_close(c, 400, JRPC_INVALID_REQUEST, why);
-            return;
-        }
-    }
-    if (c->n_cl > 1) {
-        refuse_close(c, 400, JRPC_INVALID_REQUEST, "several Content-Length headers");
-        return;
-    }
-    bool chunked = (p->flags & F_CHUNKED) != 0;
-    uint64_t cl = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
+    bool v11 = h->version_minor == 1;
+    c->is_head = h->method == JRPC_HTTP_M_HEAD;
+    c->discard = false;
+    c->zc = NULL;
+    c->zc_len = 0;
+    jrpc_buf_reset(&c->body);
+    uint64_t cl = h->content_length;
+    jrpc_http_value_t ct = jrpc_http_head_value(h, JRPC_HTTP_F_CONTENT_TYPE);
     /* Soft refusals leave the framing intact: the body can be skipped and
      * the connection kept, unless the client waits to be told to send it. */
     int status = 0;
     const char *why = NULL;
-    if (p->method != HTTP_POST || !path_ok(c)) {
+    if (h->method != JRPC_HTTP_M_POST || !rpc_target(h)) {
         status = 405;
         why = "use POST / or POST /rpc";
-    } else if (v11 && c->expect_other) {
+    } else if (v11 && h->expect_other) {
         status = 417;
         why = "only Expect: 100-continue is supported";
-    } else if (c->n_ct > 1 || (c->n_ct == 1 && !c->ct_ok)) {
+    } else if (ct.count > 1 || (ct.count == 1 && (ct.cut || !content_type_ok(ct.p, ct.n)))) {
         status = 415;
         why = "Content-Type must be application/json";
-    } else if (c->ce_bad) {
+    } else if (h->content_coded) {
         status = 415;
         why = "Content-Encoding must be identity (none is decoded)";
     } else if (cl > o->max_body) {
@@ -1315,12 +1184,12 @@ static void headers_done(conn_t *c)
         snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
         refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
         return;
-    } else if (c->n_timeout > 1 || c->timeout_bad) {
+    } else if (!timeout_of(h, &c->timeout_ms)) {
         status = 400;
         why = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
     }
-    bool expecting = v11 && (c->expect_cont || c->expect_other);
-    if (status != 0 && (expecting || p->method == HTTP_CONNECT || cl > o->max_body)) {
+    bool expecting = v11 && (h->expect_continue || h->expect_other);
+    if (status != 0 && (expecting || h->method == JRPC_HTTP_M_CONNECT || cl > o->max_body)) {
         refuse_close(c, status, JRPC_INVALID_REQUEST, why);
         return;
     }
@@ -1329,36 +1198,60 @@ static void headers_done(conn_t *c)
         conn_close(c);
         return;
     }
-    r->ka10 = !v11 && http_should_keep_alive(p);
+    r->ka10 = !v11 && h->keep_alive;
+    r->stream = stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
         r->state = R_PARSING; /* ready once the body is skipped */
         c->discard = true;
-    } else if (v11 && c->expect_cont) {
+    } else if (v11 && h->expect_continue) {
         r->cont = true;
         flush(c);
     }
     c->phase = PH_BODY;
-    if (chunked || cl > 0)
+    if (h->chunked || cl > 0)
         arm(c, T_BODY);
+}
+
+/* Body bytes: kept where they lie while the body is in one read (zc), else
+ * gathered in c->body. */
+static void body_bytes(conn_t *c, const char *at, size_t len)
+{
+    if (c->discard)
+        return;
+    if (c->zc == NULL && c->body.len == 0) {
+        c->zc = at;
+        c->zc_len = len;
+        return;
+    }
+    if (c->zc != NULL) {
+        if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0) {
+            conn_close(c);
+            return;
+        }
+        c->zc = NULL;
+        c->zc_len = 0;
+    }
+    if (jrpc_buf_append(&c->body, at, len) < 0)
+        conn_close(c);
 }
 
 /* The body is in: submit it (or finish a soft refusal). */
 static void message_done(conn_t *c)
 {
-    http_parser *p = &c->parser;
+    const jrpc_http_head_t *h = jrpc_http_reader_head(&c->rd);
     req_t *r = c->tail;
     c->phase = PH_IDLE;
     c->is_head = false;
     disarm_read(c);
-    if (!http_should_keep_alive(p)) {
+    if (!h->keep_alive) {
         c->no_more = true;
         read_stop(c); /* the answer closes: read no more (a FIN from the client is then no cancel) */
     }
     if (r == NULL || r->state != R_PARSING)
         return;
-    r->close = !http_should_keep_alive(p);
+    r->close = !h->keep_alive;
     if (c->discard) {
         r->state = R_READY;
         flush(c);
@@ -1366,16 +1259,20 @@ static void message_done(conn_t *c)
     }
     const char *body = c->zc ? c->zc : c->body.p;
     size_t len = c->zc ? c->zc_len : c->body.len;
+    jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
     r->state = R_SUBMITTED;
     jrpc_admit_t ad = {
         .transport = JRPC_TRANSPORT_HTTP,
         .timeout_ms = c->timeout_ms,
-        .auth = { .key = { c->auth[AUTH_KEY], c->auth_len[AUTH_KEY] },
-                  .timestamp_text = { c->auth[AUTH_TS], c->auth_len[AUTH_TS] },
-                  .nonce = { c->auth[AUTH_NONCE], c->auth_len[AUTH_NONCE] },
-                  .signature = { c->auth[AUTH_SIG], c->auth_len[AUTH_SIG] } },
-        .traceparent = { c->trace, c->trace_len },
+        .auth = { .key = auth_value(h, JRPC_HTTP_F_KEY),
+                  .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
+                  .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
+                  .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
+        /* one, whole: a second one makes both invalid (W3C: no picking) */
+        .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
+                                                : (jrpc_span_t){ "", 0 },
         .peer = { c->peer, c->peer_len },
+        .answer = r->stream ? on_answer : NULL,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -1392,91 +1289,52 @@ static void message_done(conn_t *c)
     }
 }
 
-/* Parses bytes p[0..n) of one read. Returns how many were consumed: fewer
- * than n when parsing stopped (backpressure, or nothing more to parse). */
+/* Hands bytes p[0..n) of one read to the reader and acts on its verdicts.
+ * Returns how many were consumed: fewer than n when reading stopped
+ * (backpressure, or nothing more to read). */
 static size_t feed(conn_t *c, const char *p, size_t n)
 {
-    const jrpc_front_http_opts_t *o = &c->front->opts;
     size_t done = 0;
     c->feeding = true;
-    c->exec_end = p + n;
-    while (done < n && !c->no_more && !c->closed && !c->finishing) {
+    while (!c->no_more && !c->closed && !c->finishing) {
         if (c->bp) {
             if (!pipeline_low(c))
                 break;
             c->bp = false;
         }
-        const char *q = p + done;
-        bool in_headers = c->phase != PH_BODY;
-        if (c->phase == PH_IDLE) { /* a new request: its first line starts here */
-            c->prevch = '\n';
-            c->raw_bad = false;
-            c->want_crlf = 0;
-        }
-        c->ev = EV_NONE;
-        c->scan_pos = q;
-        size_t k = http_parser_execute(&c->parser, &settings, q, n - done);
-        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-        if (c->closed)
-            break;
-        if (in_headers) {
-            c->hdr_bytes += (uint32_t)(k > UINT32_MAX ? UINT32_MAX : k);
-            scan_raw(c, q, q + k);
-        } else if (c->parser.flags & F_CHUNKED) {
-            scan_raw(c, c->scan_pos, q + k);
-        }
-        done += k;
-        if (e == HPE_PAUSED) {
-            http_parser_pause(&c->parser, 0);
-            if (c->ev == EV_HEADERS) {
-                headers_done(c);
-            } else if (c->ev == EV_CHUNK_BIG) {
-                char buf[64];
-                snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
-                refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
-                break;
-            } else if (c->ev == EV_MESSAGE) {
-                if (c->raw_bad) {
-                    refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
-                    break;
-                }
-                if (c->body_seen > o->max_body) {
-                    char buf[64];
-                    snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
-                    refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
-                    break;
-                }
-                c->parser.upgrade = 0; /* no protocol switch: the next request is HTTP */
-                message_done(c);
-                if (pipeline_full(c))
-                    c->bp = true;
+        jrpc_http_event_t ev;
+        done += jrpc_http_reader_feed(&c->rd, p + done, n - done, &ev);
+        if (ev.kind == JRPC_HTTP_NEED_MORE) {
+            /* A request has begun: its head is due within the header timeout. */
+            if (c->phase == PH_IDLE && jrpc_http_reader_phase(&c->rd) == JRPC_HTTP_IN_HEAD) {
+                c->phase = PH_HEADERS;
+                arm(c, T_HEADERS);
             }
-            continue;
-        }
-        if (e != HPE_OK || k == 0) {
-            bool big = e == HPE_HEADER_OVERFLOW;
-            const char *why = e == HPE_OK ? "parser stalled" : http_errno_description(e);
-            refuse_close(c, big ? 431 : 400, JRPC_INVALID_REQUEST,
-                         big ? "request headers too large" : why);
             break;
         }
-        /* Not paused and no error: the whole rest was consumed (or the
-         * parser stopped after an upgrade request, handled as a plain one). */
-        if (c->phase == PH_HEADERS && c->hdr_bytes > o->max_header_bytes) {
-            refuse_close(c, 431, JRPC_INVALID_REQUEST, "request headers too large");
+        switch (ev.kind) {
+        case JRPC_HTTP_HEAD:
+            headers_done(c);
             break;
-        }
-        if (c->phase == PH_BODY && (c->raw_bad || c->body_seen > o->max_body)) {
-            if (c->raw_bad)
-                refuse_close(c, 400, JRPC_INVALID_REQUEST, "malformed chunked framing");
-            else {
-                char buf[64];
-                snprintf(buf, sizeof buf, "body larger than %u bytes", o->max_body);
-                refuse_close(c, 413, JRPC_INVALID_REQUEST, buf);
-            }
+        case JRPC_HTTP_BODY:
+            body_bytes(c, ev.data, ev.len);
+            break;
+        case JRPC_HTTP_END:
+            message_done(c);
+            if (pipeline_full(c))
+                c->bp = true;
+            if (done == n)
+                goto out; /* (the next call would say NEED_MORE, idle) */
+            break;
+        case JRPC_HTTP_REFUSE:
+            refuse_close(c, ev.status, JRPC_INVALID_REQUEST, ev.reason);
+            break;
+        default: /* CLOSED: message_done has stopped reading already */
+            c->no_more = true;
             break;
         }
     }
+out:
     /* The read buffer is about to be reused: keep a partial body. */
     if (c->zc != NULL && !c->closed) {
         if (jrpc_buf_append(&c->body, c->zc, c->zc_len) < 0)
@@ -1591,11 +1449,10 @@ static void on_connection(uv_stream_t *server, int status)
     f->nalive++;
     uv_tcp_init(f->loop, &c->tcp);
     c->tcp.data = c;
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    jrpc_http_reader_init(&c->rd, &(jrpc_http_limits_t){ f->opts.max_header_bytes,
+                                                         f->opts.max_body });
     jrpc_buf_init(&c->body);
     jrpc_buf_init(&c->in);
-    c->prevch = '\n';
     c->next = f->conns;
     if (f->conns)
         f->conns->prev = c;
@@ -1636,24 +1493,16 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->broker = broker;
     f->opts = *opts;
     jrpc_buf_init(&f->err);
-    http_parser_settings_init(&settings);
-    settings.on_message_begin = on_message_begin;
-    settings.on_url = on_url;
-    settings.on_header_field = on_header_field;
-    settings.on_header_value = on_header_value;
-    settings.on_headers_complete = on_headers_complete;
-    settings.on_body = on_body;
-    settings.on_message_complete = on_message_complete;
-    settings.on_chunk_header = on_chunk_header;
-    /* Ours counts first; the library's own (process-wide) limit stays above. */
-    if (opts->max_header_bytes + 1024u > 80u * 1024)
-        http_parser_set_max_header_size(opts->max_header_bytes + 1024u);
     uv_tcp_init(loop, &f->listener);
     f->listener.data = f;
     f->listening = true;
     uv_timer_init(loop, &f->tick);
     f->tick.data = f;
-    f->tick_open = true;
+    uv_check_init(loop, &f->flushq);
+    f->flushq.data = f;
+    uv_timer_init(loop, &f->ping);
+    f->ping.data = f;
+    f->nhandles = 3;
     if ((rc = uv_tcp_open(&f->listener, fd)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&f->listener, 1024, on_connection)) < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=http://%s error=\"%s\"",

@@ -5,9 +5,11 @@
  * included), or 204 when the body held only notifications. Transport
  * refusals get an HTTP status and a JSON-RPC error body with id null.
  *
- * Requests are parsed by http-parser (Debian's libhttp-parser, 2.9); what it
- * lets through that RFC 9112 forbids is checked here (see
- * docs/ARCHITECTURE.md, "HTTP: http-parser"). Keep-alive and pipelining:
+ * Requests are read by http/jrpc_http_reader (http-parser under it, and the
+ * RFC 9112 checks the lenient library does not make: docs/ARCHITECTURE.md,
+ * "HTTP: the reader, the heads, the front"); this module keeps the
+ * connections, timers, the request FIFO and the writes, and decides what a
+ * request may do (POST / or /rpc, media types, Expect). Keep-alive and pipelining:
  * answers leave strictly in request order; past PIPELINE_MAX outstanding
  * requests, or OUT_MAX bytes of answers the client has not read, a
  * connection is not read until answers flush, and a write that makes no
@@ -32,12 +34,13 @@ typedef struct jrpc_front_http_opts {
     uint32_t    idle_timeout_ms;    /* idle keep-alive connection */
     uint32_t    write_timeout_ms;   /* an answer's write making no progress (client not reading) */
     bool        reuseport;          /* SO_REUSEPORT: several brokers share the port */
+    uint32_t    stream_ping_ms;     /* ": ping" on SSE streams this often; 0: never */
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
     .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
     .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
-    .idle_timeout_ms = 60000, .write_timeout_ms = 30000 })
+    .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .stream_ping_ms = 15000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
  * bound address. With opts->reuseport, other processes that also set it may

@@ -10,9 +10,9 @@
 
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
+#include "jrpc_header.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
-#include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
 #define READ_BUDGET 64   /* client messages per readable callback */
@@ -35,6 +35,7 @@ struct jrpc_front_zmq {
     bool           paused;
     msgpack_zone   zone;     /* header frame decoding */
     jrpc_buf_t     err;      /* error replies written here */
+    jrpc_buf_t     head;     /* the reply header frame being sent */
     size_t         max_body; /* --max-body: larger JSON frames are answered -32600 */
     uint64_t       oversized;     /* bodies refused for their size */
     uint64_t       dropped;  /* replies the client was not there to take */
@@ -48,15 +49,24 @@ struct jrpc_front_zmq {
 typedef struct route {
     jrpc_front_zmq_t *front;
     bool              delim;   /* the client sent an empty delimiter frame */
+    bool              stream;  /* streamed answers: each with a reply header (9.2) */
     size_t            idlen;
     char              id[];    /* routing id */
 } route_t;
 
-static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, size_t n)
+/* Sends one reply message: [delimiter] [reply header, streamed bodies]
+ * JSON. */
+static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const jrpc_reply_head_t *rh,
+                       const char *p, size_t n)
 {
     int rc = zmq_send(f->sock, r->id, r->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0 && r->delim)
         rc = zmq_send(f->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && rh) {
+        jrpc_buf_reset(&f->head);
+        rc = jrpc_header_put_reply(&f->head, rh) < 0 ? -1
+             : zmq_send(f->sock, f->head.p, f->head.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    }
     if (rc >= 0)
         rc = zmq_send(f->sock, p, n, ZMQ_DONTWAIT);
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply bytes=%zu rc=%d", n, rc);
@@ -82,13 +92,24 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const char *p, siz
     jrpc_zwatch_kick(&f->watch);
 }
 
-/* Every outcome travels the same way over ZeroMQ: the reply's bytes. */
+static const jrpc_reply_head_t end_head = { .end = true };
+
+/* Every outcome travels the same way over ZeroMQ: the reply's bytes; for a
+ * streamed body, the last message, marked end (its JSON is the summary, or
+ * the error object of a body refused whole). */
 static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
     (void)out;
     route_t *r = ctx;
-    send_reply(r->front, r, reply, len);
+    send_reply(r->front, r, r->stream ? &end_head : NULL, reply, len);
     free(r);
+}
+
+/* A streamed body's answer, as it is in: one message, its position first. */
+static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
+{
+    route_t *r = ctx;
+    send_reply(r->front, r, &(jrpc_reply_head_t){ .pos = pos }, json, len);
 }
 
 static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *data)
@@ -96,7 +117,7 @@ static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *d
     jrpc_metrics_front_refused(JRPC_TRANSPORT_ZMQ, code);
     jrpc_buf_reset(&f->err);
     jrpc_batch_write_error(&f->err, code, data);
-    send_reply(f, r, f->err.p, f->err.len);
+    send_reply(f, r, r->stream ? &end_head : NULL, f->err.p, f->err.len);
 }
 
 /* Handles one client message: frames[0] is the routing id. */
@@ -107,6 +128,7 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
     if (r == NULL)
         return;
     r->front = f;
+    r->stream = false;
     r->idlen = idlen;
     memcpy(r->id, zmq_msg_data(&frames[0]), idlen);
     int k = 1;
@@ -123,10 +145,10 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
              zmq_msg_size(&frames[n - 1]));
     if (left == 2) {
-        jrpc_wire_header_t h;
+        jrpc_header_t h;
         msgpack_zone_clear(&f->zone);
-        if (jrpc_wire_decode_header(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                                    &f->zone, &h) < 0) {
+        if (jrpc_header_decode(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
+                               &f->zone, &h) < 0) {
             reply_error(f, r, JRPC_INVALID_REQUEST, "malformed header frame");
             free(r);
             return;
@@ -136,6 +158,10 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
                                      .has_timestamp = h.timestamp != 0, .nonce = h.nonce,
                                      .signature = h.signature };
         ad.traceparent = h.traceparent;
+        if (h.stream) {
+            ad.answer = on_answer;
+            r->stream = true;
+        }
         k++;
     }
     const char *peer = zmq_msg_gets(&frames[k], "Peer-Address"); /* an IP, no port */
@@ -201,10 +227,12 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
     return 1;
 }
 
-jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, uint32_t max_body,
-                                     const struct jrpc_curve_keypair *curve)
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker_t *broker,
+                                     const jrpc_front_zmq_opts_t *opts)
 {
+    const char *endpoint = opts->endpoint;
+    uint32_t max_body = opts->max_body;
+    const jrpc_curve_keypair_t *curve = opts->curve;
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
     if (f == NULL)
         return NULL;
@@ -213,6 +241,7 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char 
     f->max_body = max_body;
     msgpack_zone_init(&f->zone, 1024);
     jrpc_buf_init(&f->err);
+    jrpc_buf_init(&f->head);
     f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
     if (f->sock == NULL)
         goto fail;
@@ -260,6 +289,7 @@ static void on_closed(jrpc_zwatch_t *zw)
     zmq_close(f->sock);
     msgpack_zone_destroy(&f->zone);
     jrpc_buf_dispose(&f->err);
+    jrpc_buf_dispose(&f->head);
     free(f);
 }
 

@@ -2,7 +2,7 @@
  *
  * A client message is, after the routing id: an optional empty delimiter
  * (REQ sockets add it; the reply then carries it too), an optional header
- * frame (msgpack map, see jrpc_wire.h), and one frame of JSON text. The
+ * frame (msgpack map, see jrpc_header.h), and one frame of JSON text. The
  * reply is one frame of JSON, or one empty frame where the specification
  * returns nothing, so a REQ client never deadlocks. */
 #ifndef JRPC_FRONT_ZMQ_H
@@ -16,15 +16,22 @@ typedef struct jrpc_front_zmq jrpc_front_zmq_t;
 
 struct jrpc_curve_keypair;
 
-/* Binds endpoint and starts reading. With curve (the broker's keypair, read
- * only here) the socket is a CURVE server in ZAP domain "clients": bind the
- * ZAP handler first. A JSON frame larger than max_body (--max-body, the same
- * limit as HTTP's) is answered -32600 "body larger than N bytes", logged and
- * counted (jrpc_bodies_total{outcome="invalid"}); a frame larger than twice
- * max_body makes libzmq drop the connection unread. NULL on failure (logged). */
-jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, const char *endpoint,
-                                     jrpc_broker_t *broker, uint32_t max_body,
-                                     const struct jrpc_curve_keypair *curve);
+typedef struct jrpc_front_zmq_opts {
+    const char *endpoint;   /* where the ROUTER binds: tcp://HOST:PORT, ipc://PATH */
+    uint32_t    max_body;   /* largest JSON frame in bytes (--max-body, as HTTP's) */
+    const struct jrpc_curve_keypair *curve;  /* the broker's keypair (read during
+                                                _new only), or NULL: no CURVE */
+} jrpc_front_zmq_opts_t;
+
+/* Binds opts->endpoint in zmq_ctx and starts reading; the broker is
+ * borrowed (destroy the front first). With opts->curve the socket is a
+ * CURVE server in ZAP domain "clients": bind the ZAP handler first. A JSON
+ * frame larger than max_body is answered -32600 "body larger than N bytes",
+ * logged and counted (jrpc_bodies_total{outcome="invalid"}); a frame larger
+ * than twice max_body makes libzmq drop the connection unread. NULL on
+ * failure (logged). */
+jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker_t *broker,
+                                     const jrpc_front_zmq_opts_t *opts);
 /* Stops taking new messages; replies still go out. */
 void jrpc_front_zmq_pause(jrpc_front_zmq_t *f);
 /* Closes the socket (after the broker has drained). */

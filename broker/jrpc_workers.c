@@ -33,6 +33,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
+#include "jrpc_mpack.h"
 #include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
@@ -730,7 +731,7 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     }
     memcpy(wk->id, id, idlen);
     wk->idlen = idlen;
-    worker_name(wk, jrpc_wire_map_get(m->options, "name"));
+    worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
     wk->last_seen = jrpc_metrics.now;
     wk->seen = true;

@@ -96,6 +96,7 @@ static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_
                                const jrpc_conf_list_t *methods)
 {
     jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
+    ao.listen = listen;
     size_t len = 1;
     for (size_t i = 0; i < methods->n; i++)
         len += strlen(methods->v[i]) + 1;
@@ -108,7 +109,7 @@ static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_
         strcat(joined, methods->v[i]);
     }
     ao.ready_methods = joined;   /* copied by jrpc_admin_new */
-    jrpc_admin_t *a = jrpc_admin_new(loop, listen, b, &ao);
+    jrpc_admin_t *a = jrpc_admin_new(loop, b, &ao);
     free(joined);
     return a;
 }
@@ -197,6 +198,9 @@ int main(int argc, char **argv)
           .dest = &ho.body_timeout_ms, .min = 1, .max = 86400000 },
         { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection",
           .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
+        { "stream-ping-ms", U, "N", "15000", "HTTP: a ': ping' comment this often on SSE streams\n"
+          "in progress, so that proxies keep them; 0: never", .dest = &ho.stream_ping_ms,
+          .min = 0, .max = 86400000 },
         { "write-timeout-ms", U, "N", "30000", "HTTP: an answer's write making no progress (the\n"
           "client does not read): the connection is closed", .dest = &ho.write_timeout_ms,
           .min = 1, .max = 86400000 },
@@ -268,7 +272,7 @@ int main(int argc, char **argv)
     jrpc_keys_t *keys = NULL;
     if (keys_path) {
         char err[512];
-        if ((keys = jrpc_keys_load(keys_path, err, sizeof err)) == NULL) {
+        if (jrpc_keys_load(keys_path, NULL, &keys, err, sizeof err) < 0) {
             jrpc_conf_error(conf, "keys", err);
             return 2;
         }
@@ -314,8 +318,9 @@ int main(int argc, char **argv)
     if (strcmp(admin_listen, "none") != 0 &&
         (a.admin = admin_new(&a.loop, admin_listen, a.broker, &ready_methods)) == NULL)
         return 1;
-    a.front = jrpc_front_zmq_new(&a.loop, zctx, zmq_ep, a.broker, ho.max_body,
-                                 curve ? &curve_kp : NULL);
+    jrpc_front_zmq_opts_t zo = { .endpoint = zmq_ep, .max_body = ho.max_body,
+                                 .curve = curve ? &curve_kp : NULL };
+    a.front = jrpc_front_zmq_new(&a.loop, zctx, a.broker, &zo);
     jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
     if (a.front == NULL)
         return 1;

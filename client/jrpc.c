@@ -11,6 +11,7 @@
 #include "jrpc_client.h"
 #include "jrpc_curve.h"
 #include "jrpc_json.h"
+#include "jrpc_keys.h"
 #include "jrpc_trace.h"
 
 
@@ -24,7 +25,7 @@ static const char usage_text[] =
 "Usage:\n"
 "  jrpc [OPTIONS] call METHOD [PARAMS_JSON]\n"
 "  jrpc [OPTIONS] notify METHOD [PARAMS_JSON]\n"
-"  jrpc [OPTIONS] send [FILE]\n"
+"  jrpc [OPTIONS] send [--stream] [FILE]\n"
 "  jrpc keygen FILE\n"
 "  jrpc --help | --version\n"
 "\n"
@@ -41,6 +42,11 @@ static const char usage_text[] =
 "                              missing or '-') exactly as they are, e.g. a batch,\n"
 "                              and print the raw answer followed by a newline\n"
 "                              (nothing when the broker has nothing to answer).\n"
+"                              With --stream, the broker sends each answer as\n"
+"                              it completes and each is printed on its own line\n"
+"                              at once, in the order they come; then the end,\n"
+"                              {\"answered\":N,\"timed_out\":M}, on stderr. A body\n"
+"                              refused whole prints its one error object.\n"
 "  keygen FILE                 Make a CURVE keypair: FILE (public and secret\n"
 "                              key, mode 0600) and FILE.pub (the public key, to\n"
 "                              list in the broker's --client-keys or\n"
@@ -135,54 +141,42 @@ typedef struct key_opts {
 } key_opts_t;
 
 /* Finds key `want` (NULL: the first key) in a key file and copies its id and
- * secret into *id_out and *secret_out (malloc'd). Reads the whole file, so
- * a line the broker would refuse (a key without a secret) is refused here
- * too, wherever it is. Returns 0, or prints why (never a secret, nor a line
- * that may hold one) and returns -1. */
+ * secret into *id_out and *secret_out (malloc'd). The file is read by
+ * jrpc_keys, as the broker reads it, so a line the broker would refuse (a
+ * key without a secret, a bad id, an id twice) is refused here too, wherever
+ * it is; only the broker's minimum secret length is not required, and a
+ * file without keys is "no key". Returns 0, or prints why (never a secret,
+ * nor a line that may hold one) and returns -1. */
 static int key_from_file(const char *path, const char *want, char **id_out, char **secret_out)
 {
-    int rc = -1;
-    unsigned lineno = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    FILE *f = fopen(path, "r");
-
-    if (f == NULL) {
-        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
+    static const jrpc_keys_opts_t opts = { .secret_min = 1, .allow_empty = true };
+    jrpc_keys_t *keys = NULL;
+    char err[512];
+    int rc = jrpc_keys_load(path, &opts, &keys, err, sizeof err);
+    if (rc == -EINVAL || rc == -ENOMEM) {
+        fprintf(stderr, "jrpc: %s\n", err);
         return -1;
     }
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
-        /* As the broker reads it: a '#' at the start of a field starts a
-         * comment; inside a field (a secret) it is part of it. */
-        const char *ws = " \t\r\n\v\f";
-        char *save = NULL;
-        char *id = strtok_r(line, ws, &save);
-        if (id == NULL || id[0] == '#')
-            continue;                      /* blank or comment only */
-        char *secret = strtok_r(NULL, ws, &save);
-        if (secret == NULL || secret[0] == '#') {
-            fprintf(stderr, "jrpc: %s:%u: secret missing\n", path, lineno);
-            goto out;
-        }
-        if (*id_out || (want && strcmp(id, want) != 0))
-            continue;
-        *id_out = strdup(id);
-        *secret_out = strdup(secret);
-        if (*id_out == NULL || *secret_out == NULL) {
-            fprintf(stderr, "jrpc: out of memory\n");
-            goto out;
-        }
+    if (rc < 0) {
+        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(-rc));
+        return -1;
     }
-    if (ferror(f))
-        fprintf(stderr, "jrpc: cannot read key file %s: %s\n", path, strerror(errno));
-    else if (*id_out)
-        rc = 0;
-    else if (want)
+    const jrpc_key_t *key = want ? jrpc_keys_find(keys, (jrpc_span_t){ want, strlen(want) })
+                                 : jrpc_keys_first(keys);
+    rc = -1;
+    if (key == NULL && want) {
         fprintf(stderr, "jrpc: key '%s' is not in %s\n", want, path);
-    else
+    } else if (key == NULL) {
         fprintf(stderr, "jrpc: no key in %s\n", path);
-out:
+    } else {
+        jrpc_span_t id = jrpc_key_id(key), secret = jrpc_key_secret(key);
+        *id_out = strndup(id.p, id.n);
+        *secret_out = strndup(secret.p, secret.n);
+        if (*id_out && *secret_out)
+            rc = 0;
+        else
+            fprintf(stderr, "jrpc: out of memory\n");
+    }
     if (rc < 0) {   /* the caller frees only on success */
         free(*id_out);
         if (*secret_out)
@@ -190,11 +184,7 @@ out:
         free(*secret_out);
         *id_out = *secret_out = NULL;
     }
-    if (line) {
-        explicit_bzero(line, cap);
-        free(line);
-    }
-    fclose(f);
+    jrpc_keys_destroy(&keys);
     return rc;
 }
 
@@ -323,6 +313,14 @@ static int print_answer(const jrpc_buf_t *reply, const char *url, bool expect_re
     return EXIT_FAIL;
 }
 
+/* send --stream: each answer on its own line as it comes. */
+static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len)
+{
+    (void)arg;
+    (void)pos;
+    write_line(json, len);   /* flushed: the line shows at once */
+}
+
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT };
 
 /* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
@@ -448,6 +446,7 @@ int main(int argc, char **argv)
     int nargs = argc - optind;
     char **args = argv + optind;
     bool is_call = strcmp(cmd, "call") == 0, is_notify = strcmp(cmd, "notify") == 0;
+    bool stream = false;
 
     if (is_call || is_notify) {
         if (nargs < 1 || nargs > 2) {
@@ -467,8 +466,13 @@ int main(int argc, char **argv)
             goto out;
         }
     } else if (strcmp(cmd, "send") == 0) {
+        if (nargs >= 1 && strcmp(args[0], "--stream") == 0) {
+            stream = true;
+            nargs--;
+            args++;
+        }
         if (nargs > 1) {
-            usage_error("usage: jrpc send [FILE]%s", "");
+            usage_error("usage: jrpc send [--stream] [FILE]%s", "");
             goto out;
         }
         const char *path = nargs == 1 ? args[0] : NULL;
@@ -512,7 +516,9 @@ int main(int argc, char **argv)
      * wait a little longer than that for its answer to arrive. */
     hdr.timeout_ms = (uint32_t)timeout_ms;
     int wait_ms = timeout_ms > INT_MAX - REPLY_SLACK_MS ? INT_MAX : timeout_ms + REPLY_SLACK_MS;
-    int src = jrpc_client_send(c, body.p, body.len, &hdr, &reply, wait_ms);
+    int src = stream ? jrpc_client_send_stream(c, body.p, body.len, &hdr, print_streamed, NULL,
+                                               &reply, wait_ms)
+                     : jrpc_client_send(c, body.p, body.len, &hdr, &reply, wait_ms);
     if (src == -ETIMEDOUT) {
         fprintf(stderr, "jrpc: %s; the broker was asked to answer within %d ms\n",
                 jrpc_client_last_error(c), timeout_ms);
@@ -530,6 +536,10 @@ int main(int argc, char **argv)
         /* The broker answers a notification only when it is not a valid
          * request (e.g. -32600 with "id": null): show that. */
         ret = reply.len ? print_answer(&reply, url, false) : EXIT_OK;
+    } else if (stream && reply.len && reply.p[0] == '{' &&
+               jrpc_json_member(reply.p, reply.len, "answered", &(jrpc_span_t){ 0 }) == 0) {
+        fprintf(stderr, "jrpc: end %.*s\n", (int)reply.len, reply.p);
+        ret = EXIT_OK;
     } else {
         ret = reply.len ? write_line(reply.p, reply.len) : EXIT_OK;
     }

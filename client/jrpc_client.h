@@ -122,9 +122,10 @@ int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret
  * (or expects another server key, or no CURVE) gives no error: calls time
  * out, and jrpc_client_last_error says CURVE may be why.
  *
- * Returns 0, -EINVAL (a malformed key, or only some of the three NULL),
- * -ENOTSUP (not a tcp:// or ipc:// client), or another -errno from ZeroMQ
- * (then the next send tries again). Never blocks. */
+ * Returns 0, -EINVAL (only some of the three NULL, or a malformed key),
+ * -ENOTSUP (not a tcp:// or ipc:// client: said before the keys are looked
+ * at), or another -errno from ZeroMQ (then the next send tries again).
+ * Never blocks. */
 int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *secret_z85,
                           const char *server_public_z85);
 
@@ -168,6 +169,25 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
  * jrpc_client_last_error(c) then says what happened, in words. */
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
                      const jrpc_client_header_t *hdr, jrpc_buf_t *reply, int timeout_ms);
+
+/* Receives one streamed answer (jrpc_client_send_stream): pos is its
+ * request's position in the body (0-based, notifications counted), json
+ * the response object, valid during the call. */
+typedef void (*jrpc_client_answer_fn)(void *arg, uint32_t pos, const char *json, size_t len);
+
+/* As jrpc_client_send, but the broker is asked to stream the answers as
+ * they complete (over ZeroMQ the header frame's "stream", proto/PROTOCOL.md
+ * 9.2; over http:// Accept: text/event-stream, docs/STREAMING.md): fn(arg,
+ * pos, json, len) is called for each answer as it arrives, in the order of
+ * arrival, and then end receives the last message: {"answered":N,
+ * "timed_out":M}, or the one error object of a body refused whole (no fn
+ * call before it). A broker that does not stream answers with one whole
+ * reply: end then holds it and fn is never called. timeout_ms bounds the
+ * whole stream. Returns as jrpc_client_send; after a failure, fn may have
+ * been called for some answers. */
+int jrpc_client_send_stream(jrpc_client_t *c, const char *body, size_t len,
+                            const jrpc_client_header_t *hdr, jrpc_client_answer_fn fn,
+                            void *arg, jrpc_buf_t *end, int timeout_ms);
 
 /* The URL the client was made with (borrowed: lives as long as c). */
 const char *jrpc_client_url(const jrpc_client_t *c);

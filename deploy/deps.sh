@@ -9,13 +9,13 @@
 #   ... --clean                     (after the others) then drop apt's package lists (images)
 set -eu
 # curl: the container's health check (GET /healthz on the admin port).
-runtime=(libzmq5 libmsgpackc2 libuv1 libhiredis0.14 libhttp-parser2.9 libssl3 libinih1 curl)
-build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev
+runtime=(libzmq5 libmsgpackc2 libuv1 libwslay1 libhiredis0.14 libhttp-parser2.9 libssl3 libinih1 curl)
+build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev libwslay-dev
        libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev)
 # The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
 # many-hosts test), systemd-analyze and docker-compose (deploy/ checks).
 suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
-       gnuplot-nox python3-prometheus-client)
+       gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets)
 clean=no
 if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --bad; fi
 case "${1:-}" in

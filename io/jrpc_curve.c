@@ -408,7 +408,6 @@ struct jrpc_curve_zap {
     jrpc_zwatch_t  watch;
     zap_domain_t   domains[ZAP_MAX_DOMAINS];
     size_t         ndomains;
-    uint64_t       admitted, denied;
 };
 
 static const zap_domain_t *find_domain(const jrpc_curve_zap_t *z, const char *p, size_t n)
@@ -529,10 +528,6 @@ static int zap_on_readable(jrpc_zwatch_t *zw, void *sock)
         bool ok = !excess && zap_decide(z, f, n, user, sizeof user);
         if (excess)
             JRPC_LOG(JRPC_LOG_WARN, "zap", "event=zap_denied reason=malformed frames=%d+", n);
-        if (ok)
-            z->admitted++;
-        else
-            z->denied++;
         zap_reply(sock, n >= 2 ? &f[1] : NULL, ok, ok ? user : "");
         for (int i = 0; i < n; i++)
             zmq_msg_close(&f[i]);
@@ -585,12 +580,6 @@ int jrpc_curve_zap_allow(jrpc_curve_zap_t *z, const char *domain, jrpc_curve_all
              jrpc_curve_allowlist_size(z->domains[z->ndomains].keys));
     z->ndomains++;
     return 0;
-}
-
-void jrpc_curve_zap_counts(const jrpc_curve_zap_t *z, uint64_t *admitted, uint64_t *denied)
-{
-    *admitted = z->admitted;
-    *denied = z->denied;
 }
 
 static void zap_on_closed(jrpc_zwatch_t *zw)

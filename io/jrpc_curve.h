@@ -97,9 +97,6 @@ jrpc_curve_zap_t *jrpc_curve_zap_new(uv_loop_t *loop, void *zmq_ctx);
  * already has a list), -ENOSPC (too many domains) or -ENOMEM. */
 int jrpc_curve_zap_allow(jrpc_curve_zap_t *z, const char *domain, jrpc_curve_allowlist_t **list_p);
 
-/* Requests admitted and denied so far. */
-void jrpc_curve_zap_counts(const jrpc_curve_zap_t *z, uint64_t *admitted, uint64_t *denied);
-
 /* Stops the handler; the socket and memory are freed from the close
  * callbacks. Destroy it after the CURVE server sockets. NULL-safe. */
 void jrpc_curve_zap_destroy(jrpc_curve_zap_t **self_p);

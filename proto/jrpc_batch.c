@@ -561,9 +561,35 @@ static const jrpc_span_t *answer_of(const jrpc_call_t *c, const jrpc_span_t *los
 #define REPLY_HEAD "{\"jsonrpc\":\"2.0\","
 #define REPLY_ID   ",\"id\":"
 
+static const jrpc_span_t answer_lost_span = { LIT(ANSWER_LOST) };
+
+/* Bytes of call c's response object. */
+static size_t object_size(const jrpc_call_t *c)
+{
+    return sizeof REPLY_HEAD - 1 + sizeof REPLY_ID - 1 + answer_of(c, &answer_lost_span)->n
+           + c->id.n + 1;
+}
+
+/* Writes call c's response object at w (object_size(c) bytes of room);
+ * returns the end. The one writer of response objects, for whole replies
+ * and streamed answers alike. */
+static char *object_put(char *w, const jrpc_call_t *c)
+{
+    const jrpc_span_t *a = answer_of(c, &answer_lost_span);
+    memcpy(w, LIT(REPLY_HEAD));
+    w += sizeof REPLY_HEAD - 1;
+    memcpy(w, a->p, a->n);
+    w += a->n;
+    memcpy(w, LIT(REPLY_ID));
+    w += sizeof REPLY_ID - 1;
+    memcpy(w, c->id.p, c->id.n);
+    w += c->id.n;
+    *w++ = '}';
+    return w;
+}
+
 int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out)
 {
-    static const jrpc_span_t lost = { LIT(ANSWER_LOST) };
     size_t room = 2;
     uint32_t n = 0;
     for (uint32_t i = 0; i < b->ncalls; i++) {
@@ -571,7 +597,7 @@ int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out)
         if (c->notification)
             continue;
         assert(c->answered);
-        room += sizeof REPLY_HEAD + sizeof REPLY_ID + answer_of(c, &lost)->n + c->id.n;
+        room += object_size(c) + 1;
         n++;
     }
     if (n == 0)
@@ -588,22 +614,24 @@ int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out)
         const jrpc_call_t *c = &b->calls[i];
         if (c->notification)
             continue;
-        const jrpc_span_t *a = answer_of(c, &lost);
         if (n++)
             *w++ = ',';
-        memcpy(w, LIT(REPLY_HEAD));
-        w += sizeof REPLY_HEAD - 1;
-        memcpy(w, a->p, a->n);
-        w += a->n;
-        memcpy(w, LIT(REPLY_ID));
-        w += sizeof REPLY_ID - 1;
-        memcpy(w, c->id.p, c->id.n);
-        w += c->id.n;
-        *w++ = '}';
+        w = object_put(w, c);
     }
     if (b->is_array)
         *w++ = ']';
     out->len = (size_t)(w - out->p);
+    return 0;
+}
+
+int jrpc_batch_write_answer(const jrpc_batch_t *b, uint32_t i, jrpc_buf_t *out)
+{
+    const jrpc_call_t *c = &b->calls[i];
+    assert(i < b->ncalls && !c->notification && c->answered);
+    int rc = jrpc_buf_reserve(out, object_size(c));
+    if (rc < 0)
+        return rc;
+    out->len = (size_t)(object_put(out->p + out->len, c) - out->p);
     return 0;
 }
 

@@ -118,6 +118,13 @@ bool jrpc_batch_expects_reply(const jrpc_batch_t *b);
  * answer" is written). Returns 0 or -ENOMEM. */
 int jrpc_batch_write_reply(const jrpc_batch_t *b, jrpc_buf_t *out);
 
+/* Appends the response object of call i alone (streamed answers): the
+ * same bytes the call has inside jrpc_batch_write_reply()'s array. The call
+ * must expect an answer and be answered (asserted; without asserts, a call
+ * marked answered with no answer set gets -32603 "no answer", as there).
+ * Returns 0 or -ENOMEM. */
+int jrpc_batch_write_answer(const jrpc_batch_t *b, uint32_t i, jrpc_buf_t *out);
+
 /* Appends a whole error response with id null, for transport-level refusals:
  * {"jsonrpc":"2.0","error":{"code":C,"message":M[,"data":"..."]},"id":null}.
  * Returns 0 or -ENOMEM. */

@@ -1,9 +1,19 @@
 /* jrpc_errors — the one table of JSON-RPC error codes and their messages.
  *
- * JSON-RPC error objects are data; C functions return 0 or a negative errno.
- * Conversion between the two happens here and in jrpc_batch only. */
+ * JSON-RPC error objects are data; C functions return 0 or a negative code.
+ * Conversion between the two happens here and in jrpc_batch only.
+ *
+ * The negative codes: -errno, or a module's own JRPC_<MODULE>_E*, each
+ * module in a range of its own (json -1000s, wire -2000s, client -3000s,
+ * mpack -4000s, header -5000s, auth -6000s, broker -7000s). A module whose
+ * codes reach a log or a user has jrpc_<module>_strerror() for their
+ * words (json, wire, client, auth, broker); mpack's are turned into its
+ * callers' codes, and a malformed header frame is answered by the ZeroMQ
+ * front in its own words. */
 #ifndef JRPC_ERRORS_H
 #define JRPC_ERRORS_H
+
+#include <stdint.h>
 
 enum jrpc_code {
     JRPC_PARSE_ERROR      = -32700, /* invalid JSON */
@@ -37,8 +47,10 @@ enum jrpc_body_class {
 /* The outcome of one body, as data: its class and, for a body refused
  * whole, the JSON-RPC code of the error object sent (0 otherwise). */
 typedef struct jrpc_outcome {
-    int cls;    /* a jrpc_body_class */
-    int code;   /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    int      cls;        /* a jrpc_body_class */
+    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    uint32_t answered;   /* ok/invalid: response objects in the reply (streamed: sent) */
+    uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
 } jrpc_outcome_t;
 
 /* The name of a class ("ok", "invalid", "busy", "unauthorized", "replayed",

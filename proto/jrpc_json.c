@@ -9,6 +9,7 @@
  * EMALFORMED. */
 #include "jrpc_json.h"
 #include "jrpc_json_internal.h"
+#include "jrpc_be.h"
 
 #include <errno.h>
 #include <float.h>
@@ -91,6 +92,22 @@ static int utf8_seq(const uint8_t *p, const uint8_t *end)
         hi = 0xbf;
     }
     return n;
+}
+
+bool jrpc_json_utf8_valid(const char *p, size_t n)
+{
+    const uint8_t *u = (const uint8_t *)p, *end = u + n;
+    while (u < end) {
+        if (*u < 0x80) {
+            u++;
+            continue;
+        }
+        int r = utf8_seq(u, end);
+        if (r < 0)
+            return false;
+        u += r;
+    }
+    return true;
 }
 
 static int hexval(uint8_t c)
@@ -263,28 +280,6 @@ size_t jrpc_json_unescape(const char *raw, size_t n, char *dst)
 
 /* ---- msgpack emission (room already guaranteed by the bound) ---- */
 
-static inline unsigned char *be16(unsigned char *u, uint16_t v)
-{
-    u[0] = (unsigned char)(v >> 8);
-    u[1] = (unsigned char)v;
-    return u + 2;
-}
-
-static inline unsigned char *be32(unsigned char *u, uint32_t v)
-{
-    u[0] = (unsigned char)(v >> 24);
-    u[1] = (unsigned char)(v >> 16);
-    u[2] = (unsigned char)(v >> 8);
-    u[3] = (unsigned char)v;
-    return u + 4;
-}
-
-static inline unsigned char *be64(unsigned char *u, uint64_t v)
-{
-    be32(u, (uint32_t)(v >> 32));
-    return be32(u + 4, (uint32_t)v);
-}
-
 static unsigned char *mp_uint(unsigned char *u, uint64_t v)
 {
     if (v < 128) {
@@ -294,13 +289,13 @@ static unsigned char *mp_uint(unsigned char *u, uint64_t v)
         *u++ = (unsigned char)v;
     } else if (v < 65536) {
         *u++ = 0xcd;
-        u = be16(u, (uint16_t)v);
+        u = jrpc_be_store16(u, (uint16_t)v);
     } else if (v <= UINT32_MAX) {
         *u++ = 0xce;
-        u = be32(u, (uint32_t)v);
+        u = jrpc_be_store32(u, (uint32_t)v);
     } else {
         *u++ = 0xcf;
-        u = be64(u, v);
+        u = jrpc_be_store64(u, v);
     }
     return u;
 }
@@ -315,13 +310,13 @@ static unsigned char *mp_neg(unsigned char *u, uint64_t mag)
         *u++ = (unsigned char)(0x100 - mag);
     } else if (mag <= 32768) {
         *u++ = 0xd1;
-        u = be16(u, (uint16_t)(0x10000 - mag));
+        u = jrpc_be_store16(u, (uint16_t)(0x10000 - mag));
     } else if (mag <= 0x80000000u) {
         *u++ = 0xd2;
-        u = be32(u, (uint32_t)(0x100000000u - mag));
+        u = jrpc_be_store32(u, (uint32_t)(0x100000000u - mag));
     } else {
         *u++ = 0xd3;
-        u = be64(u, (uint64_t)0 - mag);
+        u = jrpc_be_store64(u, (uint64_t)0 - mag);
     }
     return u;
 }
@@ -339,7 +334,7 @@ static void finish_container(jrpc_jp_t *j, unsigned char *hdr, uint32_t count,
         j->w -= 4;
     } else {
         hdr[0] = big;
-        be32(hdr + 1, count);
+        jrpc_be_store32(hdr + 1, count);
     }
 }
 
@@ -366,8 +361,8 @@ static int value_string(jrpc_jp_t *j)
     switch (h) {
     case 1: u[0] = (unsigned char)(0xa0 | n); break;
     case 2: u[0] = 0xd9; u[1] = (unsigned char)n; break;
-    case 3: u[0] = 0xda; be16(u + 1, (uint16_t)n); break;
-    default: u[0] = 0xdb; be32(u + 1, (uint32_t)n); break;
+    case 3: u[0] = 0xda; jrpc_be_store16(u + 1, (uint16_t)n); break;
+    default: u[0] = 0xdb; jrpc_be_store32(u + 1, (uint32_t)n); break;
     }
     j->w = (char *)u + h + n;
     return 0;
@@ -394,7 +389,7 @@ static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
     memcpy(&bits, &d, sizeof bits);
     unsigned char *u = (unsigned char *)j->w;
     *u++ = 0xcb;
-    j->w = (char *)be64(u, bits);
+    j->w = (char *)jrpc_be_store64(u, bits);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #ifndef JRPC_JSON_H
 #define JRPC_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <msgpack.h>
 #include "jrpc_buf.h"
@@ -56,6 +57,11 @@ int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t
  * arrays and maps as jrpc_json_validate() does. On error out->len is restored.
  * Returns 0, JRPC_JSON_EUNREPR, JRPC_JSON_EDEPTH or -ENOMEM. */
 int jrpc_json_write_msgpack(jrpc_buf_t *out, const msgpack_object *o, unsigned max_depth);
+
+/* True when p[0..n) is valid UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF): the same check the parser makes
+ * inside strings. */
+bool jrpc_json_utf8_valid(const char *p, size_t n);
 
 /* Appends s[0..n) as a quoted, escaped JSON string. s must be valid UTF-8.
  * Returns 0, JRPC_JSON_EUNREPR (invalid UTF-8) or -ENOMEM. */

@@ -1,10 +1,12 @@
-/* jrpc_wire — the broker⇄worker protocol and the client header frame.
+/* jrpc_wire — the broker⇄worker protocol.
  *
  * Every worker message is one ZeroMQ frame holding one msgpack array
  * [version, type, ...] (the ROUTER's routing-id frame aside). See
  * proto/PROTOCOL.md, which is the contract; this module is its only codec.
  * Decoding never trusts a frame: every field is checked, and any deviation is
- * JRPC_WIRE_EMALFORMED, never a crash. */
+ * JRPC_WIRE_EMALFORMED, never a crash. The msgpack decoding itself, and
+ * lookups in the decoded objects (jrpc_mpack_map_get), are jrpc_mpack's; the
+ * client header frame is jrpc_header's. */
 #ifndef JRPC_WIRE_H
 #define JRPC_WIRE_H
 
@@ -98,17 +100,6 @@ void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers);
 
 /* ---- decoding ---- */
 
-/* Decodes exactly one msgpack value covering buf[0..n) into *out, as
- * msgpack_unpack() would (same object types and values), but with nesting
- * allowed up to JRPC_WIRE_MAX_DEPTH containers. Array and map slots are
- * allocated from zone; str, bin and ext payloads point into buf (zero-copy),
- * so buf and zone must both outlive *out. Allocates at most a small multiple
- * of n whatever the input claims, and never recurses.
- * Returns 0; JRPC_WIRE_EMALFORMED when the bytes are empty, truncated, use
- * the reserved byte 0xc1, nest too deep, or have bytes after the value; or
- * -ENOMEM. On error *out is nil, and zone may hold garbage until cleared. */
-int jrpc_wire_unpack(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *out);
-
 typedef struct jrpc_wire_msg {
     int      type;                      /* enum jrpc_wire_type */
     /* READY */
@@ -172,30 +163,8 @@ int jrpc_wire_request_item_seq(const jrpc_wire_msg_t *m, uint32_t i, jrpc_seq_t 
 int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c);
 int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *a);
 
-/* Looks up a string-keyed member of a msgpack map; NULL when absent or when
- * o is not a map. */
-const msgpack_object *jrpc_wire_map_get(const msgpack_object *o, const char *key);
-
-/* ---- the client header frame (ZeroMQ DEALER clients, optional) ----
- * A msgpack map with string keys; unknown keys are ignored, so later
- * versions can add fields. Known keys and types: */
-typedef struct jrpc_wire_header {
-    jrpc_span_t key;          /* "key": str, key id (signing) */
-    int64_t     timestamp;    /* "timestamp": int, Unix seconds (signing); 0 if absent */
-    jrpc_span_t nonce;        /* "nonce": str (signing) */
-    jrpc_span_t signature;    /* "signature": str, lower-case hex (signing) */
-    uint32_t    timeout_ms;   /* "timeout_ms": uint, 0 if absent */
-    jrpc_span_t traceparent;  /* "traceparent": str (W3C trace context) */
-} jrpc_wire_header_t;
-
-/* Decodes a header frame; a known key with the wrong type is malformed.
- * Spans borrow from zone/buf. Returns 0, JRPC_WIRE_EMALFORMED or -ENOMEM. */
-int jrpc_wire_decode_header(const char *buf, size_t n, msgpack_zone *zone,
-                            jrpc_wire_header_t *h);
-/* Encodes a header frame with the fields that are set (non-empty / non-zero). */
-int jrpc_wire_put_header(jrpc_buf_t *out, const jrpc_wire_header_t *h);
-
-/* A short English description of a JRPC_WIRE_E* code. */
+/* A short English description of a JRPC_WIRE_E* code (or -ENOMEM). Never
+ * NULL: "unknown error" for anything else. */
 const char *jrpc_wire_strerror(int rc);
 
 #endif

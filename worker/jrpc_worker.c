@@ -38,6 +38,7 @@
 
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_mpack.h"
 #include "jrpc_wire.h"
 #include "jrpc_zwatch.h"
 
@@ -139,11 +140,6 @@ void jrpc_worker_opts_init(jrpc_worker_opts_t *o)
 }
 
 /* ---- sockets ---- */
-
-static int buf_write(void *data, const char *p, size_t n)
-{
-    return jrpc_buf_append(data, p, n) < 0 ? -1 : 0;
-}
 
 static int conn_send(conn_t *c, const char *p, size_t n)
 {
@@ -424,7 +420,7 @@ static jrpc_wcall_t *call_new(jrpc_worker_t *w)
         jrpc_buf_init(&wc->result);
     }
     wc->w = w;
-    msgpack_packer_init(&wc->pk, &wc->result, buf_write);
+    jrpc_mpack_packer_init(&wc->pk, &wc->result);
     wc->prev = NULL;
     wc->next = w->calls;
     if (w->calls)

@@ -16,7 +16,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_sdnotify.h"
-#include "jrpc_wire.h"
+#include "jrpc_mpack.h"
 #include "jrpc_worker.h"
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
@@ -142,8 +142,8 @@ static void m_subtract(jrpc_wcall_t *call, const msgpack_object *params, void *a
         pair[0] = params->via.array.ptr[0];
         pair[1] = params->via.array.ptr[1];
     } else if (params->type == MSGPACK_OBJECT_MAP) {
-        const msgpack_object *a = jrpc_wire_map_get(params, "minuend");
-        const msgpack_object *b = jrpc_wire_map_get(params, "subtrahend");
+        const msgpack_object *a = jrpc_mpack_map_get(params, "minuend");
+        const msgpack_object *b = jrpc_mpack_map_get(params, "subtrahend");
         if (a == NULL || b == NULL)
             { invalid_params(call); return; }
         pair[0] = *a;
@@ -233,7 +233,7 @@ static void on_sleep_done(uv_timer_t *t)
 static void start_sleep(jrpc_wcall_t *call, const msgpack_object *params, jrpc_worker_t *w,
                         bool null)
 {
-    const msgpack_object *ms = jrpc_wire_map_get(params, "ms");
+    const msgpack_object *ms = jrpc_mpack_map_get(params, "ms");
     if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SLEEP_MAX_MS)
         { invalid_params(call); return; }
     sleeper_t *s = calloc(1, sizeof *s);
@@ -334,7 +334,7 @@ static void on_spin_done(uv_work_t *wk, int status)
 static void m_spin(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
     jrpc_worker_t *w = arg;
-    const msgpack_object *ms = jrpc_wire_map_get(params, "ms");
+    const msgpack_object *ms = jrpc_mpack_map_get(params, "ms");
     if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SPIN_MAX_MS)
         { invalid_params(call); return; }
     spinner_t *s = calloc(1, sizeof *s);

@@ -32,6 +32,7 @@ static struct {
     size_t         len;
     int            codes[8];     /* the last reply's call outcomes (error: code, else 1) */
     uint32_t       ncodes;
+    char           whole[2048];  /* the last kept body's unstreamed reply, rendered at its end */
     jrpc_seq_t     seq[MAX_SEEN];/* REQUEST items the worker received, in order */
     char           method[MAX_SEEN][16];
     uint32_t       nseen;
@@ -54,6 +55,17 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
         for (uint32_t i = 0; i < x->req.ncalls && i < 8; i++)
             G.codes[G.ncodes++] = x->req.calls[i].notification ? 0
                                   : x->req.calls[i].error ? x->req.calls[i].code : 1;
+    G.whole[0] = '\0';
+    if (x && out.cls <= JRPC_BODY_INVALID) {
+        jrpc_buf_t w;
+        jrpc_buf_init(&w);
+        assert_int_equal(jrpc_batch_write_reply(&x->req, &w), 0);
+        assert_true(w.len < sizeof G.whole);
+        if (w.len)
+            memcpy(G.whole, w.p, w.len);
+        G.whole[w.len] = '\0';
+        jrpc_buf_dispose(&w);
+    }
 }
 
 static jrpc_broker_t *broker_make(uint32_t max_open, const jrpc_keys_t *keys)
@@ -146,7 +158,7 @@ static uint32_t want_seen;
 static bool seen_enough(void) { return G.nseen >= want_seen; }
 static unsigned want_replies;
 static bool replied(void) { return G.replies >= want_replies; }
-static bool is_ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == JRPC_READY; }
+static bool is_ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == 0; }
 
 static void worker_send(jrpc_buf_t *m)
 {
@@ -205,6 +217,37 @@ static uint64_t errors_of(int code)
             return jrpc_metrics.code_n[i];
     return 0;
 }
+
+/* Streamed mode: the answers in the order they were sent. */
+#define MAX_ANS 8
+static struct {
+    uint32_t n;
+    uint32_t pos[MAX_ANS];
+    char     json[MAX_ANS][160];
+    unsigned replies_before[MAX_ANS];   /* G.replies when the answer came */
+} A;
+
+static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
+{
+    (void)ctx;
+    assert_true(A.n < MAX_ANS && len < sizeof A.json[0]);
+    A.pos[A.n] = pos;
+    memcpy(A.json[A.n], json, len);
+    A.json[A.n][len] = '\0';
+    A.replies_before[A.n++] = G.replies;
+}
+
+static int submit_streamed(const char *body, uint32_t timeout_ms)
+{
+    jrpc_admit_t ad = { .timeout_ms = timeout_ms, .transport = JRPC_TRANSPORT_HTTP,
+                        .answer = on_answer };
+    G.handle = NULL;
+    memset(&A, 0, sizeof A);
+    return jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, &G.handle);
+}
+
+static uint32_t want_answers;
+static bool answered_enough(void) { return A.n >= want_answers; }
 
 /* ---- tests ---- */
 
@@ -310,6 +353,8 @@ static void test_deadline(void **state)
                         "\"Request timeout\"},\"id\":2},"
                         "{\"jsonrpc\":\"2.0\",\"result\":9,\"id\":3}]");
     assert_int_equal(jrpc_metrics.timeouts, timeouts + 1);
+    assert_int_equal(G.out.answered, 3);
+    assert_int_equal(G.out.timed_out, 1);
     jrpc_broker_stats_t st;
     jrpc_workers_stats_t ws;
     jrpc_broker_stats(G.b, &st, &ws);
@@ -410,6 +455,130 @@ static void test_busy(void **state)
     jrpc_broker_cancel(G.b, held);
 }
 
+/* Streamed mode: what the parser refused goes out at once, then each
+ * worker answer as it is in (here in the reverse of request order), then
+ * the deadline's -32003; notifications stay silent; the end event comes
+ * last with the counts, and each answer is the very object of the
+ * unstreamed array. */
+static void test_streamed(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();
+    static const char body[] =
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1},{\"id\":2},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\"},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":\"s\"},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.x\",\"id\":5},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":6}]";
+    assert_int_equal(submit_streamed(body, 300), 0);
+    /* before any worker answer: the invalid element and the unknown method */
+    assert_int_equal(A.n, 2);
+    assert_int_equal(A.pos[0], 1);
+    assert_string_equal(A.json[0], "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                        "\"message\":\"Invalid Request\"},\"id\":2}");
+    assert_int_equal(A.pos[1], 4);
+    assert_non_null(strstr(A.json[1], "\"code\":-32601"));
+    want_seen = 4;   /* 1, the notification, "s", 6 */
+    assert_true(pump_until(seen_enough));
+    assert_int_equal(A.n, 2);
+    /* answer 6, then 1, then the notification; "s" never */
+    for (int k = 3; k >= 0; k--)
+        if (strcmp(G.method[k], "add") == 0)
+            worker_result(G.seq[k], (uint8_t)(10 + k));
+    want_answers = 4;
+    assert_true(pump_until(answered_enough));
+    assert_int_equal(A.pos[2], 5);
+    assert_string_equal(A.json[2], "{\"jsonrpc\":\"2.0\",\"result\":13,\"id\":6}");
+    assert_int_equal(A.pos[3], 0);
+    assert_string_equal(A.json[3], "{\"jsonrpc\":\"2.0\",\"result\":10,\"id\":1}");
+    assert_int_equal(G.replies, 0);
+    want_replies = 1;
+    assert_true(pump_until(replied));   /* the deadline, ~300 ms */
+    assert_int_equal(A.n, 5);
+    assert_int_equal(A.pos[4], 3);
+    assert_string_equal(A.json[4], "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32003,"
+                        "\"message\":\"Request timeout\"},\"id\":\"s\"}");
+    for (uint32_t k = 0; k < A.n; k++)
+        assert_int_equal(A.replies_before[k], 0);   /* every answer before the end */
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
+    assert_string_equal(G.text, "{\"answered\":5,\"timed_out\":1}");
+    assert_int_equal(G.out.answered, 5);   /* the same counts, as data */
+    assert_int_equal(G.out.timed_out, 1);
+    /* the unstreamed reply of the same batch holds exactly these objects */
+    size_t sum = 2 + A.n - 1;
+    for (uint32_t k = 0; k < A.n; k++) {
+        assert_non_null(strstr(G.whole, A.json[k]));
+        sum += strlen(A.json[k]);
+    }
+    assert_int_equal(strlen(G.whole), sum);
+}
+
+/* Streamed mode, bodies with no worker call: a whole-body error is answer 0
+ * then the end (invalid, its code); only notifications: just the end;
+ * refused busy: no answer, the error object through fn as unstreamed. */
+static void test_streamed_whole_body(void **state)
+{
+    (void)state;
+    G.b = broker_make(1, NULL);
+    assert_int_equal(submit_streamed("[1,", 0), 0);
+    assert_int_equal(A.n, 1);
+    assert_int_equal(A.pos[0], 0);
+    assert_non_null(strstr(A.json[0], "\"code\":-32700"));
+    assert_int_equal(G.replies, 1);
+    assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+    assert_int_equal(G.out.code, JRPC_PARSE_ERROR);
+    assert_string_equal(G.text, "{\"answered\":1,\"timed_out\":0}");
+
+    worker_ready();
+    G.replies = 0;
+    assert_int_equal(submit_streamed("{\"jsonrpc\":\"2.0\",\"method\":\"rpc.x\"}", 0), 0);
+    assert_int_equal(A.n, 0);
+    assert_int_equal(G.replies, 1);
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
+    assert_string_equal(G.text, "{\"answered\":0,\"timed_out\":0}");
+
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}", 0), 0);
+    jrpc_body_t *held = G.handle;
+    G.replies = 0;
+    assert_int_equal(submit_streamed("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":2}", 0), 0);
+    assert_int_equal(A.n, 0);
+    assert_int_equal(G.replies, 1);
+    assert_int_equal(G.out.cls, JRPC_BODY_BUSY);
+    assert_non_null(strstr(G.text, "\"code\":-32000"));
+    jrpc_broker_cancel(G.b, held);
+}
+
+/* Streamed mode, the client leaves mid-stream: no more answers, no end,
+ * the rest withdrawn (their late answers dropped), the body freed. */
+static void test_streamed_cancel(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();
+    jrpc_workers_stats_t ws0, ws;
+    jrpc_broker_stats_t st;
+    jrpc_broker_stats(G.b, &st, &ws0);
+    assert_int_equal(submit_streamed("[{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1},"
+                                     "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":2}]", 0), 0);
+    want_seen = 2;
+    assert_true(pump_until(seen_enough));
+    int add = strcmp(G.method[0], "add") == 0 ? 0 : 1;
+    worker_result(G.seq[add], 1);
+    want_answers = 1;
+    assert_true(pump_until(answered_enough));
+    jrpc_broker_cancel(G.b, G.handle);
+    jrpc_broker_stats(G.b, &st, NULL);
+    assert_int_equal(st.open, 0);
+    worker_result(G.seq[1 - add], 2);
+    for (int i = 0; i < 50; i++)
+        uv_run(&G.loop, UV_RUN_NOWAIT), usleep(1000);
+    jrpc_broker_stats(G.b, &st, &ws);
+    assert_int_equal(ws.late, ws0.late + 1);
+    assert_int_equal(A.n, 1);
+    assert_int_equal(G.replies, 0);
+}
+
 /* With keys: an unsigned body is refused unauthorized at once, a signed one
  * unavailable when Redis cannot be reached; readiness says redis down. */
 static void test_refusals_signed(void **state)
@@ -422,11 +591,12 @@ static void test_refusals_signed(void **state)
     assert_int_equal(write(fd, line, sizeof line - 1), (int)sizeof line - 1);
     close(fd);
     char err[256];
-    jrpc_keys_t *keys = jrpc_keys_load(path, err, sizeof err);
+    jrpc_keys_t *keys = NULL;
+    assert_int_equal(jrpc_keys_load(path, NULL, &keys, err, sizeof err), 0);
     unlink(path);
     assert_non_null(keys);
     G.b = broker_make(100, keys);
-    assert_int_equal(jrpc_broker_ready(G.b, "", NULL), JRPC_NOT_READY_NO_WORKER);
+    assert_int_equal(jrpc_broker_ready(G.b, "", NULL), JRPC_BROKER_ENOWORKER);
     {
         static const char *const methods[] = { "add" };
         jrpc_buf_t m;
@@ -435,7 +605,7 @@ static void test_refusals_signed(void **state)
         worker_send(&m);
         for (int i = 0; i < 50; i++)
             uv_run(&G.loop, UV_RUN_NOWAIT), usleep(1000);
-        assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_NOT_READY_REDIS_DOWN);
+        assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_BROKER_EREDIS);
     }
     const char *body = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}";
     assert_int_equal(submit(body, 0), 0);
@@ -477,11 +647,11 @@ static void test_ready_and_metrics(void **state)
 {
     (void)state;
     G.b = broker_make(100, NULL);
-    assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_NOT_READY_NO_WORKER);
+    assert_int_equal(jrpc_broker_ready(G.b, NULL, NULL), JRPC_BROKER_ENOWORKER);
     worker_ready();
-    assert_int_equal(jrpc_broker_ready(G.b, "add,slow", NULL), JRPC_READY);
+    assert_int_equal(jrpc_broker_ready(G.b, "add,slow", NULL), 0);
     jrpc_span_t missing = { NULL, 0 };
-    assert_int_equal(jrpc_broker_ready(G.b, "add,nope,slow", &missing), JRPC_NOT_READY_METHOD);
+    assert_int_equal(jrpc_broker_ready(G.b, "add,nope,slow", &missing), JRPC_BROKER_ENOMETHOD);
     assert_int_equal(missing.n, 4);
     assert_memory_equal(missing.p, "nope", 4);
     assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}", 0), 0);
@@ -500,7 +670,11 @@ static void test_ready_and_metrics(void **state)
     jrpc_buf_dispose(&page);
     bool empty = false;
     jrpc_broker_drain(G.b, on_empty, &empty);
-    assert_int_equal(jrpc_broker_ready(G.b, "add", NULL), JRPC_NOT_READY_DRAINING);
+    assert_int_equal(jrpc_broker_ready(G.b, "add", NULL), JRPC_BROKER_EDRAINING);
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_EDRAINING), "draining");
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_ENOWORKER), "no worker connected");
+    assert_string_equal(jrpc_broker_strerror(JRPC_BROKER_EREDIS), "redis down");
+    assert_string_equal(jrpc_broker_strerror(-12345), "unknown error");
     worker_result(G.seq[0], 2);
     want_replies = 1;
     assert_true(pump_until(replied));
@@ -518,6 +692,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals_signed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_and_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_whole_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_cancel, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

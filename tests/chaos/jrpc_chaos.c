@@ -33,7 +33,7 @@
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_json.h"
-#include "jrpc_wire.h"
+#include "jrpc_mpack.h"
 
 #define MAX_BATCH      20
 #define MAX_CODES      32
@@ -222,7 +222,7 @@ static void judge(worker_thread_t *w, call_t *calls, unsigned n, const msgpack_o
                   const jrpc_buf_t *body, const jrpc_buf_t *reply)
 {
     tally_t *t = &w->t;
-    call_t *c = find_call(calls, n, w->index, jrpc_wire_map_get(o, "id"));
+    call_t *c = find_call(calls, n, w->index, jrpc_mpack_map_get(o, "id"));
     if (c == NULL) {
         t->unexpected++;
         report("unexpected-id", w->index, body, reply);
@@ -234,10 +234,10 @@ static void judge(worker_thread_t *w, call_t *calls, unsigned n, const msgpack_o
         return;
     }
     c->seen = true;
-    const msgpack_object *err = jrpc_wire_map_get(o, "error");
-    const msgpack_object *res = jrpc_wire_map_get(o, "result");
+    const msgpack_object *err = jrpc_mpack_map_get(o, "error");
+    const msgpack_object *res = jrpc_mpack_map_get(o, "result");
     if (err != NULL && res == NULL) {
-        const msgpack_object *code = jrpc_wire_map_get(err, "code");
+        const msgpack_object *code = jrpc_mpack_map_get(err, "code");
         if (code == NULL || (code->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
                              code->type != MSGPACK_OBJECT_POSITIVE_INTEGER)) {
             t->unexpected++;
@@ -300,9 +300,9 @@ static void judge_reply(worker_thread_t *w, call_t *calls, unsigned n, bool is_a
     if (top->type == MSGPACK_OBJECT_MAP) {
         /* A whole-body refusal: one error with id null, for a batch or a
          * single call alike (our ids are never null). */
-        const msgpack_object *id = jrpc_wire_map_get(top, "id");
-        const msgpack_object *err = jrpc_wire_map_get(top, "error");
-        const msgpack_object *code = err ? jrpc_wire_map_get(err, "code") : NULL;
+        const msgpack_object *id = jrpc_mpack_map_get(top, "id");
+        const msgpack_object *err = jrpc_mpack_map_get(top, "error");
+        const msgpack_object *code = err ? jrpc_mpack_map_get(err, "code") : NULL;
         if (id != NULL && id->type == MSGPACK_OBJECT_NIL && code != NULL &&
             (code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
              code->type == MSGPACK_OBJECT_POSITIVE_INTEGER)) {

@@ -23,8 +23,8 @@
 #include <zmq.h>
 
 #include "jrpc_client.h"
+#include "jrpc_header.h"
 #include "jrpc_sign.h"
-#include "jrpc_wire.h"
 
 /* What the server does with request number n (1-based, over all
  * connections) that arrived as request k (1-based) on its connection. */
@@ -413,8 +413,24 @@ static void test_refused_and_bad_urls(void **state)
     }
     assert_null(jrpc_client_new("https://h:1", NULL));
     assert_int_equal(errno, EPROTONOSUPPORT);
+    /* The ZeroMQ transport checks its own URLs; unknown schemes are EINVAL. */
+    static const char *zbad[] = { "tcp://", "tcp://h", "tcp://h:", "tcp://h:0", "tcp://h:65536",
+                                  "tcp://[::1:5", "ipc://", "udp://h:1", "", "http:/h" };
+    for (size_t i = 0; i < sizeof zbad / sizeof zbad[0]; i++) {
+        errno = 0;
+        assert_null(jrpc_client_new(zbad[i], NULL));
+        assert_int_equal(errno, EINVAL);
+    }
+    errno = 0;
+    assert_null(jrpc_client_new(NULL, NULL));
+    assert_int_equal(errno, EINVAL);
     c = jrpc_client_new("http://[::1]:8080/x", NULL);
     assert_non_null(c);
+    /* CURVE is the ZeroMQ transport's: not over http://. */
+    static const char z85[] = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+    assert_int_equal(jrpc_client_set_curve(c, z85, z85, z85), -ENOTSUP);
+    assert_int_equal(jrpc_client_set_curve(c, NULL, NULL, NULL), -ENOTSUP);
+    assert_int_equal(jrpc_client_set_curve(c, z85, NULL, NULL), -EINVAL);
     jrpc_client_destroy(&c);
 }
 
@@ -630,13 +646,13 @@ static void test_signed_zmq_header_frame(void **state)
     char nonces[2][80];
     for (int i = 0; i < 2; i++) {
         msgpack_zone zone;
-        jrpc_wire_header_t got;
+        jrpc_header_t got;
         char key[128], nonce[80], sig[80];
         const char *body = i == 0 ? REQ : BATCH;
         assert_int_equal(r.nframes[i], 3);   /* [empty][header][body] */
         assert_string_equal(r.body[i], body);
         msgpack_zone_init(&zone, 1024);
-        assert_int_equal(jrpc_wire_decode_header(r.hdr[i], r.hdr_len[i], &zone, &got), 0);
+        assert_int_equal(jrpc_header_decode(r.hdr[i], r.hdr_len[i], &zone, &got), 0);
         snprintf(key, sizeof key, "%.*s", (int)got.key.n, got.key.p);
         snprintf(nonce, sizeof nonce, "%.*s", (int)got.nonce.n, got.nonce.p);
         snprintf(sig, sizeof sig, "%.*s", (int)got.signature.n, got.signature.p);

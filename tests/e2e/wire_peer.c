@@ -30,6 +30,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "jrpc_mpack.h"
 #include "jrpc_wire.h"
 
 #define MAX_FRAME (1 << 20)
@@ -172,7 +173,7 @@ static int print_msg(const jrpc_wire_msg_t *m)
             if (jrpc_wire_response_item(m, i, &a) < 0)
                 fail("malformed answer");
             if (a.is_error) {
-                const msgpack_object *code = jrpc_wire_map_get(a.value, "code");
+                const msgpack_object *code = jrpc_mpack_map_get(a.value, "code");
                 printf("response seq=%llu error=%lld\n", (unsigned long long)a.seq,
                        code ? (long long)code->via.i64 : 0LL);
             } else {

@@ -7,7 +7,7 @@
  *  - parse returns 0 (-ENOMEM aside) and the batch is consistent (ids set,
  *    valid calls have a method, ncalls >= 1);
  *  - every call's params (n > 0) decode as exactly one msgpack value, with
- *    jrpc_wire_unpack() and, when shallow enough, msgpack-c's unpacker agrees;
+ *    jrpc_mpack_unpack() and, when shallow enough, msgpack-c's unpacker agrees;
  *  - the reply is valid JSON (jrpc_json_validate) when anything expects one,
  *    and empty otherwise. */
 #include <stdint.h>
@@ -18,6 +18,7 @@
 
 #include "jrpc_batch.h"
 #include "jrpc_json.h"
+#include "jrpc_mpack.h"
 #include "jrpc_wire.h"
 
 #define CHECK(cond)                                                                  \
@@ -72,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         msgpack_object params = { .type = MSGPACK_OBJECT_NIL };
         if (c->params.n > 0) {
             msgpack_zone_clear(&zone);
-            CHECK(jrpc_wire_unpack(c->params.p, c->params.n, &zone, &params) == 0);
+            CHECK(jrpc_mpack_unpack(c->params.p, c->params.n, JRPC_WIRE_MAX_DEPTH, &zone,
+                                    &params) == 0);
             CHECK(c->answered || params.type == MSGPACK_OBJECT_ARRAY ||
                   params.type == MSGPACK_OBJECT_MAP);
             /* msgpack-c's unpacker gives up past 32 levels; when it does

@@ -13,7 +13,8 @@
  *    or jrpc_batch_answer_error_obj(); the reply must be valid JSON;
  *  - params and results that jrpc_json_write_msgpack() accepts must come out
  *    as valid JSON;
- *  - the same bytes go through jrpc_wire_decode_header() (client header frame).
+ *  - the same bytes go through jrpc_header_decode() (client header frame,
+ *    proto/jrpc_header).
  * A broken invariant is an abort(), which libFuzzer reports as a crash. */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +23,9 @@
 #include <msgpack.h>
 
 #include "jrpc_batch.h"
+#include "jrpc_header.h"
 #include "jrpc_json.h"
+#include "jrpc_mpack.h"
 #include "jrpc_wire.h"
 
 #define CHECK(cond)                                                                  \
@@ -169,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(m.methods->via.array.ptr[i].type == MSGPACK_OBJECT_STR &&
                       m.methods->via.array.ptr[i].via.str.size > 0);
             CHECK(m.options == NULL || m.options->type == MSGPACK_OBJECT_MAP);
-            (void)jrpc_wire_map_get(m.options, "max_params");
+            (void)jrpc_mpack_map_get(m.options, "max_params");
             break;
         case JRPC_WIRE_REQUEST:
             CHECK(m.nitems >= 1 && m.items != NULL);
@@ -208,17 +211,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     msgpack_zone_clear(&zone);
-    jrpc_wire_header_t h;
-    rc = jrpc_wire_decode_header(buf, size, &zone, &h);
-    CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED);
+    jrpc_header_t h;
+    rc = jrpc_header_decode(buf, size, &zone, &h);
+    CHECK(rc == 0 || rc == JRPC_HEADER_EMALFORMED);
     if (rc == 0) { /* what decoded must encode and decode to the same fields */
         jrpc_buf_t hb;
         jrpc_buf_init(&hb);
-        CHECK(jrpc_wire_put_header(&hb, &h) == 0);
+        CHECK(jrpc_header_put(&hb, &h) == 0);
         msgpack_zone z2;
         CHECK(msgpack_zone_init(&z2, 256));
-        jrpc_wire_header_t h2;
-        CHECK(jrpc_wire_decode_header(hb.p, hb.len, &z2, &h2) == 0);
+        jrpc_header_t h2;
+        CHECK(jrpc_header_decode(hb.p, hb.len, &z2, &h2) == 0);
         CHECK(h2.timestamp == h.timestamp && h2.timeout_ms == h.timeout_ms);
         CHECK(h2.key.n == h.key.n && h2.nonce.n == h.nonce.n &&
               h2.signature.n == h.signature.n && h2.traceparent.n == h.traceparent.n);

@@ -7,6 +7,9 @@ body/: the JSON-RPC 2.0 specification's examples, a few batches and edge
 cases, plus small files of JSONTestSuite (MIT, see corpus/body/LICENSE).
 http/: POSTs as clients send them (Content-Length, chunked, pipelined,
 100-continue, HTTP/1.0 keep-alive) and a few request-smuggling attempts.
+http-reader/: the same, and what the reader alone decides (empty lines,
+trailers, CONNECT, Upgrade, kept values, limits), each behind the two
+bytes that choose the reader's limits (fuzz_http_reader.c).
 wire/: one frame of each worker-protocol message type (PROTOCOL.md), and
 client header frames, packed here by hand (no msgpack module needed).
 workers/: scripts for fuzz_workers.c (READYs, calls, answers, timeouts,
@@ -147,6 +150,51 @@ def http():
         open(os.path.join(d, name + ".http"), "wb").write(s.encode("latin-1"))
 
 
+# ---- http-reader ---------------------------------------------------------------
+# The in-process reader's inputs start with two bytes that choose its limits
+# (fuzz_http_reader.c): ff ff is max_header_bytes 4112, max_body 65536.
+def http_reader():
+    d = os.path.join(OUT, "http-reader")
+    os.makedirs(d, exist_ok=True)
+    H = "Host: x\r\n"
+    seeds = {}
+    # every seed of the TCP target, with the largest limits
+    src = os.path.join(OUT, "http")
+    for n in sorted(os.listdir(src)):
+        seeds["tcp-" + n.rsplit(".", 1)[0]] = "\xff\xff" + open(os.path.join(src, n), "rb").read().decode("latin-1")
+    big = "\xff\xff"
+    seeds.update({
+        "empty-lines": big + "\r\n\r\nGET / HTTP/1.1\r\n" + H + "\r\n",
+        "bare-lf-before": big + "\nGET / HTTP/1.1\r\n" + H + "\r\n",
+        "head-cr-x": big + "POST / HTTP/1.1\r\n" + H + "Content-Length: 1\r\n\rZa",
+        "trailers": big + post(ECHO, te=True).replace("0\r\n\r\n", "0\r\nX-JRPC-Timeout-Ms: 1\r\n"
+                                                  "traceparent: x\r\nX-After: 1\r\n\r\n"),
+        "connect": big + "CONNECT a:443 HTTP/1.1\r\n" + H + "Content-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n",
+        "upgrade-ws": big + "GET /rpc HTTP/1.1\r\n" + H + "Connection: keep-alive, Upgrade\r\n"
+                      "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n" + post(ECHO),
+        "accept-sse": big + post(ECHO, extra="Accept: text/event-stream\r\nAccept: application/x-ndjson\r\n"
+                                          "Accept:\r\n"),
+        "long-values": big + post(ECHO, extra="X-JRPC-Key: " + "k" * 200 + "\r\nContent-Type: application/json;"
+                                           + "a" * 300 + "\r\ntraceparent: " + "0" * 140 + "\r\n"),
+        "content-encoding": big + post(ECHO, extra="Content-Encoding: identity\r\nContent-Encoding: , gzip\r\n"),
+        "expect-other": big + post(ECHO, extra="Expect: 100-continue\r\nExpect: x\r\n"),
+        "chunk-ext-long": big + ("POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n2;" + "e" * 5000
+                                 + "\r\n[]\r\n0\r\n\r\n"),
+        "absolute-form": big + post(ECHO, path="http://example.com/rpc?x=1"),
+        "http10-te": big + post(ECHO, ver="1.0", te=True),
+        "two-host": big + post(ECHO, extra=H),
+        "no-host": big + post(ECHO).replace(H, ""),
+        "version-2": big + post(ECHO, ver="2.0"),
+        # small limits: a 32-byte head, no body at all; then 96 and 100
+        "small-431": "\x00\x00" + post(ECHO),
+        "small-413": "\x04\x03" + ("POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
+                                     "3c\r\n" + "x" * 60 + "\r\n3c\r\n" + "y" * 60 + "\r\n0\r\n\r\n"),
+        "small-exact": "\x02\x03" + "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + "p" * 27 + "\r\n\r\n",
+    })
+    for name, s in seeds.items():
+        open(os.path.join(d, name + ".http"), "wb").write(s.encode("latin-1"))
+
+
 # ---- wire (msgpack by hand) --------------------------------------------------
 def mp(v):
     if v is None:
@@ -243,5 +291,6 @@ if __name__ == "__main__":
     jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../data/jsontestsuite")
     body(jts)
     http()
+    http_reader()
     wire()
     workers()

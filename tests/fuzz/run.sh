@@ -13,7 +13,7 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-targets=${JRPC_FUZZ_TARGETS:-body http wire workers redis}
+targets=${JRPC_FUZZ_TARGETS:-body http http-reader wire workers redis}
 
 # It never installs: clang and its runtime come from deploy/deps.sh (the suite
 # list), which tests/run.sh runs before ctest.
@@ -36,7 +36,7 @@ fi
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=0
-printf '%-6s %12s %8s %10s %8s %s\n' target executions exec/s corpus crashes result
+printf '%-12s %12s %8s %10s %8s %s\n' target executions exec/s corpus crashes result
 for t in $targets; do
     work=$build/fuzz-run/$t
     rm -rf "$work"
@@ -56,7 +56,7 @@ for t in $targets; do
         result="FAILED (exit $rc)"
         failed=$((failed + 1))
     fi
-    printf '%-6s %12s %8s %10s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${corp:-?}" "$crashes" "$result"
+    printf '%-12s %12s %8s %10s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${corp:-?}" "$crashes" "$result"
     if [ "$result" != ok ]; then
         grep -E 'ERROR|SUMMARY|invariant|not JSON|no valid HTTP|not finished|Test unit written' "$log" | head -20
         find "$work/artifacts" -type f | sed 's/^/  reproducer: /'

@@ -479,6 +479,29 @@ static void test_member(void **state)
     assert_string_equal(jrpc_json_strerror(JRPC_JSON_ERANGE), "number out of range");
 }
 
+/* The UTF-8 check on its own (WebSocket text messages): the parser's rules. */
+static void test_utf8_valid(void **state)
+{
+    (void)state;
+    static const struct { const char *s; size_t n; bool ok; } t[] = {
+        { "", 0, true }, { "ascii", 5, true }, { "\xc3\xa9", 2, true },
+        { "\xe2\x82\xac", 3, true }, { "\xf0\x9f\x98\x80", 4, true },
+        { "\xf4\x8f\xbf\xbf", 4, true },
+        { "\xc3", 1, false },               /* cut */
+        { "\xc0\xaf", 2, false },           /* overlong */
+        { "\xe0\x80\xaf", 3, false },       /* overlong */
+        { "\xed\xa0\x80", 3, false },       /* a surrogate */
+        { "\xf4\x90\x80\x80", 4, false },   /* past U+10FFFF */
+        { "\xff", 1, false }, { "\x80", 1, false }, { "a\0b", 3, true },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *p = malloc(t[i].n ? t[i].n : 1);   /* at the end of its block: an over-read trips ASan */
+        memcpy(p, t[i].s, t[i].n);
+        assert_int_equal(jrpc_json_utf8_valid(p, t[i].n), t[i].ok);
+        free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_write_refusals),
         cmocka_unit_test(test_write_scalars),
         cmocka_unit_test(test_member),
+        cmocka_unit_test(test_utf8_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -245,7 +245,7 @@ static uint32_t decode_response(const char *p, size_t n, jrpc_seq_t *seqs, int64
         is_err[i] = a.is_error;
         const msgpack_object *v = a.value;
         if (a.is_error)
-            v = jrpc_wire_map_get(v, "code");
+            v = jrpc_mpack_map_get(v, "code");
         assert_non_null(v);
         vals[i] = v->type == MSGPACK_OBJECT_NIL ? INT64_MIN : v->via.i64;
     }
@@ -383,7 +383,7 @@ static void test_ready_name_credit(void **state)
     assert_int_equal(m.credit, 5);
     assert_int_equal(m.methods->via.array.size, 6);
     assert_memory_equal(m.methods->via.array.ptr[5].via.str.ptr, "hold", 4);
-    const msgpack_object *name = jrpc_wire_map_get(m.options, "name");
+    const msgpack_object *name = jrpc_mpack_map_get(m.options, "name");
     assert_non_null(name);
     assert_int_equal(name->via.str.size, 3);
     assert_memory_equal(name->via.str.ptr, "w-1", 3);

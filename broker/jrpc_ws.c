@@ -1,0 +1,242 @@
+/* jrpc_ws — see jrpc_ws.h.
+ *
+ * wslay's event API pulls bytes through a recv callback and pushes frames
+ * through a send callback. Here recv hands out the bytes of the current
+ * jrpc_ws_feed() call and then says "would block", and send passes frames
+ * straight to the front's write callback, so after every call into wslay
+ * the session is in a state where nothing waits inside it. */
+#include "jrpc_ws.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <wslay/wslay.h>
+
+#include "jrpc_json.h"
+
+struct jrpc_ws {
+    wslay_event_context_ptr ctx;
+    jrpc_ws_cbs_t cbs;
+    void         *arg;
+    const char   *in;          /* bytes of the current feed not yet given to wslay */
+    size_t        in_n;
+    bool          awaiting_pong;
+    bool          failed;      /* cbs.write refused, or out of memory */
+    bool          feeding;     /* inside jrpc_ws_feed: sends are queued, written at its end */
+};
+
+static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
+                       void *user)
+{
+    (void)flags;
+    jrpc_ws_t *ws = user;
+    if (ws->in_n == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = len < ws->in_n ? len : ws->in_n;
+    memcpy(buf, ws->in, n);
+    ws->in += n;
+    ws->in_n -= n;
+    return (ssize_t)n;
+}
+
+static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *user)
+{
+    (void)flags;
+    jrpc_ws_t *ws = user;
+    if (ws->failed || ws->cbs.write(ws->arg, (const char *)data, len) < 0) {
+        ws->failed = true;
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    return (ssize_t)len;
+}
+
+static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *m,
+                   void *user)
+{
+    jrpc_ws_t *ws = user;
+    switch (m->opcode) {
+    case WSLAY_TEXT_FRAME:
+        if (!jrpc_json_utf8_valid((const char *)m->msg, m->msg_length)) {
+            jrpc_ws_close(ws, JRPC_WS_INVALID_DATA, "invalid UTF-8");
+            return;
+        }
+        if (wslay_event_get_close_sent(ctx))
+            return;   /* closing: no new work */
+        ws->cbs.message(ws->arg, (const char *)m->msg, m->msg_length);
+        return;
+    case WSLAY_BINARY_FRAME:
+        jrpc_ws_close(ws, JRPC_WS_UNSUPPORTED, "text messages only");
+        return;
+    case WSLAY_PONG:
+        ws->awaiting_pong = false;
+        return;
+    default:   /* ping (wslay answers it) and close (wslay answers it) */
+        return;
+    }
+}
+
+jrpc_ws_t *jrpc_ws_new(const jrpc_ws_opts_t *opts, const jrpc_ws_cbs_t *cbs, void *arg)
+{
+    static const struct wslay_event_callbacks callbacks = {
+        .recv_callback = on_recv, .send_callback = on_send, .on_msg_recv_callback = on_msg,
+    };
+    jrpc_ws_t *ws = calloc(1, sizeof *ws);
+    if (ws == NULL)
+        return NULL;
+    ws->cbs = *cbs;
+    ws->arg = arg;
+    if (wslay_event_context_server_init(&ws->ctx, &callbacks, ws) != 0) {
+        free(ws);
+        return NULL;
+    }
+    wslay_event_config_set_max_recv_msg_length(ws->ctx, opts->max_msg);
+    return ws;
+}
+
+void jrpc_ws_destroy(jrpc_ws_t **self_p)
+{
+    jrpc_ws_t *ws = *self_p;
+    if (ws == NULL)
+        return;
+    *self_p = NULL;
+    wslay_event_context_free(ws->ctx);
+    free(ws);
+}
+
+/* Writes what wslay has queued (not from inside wslay_event_recv: a
+ * message callback's sends go out when the feed ends); the result every
+ * entry point returns. */
+static int flush(jrpc_ws_t *ws)
+{
+    if (ws->feeding)
+        return ws->failed ? -EPIPE : 0;
+    if (!ws->failed && wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) != 0)
+        ws->failed = true;
+    if (ws->failed)
+        return -EPIPE;
+    return jrpc_ws_over(ws);
+}
+
+int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
+{
+    if (ws->failed)
+        return -EPIPE;
+    ws->in = p;
+    ws->in_n = n;
+    ws->feeding = true;
+    /* wslay stops reading after a close it received or sent, and after a
+     * protocol error (for which it queues a close 1002, or 1009 for a
+     * message over the limit): what is left of the bytes is not read. */
+    while (ws->in_n && wslay_event_want_read(ws->ctx)) {
+        size_t before = ws->in_n;
+        if (wslay_event_recv(ws->ctx) != 0) {
+            ws->failed = true;
+            break;
+        }
+        if (ws->in_n == before)
+            break;   /* wslay took nothing: it wants no more */
+    }
+    ws->in = NULL;
+    ws->in_n = 0;
+    ws->feeding = false;
+    return flush(ws);
+}
+
+int jrpc_ws_send_text(jrpc_ws_t *ws, const char *p, size_t n)
+{
+    if (ws->failed)
+        return -EPIPE;
+    if (wslay_event_get_close_sent(ws->ctx))
+        return -EPIPE;
+    struct wslay_event_msg m = { WSLAY_TEXT_FRAME, (const uint8_t *)p, n };
+    int rc = wslay_event_queue_msg(ws->ctx, &m);
+    if (rc == WSLAY_ERR_NOMEM)
+        return -ENOMEM;
+    if (rc != 0)
+        return -EPIPE;
+    rc = flush(ws);
+    return rc < 0 ? rc : 0;
+}
+
+int jrpc_ws_ping(jrpc_ws_t *ws)
+{
+    if (ws->failed || wslay_event_get_close_sent(ws->ctx))
+        return -EPIPE;
+    struct wslay_event_msg m = { WSLAY_PING, (const uint8_t *)"jrpc", 4 };
+    if (wslay_event_queue_msg(ws->ctx, &m) != 0)
+        return -ENOMEM;
+    ws->awaiting_pong = true;
+    int rc = flush(ws);
+    return rc < 0 ? rc : 0;
+}
+
+bool jrpc_ws_awaiting_pong(const jrpc_ws_t *ws)
+{
+    return ws->awaiting_pong;
+}
+
+int jrpc_ws_close(jrpc_ws_t *ws, uint16_t code, const char *reason)
+{
+    if (ws->failed)
+        return -EPIPE;
+    if (wslay_event_get_close_sent(ws->ctx))
+        return 0;
+    int rc = wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason,
+                                     reason ? strlen(reason) : 0);
+    if (rc == WSLAY_ERR_NOMEM)
+        return -ENOMEM;
+    /* After a close, nothing more is taken from the peer (RFC 6455 7.1.1:
+     * the server may close the TCP connection once its close is out). */
+    wslay_event_shutdown_read(ws->ctx);
+    rc = flush(ws);
+    return rc < 0 ? rc : 0;
+}
+
+bool jrpc_ws_over(const jrpc_ws_t *ws)
+{
+    if (ws->failed)
+        return true;
+    /* Our close is written (wslay wants no more writes once it is out). */
+    return wslay_event_get_close_sent(ws->ctx) && !wslay_event_want_write(ws->ctx);
+}
+
+uint16_t jrpc_ws_code_sent(const jrpc_ws_t *ws)
+{
+    return wslay_event_get_close_sent(ws->ctx) ? wslay_event_get_status_code_sent(ws->ctx) : 0;
+}
+
+uint16_t jrpc_ws_code_received(const jrpc_ws_t *ws)
+{
+    if (!wslay_event_get_close_received(ws->ctx))
+        return 0;
+    uint16_t c = wslay_event_get_status_code_received(ws->ctx);
+    return c == WSLAY_CODE_NO_STATUS_RCVD ? 0 : c;
+}
+
+int jrpc_ws_accept_key(const char *key, size_t n, char out[29])
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    unsigned char raw[18];
+    /* 24 base64 characters ending in "==" decode to exactly 16 bytes. */
+    if (n != 24 || key[22] != '=' || key[23] != '=' ||
+        EVP_DecodeBlock(raw, (const unsigned char *)key, 24) != 18)
+        return -EINVAL;
+    for (size_t i = 0; i < 22; i++) {
+        char c = key[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/'))
+            return -EINVAL;
+    }
+    unsigned char cat[24 + sizeof guid - 1], md[SHA_DIGEST_LENGTH];
+    memcpy(cat, key, 24);
+    memcpy(cat + 24, guid, sizeof guid - 1);
+    SHA1(cat, sizeof cat, md);
+    EVP_EncodeBlock((unsigned char *)out, md, SHA_DIGEST_LENGTH);   /* 28 chars and a NUL */
+    return 0;
+}

@@ -1,0 +1,667 @@
+/* jrpc_client_http — libjrpc-client's HTTP/1.1 transport (http://): a POST
+ * of the body per call over one kept-alive connection. See
+ * jrpc_client_transport.h for the contract of each function, jrpc_client.h
+ * for what a caller sees (statuses, resending). */
+#include "jrpc_client_transport.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <http_parser.h>
+
+typedef struct hconn {
+    jrpc_client_t *client;     /* where failures are described */
+    char          *host;       /* without the [] of an IPv6 literal */
+    char          *port;       /* digits; "80" when the URL has none */
+    char          *authority;  /* HOST:PORT as written in the URL: the Host header */
+    char          *path;       /* request target, "/rpc" when the URL has none */
+    char          *where;      /* http://AUTHORITY/PATH, for messages */
+    int            fd;         /* kept-alive connection, -1 when none */
+    jrpc_buf_t     head;       /* the request head, reused */
+    jrpc_buf_t     sse_line;   /* streamed answers: the event-stream line being read */
+    jrpc_buf_t     sse_data;   /* ... and the event's data */
+} hconn_t;
+
+#define set_err(c, ...) jrpc_client_errf((c)->client, __VA_ARGS__)
+
+/* One connection, one request at a time, kept alive across calls. The
+ * socket is non-blocking and every wait is a poll() bounded by the call's
+ * deadline, so connect, send and receive all obey timeout_ms (name
+ * resolution does not: getaddrinfo cannot be bounded; use an address).
+ *
+ * Reuse and retry. A kept-alive connection may have been closed by the
+ * server while idle. Before reusing one we check it: if it is readable (EOF,
+ * a reset, or stray bytes nobody asked for) it is dropped and a fresh one
+ * made; nothing was sent on it, so this is always safe. Beyond that, a
+ * request is sent again (once, on a fresh connection) only when writing it
+ * on a reused connection failed (EPIPE, ECONNRESET...) and no byte of an
+ * answer has arrived: the server cannot have read the whole request then.
+ * Once the request is fully written we never resend it, whatever happens
+ * (EOF, reset, timeout), since the server may have received and run it. */
+
+#define HTTP_DEFAULT_PATH "/rpc"
+#define HTTP_MAX_REPLY    (256u << 20)  /* answers larger than this are refused */
+#define HTTP_READ_CHUNK   16384
+
+/* Waits until fd has `events` or deadline passes. POLLERR/POLLHUP count as
+ * ready: the following send/recv reports them. Returns 0, -ETIMEDOUT or
+ * -errno (-EINTR when a signal interrupted the wait). */
+static int fd_wait(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - jrpc_client_now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        struct pollfd pfd = { .fd = fd, .events = events };
+        int rc = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (rc < 0)
+            return -errno;
+        if (rc > 0)
+            return 0;
+    }
+}
+
+/* True when fd has something to read right now (bytes, EOF or an error). */
+static bool fd_readable(int fd)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    return poll(&pfd, 1, 0) > 0;
+}
+
+static void http_close_conn(hconn_t *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+/* Connects to c->host:c->port, trying every address. Sets c->fd and returns
+ * 0, or sets the error message and returns -errno (-ETIMEDOUT, -EINTR,
+ * -EHOSTUNREACH when the name does not resolve). */
+static int http_connect(hconn_t *c, int64_t deadline, int timeout_ms)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(c->host, c->port, &hints, &res);
+    if (rc != 0) {
+        set_err(c, "cannot connect to %s: cannot resolve %s: %s", c->where, c->host,
+                rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
+    }
+    rc = -EHOSTUNREACH;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+        if (fd < 0) {
+            rc = -errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            rc = 0;
+        } else if (errno != EINPROGRESS) {
+            rc = -errno;
+        } else if ((rc = fd_wait(fd, POLLOUT, deadline)) == 0) {
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+                soerr = errno;
+            rc = -soerr;
+        }
+        if (rc == 0) {
+            /* The request goes out in one sendmsg; do not let Nagle hold
+             * back its tail waiting for a delayed ACK. */
+            const int one = 1;
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            c->fd = fd;
+            break;
+        }
+        close(fd);
+        if (rc == -ETIMEDOUT || rc == -EINTR)
+            break;   /* the deadline is shared: no time left for the others */
+    }
+    freeaddrinfo(res);
+    if (rc == -ETIMEDOUT)
+        set_err(c, "cannot connect to %s within %d ms", c->where, timeout_ms);
+    else if (rc == -EINTR)
+        set_err(c, "interrupted while connecting to %s", c->where);
+    else if (rc < 0)
+        set_err(c, "cannot connect to %s: %s", c->where, strerror(-rc));
+    return rc;
+}
+
+/* A value we put in a header line must not be able to end it. */
+static bool header_value_ok(jrpc_span_t v)
+{
+    for (size_t i = 0; i < v.n; i++)
+        if ((unsigned char)v.p[i] < 0x20 || v.p[i] == 0x7f)
+            return false;
+    return true;
+}
+
+/* Appends "name: value\r\n" when value is set. Returns 0 or -ENOMEM. */
+static int put_header_line(jrpc_buf_t *b, const char *name, jrpc_span_t value)
+{
+    int rc;
+    if (value.n == 0)
+        return 0;
+    if ((rc = jrpc_buf_puts(b, name)) < 0 || (rc = jrpc_buf_puts(b, ": ")) < 0
+        || (rc = jrpc_buf_append(b, value.p, value.n)) < 0)
+        return rc;
+    return jrpc_buf_puts(b, "\r\n");
+}
+
+/* Writes the request head into c->head: every field of hdr that is set has
+ * an HTTP form (the signing fields are the X-JRPC-* headers of the wire
+ * contract). Returns 0, -EINVAL or -ENOMEM with the message set. */
+static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, bool stream)
+{
+    static const jrpc_header_t none;
+    char line[64];
+    jrpc_buf_t *b = &c->head;
+    int rc;
+
+    if (hdr == NULL)
+        hdr = &none;
+    if (!header_value_ok(hdr->traceparent) || !header_value_ok(hdr->key)
+        || !header_value_ok(hdr->nonce) || !header_value_ok(hdr->signature)) {
+        set_err(c, "a header value holds control characters (traceparent or signing fields)");
+        return -EINVAL;
+    }
+    jrpc_buf_reset(b);
+    snprintf(line, sizeof line, "Content-Length: %zu\r\n", len);
+    if ((rc = jrpc_buf_puts(b, "POST ")) < 0
+        || (rc = jrpc_buf_puts(b, c->path)) < 0
+        || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
+        || (rc = jrpc_buf_puts(b, c->authority)) < 0
+        || (rc = jrpc_buf_puts(b, stream ? "\r\nContent-Type: application/json\r\n"
+                                           "Accept: text/event-stream\r\n"
+                                         : "\r\nContent-Type: application/json\r\n"
+                                           "Accept: application/json\r\n")) < 0
+        || (rc = jrpc_buf_puts(b, line)) < 0)
+        goto out;
+    if (hdr->timeout_ms) {
+        snprintf(line, sizeof line, "X-JRPC-Timeout-Ms: %u\r\n", (unsigned)hdr->timeout_ms);
+        if ((rc = jrpc_buf_puts(b, line)) < 0)
+            goto out;
+    }
+    if ((rc = put_header_line(b, "traceparent", hdr->traceparent)) < 0
+        || (rc = put_header_line(b, "X-JRPC-Key", hdr->key)) < 0)
+        goto out;
+    if (hdr->timestamp) {
+        /* canonical decimal, as the signature covers it */
+        snprintf(line, sizeof line, "X-JRPC-Timestamp: %lld\r\n", (long long)hdr->timestamp);
+        if ((rc = jrpc_buf_puts(b, line)) < 0)
+            goto out;
+    }
+    if ((rc = put_header_line(b, "X-JRPC-Nonce", hdr->nonce)) < 0
+        || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0)
+        goto out;
+    rc = jrpc_buf_puts(b, "\r\n");
+out:
+    if (rc < 0)
+        set_err(c, "cannot build the HTTP request: out of memory");
+    return rc;
+}
+
+/* Writes head + body. Returns 0, -ETIMEDOUT, -EINTR or the -errno of the
+ * failed write (the message is left to the caller, who may retry). */
+static int http_send_request(hconn_t *c, const char *body, size_t len, int64_t deadline)
+{
+    struct iovec iov[2] = {
+        { .iov_base = c->head.p, .iov_len = c->head.len },
+        { .iov_base = (void *)body, .iov_len = len },
+    };
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+
+    while (msg.msg_iovlen > 0) {
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                return -errno;
+            int rc = fd_wait(c->fd, POLLOUT, deadline);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        while (msg.msg_iovlen > 0 && (size_t)n >= msg.msg_iov->iov_len) {
+            n -= (ssize_t)msg.msg_iov->iov_len;
+            msg.msg_iov++;
+            msg.msg_iovlen--;
+        }
+        if (msg.msg_iovlen > 0) {
+            msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + n;
+            msg.msg_iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+/* What the response parser callbacks gather. */
+typedef struct http_answer {
+    jrpc_buf_t *reply;        /* the body goes here */
+    int   rc;                 /* first callback failure (-ENOMEM, -EMSGSIZE) */
+    bool  done;               /* a final (non-1xx) response is complete */
+    bool  keep_alive;         /* the connection may carry the next request */
+    bool  in_value;           /* the last callback was a header value */
+    bool  field_is_ctype;     /* the current header is Content-Type */
+    char  field[16];          /* current header name, truncated */
+    size_t field_len;         /* its full length (may exceed the array) */
+    char  ctype[64];          /* Content-Type value, truncated, NUL-terminated */
+    size_t ctype_len;         /* bytes kept in ctype */
+    /* Streamed answers (jrpc_client_send_stream), when the server chose SSE: */
+    jrpc_client_answer_fn on_answer;  /* NULL: not asked for */
+    void *arg;
+    int   sse;                /* -1 not known yet (headers not done), 0 no, 1 yes */
+    jrpc_buf_t *line;         /* the SSE line being read */
+    jrpc_buf_t *data;         /* the event's data */
+    uint32_t id;              /* the event's id: its position */
+    bool  end_event;          /* "event: end" */
+    bool  after_cr;           /* the last byte fed was a \r */
+} http_answer_t;
+
+/* One SSE line (without its end), as the WHATWG event-stream rules read it:
+ * a blank line dispatches the event; ":..." is a comment (": ping"); the
+ * fields used are data (lines joined by \n), id and event. */
+static int sse_line(http_answer_t *a, const char *p, size_t n)
+{
+    if (n == 0) {   /* dispatch */
+        int rc = 0;
+        if (a->end_event) {
+            rc = jrpc_buf_append(a->reply, a->data->p, a->data->len);
+        } else if (a->data->len) {
+            if (a->reply->len + a->data->len > HTTP_MAX_REPLY)
+                return -EMSGSIZE;
+            a->on_answer(a->arg, a->id, a->data->p, a->data->len);
+        }
+        a->data->len = 0;
+        a->end_event = false;
+        return rc;
+    }
+    if (p[0] == ':')
+        return 0;
+    const char *colon = memchr(p, ':', n);
+    size_t fn = colon ? (size_t)(colon - p) : n;
+    const char *v = colon ? colon + 1 : p + n;
+    size_t vn = (size_t)(p + n - v);
+    if (vn && v[0] == ' ')
+        v++, vn--;
+    if (fn == 4 && memcmp(p, "data", 4) == 0) {
+        if (a->data->len && jrpc_buf_putc(a->data, '\n') < 0)
+            return -ENOMEM;
+        return jrpc_buf_append(a->data, v, vn);
+    }
+    if (fn == 2 && memcmp(p, "id", 2) == 0) {
+        uint64_t id = 0;
+        for (size_t i = 0; i < vn && id <= UINT32_MAX; i++)
+            id = v[i] >= '0' && v[i] <= '9' ? id * 10 + (uint64_t)(v[i] - '0') : UINT64_MAX;
+        a->id = id <= UINT32_MAX ? (uint32_t)id : 0;
+        return 0;
+    }
+    if (fn == 5 && memcmp(p, "event", 5) == 0)
+        a->end_event = vn == 3 && memcmp(v, "end", 3) == 0;
+    return 0;
+}
+
+/* Body bytes of an event stream: whole lines go to sse_line. */
+static int sse_feed(http_answer_t *a, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        bool after_cr = a->after_cr;
+        a->after_cr = ch == '\r';
+        if (ch == '\n' || ch == '\r') {
+            /* \r\n is one line end: a \n right after a \r (in this
+             * chunk or the last) ends nothing */
+            if (ch == '\n' && after_cr)
+                continue;
+            int rc = sse_line(a, a->line->p, a->line->len);
+            a->line->len = 0;
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (a->line->len >= HTTP_MAX_REPLY)
+            return -EMSGSIZE;
+        if (jrpc_buf_putc(a->line, ch) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    http_answer_t *a = p->data;
+    if (a->in_value) {   /* a new header starts */
+        a->in_value = false;
+        a->field_len = 0;
+    }
+    for (size_t i = 0; i < n; i++, a->field_len++)
+        if (a->field_len < sizeof a->field)
+            a->field[a->field_len] = at[i];
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    http_answer_t *a = p->data;
+    if (!a->in_value) {
+        a->in_value = true;
+        a->field_is_ctype = a->field_len == 12 && strncasecmp(a->field, "content-type", 12) == 0;
+        if (a->field_is_ctype)
+            a->ctype_len = 0;
+    }
+    if (a->field_is_ctype) {
+        size_t room = sizeof a->ctype - 1 - a->ctype_len;
+        size_t k = n < room ? n : room;
+        memcpy(a->ctype + a->ctype_len, at, k);
+        a->ctype_len += k;
+        a->ctype[a->ctype_len] = '\0';
+    }
+    return 0;
+}
+
+/* text/event-stream, with or without parameters, any case. */
+static bool is_sse_type(const char *ct)
+{
+    ct += strspn(ct, " \t");
+    return strncasecmp(ct, "text/event-stream", 17) == 0
+        && (ct[17] == '\0' || ct[17] == ';' || ct[17] == ' ' || ct[17] == '\t');
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    http_answer_t *a = p->data;
+    if (a->on_answer && a->sse < 0)
+        a->sse = p->status_code == 200 && is_sse_type(a->ctype);
+    if (a->sse == 1) {
+        a->rc = sse_feed(a, at, n);
+        return a->rc < 0;
+    }
+    if (a->reply->len + n > HTTP_MAX_REPLY)
+        a->rc = -EMSGSIZE;
+    else
+        a->rc = jrpc_buf_append(a->reply, at, n);
+    return a->rc < 0;   /* non-zero stops the parser */
+}
+
+static int on_message_complete(http_parser *p)
+{
+    http_answer_t *a = p->data;
+    if (p->status_code / 100 == 1) {
+        /* An interim answer (100 Continue, 103 Early Hints): the real one
+         * follows on the same connection. */
+        a->reply->len = 0;
+        a->ctype_len = 0;
+        a->ctype[0] = '\0';
+        a->sse = -1;
+        return 0;
+    }
+    if (a->sse == 1 && a->line->len)   /* a last line without its end */
+        a->rc = sse_line(a, a->line->p, a->line->len);
+    a->done = true;
+    a->keep_alive = http_should_keep_alive(p);
+    /* Stop here: bytes after this answer are none of this call's business. */
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings http_settings = {
+    .on_header_field     = on_header_field,
+    .on_header_value     = on_header_value,
+    .on_body             = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* application/json, with or without parameters, any case. */
+static bool is_json_type(const char *ct)
+{
+    ct += strspn(ct, " \t");
+    return strncasecmp(ct, "application/json", 16) == 0
+        && (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t');
+}
+
+/* Reads one answer into reply and sets *http_status. Returns 0 (keeping
+ * or closing the connection as the server asked), or an error with the
+ * message set. */
+static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
+                            int timeout_ms, int *http_status,
+                            jrpc_client_answer_fn on_answer, void *arg)
+{
+    char buf[HTTP_READ_CHUNK];
+    jrpc_buf_reset(&c->sse_line);
+    jrpc_buf_reset(&c->sse_data);
+    http_answer_t a = { .reply = reply, .on_answer = on_answer, .arg = arg, .sse = -1,
+                        .line = &c->sse_line, .data = &c->sse_data };
+    http_parser p;
+    bool got_bytes = false, leftover = false;
+    int rc;
+
+    http_parser_init(&p, HTTP_RESPONSE);
+    p.data = &a;
+    while (!a.done) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                if ((rc = fd_wait(c->fd, POLLIN, deadline)) < 0)
+                    goto fail;
+                continue;
+            }
+            rc = -errno;
+            goto fail;
+        }
+        size_t parsed = http_parser_execute(&p, &http_settings, buf, (size_t)n);
+        if (n == 0 && !a.done) {   /* EOF, and it did not end the body */
+            rc = -ECONNRESET;
+            goto fail;
+        }
+        got_bytes = true;
+        if (a.rc < 0) {
+            rc = a.rc;
+            goto fail;
+        }
+        if (p.upgrade || (HTTP_PARSER_ERRNO(&p) != HPE_OK && HTTP_PARSER_ERRNO(&p) != HPE_PAUSED)) {
+            rc = -EPROTO;
+            set_err(c, "malformed HTTP answer from %s: %s", c->where,
+                    p.upgrade ? "unexpected protocol upgrade"
+                              : http_errno_description(HTTP_PARSER_ERRNO(&p)));
+            goto close;
+        }
+        leftover = a.done && parsed < (size_t)n;
+    }
+    *http_status = (int)p.status_code;
+    if (!a.keep_alive || leftover)
+        http_close_conn(c);
+    if (p.status_code / 100 != 2 && !(reply->len && is_json_type(a.ctype))) {
+        /* Not a JSON-RPC answer: a proxy's or another server's error page. */
+        set_err(c, "HTTP %u %s from %s (not a JSON-RPC answer)", p.status_code,
+                http_status_str((enum http_status)p.status_code), c->where);
+        return JRPC_CLIENT_EHTTP;
+    }
+    if (p.status_code == 204)
+        reply->len = 0;
+    return 0;
+
+fail:
+    if (rc == -ETIMEDOUT)
+        set_err(c, "timed out after %d ms waiting for the broker at %s: connected, no "
+                "answer", timeout_ms, c->where);
+    else if (rc == -EINTR)
+        set_err(c, "interrupted while waiting for %s", c->where);
+    else if (rc == -EMSGSIZE)
+        set_err(c, "the answer from %s is larger than %u bytes", c->where, HTTP_MAX_REPLY);
+    else if (rc == -ENOMEM)
+        set_err(c, "%s: out of memory", c->where);
+    else if (rc == -ECONNRESET && !got_bytes)
+        set_err(c, "%s closed the connection without answering", c->where);
+    else if (rc == -ECONNRESET)
+        set_err(c, "%s closed the connection in the middle of the answer", c->where);
+    else
+        set_err(c, "connection to %s lost while waiting for the answer: %s", c->where,
+                strerror(-rc));
+close:
+    /* The answer may still come: never let it be read as the next one's. */
+    http_close_conn(c);
+    return rc;
+}
+
+static bool is_conn_lost(int rc)
+{
+    return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
+}
+
+static int transport_call(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
+                          jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                          jrpc_client_answer_fn on_answer, void *arg)
+{
+    hconn_t *c = state;
+    int64_t deadline = jrpc_client_now_ms() + timeout_ms;
+    int rc;
+
+    /* Built once: a resend below carries the same bytes, and so the same
+     * signature and nonce. That is right, since the server never had the
+     * whole first copy and so cannot have recorded its nonce. */
+    if ((rc = http_build_head(c, hdr, len, on_answer != NULL)) < 0)
+        return rc;
+    for (int attempt = 0;; attempt++) {
+        bool reused = c->fd >= 0;
+        if (reused && fd_readable(c->fd)) {   /* closed while idle (see above) */
+            http_close_conn(c);
+            reused = false;
+        }
+        if (c->fd < 0 && (rc = http_connect(c, deadline, timeout_ms)) < 0)
+            return rc;
+        rc = http_send_request(c, body, len, deadline);
+        if (rc == 0 || (is_conn_lost(rc) && fd_readable(c->fd)))
+            break;   /* sent, or refused early with an answer to read (e.g. 413) */
+        http_close_conn(c);
+        if (is_conn_lost(rc) && reused && attempt == 0)
+            continue;   /* the server never had the whole request: safe to resend */
+        if (rc == -ETIMEDOUT)
+            set_err(c, "timed out after %d ms sending the request to %s", timeout_ms,
+                    c->where);
+        else if (rc == -EINTR)
+            set_err(c, "interrupted while sending to %s", c->where);
+        else
+            set_err(c, "connection to %s lost while sending the request: %s", c->where,
+                    strerror(-rc));
+        return rc;
+    }
+    return http_read_answer(c, reply, deadline, timeout_ms, http_status, on_answer, arg);
+}
+
+/* http://HOST[:PORT][/PATH], HOST a name, an IPv4 address or [IPV6];
+ * PORT 1..65535 (default 80); PATH (default /rpc) sent as the request
+ * target. Fills the address fields of c. Returns 0, -EINVAL or -ENOMEM. */
+static int http_parse_url(hconn_t *c, const char *url)
+{
+    if (strncmp(url, "http://", 7) != 0)
+        return -EINVAL;
+    const char *auth = url + strlen("http://");
+    size_t alen = strcspn(auth, "/");
+    const char *aend = auth + alen, *path = aend;
+    const char *host = auth, *hend, *port = NULL;
+
+    for (const char *p = auth; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '#')
+            return -EINVAL;
+    if (alen == 0 || memchr(auth, '@', alen))
+        return -EINVAL;   /* no user info: there is no authentication to send it to */
+    if (auth[0] == '[') {
+        host = auth + 1;
+        if ((hend = memchr(auth, ']', alen)) == NULL)
+            return -EINVAL;
+        if (hend + 1 < aend) {
+            if (hend[1] != ':')
+                return -EINVAL;
+            port = hend + 2;
+        }
+    } else {
+        hend = memchr(auth, ':', alen);
+        if (hend == NULL)
+            hend = aend;
+        else
+            port = hend + 1;
+    }
+    if (hend == host)
+        return -EINVAL;
+    if (port) {
+        long v = 0;
+        if (port == aend)
+            return -EINVAL;
+        for (const char *p = port; p < aend; p++) {
+            if (*p < '0' || *p > '9' || (v = v * 10 + (*p - '0')) > 65535)
+                return -EINVAL;
+        }
+        if (v == 0)
+            return -EINVAL;
+    }
+    if (*path == '\0')
+        path = HTTP_DEFAULT_PATH;
+    c->host = strndup(host, (size_t)(hend - host));
+    c->port = port ? strndup(port, (size_t)(aend - port)) : strdup("80");
+    c->authority = strndup(auth, alen);
+    c->path = strdup(path);
+    if (c->host == NULL || c->port == NULL || c->authority == NULL || c->path == NULL
+        || asprintf(&c->where, "http://%s%s", c->authority, c->path) < 0) {
+        c->where = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void transport_close(void *state)
+{
+    hconn_t *c = state;
+    if (c == NULL)
+        return;
+    http_close_conn(c);
+    free(c->host);
+    free(c->port);
+    free(c->authority);
+    free(c->path);
+    free(c->where);
+    jrpc_buf_dispose(&c->head);
+    jrpc_buf_dispose(&c->sse_line);
+    jrpc_buf_dispose(&c->sse_data);
+    free(c);
+}
+
+static int transport_open(jrpc_client_t *client, const char *url, void **state)
+{
+    hconn_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return -ENOMEM;
+    c->client = client;
+    c->fd = -1;
+    jrpc_buf_init(&c->head);
+    jrpc_buf_init(&c->sse_line);
+    jrpc_buf_init(&c->sse_data);
+    int rc = http_parse_url(c, url);
+    if (rc < 0) {
+        transport_close(c);
+        return rc;
+    }
+    *state = c;
+    return 0;
+}
+
+const jrpc_client_transport_t jrpc_client_http = {
+    .open      = transport_open,
+    .call      = transport_call,
+    .set_curve = NULL,   /* no CURVE over HTTP */
+    .close     = transport_close,
+};

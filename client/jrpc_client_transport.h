@@ -1,0 +1,65 @@
+/* jrpc_client_transport — what libjrpc-client asks of a transport.
+ *
+ * Internal to the client library (not installed). jrpc_client.c chooses a
+ * transport once, from the URL scheme, in jrpc_client_new; everything after
+ * goes through these functions, so the generic code never looks at a scheme
+ * again. Each transport keeps its own state behind the void pointer.
+ * Adding a scheme (https://, ws://) means one file with one of these and one
+ * line in jrpc_client.c's scheme table; the public API does not change. */
+#ifndef JRPC_CLIENT_TRANSPORT_H
+#define JRPC_CLIENT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include "jrpc_buf.h"
+#include "jrpc_client.h"
+#include "jrpc_header.h"
+
+typedef struct jrpc_client_transport {
+    /* Makes the state for url (the whole URL, scheme included: borrowed, it
+     * lives as long as the client). c is where failures of later calls are
+     * described (jrpc_client_errf). Never blocks. Returns 0 and sets *state;
+     * -EINVAL for a URL this transport cannot use; -ENOMEM, or another
+     * -errno. On error nothing is left to close. */
+    int  (*open)(jrpc_client_t *c, const char *url, void **state);
+
+    /* Sends body with the header fields of hdr (NULL: none; over ZeroMQ a
+     * header frame is sent only when hdr is not NULL) and blocks until the
+     * answer is in reply (appended to: the caller resets it) or timeout_ms
+     * (> 0) has passed. *http_status is the HTTP status of the answer, left
+     * alone by transports without one. With on_answer, the answers are
+     * asked for streamed: each goes to on_answer(arg, ...) as it arrives
+     * and reply gets the last message (jrpc_client_send_stream). Returns 0
+     * or a code of jrpc_client_send's list, the client's last error then
+     * set. */
+    int  (*call)(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
+                 jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                 jrpc_client_answer_fn on_answer, void *arg);
+
+    /* CURVE (jrpc_client_set_curve): the three Z85 keys, or all NULL to turn
+     * it off. Returns 0, -EINVAL (a malformed key) or another -errno. NULL
+     * when the transport has no CURVE: the client then says -ENOTSUP. */
+    int  (*set_curve)(void *state, const char *public_z85, const char *secret_z85,
+                      const char *server_public_z85);
+
+    /* Closes the connection and frees the state. */
+    void (*close)(void *state);
+} jrpc_client_transport_t;
+
+extern const jrpc_client_transport_t jrpc_client_zmq;   /* tcp://, ipc:// */
+extern const jrpc_client_transport_t jrpc_client_http;  /* http:// */
+
+/* Sets the client's last error (jrpc_client_last_error), printf-style. */
+void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Monotonic milliseconds, for the deadlines of a call. */
+static inline int64_t jrpc_client_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#endif

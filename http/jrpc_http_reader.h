@@ -1,0 +1,219 @@
+/* jrpc_http_reader — an HTTP/1.1 request reader without sockets (RFC 9112).
+ *
+ * Feed it the bytes of one connection as they arrive, split anywhere; each
+ * call consumes some of them and returns one event: a request's head is
+ * ready, body bytes, the request is complete, a refusal, or "need more".
+ * Pipelined requests follow one another on the same reader. It never
+ * allocates, never blocks and never looks at a byte past the ones it is
+ * given; everything it keeps between calls lives in the struct (bounded:
+ * the head's values have fixed room, body bytes are never copied).
+ *
+ * Framing is http-parser's (Debian's libhttp-parser 2.9, built lenient);
+ * what the lenient build lets through that RFC 9112 forbids is checked here
+ * (docs/ARCHITECTURE.md, "HTTP: the reader, the heads, the front"): every
+ * line ends in CRLF, no obs-fold or control bytes, header names are tokens,
+ * exactly one Host in HTTP/1.1, Transfer-Encoding exactly "chunked" and
+ * never with Content-Length, one Content-Length, HTTP/1.0 or 1.1 only,
+ * chunk data followed by CRLF, trailers read by nobody. Limits are exact to
+ * the byte, so the verdict on a stream never depends on how it was split.
+ *
+ * What a request may do is not decided here (methods, paths, media types,
+ * Expect): the reader reports the head; the caller decides and may stop
+ * feeding. A refusal from the reader always ends the connection: its
+ * framing cannot be trusted, or its body will not be read.
+ *
+ *     jrpc_http_reader_t rd;
+ *     jrpc_http_reader_init(&rd, &(jrpc_http_limits_t){ 16384, 1 << 20 });
+ *     size_t off = 0;
+ *     for (;;) {
+ *         jrpc_http_event_t ev;
+ *         off += jrpc_http_reader_feed(&rd, buf + off, len - off, &ev);
+ *         if (ev.kind == JRPC_HTTP_NEED_MORE) break;      // all of buf consumed
+ *         ...                                             // HEAD, BODY, END, REFUSE, CLOSED
+ *     }
+ *
+ * Bytes not consumed must be fed again, first, in the next call (an event
+ * may consume none: END after a body, a final REFUSE or CLOSED). */
+#ifndef JRPC_HTTP_READER_H
+#define JRPC_HTTP_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <http_parser.h>
+
+typedef struct jrpc_http_limits {
+    uint32_t max_header_bytes; /* request line + headers, leading empty lines excluded,
+                                  the final CRLF included (431 past it); also bounds
+                                  each chunk-size line and the trailer section */
+    uint64_t max_body;         /* body bytes (413 past it; a Content-Length or a chunk
+                                  size that passes it is refused before its data) */
+} jrpc_http_limits_t;
+
+typedef enum jrpc_http_ev {
+    JRPC_HTTP_NEED_MORE, /* every byte given was consumed; nothing to report */
+    JRPC_HTTP_HEAD,      /* a request's head is in: jrpc_http_reader_head() */
+    JRPC_HTTP_BODY,      /* ev.data, ev.len: the next body bytes, decoded from
+                            chunked framing, inside the bytes this call consumed */
+    JRPC_HTTP_END,       /* the request is complete, body included */
+    JRPC_HTTP_REFUSE,    /* refused: ev.status, ev.reason. Final: later calls return
+                            it again and consume nothing */
+    JRPC_HTTP_CLOSED,    /* the last request ends the connection (Connection: close,
+                            HTTP/1.0 without keep-alive, CONNECT): nothing more is
+                            read. Final, like REFUSE */
+} jrpc_http_ev_t;
+
+typedef struct jrpc_http_event {
+    jrpc_http_ev_t kind;
+    const char    *data;   /* BODY: first byte (a pointer into the caller's input) */
+    size_t         len;    /* BODY: bytes at data */
+    uint16_t       status; /* REFUSE: 400, 413, 431 or 505 */
+    bool           close;  /* REFUSE: the connection must close after the answer
+                              (always, for a refusal of the reader) */
+    const char    *reason; /* REFUSE: for the client and the log; valid while the
+                              reader lives */
+} jrpc_http_event_t;
+
+typedef enum jrpc_http_method {
+    JRPC_HTTP_M_OTHER, JRPC_HTTP_M_GET, JRPC_HTTP_M_HEAD, JRPC_HTTP_M_POST,
+    JRPC_HTTP_M_OPTIONS, JRPC_HTTP_M_CONNECT,
+} jrpc_http_method_t;
+
+/* The header values the reader keeps, each with its own room. A value is
+ * kept trimmed of spaces and tabs at both ends; one longer than its room is
+ * kept cut (and says so). */
+typedef enum jrpc_http_field {
+    JRPC_HTTP_F_CONTENT_TYPE,  /* Content-Type (room 256) */
+    JRPC_HTTP_F_ACCEPT,        /* Accept (256), repeated headers joined with ", " */
+    JRPC_HTTP_F_UPGRADE,       /* Upgrade (64): the protocols offered, for conn_upgrade */
+    JRPC_HTTP_F_TIMEOUT_MS,    /* X-JRPC-Timeout-Ms (16) */
+    JRPC_HTTP_F_TRACEPARENT,   /* traceparent (128, the W3C bound) */
+    JRPC_HTTP_F_KEY,           /* X-JRPC-Key (72) */
+    JRPC_HTTP_F_TIMESTAMP,     /* X-JRPC-Timestamp (72) */
+    JRPC_HTTP_F_NONCE,         /* X-JRPC-Nonce (72) */
+    JRPC_HTTP_F_SIGNATURE,     /* X-JRPC-Signature (72) */
+    JRPC_HTTP_NFIELDS
+} jrpc_http_field_t;
+
+#define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
+#define JRPC_HTTP_STORE      1008 /* the rooms above, together */
+
+typedef struct jrpc_http_value {
+    const char *p;      /* the value (not NUL-terminated); NULL when absent */
+    uint16_t    n;      /* its length */
+    uint8_t     count;  /* how many such headers (255 for 255 or more) */
+    bool        cut;    /* longer than its room: p holds its start */
+} jrpc_http_value_t;
+
+/* A request's head: valid from the HEAD event until the call that starts
+ * the next request (so through END). */
+typedef struct jrpc_http_head {
+    uint8_t  method;          /* jrpc_http_method_t */
+    uint8_t  version_minor;   /* HTTP/1.x: 0 or 1 (others are refused) */
+    bool     keep_alive;      /* another request may follow on the connection */
+    bool     chunked;         /* Transfer-Encoding: chunked */
+    bool     has_length;      /* a Content-Length was given */
+    uint64_t content_length;  /* its value; 0 when none */
+    bool     expect_continue; /* Expect: 100-continue */
+    bool     expect_other;    /* an Expect with any other value (or longer than 128 bytes) */
+    bool     content_coded;   /* a Content-Encoding naming a coding other than identity
+                                 (or longer than 128 bytes) */
+    bool     conn_upgrade;    /* Connection names "upgrade" */
+    bool     target_cut;      /* the target is longer than JRPC_HTTP_TARGET_MAX */
+    uint16_t target_len;
+    char     target[JRPC_HTTP_TARGET_MAX]; /* the request-target as sent (cut) */
+    struct { uint16_t n; uint8_t count; bool cut; } f[JRPC_HTTP_NFIELDS]; /* see _value */
+    char     store[JRPC_HTTP_STORE];       /* the kept values, each in its room */
+} jrpc_http_head_t;
+
+/* The reader: caller's storage, nothing to free; may be moved (memcpy)
+ * between calls. The fields are private. */
+typedef struct jrpc_http_reader {
+    http_parser        hp;         /* the library's state */
+    jrpc_http_limits_t lim;
+    jrpc_http_head_t   head;
+    uint8_t     phase;       /* jrpc_http_phase_t */
+    uint8_t     body;        /* how the body is framed (reader.c: enum body) */
+    uint8_t     paused;      /* why the library paused (reader.c: enum pause) */
+    uint8_t     hstate;      /* header callbacks: none, in a name, in a value */
+    uint8_t     hid;         /* what the header being read is (reader.c: enum hid) */
+    bool        field_at_end; /* the last name piece ended the bytes executed */
+    bool        name_bad;    /* a header name with a byte that is not a token byte */
+    bool        raw_bad;     /* a byte the raw scan refuses */
+    bool        bad_before_data; /* ... found before the last piece of data */
+    bool        owe;         /* the library must still execute owed */
+    char        owed;        /* the head's last byte (looked at, not counted, by the library) */
+    char        prevch;      /* the raw scan's previous byte */
+    uint8_t     want_crlf;   /* raw scan: bytes of CRLF due after chunk data */
+    uint8_t     hname_len;   /* 255: longer than hname */
+    uint8_t     n_cl, n_te, n_host;
+    bool        te_ok;       /* the Transfer-Encoding value is exactly "chunked" */
+    bool        hval_cut;    /* the value being read is longer than hval */
+    uint16_t    hval_len;
+    uint32_t    head_bytes;  /* bytes of this head so far */
+    uint32_t    frame_bytes; /* chunked: framing bytes since the last chunk-size line */
+    uint64_t    body_left;   /* identity: body bytes due; chunked: data left in the chunk */
+    uint64_t    body_seen;   /* body bytes so far */
+    const char *exec_start;  /* the bytes the library is executing: [start, end) */
+    const char *exec_end;
+    const char *scan_pos;    /* chunked: first executed byte not yet scanned */
+    const char *span;        /* the last body piece the library reported */
+    size_t      span_len;
+    uint16_t    final_status; /* REFUSE: the refusal, repeated by later calls */
+    const char *final_reason;
+    char        why[48];     /* a reason with a number in it */
+    bool        keeping;     /* the value being read goes to its field's room */
+    uint16_t    val_start;   /* where in the room it started */
+    uint16_t    val_prev;    /* a list field: the room's length before ", " */
+    char        hname[24];   /* the name being read (if short enough to matter) */
+    char        hval[128];   /* the value being read, of a header whose tokens we check
+                                (Transfer-Encoding, Content-Encoding, Expect) */
+} jrpc_http_reader_t;
+
+typedef enum jrpc_http_phase {
+    JRPC_HTTP_IDLE,    /* between requests (empty lines may have been read) */
+    JRPC_HTTP_IN_HEAD, /* inside a request line or headers */
+    JRPC_HTTP_IN_BODY, /* the head was returned; its body (maybe empty) or END is due */
+    JRPC_HTTP_DONE,    /* refused or closed: final */
+} jrpc_http_phase_t;
+
+/* Initialises r to read a connection from its first byte. The limits are
+ * copied. When lim->max_header_bytes needs it, raises http-parser's own
+ * process-wide header limit (never lowers it). */
+void jrpc_http_reader_init(jrpc_http_reader_t *r, const jrpc_http_limits_t *lim);
+
+/* Reads from buf[0, len) (len may be 0) and fills *ev. Returns the bytes
+ * consumed: for NEED_MORE, all of len; for the other events, the bytes up to
+ * and including what the event covers (BODY: the data given, and framing
+ * before and after it). Never blocks; never reads buf[len] or beyond. */
+size_t jrpc_http_reader_feed(jrpc_http_reader_t *r, const char *buf, size_t len,
+                             jrpc_http_event_t *ev);
+
+/* Where the reader is (for the caller's timers: a head started, a body due). */
+jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r);
+
+/* The current request's head (see jrpc_http_head_t for how long it is valid). */
+const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r);
+
+/* Where each field's room starts in jrpc_http_head_t.store (private). */
+extern const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS];
+
+/* One kept header value of h (see jrpc_http_field_t). */
+static inline jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h,
+                                                     jrpc_http_field_t f)
+{
+    jrpc_http_value_t v = { NULL, h->f[f].n, h->f[f].count, h->f[f].cut };
+    if (v.count > 0)
+        v.p = h->store + jrpc_http_room_at[f];
+    return v;
+}
+
+/* The path of h's target, without a query and, for an absolute-form target
+ * (http://host/path), without scheme and authority. false when the path was
+ * cut (a cut query does not matter), or an absolute-form target has none. */
+bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len);
+
+/* The method's name ("POST", ...) as http-parser knows it. */
+const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);
+
+#endif

@@ -1,0 +1,64 @@
+/* jrpc_keys — the signing key file, read one way by everyone who reads it:
+ * the broker (--keys), the jrpc CLI and jrpc-bench (--key-file).
+ *
+ * Format (docs/SIGNING.md): one key per line,
+ *     <key id> <secret> [method-glob ...]
+ * fields separated by spaces or tabs; a '#' at the start of a field starts a
+ * comment (inside a field, a secret, it is part of it); blank lines are
+ * skipped; a CR before the newline is dropped. Key ids are 1 to
+ * JRPC_KEYS_ID_MAX characters of [A-Za-z0-9_.-], each defined once; a secret
+ * is printable ASCII without spaces; the globs (fnmatch(3) patterns) are the
+ * methods the key may call, none meaning all.
+ *
+ * Pure code apart from reading the file with stdio: no sockets, no loop.
+ * Secrets never appear in a message, and the lines read are wiped. */
+#ifndef JRPC_KEYS_H
+#define JRPC_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "jrpc_buf.h"
+
+#define JRPC_KEYS_ID_MAX     64   /* longest key id */
+#define JRPC_KEYS_SECRET_MIN 16   /* shortest secret the broker accepts */
+
+typedef struct jrpc_keys jrpc_keys_t;
+typedef struct jrpc_key  jrpc_key_t;
+
+/* What a reader requires beyond the format. A NULL opts is the broker's:
+ * { .secret_min = JRPC_KEYS_SECRET_MIN, .allow_empty = false }. */
+typedef struct jrpc_keys_opts {
+    size_t secret_min;   /* shortest secret accepted (>= 1) */
+    bool   allow_empty;  /* a file with no key is an empty set, not an error */
+} jrpc_keys_opts_t;
+
+/* Reads the key file at path into *out (set to NULL on error).
+ * Returns 0; -EINVAL for a file the format (or opts) refuses: a bad line, a
+ * duplicate id, no key at all; -ENOMEM; or the -errno of opening or reading
+ * the file. On error err holds a message naming the file, and the line when
+ * there is one ("keys.txt:3: secret missing for key \"demo\"", "keys.txt:
+ * No such file or directory", "keys.txt: no keys"); err may be NULL.
+ * Blocks on the file system only. */
+int jrpc_keys_load(const char *path, const jrpc_keys_opts_t *opts, jrpc_keys_t **out, char *err,
+                   size_t errlen);
+
+/* Frees the set, wiping the secrets. NULL-safe; sets *self_p = NULL. */
+void jrpc_keys_destroy(jrpc_keys_t **self_p);
+
+size_t jrpc_keys_count(const jrpc_keys_t *k);
+
+/* The key with this id, or NULL. Borrowed from k. */
+const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id);
+
+/* The key defined first in the file, or NULL when there is none. */
+const jrpc_key_t *jrpc_keys_first(const jrpc_keys_t *k);
+
+/* The key's id and secret, borrowed from its set (the secret is never to
+ * be logged; the set wipes it when destroyed). */
+jrpc_span_t jrpc_key_id(const jrpc_key_t *key);
+jrpc_span_t jrpc_key_secret(const jrpc_key_t *key);
+
+/* True when the key may call method (its globs, or no globs at all). */
+bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);
+
+#endif

@@ -1,0 +1,71 @@
+/* Helpers shared by the msgpack unit tests (test_jrpc_mpack, test_jrpc_wire,
+ * test_jrpc_header): hand-made frames, spans, a fixed-seed generator and the
+ * wrong values a typed field is tried with. Include after <cmocka.h>. */
+#ifndef MPACK_HELPERS_H
+#define MPACK_HELPERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <msgpack.h>
+#include "jrpc_buf.h"
+#include "jrpc_mpack.h"
+
+#define NOSPAN ((jrpc_span_t){ NULL, 0 })
+
+/* A packer appending to b, for hand-made (possibly invalid) frames. */
+static inline void pk_init(msgpack_packer *pk, jrpc_buf_t *b)
+{
+    jrpc_buf_init(b);
+    jrpc_mpack_packer_init(pk, b);
+}
+
+static inline void pk_str(msgpack_packer *pk, const char *s)
+{
+    msgpack_pack_str(pk, strlen(s));
+    msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static inline jrpc_span_t span(const char *s)
+{
+    return (jrpc_span_t){ s, strlen(s) };
+}
+
+static inline bool str_eq(const msgpack_object *o, const char *s)
+{
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+           memcmp(o->via.str.ptr, s, o->via.str.size) == 0;
+}
+
+/* xorshift64*: a fixed-seed generator, the same cases on every run. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static inline uint64_t rng(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+/* A field replaced by each wrong value in turn (which < NBAD). */
+static inline void pack_bad_value(msgpack_packer *pk, int which)
+{
+    switch (which) {
+    case 0: msgpack_pack_nil(pk); break;
+    case 1: msgpack_pack_true(pk); break;
+    case 2: msgpack_pack_int(pk, -1); break;
+    case 3: msgpack_pack_double(pk, 1.0); break;
+    case 4: pk_str(pk, "1"); break;
+    case 5: msgpack_pack_bin(pk, 1); msgpack_pack_bin_body(pk, "x", 1); break;
+    case 6: msgpack_pack_array(pk, 0); break;
+    case 7: msgpack_pack_map(pk, 0); break;
+    case 8: msgpack_pack_ext(pk, 1, 1); msgpack_pack_ext_body(pk, "x", 1); break;
+    case 9: msgpack_pack_uint64(pk, (uint64_t)UINT32_MAX + 1); break;
+    case 10: msgpack_pack_uint8(pk, 0); break;
+    case 11: pk_str(pk, ""); break;
+    }
+}
+#define NBAD 12
+
+#endif

@@ -1,0 +1,271 @@
+/* Tests of jrpc_keys: the key file as every reader reads it (valid files,
+ * each refusal with its message, unreadable files, the readers' options)
+ * and the method ACL of a key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "jrpc_keys.h"
+
+#define SPAN(s) ((jrpc_span_t){ (s), sizeof(s) - 1 })
+
+static char tmpdir[] = "/tmp/test_jrpc_keys.XXXXXX";
+static char path[sizeof tmpdir + 32];
+static char err[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(path);
+    return rmdir(tmpdir);
+}
+
+static int last_rc;                      /* what the last load_text returned */
+static const jrpc_keys_opts_t *opts;     /* what load_text loads with (NULL: the broker's) */
+
+/* Writes text to the key file and loads it with opts. */
+static jrpc_keys_t *load_text(const char *text)
+{
+    snprintf(path, sizeof path, "%s/keys.txt", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    err[0] = 'x';
+    err[1] = '\0';
+    jrpc_keys_t *k = (jrpc_keys_t *)&k;   /* must be overwritten */
+    last_rc = jrpc_keys_load(path, opts, &k, err, sizeof err);
+    if (last_rc < 0)
+        assert_null(k);
+    else
+        assert_non_null(k);
+    return k;
+}
+
+/* Loads text, expects failure with "<path>:<tail>". */
+static void expect_error(const char *text, const char *tail)
+{
+    jrpc_keys_t *k = load_text(text);
+    assert_null(k);
+    assert_int_equal(last_rc, -EINVAL);
+    char want[sizeof path + 256];
+    snprintf(want, sizeof want, "%s:%s", path, tail);
+    assert_string_equal(err, want);
+}
+
+static const char good_file[] =
+    "# keys for the test\n"
+    "\n"
+    "   \t\n"
+    "demo   s3cr3t-s3cr3t-s3cr3t\n"
+    "  calc\tcalc-secret-0123456789 add sum* get_?ata   # comment after globs\n"
+    "with.hash-_9 has#hash-in-secret!! # whole-line tail comment\n"
+    "crlf 0123456789abcdef\r\n"
+    "last no-newline-secret-xyz echo";
+
+static void test_load_valid(void **state)
+{
+    (void)state;
+    jrpc_keys_t *k = load_text(good_file);
+    assert_non_null(k);
+    assert_string_equal(err, "");
+    assert_int_equal(jrpc_keys_count(k), 5);
+
+    const jrpc_key_t *demo = jrpc_keys_find(k, SPAN("demo"));
+    assert_non_null(demo);
+    jrpc_span_t id = jrpc_key_id(demo);
+    assert_int_equal(id.n, 4);
+    assert_memory_equal(id.p, "demo", 4);
+    assert_non_null(jrpc_keys_find(k, SPAN("calc")));
+    assert_non_null(jrpc_keys_find(k, SPAN("with.hash-_9")));
+    assert_non_null(jrpc_keys_find(k, SPAN("crlf")));
+    assert_non_null(jrpc_keys_find(k, SPAN("last")));
+    assert_null(jrpc_keys_find(k, SPAN("dem")));
+    assert_null(jrpc_keys_find(k, SPAN("demo2")));
+    assert_null(jrpc_keys_find(k, SPAN("DEMO")));
+    assert_null(jrpc_keys_find(k, SPAN("")));
+    assert_null(jrpc_keys_find(k, (jrpc_span_t){ "demo\0", 5 }));
+
+    /* The secrets are what the file says: '#' inside a field is kept, '\r'
+     * is not. */
+    static const struct { const char *id, *secret; } want[] = {
+        { "demo", "s3cr3t-s3cr3t-s3cr3t" },
+        { "calc", "calc-secret-0123456789" },
+        { "with.hash-_9", "has#hash-in-secret!!" },
+        { "crlf", "0123456789abcdef" },
+        { "last", "no-newline-secret-xyz" },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const jrpc_key_t *key = jrpc_keys_find(k, (jrpc_span_t){ want[i].id, strlen(want[i].id) });
+        assert_non_null(key);
+        jrpc_span_t secret = jrpc_key_secret(key);
+        assert_int_equal(secret.n, strlen(want[i].secret));
+        assert_memory_equal(secret.p, want[i].secret, secret.n);
+    }
+    /* The first key of the file, whatever the sort order. */
+    jrpc_span_t first = jrpc_key_id(jrpc_keys_first(k));
+    assert_int_equal(first.n, 4);
+    assert_memory_equal(first.p, "demo", 4);
+    jrpc_keys_destroy(&k);
+    assert_null(k);
+    jrpc_keys_destroy(&k); /* NULL-safe */
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    expect_error("# c\n\ndemo\n", "3: secret missing for key \"demo\"");
+    expect_error("demo #s3cr3t-s3cr3t-s3cr3t\n", "1: secret missing for key \"demo\"");
+    expect_error("a 0123456789abcdef\nb 0123456789abcdef\n\na 0123456789abcdeg\n",
+                 "4: duplicate key id \"a\" (first on line 1)");
+    expect_error("ok 0123456789abcdef\nbad/id 0123456789abcdef\n",
+                 "2: key id must be 1 to 64 characters of [A-Za-z0-9_.-]");
+    expect_error("caf\xc3\xa9 0123456789abcdef\n",
+                 "1: key id must be 1 to 64 characters of [A-Za-z0-9_.-]");
+    expect_error("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 0123456789abcdef\n",
+                 "1: key id must be 1 to 64 characters of [A-Za-z0-9_.-]");
+    expect_error("\n\nshort 0123456789abcde\n",
+                 "3: secret of key \"short\" is 15 characters, at least 16 are required");
+    expect_error("k 0123456789abcdef\xc3\xa9\n",
+                 "1: secret of key \"k\" must be printable ASCII without spaces");
+    expect_error("k 0123456789abcdef add\x01x\n",
+                 "1: control character in method glob 1 of key \"k\"");
+    expect_error("# nothing here\n\n", " no keys");
+    expect_error("", " no keys");
+
+    /* 64 characters is the longest id; 16 the shortest secret. */
+    jrpc_keys_t *k = load_text(
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 0123456789abcdef\n");
+    assert_non_null(k);
+    jrpc_keys_destroy(&k);
+
+    /* Unreadable: missing, and a directory. */
+    char missing[sizeof tmpdir + 32];
+    snprintf(missing, sizeof missing, "%s/nope.txt", tmpdir);
+    jrpc_keys_t *k2 = NULL;
+    assert_int_equal(jrpc_keys_load(missing, NULL, &k2, err, sizeof err), -ENOENT);
+    assert_null(k2);
+    char want[sizeof missing + 64];
+    snprintf(want, sizeof want, "%s: %s", missing, strerror(ENOENT));
+    assert_string_equal(err, want);
+    assert_int_equal(jrpc_keys_load(tmpdir, NULL, &k2, err, sizeof err), -EISDIR);
+    assert_non_null(strstr(err, tmpdir));
+
+    /* A tiny err buffer is truncated, never overrun; NULL err is allowed. */
+    char tiny[4];
+    assert_int_equal(jrpc_keys_load(missing, NULL, &k2, tiny, sizeof tiny), -ENOENT);
+    assert_int_equal(strlen(tiny), 3);
+    assert_int_equal(jrpc_keys_load(missing, NULL, &k2, NULL, 0), -ENOENT);
+    assert_null(k2);
+}
+
+
+/* What a reader may relax: the shortest secret, an empty file. The format
+ * itself is the same for every reader. */
+static void test_load_options(void **state)
+{
+    (void)state;
+    static const jrpc_keys_opts_t lenient = { .secret_min = 1, .allow_empty = true };
+    opts = &lenient;
+    jrpc_keys_t *k = load_text("# none yet\n");
+    assert_int_equal(last_rc, 0);
+    assert_int_equal(jrpc_keys_count(k), 0);
+    assert_null(jrpc_keys_first(k));
+    assert_null(jrpc_keys_find(k, SPAN("a")));
+    jrpc_keys_destroy(&k);
+    k = load_text("bob s3cr3t-bob # all methods\nalice s3cr3t-alice subtract\n");
+    assert_int_equal(jrpc_keys_count(k), 2);
+    jrpc_span_t first = jrpc_key_id(jrpc_keys_first(k));
+    assert_int_equal(first.n, 3);
+    assert_memory_equal(first.p, "bob", 3);
+    jrpc_keys_destroy(&k);
+    expect_error("alice s3cr3t-alice\ncarol\n", "2: secret missing for key \"carol\"");
+    expect_error("a x\nbad/id y\n", "2: key id must be 1 to 64 characters of [A-Za-z0-9_.-]");
+    expect_error("a x\nb y\na z\n", "3: duplicate key id \"a\" (first on line 1)");
+    static const jrpc_keys_opts_t min4 = { .secret_min = 4 };
+    opts = &min4;
+    expect_error("a abcd\nb abc\n", "2: secret of key \"b\" is 3 characters, at least 4 are required");
+    expect_error("\n", " no keys");
+    opts = NULL;
+}
+
+/* ---- ACL ---- */
+
+static bool allows(const jrpc_key_t *key, const char *m, size_t n)
+{
+    char *p = malloc(n ? n : 1); /* at the end of its block: over-reads trip ASan */
+    assert_non_null(p);
+    memcpy(p, m, n);
+    bool ok = jrpc_key_allows(key, (jrpc_span_t){ p, n });
+    free(p);
+    return ok;
+}
+#define ALLOWS(key, lit) allows((key), (lit), sizeof(lit) - 1)
+
+static void test_acl(void **state)
+{
+    (void)state;
+    jrpc_keys_t *k = load_text(good_file);
+    assert_non_null(k);
+    const jrpc_key_t *calc = jrpc_keys_find(k, SPAN("calc"));
+    const jrpc_key_t *demo = jrpc_keys_find(k, SPAN("demo"));
+    assert_non_null(calc);
+    assert_non_null(demo);
+
+    assert_true(ALLOWS(calc, "add"));
+    assert_false(ALLOWS(calc, "add2"));
+    assert_false(ALLOWS(calc, "Add"));
+    assert_false(ALLOWS(calc, "ad"));
+    assert_true(ALLOWS(calc, "sum"));
+    assert_true(ALLOWS(calc, "sum_all"));
+    assert_true(ALLOWS(calc, "sum.x/y"));
+    assert_false(ALLOWS(calc, "xsum"));
+    assert_true(ALLOWS(calc, "get_data"));
+    assert_true(ALLOWS(calc, "get_Xata"));
+    assert_false(ALLOWS(calc, "get_ata"));
+    assert_false(ALLOWS(calc, "get_dddata"));
+    assert_false(ALLOWS(calc, ""));
+    assert_false(ALLOWS(calc, "sum\0x"));   /* a NUL never matches */
+    assert_false(ALLOWS(calc, "add\0"));
+    assert_true(ALLOWS(calc, "sum\xc3\xa9")); /* UTF-8 is just bytes to '*' */
+
+    /* A long method (past the on-stack copy). */
+    char long_name[1000];
+    memset(long_name, 'x', sizeof long_name);
+    memcpy(long_name, "sum", 3);
+    assert_true(allows(calc, long_name, sizeof long_name));
+    long_name[0] = 'S';
+    assert_false(allows(calc, long_name, sizeof long_name));
+
+    /* No globs: every method. */
+    assert_true(ALLOWS(demo, "add"));
+    assert_true(ALLOWS(demo, "anything.at/all"));
+    assert_true(ALLOWS(demo, ""));
+    assert_true(ALLOWS(demo, "a\0b"));
+    jrpc_keys_destroy(&k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_valid),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_options),
+        cmocka_unit_test(test_acl),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
