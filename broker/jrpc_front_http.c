@@ -969,17 +969,6 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- requests: the reader's verdicts ------------------------------------- */
 
-/* Strips spaces and tabs at both ends. */
-static void trim(const char **p, size_t *n)
-{
-    while (*n && (**p == ' ' || **p == '\t')) {
-        (*p)++;
-        (*n)--;
-    }
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
-        (*n)--;
-}
-
 static bool eq_nocase(const char *p, size_t n, const char *lit)
 {
     return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
@@ -991,7 +980,7 @@ static bool content_type_ok(const char *p, size_t n)
     const char *semi = memchr(p, ';', n);
     const char *t = p;
     size_t tn = semi ? (size_t)(semi - p) : n;
-    trim(&t, &tn);
+    jrpc_http_trim(&t, &tn);
     if (!eq_nocase(t, tn, "application/json"))
         return false;
     while (semi != NULL) {
@@ -1000,7 +989,7 @@ static bool content_type_ok(const char *p, size_t n)
         semi = memchr(q, ';', qn);
         if (semi)
             qn = (size_t)(semi - q);
-        trim(&q, &qn);
+        jrpc_http_trim(&q, &qn);
         if (qn >= 8 && strncasecmp(q, "charset=", 8) == 0) {
             const char *v = q + 8;
             size_t vn = qn - 8;
@@ -1091,7 +1080,7 @@ static int accept_q(const char *p, size_t n, const char *type)
         size_t rn = comma ? (size_t)(comma - p) : n;
         const char *r = p, *semi = memchr(p, ';', rn);
         size_t tn = semi ? (size_t)(semi - r) : rn;
-        trim(&r, &tn);
+        jrpc_http_trim(&r, &tn);
         if (eq_nocase(r, tn, type) ||
             (json && (eq_nocase(r, tn, "*/*") || eq_nocase(r, tn, "application/*")))) {
             int q = 1000;
@@ -1101,7 +1090,7 @@ static int accept_q(const char *p, size_t n, const char *type)
                 const char *next = memchr(v, ';', vn);
                 if (next)
                     vn = (size_t)(next - v);
-                trim(&v, &vn);
+                jrpc_http_trim(&v, &vn);
                 if (vn >= 2 && (v[0] == 'q' || v[0] == 'Q') && v[1] == '=')
                     q = qvalue(v + 2, vn - 2);
                 x = next;
