@@ -64,6 +64,7 @@ static int o_batch = 100;
 static const char *o_method = "add";
 static const char *o_params = "[1,2]";
 static double o_notify, o_invalid, o_sleep;
+static int o_sleep_calls;   /* --sleep-calls K: exactly K sleep calls per batch, spread */
 static int o_sleep_ms = 10;
 static int o_conns = 4;
 static double o_duration = 10, o_warmup = 1, o_rate;
@@ -269,12 +270,20 @@ static void build_batch(jrpc_buf_t *b, const char *idprefix, size_t idprefix_len
     if (o_batch > 1)
         jrpc_buf_putc(b, '[');
     *nid = 0;
+    /* --sleep-calls: K positions, evenly spaced from a random start */
+    int slow_at = o_sleep_calls ? (int)(rnd_next(rng) % (uint64_t)o_batch) : -1;
+    int slow_every = o_sleep_calls ? o_batch / o_sleep_calls : 0;
     for (int i = 0; i < o_batch; i++) {
         if (i)
             jrpc_buf_putc(b, ',');
         double r = rnd_unit(rng);
         int notify = 0;
-        if (r < o_notify) {
+        int d = (i - slow_at + o_batch) % o_batch;
+        if (slow_at >= 0 && d % slow_every == 0 && d / slow_every < o_sleep_calls) {
+            snprintf(tmp, sizeof tmp, "{\"jsonrpc\":\"2.0\",\"method\":\"sleep\",\"params\":{\"ms\":%d}",
+                     o_sleep_ms);
+            jrpc_buf_puts(b, tmp);
+        } else if (r < o_notify) {
             notify = 1;
             jrpc_buf_append(b, call_head, call_head_len);
         } else if (r < o_notify + o_invalid) {
@@ -458,6 +467,8 @@ static void usage(FILE *f)
 "  --notify-share P     share (0..1) of calls sent as notifications\n"
 "  --invalid-share P    share of invalid requests (answered -32600)\n"
 "  --sleep-share P      share of `sleep` calls, of --sleep-ms N ms (default 10)\n"
+"  --sleep-calls K      exactly K `sleep` calls in each batch (evenly spaced from\n"
+"                       a random position), the other calls as above\n"
 "  --connections C      connections, one thread each (default 4)\n"
 "  --duration S         seconds measured (default 10)\n"
 "  --warmup S           seconds before, whose results are discarded (default 1)\n"
@@ -553,7 +564,7 @@ static int find_gnuplot(void)
 
 static void parse_args(int argc, char **argv)
 {
-    enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPMS,
+    enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPCALLS, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON, O_STREAM,
            O_PLOT, O_IGNORE_IDS, O_HELP };
     static const struct option lo[] = {
@@ -564,6 +575,7 @@ static void parse_args(int argc, char **argv)
         { "notify-share", required_argument, NULL, O_NOTIFY },
         { "invalid-share", required_argument, NULL, O_INVALID },
         { "sleep-share", required_argument, NULL, O_SLEEP },
+        { "sleep-calls", required_argument, NULL, O_SLEEPCALLS },
         { "sleep-ms", required_argument, NULL, O_SLEEPMS },
         { "connections", required_argument, NULL, O_CONNS },
         { "duration", required_argument, NULL, O_DURATION },
@@ -596,6 +608,9 @@ static void parse_args(int argc, char **argv)
         case O_NOTIFY: o_notify = num_arg(optarg, "--notify-share must be 0..1", 0, 1); break;
         case O_INVALID: o_invalid = num_arg(optarg, "--invalid-share must be 0..1", 0, 1); break;
         case O_SLEEP: o_sleep = num_arg(optarg, "--sleep-share must be 0..1", 0, 1); break;
+        case O_SLEEPCALLS:
+            o_sleep_calls = (int)num_arg(optarg, "--sleep-calls must be 0..100000", 0, 100000);
+            break;
         case O_SLEEPMS: o_sleep_ms = (int)num_arg(optarg, "--sleep-ms must be 0..600000", 0, 600000); break;
         case O_CONNS: o_conns = (int)num_arg(optarg, "--connections must be 1..1024", 1, MAX_CONNECTIONS); break;
         case O_DURATION: o_duration = num_arg(optarg, "--duration must be > 0", 0.001, 1e6); break;
@@ -622,6 +637,8 @@ static void parse_args(int argc, char **argv)
         usage_error("unexpected argument", argv[optind]);
     if (!o_url)
         usage_error("--url is required", NULL);
+    if (o_sleep_calls > o_batch)
+        usage_error("--sleep-calls cannot be more than --batch", NULL);
     if (o_notify + o_invalid + o_sleep > 1.0 + 1e-9)
         usage_error("the shares add up to more than 1", NULL);
     if (jrpc_json_validate(o_params, strlen(o_params), JRPC_JSON_MAX_DEPTH) != 0 ||

@@ -168,6 +168,15 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
+/* Calls of x that expect an answer: the response objects of its reply. */
+static uint32_t expecting(const bbatch_t *x)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < x->req.ncalls; i++)
+        n += !x->req.calls[i].notification;
+    return n;
+}
+
 static void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
@@ -186,7 +195,8 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         }
         bytes_out = b->out.len;
     }
-    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code };
+    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code,
+                           x->answer ? x->streamed : expecting(x), x->timed_out };
     access_log(b, x, NULL, out.cls, bytes_out);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
@@ -596,7 +606,7 @@ static void on_auth_claimed(void *arg, int rc)
     if (a->cancelled)
         ;
     else if (rc == 0)
-        a->fn(a->ctx, (jrpc_outcome_t){ JRPC_BODY_OK, 0 }, "", 0, a->key);
+        a->fn(a->ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, a->key);
     else if (rc == -EEXIST)
         auth_refuse(b, a, rc,
                     "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
@@ -613,7 +623,7 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
     if (handle)
         *handle = NULL;
     if (b->opts.keys == NULL) {
-        fn(ctx, (jrpc_outcome_t){ JRPC_BODY_OK, 0 }, "", 0, NULL);
+        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, NULL);
         return 0;
     }
     jrpc_broker_auth_t *a = calloc(1, sizeof *a);

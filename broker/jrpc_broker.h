@@ -106,7 +106,9 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * answer() first, then each worker's answer or deadline error as it is in;
  * then fn is called once, the end event, with out as for a whole reply
  * (ok or invalid) and the text {"answered":N,"timed_out":M}: N response
- * objects sent, M of them -32003 because the deadline passed. A body
+ * objects sent, M of them -32003 because the deadline passed (the same
+ * numbers as data in out.answered and out.timed_out, which an unstreamed
+ * reply carries too). A body
  * refused whole (busy, unauthorized, replayed, unavailable) gets no
  * answer() and fn as in the unstreamed mode, its error object, so a front
  * can still choose a status. A cancelled body gets no more answers.

@@ -35,6 +35,8 @@
 #define FREE_RECS_MAX 1024   /* request records kept for reuse */
 
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
+/* How a request's answers go out (Accept, docs/STREAMING.md). */
+enum smode { S_NONE, S_SSE, S_NDJSON, S_JSONL };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_NMODES };
 /* A connection sits in up to two timeout queues at once: one for what the
@@ -59,6 +61,9 @@ typedef struct req {
     bool         head;        /* a HEAD request: the answer has no body */
     bool         preflight;   /* a CORS preflight: the 204 carries Access-Control-Allow-* */
     uint16_t     cors;        /* 1 + index of the listed origin to allow; 0: no CORS headers */
+    uint8_t      stream;      /* enum smode: answers sent as they complete (SSE, NDJSON) */
+    bool         s_started;   /* streamed: the head is queued (first answer or the end) */
+    bool         s_ended;     /* streamed: the last chunk is queued */
     uint16_t     status;      /* HTTP status of the answer */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
@@ -67,6 +72,8 @@ typedef struct req {
     uint16_t     hlen;
     char         hdr[512];    /* status line and headers (CORS lines included) */
     char         inl[INLINE_BODY]; /* short bodies */
+    jrpc_buf_t   s_out;       /* streamed: bytes queued, not yet handed to a write */
+    jrpc_buf_t   s_wr;        /* streamed: bytes of the write in flight */
 } req_t;
 
 struct conn {
@@ -95,6 +102,10 @@ struct conn {
     bool            finishing; /* FIN sent, lingering */
     bool            closed;    /* uv_close called */
     uint8_t         phase;     /* enum phase: the reader's, as the timers follow it */
+    bool            dirty;     /* streamed bytes queued: on the front's flush list */
+    bool            broken;    /* a stream ran out of memory: close at the next flush */
+    conn_t         *dnext;     /* the front's flush list */
+    uint8_t         stream;    /* enum smode the request being read asked for */
     /* the request being read */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the head is in and the method is HEAD */
@@ -135,9 +146,13 @@ struct jrpc_front_http {
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
     uv_timer_t      tick;       /* fires at the earliest deadline of the queues */
-    bool            tick_open;  /* tick initialised and not yet closed */
+    uint8_t         nhandles;   /* tick, flushq, ping: initialised and not yet closed */
     uint64_t        tick_at;    /* when tick is due; 0: not armed */
     struct { conn_t *head, *tail; } tq[T_NMODES]; /* per timeout kind, oldest first */
+    uv_check_t      flushq;     /* after each poll: writes what streamed answers queued */
+    conn_t         *dirty;      /* connections with streamed bytes to write */
+    uv_timer_t      ping;       /* ": ping" on SSE streams every opts.stream_ping_ms */
+    uint32_t        nstreams;   /* streamed answers begun and not ended */
     char            rbuf[READ_BUF];
 };
 
@@ -147,6 +162,8 @@ static void conn_close(conn_t *c);
 static void conn_finish(conn_t *c);
 static void flush(conn_t *c);
 static void feed_pending(conn_t *c);
+static void on_write(uv_write_t *w, int status);
+static void on_flushq(uv_check_t *h);
 
 /* ---- timers ------------------------------------------------------------ */
 
@@ -248,6 +265,10 @@ static req_t *rec_new(conn_t *c)
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
     r->cors = c->cors;
+    r->stream = S_NONE;
+    r->s_started = r->s_ended = false;
+    jrpc_buf_init(&r->s_out);
+    jrpc_buf_init(&r->s_wr);
     r->head = c->is_head;
     r->status = 0;
     r->body = NULL;
@@ -267,6 +288,10 @@ static req_t *rec_new(conn_t *c)
 static void rec_free(jrpc_front_http_t *f, req_t *r)
 {
     free(r->heap);
+    if (r->s_started && !r->s_ended)
+        f->nstreams--;
+    jrpc_buf_dispose(&r->s_out);
+    jrpc_buf_dispose(&r->s_wr);
     if (f->nfree < FREE_RECS_MAX) {
         r->next = f->free_recs;
         f->free_recs = r;
@@ -304,15 +329,16 @@ static int rec_set_body(req_t *r, const char *p, size_t n)
 }
 
 /* Answer bytes the client is behind on: those of the ready answers while a
- * write is in flight (without one, flush has handed the socket all it took).
- * At most PIPELINE_MAX + 1 records: cheap, and 0 at once when not writing. */
+ * write is in flight (without one, flush has handed the socket all it took),
+ * and streamed bytes queued. At most PIPELINE_MAX + 1 records: cheap. */
 static size_t out_behind(const conn_t *c)
 {
     size_t n = 0;
-    if (c->writing)
-        for (const req_t *x = c->head; x != NULL; x = x->next)
-            if (x->state == R_READY)
-                n += x->hlen + x->blen - x->off;
+    for (const req_t *x = c->head; x != NULL; x = x->next) {
+        n += x->s_out.len + (c->writing ? x->s_wr.len : 0);
+        if (c->writing && x->state == R_READY)
+            n += x->hlen + x->blen - x->off;
+    }
     return n;
 }
 
@@ -450,6 +476,190 @@ static void on_write(uv_write_t *w, int status)
     flush(c);
 }
 
+/* ---- streamed answers (SSE, NDJSON) -------------------------------------- */
+
+/* A streamed answer at the head of the FIFO: what is queued goes out,
+ * uv_try_write first, the rest with uv_write from s_wr (nothing appends to
+ * it while it is written: new bytes go to s_out). Returns true when the
+ * record is done and popped and flush may go on with the next one. */
+static bool stream_flush(conn_t *c, req_t *r)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    r->s_wr.len = 0;   /* no write in flight: its bytes are out */
+    if (r->s_out.len > 0) {
+        uv_buf_t b = uv_buf_init(r->s_out.p, (unsigned)r->s_out.len);
+        int n = uv_try_write(s, &b, 1);
+        if (n == UV_EAGAIN || n == UV_ENOSYS)
+            n = 0;
+        if (n < 0) {
+            JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(n));
+            conn_close(c);
+            return false;
+        }
+        if ((size_t)n < r->s_out.len) {
+            jrpc_buf_t t = r->s_wr;
+            r->s_wr = r->s_out;
+            r->s_out = t;
+            r->s_out.len = 0;
+            uv_buf_t rest = uv_buf_init(r->s_wr.p + n, (unsigned)(r->s_wr.len - (size_t)n));
+            c->writing = true;
+            c->wrecs = 0;
+            if (uv_write(&c->wreq, s, &rest, 1, on_write) < 0) {
+                conn_close(c);
+                return false;
+            }
+            arm(c, T_WRITE);
+            return false;
+        }
+        r->s_out.len = 0;
+    }
+    return r->s_ended && written(c);
+}
+
+static const char *const stream_type[] = {
+    [S_SSE] = "text/event-stream", [S_NDJSON] = "application/x-ndjson",
+    [S_JSONL] = "application/jsonl",
+};
+
+/* Appends one chunk of chunked transfer coding: a, p, z one after another. */
+static int chunk_put(jrpc_buf_t *b, const char *a, size_t an, const char *p, size_t n,
+                     const char *z, size_t zn)
+{
+    char size[24];
+    int sn = snprintf(size, sizeof size, "%zx\r\n", an + n + zn);
+    int rc = jrpc_buf_reserve(b, (size_t)sn + an + n + zn + 2);
+    if (rc == 0) {
+        jrpc_buf_append(b, size, (size_t)sn);
+        jrpc_buf_append(b, a, an);
+        jrpc_buf_append(b, p, n);
+        jrpc_buf_append(b, z, zn);
+        jrpc_buf_append(b, "\r\n", 2);
+    }
+    return rc;
+}
+
+static void on_ping(uv_timer_t *t);
+
+/* The head of a streamed answer, when its first bytes are due: 200, the
+ * stream's type, chunked. (A body refused whole never gets here: it is
+ * answered as JSON with its own status, since the broker refuses before
+ * any answer.) */
+static int stream_begin(conn_t *c, req_t *r)
+{
+    jrpc_front_http_t *f = c->front;
+    char hdr[512], xbuf[448];   /* (room for the CORS lines) */
+    if (c->closing && r->next == NULL)
+        r->close = true;
+    const char *extra = r->stream == S_SSE ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+                                           : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
+    if (r->cors)
+        extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
+    jrpc_http_resp_t h = {
+        .status = 200,
+        .date = jrpc_http_date(&f->date, time(NULL)),
+        .content_type = stream_type[r->stream],
+        .connection = r->close ? JRPC_HTTP_CONN_CLOSE : JRPC_HTTP_CONN_NONE,
+        .extra = extra,
+        .chunked = true,
+    };
+    int n = jrpc_http_response_head(hdr, sizeof hdr, &h);
+    assert(n > 0);
+    r->s_started = true;
+    f->nstreams++;
+    if (r->stream == S_SSE && f->opts.stream_ping_ms && !uv_is_active((uv_handle_t *)&f->ping))
+        uv_timer_start(&f->ping, on_ping, f->opts.stream_ping_ms, f->opts.stream_ping_ms);
+    return jrpc_buf_append(&r->s_out, hdr, (size_t)n);
+}
+
+/* Streamed bytes were queued on c: written after this loop turn's poll
+ * (not from inside the broker's callback, which must not be re-entered by
+ * a failed write closing the connection; and answers that come together
+ * leave in one write). */
+static void mark_dirty(conn_t *c)
+{
+    jrpc_front_http_t *f = c->front;
+    if (c->dirty)
+        return;
+    c->dirty = true;
+    c->dnext = f->dirty;
+    f->dirty = c;
+    uv_check_start(&f->flushq, on_flushq);
+}
+
+static void on_flushq(uv_check_t *h)
+{
+    jrpc_front_http_t *f = h->data;
+    conn_t *c;
+    while ((c = f->dirty) != NULL) {
+        f->dirty = c->dnext;
+        c->dirty = false;
+        c->dnext = NULL;
+        if (c->broken)
+            conn_close(c);
+        else if (!c->closed)
+            flush(c);
+    }
+    uv_check_stop(h);
+}
+
+/* One answer of a streamed body, as it is in (jrpc_answer_fn). */
+static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
+{
+    req_t *r = ctx;
+    conn_t *c = r->conn;
+    int rc = r->s_started ? 0 : stream_begin(c, r);
+    if (rc == 0 && r->stream == S_SSE) {
+        char id[32];
+        int n = snprintf(id, sizeof id, "id: %u\ndata: ", pos);
+        rc = chunk_put(&r->s_out, id, (size_t)n, json, len, "\n\n", 2);
+    } else if (rc == 0) {
+        rc = chunk_put(&r->s_out, "", 0, json, len, "\n", 1);
+    }
+    if (rc < 0)
+        c->broken = true;   /* out of memory: the stream is cut, the client sees it end early */
+    mark_dirty(c);
+}
+
+/* The end of a streamed body: SSE's end event with the counts, NDJSON's
+ * counts in the trailer; then the last chunk. */
+static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
+{
+    int rc = r->s_started ? 0 : stream_begin(c, r);
+    if (rc == 0 && r->stream == S_SSE) {
+        rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len, "\n\n", 2);
+        if (rc == 0)
+            rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
+    } else if (rc == 0) {
+        char t[96];
+        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n\r\n",
+                         out.answered, out.timed_out);
+        rc = jrpc_buf_append(&r->s_out, t, (size_t)n);
+    }
+    r->s_ended = true;
+    c->front->nstreams--;
+    return rc;
+}
+
+/* Every stream_ping_ms: a comment on each SSE stream in progress, so that
+ * proxies with an idle timeout keep it (the WHATWG parser ignores it). */
+static void on_ping(uv_timer_t *t)
+{
+    jrpc_front_http_t *f = t->data;
+    if (f->nstreams == 0) {
+        uv_timer_stop(t);
+        return;
+    }
+    for (conn_t *c = f->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        req_t *r = c->head;
+        if (r == NULL || r->stream != S_SSE || !r->s_started || r->s_ended)
+            continue;
+        if (chunk_put(&r->s_out, ": ping\n\n", 8, "", 0, "", 0) < 0)
+            c->broken = true;
+        mark_dirty(c);
+    }
+}
+
 /* Writes every answer that is ready at the head of the FIFO: uv_try_write
  * first (no request, no copy), the rest with uv_write. Answers leave in
  * request order; a later one that is ready waits for the earlier ones. */
@@ -458,6 +668,11 @@ static void flush(conn_t *c)
     uv_stream_t *s = (uv_stream_t *)&c->tcp;
     while (!c->writing && !c->closed && !c->finishing && c->head != NULL) {
         req_t *r = c->head;
+        if (r->s_started) {
+            if (!stream_flush(c, r))
+                break;
+            continue;
+        }
         if (r->state != R_READY) {
             if (r->cont) { /* the body's sender waits for this */
                 r->cont = false;
@@ -563,6 +778,13 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
+    if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
+        if (stream_end(c, r, out, reply, len) < 0)
+            c->broken = true;
+        mark_dirty(c);
+        return;
+    }
+    r->stream = S_NONE;   /* refused whole, before any answer: a plain JSON answer */
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     if (len == 0) {
@@ -590,9 +812,12 @@ static void front_maybe_free(jrpc_front_http_t *f)
 {
     if (!f->destroying || f->nalive > 0 || f->listening)
         return;
-    if (f->tick_open) {
-        if (!uv_is_closing((uv_handle_t *)&f->tick))
+    if (f->nhandles > 0) {
+        if (!uv_is_closing((uv_handle_t *)&f->tick)) {
             uv_close((uv_handle_t *)&f->tick, on_tick_closed);
+            uv_close((uv_handle_t *)&f->flushq, on_tick_closed);
+            uv_close((uv_handle_t *)&f->ping, on_tick_closed);
+        }
         return;
     }
     req_t *r;
@@ -607,7 +832,7 @@ static void front_maybe_free(jrpc_front_http_t *f)
 static void on_tick_closed(uv_handle_t *h)
 {
     jrpc_front_http_t *f = h->data;
-    f->tick_open = false;
+    f->nhandles--;
     front_maybe_free(f);
 }
 
@@ -615,6 +840,12 @@ static void on_tcp_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     jrpc_front_http_t *f = c->front;
+    if (c->dirty)   /* not expected (the list is walked before close callbacks run) */
+        for (conn_t **pp = &f->dirty; *pp; pp = &(*pp)->dnext)
+            if (*pp == c) {
+                *pp = c->dnext;
+                break;
+            }
     jrpc_buf_dispose(&c->body);
     jrpc_buf_dispose(&c->in);
     free(c->hs);
@@ -794,17 +1025,6 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- requests: the reader's verdicts ------------------------------------- */
 
-/* Strips spaces and tabs at both ends. */
-static void trim(const char **p, size_t *n)
-{
-    while (*n && (**p == ' ' || **p == '\t')) {
-        (*p)++;
-        (*n)--;
-    }
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
-        (*n)--;
-}
-
 static bool eq_nocase(const char *p, size_t n, const char *lit)
 {
     return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
@@ -817,7 +1037,7 @@ static bool content_type_ok(const char *p, size_t n)
     const char *semi = memchr(p, ';', n);
     const char *t = p;
     size_t tn = semi ? (size_t)(semi - p) : n;
-    trim(&t, &tn);
+    jrpc_http_trim(&t, &tn);
     if (!eq_nocase(t, tn, "application/json") && !eq_nocase(t, tn, "application/json-rpc"))
         return false;
     while (semi != NULL) {
@@ -826,7 +1046,7 @@ static bool content_type_ok(const char *p, size_t n)
         semi = memchr(q, ';', qn);
         if (semi)
             qn = (size_t)(semi - q);
-        trim(&q, &qn);
+        jrpc_http_trim(&q, &qn);
         if (qn >= 8 && strncasecmp(q, "charset=", 8) == 0) {
             const char *v = q + 8;
             size_t vn = qn - 8;
@@ -889,6 +1109,80 @@ static void refuse_close(conn_t *c, int status, int code, const char *why)
     c->phase = PH_IDLE;
     read_stop(c);
     flush(c);
+}
+
+/* A qvalue (RFC 9110 12.4.2: "0", "0.5", "1.000") in thousandths; what
+ * does not follow the grammar reads as far as it does. */
+static int qvalue(const char *v, size_t n)
+{
+    size_t i = 0;
+    int q = 0;
+    if (i < n && (v[i] == '0' || v[i] == '1'))
+        q = (v[i++] - '0') * 1000;
+    if (i < n && v[i] == '.')
+        for (int scale = 100, k = 0; ++i < n && k < 3 && v[i] >= '0' && v[i] <= '9'; k++, scale /= 10)
+            q += (v[i] - '0') * scale;
+    return q > 1000 ? 1000 : q;
+}
+
+/* The q of the media ranges in Accept[p, n) that name type (exactly, any
+ * case; the ranges of any type and of any application type count only for
+ * application/json): the highest, or -1 when none names it. */
+static int accept_q(const char *p, size_t n, const char *type)
+{
+    int best = -1;
+    bool json = strcmp(type, "application/json") == 0;
+    while (n > 0) {
+        const char *comma = memchr(p, ',', n);
+        size_t rn = comma ? (size_t)(comma - p) : n;
+        const char *r = p, *semi = memchr(p, ';', rn);
+        size_t tn = semi ? (size_t)(semi - r) : rn;
+        jrpc_http_trim(&r, &tn);
+        if (eq_nocase(r, tn, type) ||
+            (json && (eq_nocase(r, tn, "*/*") || eq_nocase(r, tn, "application/*")))) {
+            int q = 1000;
+            for (const char *x = semi; x != NULL && x < p + rn;) {
+                const char *v = x + 1;
+                size_t vn = (size_t)(p + rn - v);
+                const char *next = memchr(v, ';', vn);
+                if (next)
+                    vn = (size_t)(next - v);
+                jrpc_http_trim(&v, &vn);
+                if (vn >= 2 && (v[0] == 'q' || v[0] == 'Q') && v[1] == '=')
+                    q = qvalue(v + 2, vn - 2);
+                x = next;
+            }
+            if (q > best)
+                best = q;
+        }
+        if (comma == NULL)
+            break;
+        n -= rn + 1;
+        p = comma + 1;
+    }
+    return best;
+}
+
+/* How the answers of a request are to go out, from its Accept header
+ * (docs/STREAMING.md): streamed when text/event-stream, application/x-ndjson
+ * or application/jsonl is acceptable (q > 0) and preferred to
+ * application/json (a higher q, or application/json not acceptable at
+ * all); SSE first on a tie. HTTP/1.0 has no chunked coding: never. */
+static uint8_t stream_mode(const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
+    if (a.count == 0 || h->version_minor != 1)
+        return S_NONE;
+    int best = 0;
+    uint8_t mode = S_NONE;
+    for (uint8_t m = S_SSE; m <= S_JSONL; m++) {
+        int q = accept_q(a.p, a.n, stream_type[m]);
+        if (q > best) {
+            best = q;
+            mode = m;
+        }
+    }
+    return mode != S_NONE && best > accept_q(a.p, a.n, "application/json") ? mode : S_NONE;
 }
 
 /* POST / or POST /rpc (a query is allowed; absolute-form too). */
@@ -1129,6 +1423,7 @@ static void headers_done(conn_t *c)
         return;
     }
     r->ka10 = !v11 && h->keep_alive;
+    r->stream = stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
@@ -1208,6 +1503,7 @@ static void message_done(conn_t *c)
         .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
                                                 : (jrpc_span_t){ "", 0 },
         .peer = { c->peer, c->peer_len },
+        .answer = r->stream ? on_answer : NULL,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -1542,7 +1838,11 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->listening = true;
     uv_timer_init(loop, &f->tick);
     f->tick.data = f;
-    f->tick_open = true;
+    uv_check_init(loop, &f->flushq);
+    f->flushq.data = f;
+    uv_timer_init(loop, &f->ping);
+    f->ping.data = f;
+    f->nhandles = 3;
     if ((rc = uv_tcp_open(&f->listener, fd)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&f->listener, 1024, on_connection)) < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=http://%s error=\"%s\"",

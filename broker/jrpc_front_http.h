@@ -43,6 +43,7 @@ typedef struct jrpc_front_http_opts {
     uint32_t    idle_timeout_ms;    /* idle keep-alive connection */
     uint32_t    write_timeout_ms;   /* an answer's write making no progress (client not reading) */
     bool        reuseport;          /* SO_REUSEPORT: several brokers share the port */
+    uint32_t    stream_ping_ms;     /* ": ping" on SSE streams this often; 0: never */
     /* WebSocket (GET / or /rpc with Upgrade: websocket; jrpc_front_ws) */
     uint32_t    ws_max_inflight;    /* calls in flight per WebSocket; reading pauses when full */
     uint32_t    ws_max_queued;      /* bytes a WebSocket client is behind on: close 1008 past it */
@@ -58,8 +59,8 @@ typedef struct jrpc_front_http_opts {
 #define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
     .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
     .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
-    .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .ws_max_inflight = 64,         \
-    .ws_max_queued = 1u << 20, .ws_ping_ms = 20000 })
+    .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .stream_ping_ms = 15000,       \
+    .ws_max_inflight = 64, .ws_max_queued = 1u << 20, .ws_ping_ms = 20000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
  * bound address. With opts->reuseport, other processes that also set it may

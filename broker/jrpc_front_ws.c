@@ -33,16 +33,6 @@
 
 /* ---- the handshake --------------------------------------------------------- */
 
-static void trim(const char **p, size_t *n)
-{
-    while (*n && (**p == ' ' || **p == '\t')) {
-        (*p)++;
-        (*n)--;
-    }
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
-        (*n)--;
-}
-
 /* Calls each comma-separated element of p[0, n), trimmed and not empty,
  * until fn returns true; returns that element's index, or -1. */
 static int each_element(const char *p, size_t n, bool (*fn)(const char *e, size_t en, void *arg),
@@ -54,7 +44,7 @@ static int each_element(const char *p, size_t n, bool (*fn)(const char *e, size_
         size_t en = comma ? (size_t)(comma - p) : n;
         const char *e = p;
         size_t el = en;
-        trim(&e, &el);
+        jrpc_http_trim(&e, &el);
         if (el > 0 && fn(e, el, arg))
             return idx;
         idx++;

@@ -222,6 +222,9 @@ int main(int argc, char **argv)
         { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection; a WebSocket\n"
           "with no message and nothing in flight (close 1001)",
           .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
+        { "stream-ping-ms", U, "N", "15000", "HTTP: a ': ping' comment this often on SSE streams\n"
+          "in progress, so that proxies keep them; 0: never", .dest = &ho.stream_ping_ms,
+          .min = 0, .max = 86400000 },
         { "write-timeout-ms", U, "N", "30000", "HTTP: an answer's write making no progress (the\n"
           "client does not read): the connection is closed", .dest = &ho.write_timeout_ms,
           .min = 1, .max = 86400000 },

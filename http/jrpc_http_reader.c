@@ -156,7 +156,7 @@ static inline bool eq_nocase(const char *p, size_t n, const char *lit, size_t li
 }
 #define IS(p, n, lit) eq_nocase(p, n, lit, sizeof(lit) - 1)
 
-static void trim(const char **p, size_t *n)
+void jrpc_http_trim(const char **p, size_t *n)
 {
     while (*n && (**p == ' ' || **p == '\t')) {
         (*p)++;
@@ -213,7 +213,7 @@ static bool identity_only(const char *p, size_t n)
         size_t en = comma ? (size_t)(comma - p) : n;
         const char *e = p;
         size_t el = en;
-        trim(&e, &el);
+        jrpc_http_trim(&e, &el);
         if (el != 0 && !IS(e, el, "identity"))
             return false;
         if (comma == NULL)
@@ -283,7 +283,7 @@ static void finish_header(jrpc_http_reader_t *r)
         value_start(r);
     const char *v = r->hval;
     size_t n = r->hval_len;
-    trim(&v, &n);
+    jrpc_http_trim(&v, &n);
     switch (r->hid) {
     case H_OTHER: break;
     case H_CL: r->n_cl++; break;

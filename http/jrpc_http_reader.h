@@ -229,4 +229,9 @@ bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *l
 /* The method's name ("POST", ...) as http-parser knows it. */
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);
 
+/* Strips spaces and tabs at both ends of p[0, *n): a header value's
+ * optional white space (RFC 9110 5.6.3), for the callers that split a value
+ * into its elements (media types, parameters). */
+void jrpc_http_trim(const char **p, size_t *n);
+
 #endif

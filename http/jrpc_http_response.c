@@ -115,8 +115,11 @@ int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
         cl = sizeof conn_ka - 1;
     }
     size_t xl = r->extra ? strlen(r->extra) : 0;
+    static const char te_chunked[] = "Transfer-Encoding: chunked\r\n";
     size_t total = ln + (r->date ? 8 + dl : 0) +
-                   (framed ? (r->content_type ? 16 + tl : 0) + 18 + nd : 0) + cl + xl + 2;
+                   (framed ? (r->content_type ? 16 + tl : 0) +
+                             (r->chunked ? sizeof te_chunked - 1 : 18 + nd) : 0) +
+                   cl + xl + 2;
     if (total > cap)
         return -1;
     char *w = dst;
@@ -134,9 +137,13 @@ int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
             PUT(r->content_type, tl);
             LIT("\r\n");
         }
-        LIT("Content-Length: ");
-        PUT(d, nd);
-        LIT("\r\n");
+        if (r->chunked) {
+            PUT(te_chunked, sizeof te_chunked - 1);
+        } else {
+            LIT("Content-Length: ");
+            PUT(d, nd);
+            LIT("\r\n");
+        }
     }
     if (cl)
         PUT(conn, cl);

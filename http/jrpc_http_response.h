@@ -47,6 +47,8 @@ typedef struct jrpc_http_resp {
     uint64_t    content_length; /* the body's length (even for HEAD, which sends none) */
     uint8_t     connection;     /* enum jrpc_http_conn */
     const char *extra;          /* more header lines, each ending CRLF, or NULL */
+    bool        chunked;        /* Transfer-Encoding: chunked instead of Content-Length
+                                   (a streamed body, HTTP/1.1 only) */
 } jrpc_http_resp_t;
 
 /* Room enough for a head with a Date, a content type of 64 bytes and 128
@@ -54,7 +56,8 @@ typedef struct jrpc_http_resp {
 #define JRPC_HTTP_HEAD_MAX 400
 
 /* Writes the head of r — status line, then Date, Content-Type and
- * Content-Length (these two not for 1xx, 204 and 304), Connection, the
+ * Content-Length or Transfer-Encoding: chunked (these two not for 1xx, 204
+ * and 304), Connection, the
  * extra lines, and the empty line — into dst[0, cap). Returns its length,
  * or -1 when it does not fit (dst is then garbage). */
 int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r);

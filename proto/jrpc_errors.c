@@ -43,10 +43,10 @@ const char *jrpc_body_class_name(int cls)
 jrpc_outcome_t jrpc_outcome_refused(int rc)
 {
     switch (rc) {
-    case -EBUSY:  return (jrpc_outcome_t){ JRPC_BODY_BUSY, JRPC_SERVER_BUSY };
-    case -EACCES: return (jrpc_outcome_t){ JRPC_BODY_UNAUTHORIZED, JRPC_UNAUTHORIZED };
-    case -EEXIST: return (jrpc_outcome_t){ JRPC_BODY_REPLAYED, JRPC_REPLAYED };
-    default:      return (jrpc_outcome_t){ JRPC_BODY_UNAVAILABLE, JRPC_REPLAY_DOWN };
+    case -EBUSY:  return (jrpc_outcome_t){ .cls = JRPC_BODY_BUSY, .code = JRPC_SERVER_BUSY };
+    case -EACCES: return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAUTHORIZED, .code = JRPC_UNAUTHORIZED };
+    case -EEXIST: return (jrpc_outcome_t){ .cls = JRPC_BODY_REPLAYED, .code = JRPC_REPLAYED };
+    default:      return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAVAILABLE, .code = JRPC_REPLAY_DOWN };
     }
 }
 

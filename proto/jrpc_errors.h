@@ -13,6 +13,8 @@
 #ifndef JRPC_ERRORS_H
 #define JRPC_ERRORS_H
 
+#include <stdint.h>
+
 enum jrpc_code {
     JRPC_PARSE_ERROR      = -32700, /* invalid JSON */
     JRPC_INVALID_REQUEST  = -32600, /* not a valid Request object */
@@ -45,8 +47,10 @@ enum jrpc_body_class {
 /* The outcome of one body, as data: its class and, for a body refused
  * whole, the JSON-RPC code of the error object sent (0 otherwise). */
 typedef struct jrpc_outcome {
-    int cls;    /* a jrpc_body_class */
-    int code;   /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    int      cls;        /* a jrpc_body_class */
+    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    uint32_t answered;   /* ok/invalid: response objects in the reply (streamed: sent) */
+    uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
 } jrpc_outcome_t;
 
 /* The name of a class ("ok", "invalid", "busy", "unauthorized", "replayed",

@@ -353,6 +353,8 @@ static void test_deadline(void **state)
                         "\"Request timeout\"},\"id\":2},"
                         "{\"jsonrpc\":\"2.0\",\"result\":9,\"id\":3}]");
     assert_int_equal(jrpc_metrics.timeouts, timeouts + 1);
+    assert_int_equal(G.out.answered, 3);
+    assert_int_equal(G.out.timed_out, 1);
     jrpc_broker_stats_t st;
     jrpc_workers_stats_t ws;
     jrpc_broker_stats(G.b, &st, &ws);
@@ -501,6 +503,8 @@ static void test_streamed(void **state)
         assert_int_equal(A.replies_before[k], 0);   /* every answer before the end */
     assert_int_equal(G.out.cls, JRPC_BODY_OK);
     assert_string_equal(G.text, "{\"answered\":5,\"timed_out\":1}");
+    assert_int_equal(G.out.answered, 5);   /* the same counts, as data */
+    assert_int_equal(G.out.timed_out, 1);
     /* the unstreamed reply of the same batch holds exactly these objects */
     size_t sum = 2 + A.n - 1;
     for (uint32_t k = 0; k < A.n; k++) {

@@ -137,6 +137,9 @@ POST=(-H 'Content-Type: application/json' --data-binary '{"jsonrpc":"2.0","metho
 check "POST from a listed Origin: 200 with Access-Control-Allow-Origin and Vary" \
     "200 http://localhost:3000|Origin" \
     "$(upgrade /rpc "${POST[@]}" -H 'Origin: http://localhost:3000') $(hdr Access-Control-Allow-Origin)|$(hdr Vary)"
+check "a streamed (SSE) answer to a listed Origin carries Access-Control-Allow-Origin" \
+    "200 https://app.example" \
+    "$(upgrade /rpc "${POST[@]}" -H 'Accept: text/event-stream' -H 'Origin: https://app.example') $(hdr Access-Control-Allow-Origin)"
 check "POST from another Origin: 200, no CORS headers" "200 0" \
     "$(upgrade /rpc "${POST[@]}" -H 'Origin: https://evil.example') $(grep -ci '^Access-Control' "$T/uh")"
 check "Content-Type: application/json-rpc is taken like application/json" \

@@ -656,23 +656,27 @@ static void response_heads(void **state)
     assert_string_equal(jrpc_http_date(&d, 0), "Thu, 01 Jan 1970 00:00:00 GMT");
 
     static const struct { jrpc_http_resp_t r; const char *want; } cases[] = {
-        { { 200, "D", "application/json", 54, JRPC_HTTP_CONN_NONE, NULL },
+        { { 200, "D", "application/json", 54, JRPC_HTTP_CONN_NONE, NULL, false },
           "HTTP/1.1 200 OK\r\nDate: D\r\nContent-Type: application/json\r\nContent-Length: 54\r\n\r\n" },
-        { { 204, "D", "application/json", 0, JRPC_HTTP_CONN_KEEP_ALIVE, NULL },
+        { { 204, "D", "application/json", 0, JRPC_HTTP_CONN_KEEP_ALIVE, NULL, false },
           "HTTP/1.1 204 No Content\r\nDate: D\r\nConnection: keep-alive\r\n\r\n" },
-        { { 405, "D", "application/json", 0, JRPC_HTTP_CONN_CLOSE, "Allow: POST\r\n" },
+        { { 405, "D", "application/json", 0, JRPC_HTTP_CONN_CLOSE, "Allow: POST\r\n", false },
           "HTTP/1.1 405 Method Not Allowed\r\nDate: D\r\nContent-Type: application/json\r\n"
           "Content-Length: 0\r\nConnection: close\r\nAllow: POST\r\n\r\n" },
-        { { 503, NULL, "text/plain", 18446744073709551615u, JRPC_HTTP_CONN_NONE, NULL },
+        { { 503, NULL, "text/plain", 18446744073709551615u, JRPC_HTTP_CONN_NONE, NULL, false },
           "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
           "Content-Length: 18446744073709551615\r\n\r\n" },
         /* a 101 has no Content-Type or Content-Length: the upgrade's lines are extra */
         { { 101, "D", "application/json", 0, JRPC_HTTP_CONN_NONE,
-            "Upgrade: websocket\r\nConnection: Upgrade\r\n" },
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n", false },
           "HTTP/1.1 101 Switching Protocols\r\nDate: D\r\nUpgrade: websocket\r\n"
           "Connection: Upgrade\r\n\r\n" },
-        { { 599, NULL, NULL, 7, JRPC_HTTP_CONN_NONE, NULL },
+        { { 599, NULL, NULL, 7, JRPC_HTTP_CONN_NONE, NULL, false },
           "HTTP/1.1 599 \r\nContent-Length: 7\r\n\r\n" },
+        { { 200, "D", "text/event-stream", 99, JRPC_HTTP_CONN_NONE, "Cache-Control: no-cache\r\n",
+            true },
+          "HTTP/1.1 200 OK\r\nDate: D\r\nContent-Type: text/event-stream\r\n"
+          "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t want = strlen(cases[i].want);
