@@ -115,7 +115,6 @@ static void batch_free(bbatch_t *x)
     free(x);
 }
 
-static const char *const transport_names[] = { "zmq", "http" };
 
 /* The access line's status= for each class: the numbers it has always
  * printed (docs/ARCHITECTURE.md, "The access line"). A log vocabulary, not
@@ -164,7 +163,7 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
     JRPC_LOG(JRPC_LOG_INFO, "access",
              "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
              "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
-             transport_names[transport == JRPC_TRANSPORT_HTTP], (int)peer.n, peer.p,
+             jrpc_metrics_transport_names[jrpc_metrics_transport(transport)], (int)peer.n, peer.p,
              (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
@@ -444,6 +443,10 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (b->opts.keys == NULL)
         return true;
+    if (ad && ad->key) {   /* authenticated with its connection */
+        x->key = ad->key;
+        return true;
+    }
     static const jrpc_auth_req_t none;
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
     int64_t now = (int64_t)time(NULL);
@@ -542,6 +545,128 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
     settle(b, x);
 }
 
+/* ---- connections: jrpc_broker_authenticate ---- */
+
+struct jrpc_broker_auth {
+    jrpc_broker_t    *broker;
+    jrpc_auth_fn      fn;
+    void             *ctx;
+    const jrpc_key_t *key;        /* the key, once the signature checked out */
+    int               transport;
+    bool              cancelled;  /* the connection left while claiming */
+    uint64_t          t0;         /* metrics */
+    jrpc_span_t       peer;       /* in peer_text: for the access line */
+    char              peer_text[64];
+};
+
+/* An open body less: the drain may be over. */
+static void open_done(jrpc_broker_t *b)
+{
+    b->open--;
+    if (b->open == 0 && b->on_empty) {
+        void (*fn)(void *) = b->on_empty;
+        b->on_empty = NULL;
+        fn(b->on_empty_arg);
+    }
+}
+
+/* The refusal of a connection: counted and logged as a body refused, and
+ * the same error object (id null). */
+static void auth_refuse(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc, const char *data_json)
+{
+    jrpc_outcome_t out = jrpc_outcome_refused(rc);
+    jrpc_admit_t ad = { .transport = a->transport, .peer = a->peer };
+    jrpc_buf_reset(&b->out);
+    if (jrpc_batch_write_error_json(&b->out, out.code, data_json) < 0)
+        jrpc_buf_reset(&b->out);
+    access_log(b, NULL, &ad, out.cls, b->out.len);
+    jrpc_metrics_body_refused(a->transport, out.cls, out.code, a->t0);
+    a->fn(a->ctx, out, b->out.p, b->out.len, NULL);
+}
+
+static void auth_unavailable(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc)
+{
+    if (rc != -ESTALE) {
+        auth_refuse(b, a, rc, "{\"reason\":\"replay protection is unavailable, retry later\"}");
+        return;
+    }
+    char data[256];
+    snprintf(data, sizeof data,
+             "{\"reason\":\"replay protection lost its memory: bodies signed before not_before "
+             "are refused\",\"not_before\":%lld,\"server_time\":%lld}",
+             (long long)jrpc_replay_refuse_to(b->replay) + 1, (long long)time(NULL));
+    auth_refuse(b, a, rc, data);
+}
+
+static void on_auth_claimed(void *arg, int rc)
+{
+    jrpc_broker_auth_t *a = arg;
+    jrpc_broker_t *b = a->broker;
+    jrpc_metrics_tick();
+    if (a->cancelled)
+        ;
+    else if (rc == 0)
+        a->fn(a->ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, a->key);
+    else if (rc == -EEXIST)
+        auth_refuse(b, a, rc,
+                    "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
+    else
+        auth_unavailable(b, a, rc);
+    free(a);
+    open_done(b);
+}
+
+int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
+                             const jrpc_admit_t *ad, jrpc_auth_fn fn, void *ctx,
+                             jrpc_broker_auth_t **handle)
+{
+    if (handle)
+        *handle = NULL;
+    if (b->opts.keys == NULL) {
+        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, NULL);
+        return 0;
+    }
+    jrpc_broker_auth_t *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return -ENOMEM;
+    a->broker = b;
+    a->fn = fn;
+    a->ctx = ctx;
+    a->transport = ad->transport;
+    a->t0 = jrpc_metrics_tick();
+    if (ad->peer.n && ad->peer.n <= sizeof a->peer_text) {
+        memcpy(a->peer_text, ad->peer.p, ad->peer.n);
+        a->peer = (jrpc_span_t){ a->peer_text, ad->peer.n };
+    }
+    int64_t now = (int64_t)time(NULL);
+    int rc = jrpc_auth_check(b->opts.keys, &ad->auth, body, len, now, b->opts.skew_s, &a->key);
+    if (rc < 0) {
+        char data[320];
+        snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
+                 jrpc_auth_strerror(rc), (long long)now);
+        auth_refuse(b, a, -EACCES, data);
+        free(a);
+        return 0;
+    }
+    if (handle)
+        *handle = a;
+    b->open++;
+    rc = jrpc_replay_claim(b->replay, ad->auth.key, ad->auth.nonce, signed_at(&ad->auth),
+                           on_auth_claimed, a);
+    if (rc < 0) {
+        auth_unavailable(b, a, rc);
+        free(a);
+        open_done(b);
+    }
+    return 0;
+}
+
+void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *a)
+{
+    (void)b;
+    a->cancelled = true;   /* freed when Redis answers */
+}
+
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
 {
     jrpc_broker_t *b = calloc(1, sizeof *b);
@@ -618,10 +743,13 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
 
-/* Bodies of one class, both transports. */
+/* Bodies of one class, every transport. */
 static uint64_t bodies_of(int cls)
 {
-    return jrpc_metrics.bodies[0][cls] + jrpc_metrics.bodies[1][cls];
+    uint64_t n = 0;
+    for (int t = 0; t < JRPC_METRICS_TRANSPORTS; t++)
+        n += jrpc_metrics.bodies[t][cls];
+    return n;
 }
 
 void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,

@@ -41,6 +41,7 @@ typedef struct jrpc_broker_opts {
 enum jrpc_transport {
     JRPC_TRANSPORT_ZMQ  = 0,
     JRPC_TRANSPORT_HTTP = 1,
+    JRPC_TRANSPORT_WS   = 2,   /* a message on a WebSocket (HTTP port, after the upgrade) */
 };
 
 /* Streamed mode: receives one answer of a body as soon as it is in. pos is
@@ -60,6 +61,10 @@ typedef struct jrpc_admit {
     jrpc_span_t     peer;        /* the client's address as text, for the access log;
                                     empty: unknown */
     jrpc_answer_fn  answer;      /* non-NULL: streamed mode (jrpc_broker_submit) */
+    const jrpc_key_t *key;       /* non-NULL: the sender was authenticated already, as
+                                    this key (jrpc_broker_authenticate: a WebSocket's
+                                    upgrade); auth is not read, no nonce is claimed, the
+                                    key's ACL applies. Ignored when the broker has no keys */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -117,6 +122,37 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,
  * calls are cancelled at the workers (late answers are dropped and counted)
  * and fn will never be called. Only valid before fn has been called. */
 void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *handle);
+
+/* Authenticating a connection instead of a body (a WebSocket upgrade:
+ * docs/SIGNING.md, "WebSocket"). */
+typedef struct jrpc_broker_auth jrpc_broker_auth_t;
+
+/* Receives the verdict of jrpc_broker_authenticate: out.cls JRPC_BODY_OK
+ * with key (borrowed from the broker's key set: valid while the broker
+ * lives), or unauthorized, replayed, unavailable with key NULL and err the
+ * error object (id null) a body refused for the same reason gets; err is
+ * valid during the call. */
+typedef void (*jrpc_auth_fn)(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
+                             const jrpc_key_t *key);
+
+/* Runs admission's first half for a connection: ad->auth is checked
+ * (jrpc_auth_check) over the signed bytes body[0, len) — empty for a
+ * WebSocket upgrade — and its nonce claimed in Redis, exactly as for a
+ * body, then fn(ctx, ...) is called once, possibly before this returns.
+ * While the claim is out the broker counts it as an open body (a drain
+ * waits for it). A refusal is counted and logged as a body of
+ * ad->transport refused (so jrpc_signature_failures_total and the access
+ * line see it); a success is neither: the messages that follow are the
+ * bodies. Without keys, fn says ok with key NULL at once. *handle (unless
+ * NULL) is set before fn can run and valid until it has: what
+ * jrpc_broker_authenticate_cancel takes. Returns 0, or -ENOMEM (fn not
+ * called). */
+int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
+                             const jrpc_admit_t *ad, jrpc_auth_fn fn, void *ctx,
+                             jrpc_broker_auth_t **handle);
+
+/* The connection is gone before fn was called: fn never will be. */
+void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *handle);
 
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "jrpc_errors.h"
+#include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_http_response.h"
 #include "jrpc_listen.h"
@@ -58,6 +59,8 @@ typedef struct req {
     bool         borrowed;    /* body points at the broker's reply (fast path only) */
     bool         hdr_built;   /* hdr/hlen are final */
     bool         head;        /* a HEAD request: the answer has no body */
+    bool         preflight;   /* a CORS preflight: the 204 carries Access-Control-Allow-* */
+    uint16_t     cors;        /* 1 + index of the listed origin to allow; 0: no CORS headers */
     uint8_t      stream;      /* enum smode: answers sent as they complete (SSE, NDJSON) */
     bool         s_started;   /* streamed: the head is queued (first answer or the end) */
     bool         s_ended;     /* streamed: the last chunk is queued */
@@ -67,7 +70,7 @@ typedef struct req {
     char        *heap;        /* owned copy of a long body, or NULL */
     size_t       off;         /* bytes of hdr + body already written */
     uint16_t     hlen;
-    char         hdr[224];    /* status line and headers */
+    char         hdr[512];    /* status line and headers (CORS lines included) */
     char         inl[INLINE_BODY]; /* short bodies */
     jrpc_buf_t   s_out;       /* streamed: bytes queued, not yet handed to a write */
     jrpc_buf_t   s_wr;        /* streamed: bytes of the write in flight */
@@ -107,6 +110,15 @@ struct conn {
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the head is in and the method is HEAD */
     uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
+    uint16_t        cors;      /* the request's listed Origin (req_t.cors), for its record */
+    /* WebSocket: the upgrade, then the session */
+    bool            upgrading; /* a WebSocket upgrade was accepted: HTTP is over */
+    bool            wfailed;   /* a write of the session failed: close, do not linger */
+    bool            wprogress; /* a session's write completed since T_WRITE was armed */
+    uint32_t        nwrites;   /* the session's uv_writes in flight (each its own block) */
+    jrpc_front_ws_hs_t *hs;    /* the handshake, while its authentication runs */
+    jrpc_broker_auth_t *auth;  /* ... the broker's handle for it */
+    jrpc_front_ws_t *ws;       /* the session once switched (NULL: HTTP) */
     uint8_t         peer_len;
     char            peer[56];  /* "ip:port" / "[ip6]:port" of the client, for the access log */
     const char     *zc;        /* the whole body, still in the read buffer */
@@ -251,7 +263,8 @@ static req_t *rec_new(conn_t *c)
     r->conn = c;
     r->handle = NULL;
     r->state = R_PARSING;
-    r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = false;
+    r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
+    r->cors = c->cors;
     r->stream = S_NONE;
     r->s_started = r->s_ended = false;
     jrpc_buf_init(&r->s_out);
@@ -368,8 +381,28 @@ static const char *extra_lines(unsigned status)
     case 401: return "WWW-Authenticate: JRPC-HMAC-SHA256\r\n";
     case 415: return "Accept-Encoding: identity\r\n";
     case 503: return "Retry-After: 1\r\n";
+    case 426: return "Sec-WebSocket-Version: 13\r\n";   /* RFC 6455 4.4 */
     default:  return NULL;
     }
+}
+
+/* What a preflight's 204 allows: the one method and the request headers
+ * the front reads (docs/WEBSOCKET.md, "CORS"). */
+#define CORS_PREFLIGHT                                                                     \
+    "Access-Control-Allow-Methods: POST\r\n"                                                \
+    "Access-Control-Allow-Headers: Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, "    \
+    "X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent\r\n"                    \
+    "Access-Control-Max-Age: 7200\r\n"
+
+/* base's lines, then the CORS lines of r's listed origin, in buf. */
+static const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *base,
+                              char *buf, size_t cap)
+{
+    const char *o = f->opts.cors_origins[r->cors - 1];
+    bool any = strcmp(o, "*") == 0;
+    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s", base ? base : "", o,
+                     any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "");
+    return n > 0 && (size_t)n < cap ? buf : base; /* origins are bounded: always fits */
 }
 
 static void build_header(conn_t *c, req_t *r)
@@ -377,6 +410,10 @@ static void build_header(conn_t *c, req_t *r)
     /* The last answer of a pausing front closes its connection. */
     if (c->closing && r->next == NULL)
         r->close = true;
+    char xbuf[448];
+    const char *extra = extra_lines(r->status);
+    if (r->cors)
+        extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
         .status = r->status,
         .date = jrpc_http_date(&c->front->date, time(NULL)),
@@ -384,7 +421,7 @@ static void build_header(conn_t *c, req_t *r)
         .content_length = r->blen, /* a HEAD's too: what a POST would have had */
         .connection = r->close ? JRPC_HTTP_CONN_CLOSE
                       : r->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
-        .extra = extra_lines(r->status),
+        .extra = extra,
     };
     int n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
     assert(n > 0);
@@ -510,16 +547,19 @@ static void on_ping(uv_timer_t *t);
 static int stream_begin(conn_t *c, req_t *r)
 {
     jrpc_front_http_t *f = c->front;
-    char hdr[JRPC_HTTP_HEAD_MAX];
+    char hdr[512], xbuf[448];   /* (room for the CORS lines) */
     if (c->closing && r->next == NULL)
         r->close = true;
+    const char *extra = r->stream == S_SSE ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+                                           : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
+    if (r->cors)
+        extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
         .status = 200,
         .date = jrpc_http_date(&f->date, time(NULL)),
         .content_type = stream_type[r->stream],
         .connection = r->close ? JRPC_HTTP_CONN_CLOSE : JRPC_HTTP_CONN_NONE,
-        .extra = r->stream == S_SSE ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
-                                    : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n",
+        .extra = extra,
         .chunked = true,
     };
     int n = jrpc_http_response_head(hdr, sizeof hdr, &h);
@@ -808,6 +848,7 @@ static void on_tcp_closed(uv_handle_t *h)
             }
     jrpc_buf_dispose(&c->body);
     jrpc_buf_dispose(&c->in);
+    free(c->hs);
     free(c);
     f->nalive--;
     front_maybe_free(f);
@@ -828,6 +869,12 @@ static void conn_close(conn_t *c)
         if (r->state == R_SUBMITTED)
             jrpc_broker_cancel(f->broker, r->handle);
         rec_free(f, r);
+    }
+    /* A WebSocket's bodies in flight are cancelled with its session. */
+    jrpc_front_ws_destroy(&c->ws);
+    if (c->auth) {
+        jrpc_broker_authenticate_cancel(f->broker, c->auth);
+        c->auth = NULL;
     }
     if (c->prev)
         c->prev->next = c->next;
@@ -897,8 +944,16 @@ static void conn_finish(conn_t *c)
             jrpc_broker_cancel(f->broker, r->handle);
         rec_free(f, r);
     }
-    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
+    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c);
+        return;
+    }
+    /* A WebSocket after our close: read and drop at once, not only after
+     * the FIN. A client that is still sending (maybe while the session had
+     * stopped reading) would otherwise block on its send, never read our
+     * close, and hold the connection until the write-stall deadline. */
+    if (c->upgrading)
+        read_start(c);
 }
 
 /* c's deadline has passed in the given mode (already out of its queue). */
@@ -928,7 +983,8 @@ static void expire(conn_t *c, enum tmode mode)
         /* Stalled means no progress: a slow reader that takes bytes keeps
          * its connection (nginx's send_timeout is the same rule). */
         size_t q = uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
-        if (q < c->wq_mark) {
+        if (q < c->wq_mark || c->wprogress) { /* (a WebSocket's writes: one done since) */
+            c->wprogress = false;
             arm(c, T_WRITE);
             break;
         }
@@ -974,14 +1030,15 @@ static bool eq_nocase(const char *p, size_t n, const char *lit)
     return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
-/* application/json, parameters allowed; a charset must be utf-8. */
+/* application/json or application/json-rpc, parameters allowed; a charset
+ * must be utf-8. */
 static bool content_type_ok(const char *p, size_t n)
 {
     const char *semi = memchr(p, ';', n);
     const char *t = p;
     size_t tn = semi ? (size_t)(semi - p) : n;
     jrpc_http_trim(&t, &tn);
-    if (!eq_nocase(t, tn, "application/json"))
+    if (!eq_nocase(t, tn, "application/json") && !eq_nocase(t, tn, "application/json-rpc"))
         return false;
     while (semi != NULL) {
         const char *q = semi + 1;
@@ -1138,6 +1195,170 @@ static bool rpc_target(const jrpc_http_head_t *h)
     return (n == 1 && u[0] == '/') || (n == 4 && memcmp(u, "/rpc", 4) == 0);
 }
 
+/* ---- CORS ------------------------------------------------------------------ */
+
+/* The request's Origin against --cors-origin: 0 when it sent none; 1 + the
+ * index of the listed origin it is (or of "*"); -1 when it is not listed
+ * (also with no list, and for a repeated or overlong Origin). Exact bytes:
+ * browsers send the serialised origin, lower-case scheme and host. */
+static int origin_of(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t v = jrpc_http_head_value(h, JRPC_HTTP_F_ORIGIN);
+    if (v.count == 0)
+        return 0;
+    if (v.count > 1 || v.cut)
+        return -1;
+    int star = -1;
+    for (size_t i = 0; i < f->opts.ncors; i++) {
+        const char *o = f->opts.cors_origins[i];
+        if (strcmp(o, "*") == 0) {
+            if (star < 0)
+                star = (int)i;
+        } else if (strlen(o) == v.n && memcmp(o, v.p, v.n) == 0) {
+            return (int)i + 1;
+        }
+    }
+    return star >= 0 ? star + 1 : -1;
+}
+
+/* ---- WebSocket: the upgrade ------------------------------------------------- */
+
+static int ws_write(void *conn, const char *p, size_t n);
+static size_t ws_queued(void *conn);
+static void ws_reading(void *conn, bool on);
+static void ws_over(void *conn);
+static const jrpc_front_ws_io_t ws_io = { ws_write, ws_queued, ws_reading, ws_over };
+
+/* Bytes after the upgrade's head: the session's, or kept until it starts. */
+static void ws_rest(conn_t *c, const char *p, size_t n)
+{
+    if (n == 0 || c->closed || c->finishing || c->no_more)
+        return;
+    if (c->ws == NULL) {
+        if (jrpc_buf_append(&c->in, p, n) < 0)
+            conn_close(c);
+        return;
+    }
+    int rc = jrpc_front_ws_feed(c->ws, p, n);
+    if (rc < 0)
+        conn_close(c);
+    else if (rc > 0)
+        conn_finish(c);
+}
+
+/* The upgrade is accepted, and authenticated as key (NULL: open broker):
+ * the 101, then the session, which gets the bytes that came after the head. */
+static void ws_switch(conn_t *c, const jrpc_key_t *key)
+{
+    jrpc_front_http_t *f = c->front;
+    const jrpc_front_ws_hs_t *hs = c->hs;
+    char head[256];
+    int n = jrpc_front_ws_head101(hs, jrpc_http_date(&f->date, time(NULL)), head, sizeof head);
+    jrpc_front_ws_opts_t wo = {
+        .max_msg = f->opts.max_body, .max_inflight = f->opts.ws_max_inflight,
+        .max_queued = f->opts.ws_max_queued, .ping_ms = f->opts.ws_ping_ms,
+        .idle_ms = f->opts.idle_timeout_ms, .stream = hs->stream, .timeout_ms = c->timeout_ms,
+        .key = key, .peer = { c->peer, c->peer_len },
+    };
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=ws_open protocol=%s stream=%d peer=%.*s",
+             hs->protocol ? hs->protocol : "-", hs->stream, (int)c->peer_len, c->peer);
+    free(c->hs);
+    c->hs = NULL;
+    if (n < 0 || ws_write(c, head, (size_t)n) < 0 ||
+        (c->ws = jrpc_front_ws_new(f->loop, f->broker, &wo, &ws_io, c)) == NULL) {
+        conn_close(c);
+        return;
+    }
+    disarm_read(c);   /* the session keeps its own idle and ping deadlines */
+    read_start(c);    /* (the session may stop it again while messages wait) */
+    if (c->in.len > 0) {
+        jrpc_buf_t early = c->in;   /* sent before the 101: the session's first bytes */
+        jrpc_buf_init(&c->in);
+        ws_rest(c, early.p, early.len);
+        jrpc_buf_dispose(&early);
+    }
+}
+
+/* A refusal with the broker's error object as its body; the connection
+ * closes after it. */
+static void answer_close(conn_t *c, int status, const char *body, size_t len)
+{
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"upgrade\" close=1", status);
+    req_t *r = rec_new(c);
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    r->status = (uint16_t)status;
+    if (rec_set_body(r, body, len) < 0) {
+        r->blen = 0;
+        r->body = r->inl;
+    }
+    r->state = R_READY;
+    r->close = true;
+    c->no_more = true;
+    read_stop(c);
+    flush(c);
+}
+
+static const uint16_t status_of[JRPC_BODY_NOUTCOMES];
+
+/* The broker's verdict on the upgrade's signature and nonce. */
+static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
+                            const jrpc_key_t *key)
+{
+    conn_t *c = ctx;
+    c->auth = NULL;
+    if (out.cls != JRPC_BODY_OK) {
+        answer_close(c, status_of[out.cls], err, len);
+        return;
+    }
+    ws_switch(c, key);
+}
+
+/* A GET / or /rpc asking for a WebSocket (origin_ok: the CORS verdict on
+ * its Origin). After this, nothing more of the connection is HTTP. */
+static void ws_upgrade(conn_t *c, const jrpc_http_head_t *h, bool origin_ok)
+{
+    jrpc_front_http_t *f = c->front;
+    jrpc_front_ws_hs_t hs;
+    jrpc_front_ws_handshake(h, origin_ok, &hs);
+    /* Answers leave in request order, and the 101 must be the last HTTP
+     * bytes: an upgrade behind requests not yet answered is refused. */
+    if (hs.status == 101 && (c->head != NULL || c->in.len > 0)) {
+        hs.status = 400;
+        hs.reason = "an upgrade must not be pipelined behind other requests";
+    }
+    if (hs.status == 101 && !timeout_of(h, &c->timeout_ms)) {
+        hs.status = 400;
+        hs.reason = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
+    }
+    if (hs.status != 101) {
+        refuse_close(c, hs.status, JRPC_INVALID_REQUEST, hs.reason);
+        return;
+    }
+    if (jrpc_http_reader_takeover(&c->rd) < 0 || (c->hs = malloc(sizeof hs)) == NULL) {
+        refuse_close(c, 500, JRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    *c->hs = hs;
+    c->upgrading = true;
+    c->phase = PH_IDLE;
+    disarm_read(c);
+    read_stop(c);   /* until the session starts (the nonce claim may wait for Redis) */
+    jrpc_admit_t ad = {
+        .transport = JRPC_TRANSPORT_WS,
+        .auth = { .key = auth_value(h, JRPC_HTTP_F_KEY),
+                  .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
+                  .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
+                  .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
+        .peer = { c->peer, c->peer_len },
+    };
+    /* The signed bytes of an upgrade are the empty body (docs/SIGNING.md). */
+    if (jrpc_broker_authenticate(f->broker, "", 0, &ad, on_upgrade_auth, c, &c->auth) < 0)
+        refuse_close(c, 500, JRPC_INTERNAL_ERROR, "out of memory");
+}
+
 /* The head is in (the reader has checked its framing): decide whether the
  * request is ours to serve. */
 static void headers_done(conn_t *c)
@@ -1145,6 +1366,12 @@ static void headers_done(conn_t *c)
     const jrpc_http_head_t *h = jrpc_http_reader_head(&c->rd);
     const jrpc_front_http_opts_t *o = &c->front->opts;
     bool v11 = h->version_minor == 1;
+    int origin = origin_of(c->front, h);
+    c->cors = origin > 0 ? (uint16_t)origin : 0;
+    if (jrpc_front_ws_wanted(h) && rpc_target(h)) {
+        ws_upgrade(c, h, origin >= 0);
+        return;
+    }
     c->is_head = h->method == JRPC_HTTP_M_HEAD;
     c->discard = false;
     c->zc = NULL;
@@ -1156,7 +1383,15 @@ static void headers_done(conn_t *c)
      * the connection kept, unless the client waits to be told to send it. */
     int status = 0;
     const char *why = NULL;
-    if (h->method != JRPC_HTTP_M_POST || !rpc_target(h)) {
+    bool preflight = false;
+    if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 && rpc_target(h)) {
+        if (origin < 0) { /* not 405: OPTIONS is served, to the origins listed */
+            status = 403;
+            why = "this Origin is not allowed (--cors-origin)";
+        } else {
+            preflight = true;
+        }
+    } else if (h->method != JRPC_HTTP_M_POST || !rpc_target(h)) {
         status = 405;
         why = "use POST / or POST /rpc";
     } else if (v11 && h->expect_other) {
@@ -1164,7 +1399,7 @@ static void headers_done(conn_t *c)
         why = "only Expect: 100-continue is supported";
     } else if (ct.count > 1 || (ct.count == 1 && (ct.cut || !content_type_ok(ct.p, ct.n)))) {
         status = 415;
-        why = "Content-Type must be application/json";
+        why = "Content-Type must be application/json or application/json-rpc";
     } else if (h->content_coded) {
         status = 415;
         why = "Content-Encoding must be identity (none is decoded)";
@@ -1193,6 +1428,12 @@ static void headers_done(conn_t *c)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
         r->state = R_PARSING; /* ready once the body is skipped */
+        c->discard = true;
+    } else if (preflight) {   /* a 204 with the Access-Control-* lines, once the body is skipped */
+        r->status = 204;
+        r->preflight = true;
+        r->body = r->inl;
+        r->blen = 0;
         c->discard = true;
     } else if (v11 && h->expect_continue) {
         r->cont = true;
@@ -1233,6 +1474,7 @@ static void message_done(conn_t *c)
     req_t *r = c->tail;
     c->phase = PH_IDLE;
     c->is_head = false;
+    c->cors = 0;
     disarm_read(c);
     if (!h->keep_alive) {
         c->no_more = true;
@@ -1304,6 +1546,11 @@ static size_t feed(conn_t *c, const char *p, size_t n)
         switch (ev.kind) {
         case JRPC_HTTP_HEAD:
             headers_done(c);
+            if (c->upgrading) { /* the rest is the WebSocket's, never HTTP */
+                ws_rest(c, p + done, n - done);
+                done = n;
+                goto out;
+            }
             break;
         case JRPC_HTTP_BODY:
             body_bytes(c, ev.data, ev.len);
@@ -1371,6 +1618,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->finishing || c->no_more)
         return; /* lingering, or past an answer that closes: drop */
+    if (c->upgrading) {   /* a WebSocket (or one waiting for its authentication) */
+        ws_rest(c, buf->base, (size_t)nread);
+        return;
+    }
     size_t k = feed(c, buf->base, (size_t)nread);
     if (c->closed || k == (size_t)nread)
         return;
@@ -1380,6 +1631,106 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     read_stop(c);
+}
+
+/* ---- WebSocket: the session's io -------------------------------------------- */
+
+/* One write the socket did not take at once: its own request and copy, so
+ * that several can be in flight and a close's FIN queues after them all. */
+typedef struct wblock {
+    uv_write_t req;
+    conn_t    *conn;
+    char       data[];
+} wblock_t;
+
+static void on_ws_write(uv_write_t *w, int status)
+{
+    wblock_t *b = (wblock_t *)w;   /* req is the first member */
+    conn_t *c = b->conn;
+    free(b);
+    c->nwrites--;
+    if (c->closed)
+        return;   /* cancelled by uv_close */
+    if (status < 0) {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=write_failed error=%s", uv_err_name(status));
+        conn_close(c);
+        return;
+    }
+    c->wprogress = true;   /* the write deadline counts progress, not an empty queue */
+    if (c->nwrites == 0) {
+        c->writing = false;
+        tq_remove(c, TS_WRITE);
+    }
+}
+
+/* The session's bytes: uv_try_write when nothing is queued, the rest
+ * copied into a uv_write of its own, under the write-stall deadline.
+ * Never closes the connection itself (it runs inside the session). */
+static int ws_write(void *conn, const char *p, size_t n)
+{
+    conn_t *c = conn;
+    if (c->closed || c->finishing || c->wfailed)
+        return -EPIPE;
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    if (c->nwrites == 0) {
+        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+        int k = uv_try_write(s, &b, 1);
+        if (k == UV_EAGAIN || k == UV_ENOSYS)
+            k = 0;
+        if (k < 0) {
+            c->wfailed = true;
+            return -EPIPE;
+        }
+        p += k;
+        n -= (size_t)k;
+        if (n == 0)
+            return 0;
+    }
+    wblock_t *b = malloc(sizeof *b + n);
+    if (b == NULL) {
+        c->wfailed = true;
+        return -ENOMEM;
+    }
+    b->conn = c;
+    memcpy(b->data, p, n);
+    uv_buf_t ub = uv_buf_init(b->data, (unsigned)n);
+    if (uv_write(&b->req, s, &ub, 1, on_ws_write) < 0) {
+        free(b);
+        c->wfailed = true;
+        return -EPIPE;
+    }
+    if (c->nwrites++ == 0) {
+        c->writing = true;
+        c->wprogress = false;
+        arm(c, T_WRITE);
+    }
+    return 0;
+}
+
+static size_t ws_queued(void *conn)
+{
+    conn_t *c = conn;
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+}
+
+static void ws_reading(void *conn, bool on)
+{
+    conn_t *c = conn;
+    if (!on)
+        read_stop(c);
+    else if (!c->finishing && !c->closing)
+        read_start(c);
+}
+
+/* Our close is out (FIN after the writes, then a linger), or a write
+ * failed (at once). */
+static void ws_over(void *conn)
+{
+    conn_t *c = conn;
+    if (c->wfailed)
+        conn_close(c);
+    else
+        conn_finish(c);
 }
 
 /* ---- accepting ---------------------------------------------------------- */
@@ -1516,6 +1867,15 @@ void jrpc_front_http_pause(jrpc_front_http_t *f)
     conn_t *next;
     for (conn_t *c = f->conns; c != NULL; c = next) {
         next = c->next;
+        if (c->ws) {   /* 1001 once the answers in flight are written */
+            c->closing = true;
+            jrpc_front_ws_drain(c->ws);
+            continue;
+        }
+        if (c->upgrading) {   /* still authenticating: not switched now */
+            conn_close(c);
+            continue;
+        }
         /* A request still being received will not be submitted. */
         if (c->tail && c->tail->state == R_PARSING) {
             req_t *last = c->tail, *prev = NULL;

@@ -5,6 +5,15 @@
  * included), or 204 when the body held only notifications. Transport
  * refusals get an HTTP status and a JSON-RPC error body with id null.
  *
+ * A GET / or /rpc asking for a WebSocket is decided here (jrpc_front_ws's
+ * handshake; with keys, the upgrade's signature and nonce first), answered
+ * 101, and from then on the connection's bytes go to a jrpc_front_ws
+ * session and its bytes out through the connection's write path (with the
+ * write-stall deadline); the connection still counts for --max-conns.
+ * CORS: with an origin list, an OPTIONS preflight from a listed Origin is
+ * answered 204 with the Access-Control-* headers (403 from another), and
+ * answers to a listed Origin carry Access-Control-Allow-Origin and Vary.
+ *
  * Requests are read by http/jrpc_http_reader (http-parser under it, and the
  * RFC 9112 checks the lenient library does not make: docs/ARCHITECTURE.md,
  * "HTTP: the reader, the heads, the front"); this module keeps the
@@ -35,12 +44,23 @@ typedef struct jrpc_front_http_opts {
     uint32_t    write_timeout_ms;   /* an answer's write making no progress (client not reading) */
     bool        reuseport;          /* SO_REUSEPORT: several brokers share the port */
     uint32_t    stream_ping_ms;     /* ": ping" on SSE streams this often; 0: never */
+    /* WebSocket (GET / or /rpc with Upgrade: websocket; jrpc_front_ws) */
+    uint32_t    ws_max_inflight;    /* calls in flight per WebSocket; reading pauses when full */
+    uint32_t    ws_max_queued;      /* bytes a WebSocket client is behind on: close 1008 past it */
+    uint32_t    ws_ping_ms;         /* ping interval; no pong within it: close 1001 */
+    /* CORS (browsers): the origins allowed (exact "scheme://host[:port]", or "*"),
+     * each at most JRPC_FRONT_HTTP_ORIGIN_MAX bytes of printable ASCII; borrowed */
+    const char *const *cors_origins;
+    size_t      ncors;
 } jrpc_front_http_opts_t;
+
+#define JRPC_FRONT_HTTP_ORIGIN_MAX 128
 
 #define JRPC_FRONT_HTTP_OPTS_DEFAULT ((jrpc_front_http_opts_t){ \
     .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
     .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
-    .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .stream_ping_ms = 15000 })
+    .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .stream_ping_ms = 15000,       \
+    .ws_max_inflight = 64, .ws_max_queued = 1u << 20, .ws_ping_ms = 20000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
  * bound address. With opts->reuseport, other processes that also set it may

@@ -11,6 +11,10 @@
 #include "jrpc_errors.h"
 
 jrpc_metrics_t jrpc_metrics;
+const char *const jrpc_metrics_transport_names[JRPC_METRICS_TRANSPORTS] = { "zmq", "http", "ws" };
+static const unsigned ws_codes[JRPC_METRICS_WS_CODES] = { 1000, 1001, 1002, 1003, 1007, 1008, 1009 };
+static const char *const ws_code_names[JRPC_METRICS_WS_CODES] = {
+    "1000", "1001", "1002", "1003", "1007", "1008", "1009" };
 
 static const uint64_t batch_bounds[] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000 };
 static const char *const batch_le[] = { "1", "2", "5", "10", "20", "50", "100", "200", "500",
@@ -66,10 +70,17 @@ void jrpc_metrics_error(int code)
     m->code_n[m->ncodes++] = 1;
 }
 
+void jrpc_metrics_ws_close(unsigned code)
+{
+    for (unsigned i = 0; i < JRPC_METRICS_WS_CODES; i++)
+        if (ws_codes[i] == code)
+            jrpc_metrics.ws_closes[i]++;
+}
+
 void jrpc_metrics_body_refused(int transport, int outcome, int code, uint64_t t0)
 {
     jrpc_metrics_body(transport, outcome);
-    jrpc_metrics.calls[transport & 1][1]++;
+    jrpc_metrics.calls[jrpc_metrics_transport(transport)][1]++;
     jrpc_metrics_error(code);
     jrpc_hist_observe(&jrpc_metrics.total, jrpc_metrics_since(t0));
 }
@@ -93,8 +104,9 @@ void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, uint64_t t0)
         errors++;
         jrpc_metrics_error(c->code);
     }
-    m->calls[transport & 1][0] += answers - errors;
-    m->calls[transport & 1][1] += errors;
+    unsigned t = jrpc_metrics_transport(transport);
+    m->calls[t][0] += answers - errors;
+    m->calls[t][1] += errors;
     if (answers > 0)
         jrpc_hist_observe_n(&m->total, jrpc_metrics_since(t0), answers);
     jrpc_metrics_body(transport, req->body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK);
@@ -197,7 +209,6 @@ static int scalars(jrpc_buf_t *out, const scalar_t *v, size_t n)
     return rc;
 }
 
-static const char *const transports[2] = { "zmq", "http" };
 
 typedef struct credit_ctx {
     jrpc_buf_t *out;
@@ -224,9 +235,10 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
     if (rc == 0)
         rc = jrpc_expo_family(out, "jrpc_bodies_total", "counter",
                               "Request bodies by transport and how they ended.");
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < JRPC_METRICS_TRANSPORTS; t++)
         for (int o = 0; rc == 0 && o < JRPC_BODY_NOUTCOMES; o++) {
-            const char *lab[4] = { "transport", transports[t], "outcome", jrpc_body_class_name(o) };
+            const char *lab[4] = { "transport", jrpc_metrics_transport_names[t], "outcome",
+                                   jrpc_body_class_name(o) };
             rc = jrpc_expo_sample(out, "jrpc_bodies_total", lab, 2, (double)m->bodies[t][o]);
         }
 
@@ -234,9 +246,10 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         rc = jrpc_expo_family(out, "jrpc_calls_total", "counter",
                               "Calls answered, by transport and outcome (error includes "
                               "broker-made errors).");
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < JRPC_METRICS_TRANSPORTS; t++)
         for (int o = 0; rc == 0 && o < 2; o++) {
-            const char *lab[4] = { "transport", transports[t], "outcome", o ? "error" : "result" };
+            const char *lab[4] = { "transport", jrpc_metrics_transport_names[t], "outcome",
+                                   o ? "error" : "result" };
             rc = jrpc_expo_sample(out, "jrpc_calls_total", lab, 2, (double)m->calls[t][o]);
         }
 
@@ -287,8 +300,10 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         { "jrpc_calls_lost_total", "counter", "Calls answered -32004.", rd->calls_lost },
         { "jrpc_worker_frames_malformed_total", "counter", "Worker frames dropped as malformed.",
           rd->frames_malformed },
-        { "jrpc_http_connections", "gauge", "Open HTTP connections.",
+        { "jrpc_http_connections", "gauge", "Open HTTP connections (WebSockets included).",
           (double)m->http_connections },
+        { "jrpc_ws_connections", "gauge", "Open HTTP connections switched to WebSocket.",
+          (double)m->ws_connections },
         { "jrpc_methods", "gauge",
           "Method names known to the worker side (served, or awaited at start-up).",
           rd->methods },
@@ -316,5 +331,12 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
                             &m->redis_rtt);
     if (rc == 0)
         rc = scalars(out, counters, sizeof counters / sizeof counters[0]);
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_ws_closes_total", "counter",
+                              "WebSocket close frames the broker sent, by close code.");
+    for (int i = 0; rc == 0 && i < JRPC_METRICS_WS_CODES; i++) {
+        const char *lab[2] = { "code", ws_code_names[i] };
+        rc = jrpc_expo_sample(out, "jrpc_ws_closes_total", lab, 1, (double)m->ws_closes[i]);
+    }
     return rc;
 }

@@ -53,15 +53,22 @@ void jrpc_hist_init_batch(jrpc_hist_t *h);
 void jrpc_hist_init_seconds(jrpc_hist_t *h);
 
 #define JRPC_METRICS_CODES 64  /* distinct error codes kept; the rest go to "other" */
+/* The transports, in the order of enum jrpc_transport (jrpc_broker.h):
+ * zmq, http, ws; the label values of the metrics and the access line. */
+#define JRPC_METRICS_TRANSPORTS 3
+extern const char *const jrpc_metrics_transport_names[JRPC_METRICS_TRANSPORTS];
+/* The WebSocket close codes the broker sends, counted by code (the label
+ * values of jrpc_ws_closes_total): 1000 1001 1002 1003 1007 1008 1009. */
+#define JRPC_METRICS_WS_CODES 7
 
 typedef struct jrpc_metrics {
     uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
-    uint64_t    bodies[2][JRPC_BODY_NOUTCOMES]; /* [transport][jrpc_body_class] */
+    uint64_t    bodies[JRPC_METRICS_TRANSPORTS][JRPC_BODY_NOUTCOMES]; /* [transport][class] */
     uint64_t    bodies_in;                  /* bodies the broker took (not busy ones) */
     uint64_t    dispatched;                 /* calls handed to the worker side */
     uint64_t    timeouts;                   /* calls answered -32003 at their deadline */
     uint64_t    acl_denied;                 /* calls refused by a key's ACL */
-    uint64_t    calls[2][2];                /* [transport][0 result, 1 error] */
+    uint64_t    calls[JRPC_METRICS_TRANSPORTS][2]; /* [transport][0 result, 1 error] */
     int         codes[JRPC_METRICS_CODES];  /* error codes seen, in order of first sight */
     uint64_t    code_n[JRPC_METRICS_CODES]; /* answers per code */
     uint32_t    ncodes;
@@ -71,7 +78,9 @@ typedef struct jrpc_metrics {
     jrpc_hist_t worker;                     /* jrpc_call_worker_seconds */
     jrpc_hist_t total;                      /* jrpc_call_seconds */
     jrpc_hist_t redis_rtt;                  /* jrpc_redis_rtt_seconds */
-    int64_t     http_connections;           /* open HTTP connections */
+    int64_t     http_connections;           /* open HTTP connections (WebSockets included) */
+    int64_t     ws_connections;             /* of those, switched to WebSocket */
+    uint64_t    ws_closes[JRPC_METRICS_WS_CODES]; /* close frames sent, by code */
 } jrpc_metrics_t;
 
 extern jrpc_metrics_t jrpc_metrics;
@@ -95,12 +104,22 @@ static inline uint64_t jrpc_metrics_since(uint64_t t0)
 /* One error answer with this JSON-RPC code, and one call answered. */
 void jrpc_metrics_error(int code);
 
+/* The metrics' index of a jrpc_transport (anything unknown counts as zmq). */
+static inline unsigned jrpc_metrics_transport(int transport)
+{
+    return transport > 0 && transport < JRPC_METRICS_TRANSPORTS ? (unsigned)transport : 0;
+}
+
 /* A whole body ended (transport: a jrpc_transport; outcome: a
  * jrpc_body_class). */
 static inline void jrpc_metrics_body(int transport, int outcome)
 {
-    jrpc_metrics.bodies[transport & 1][outcome]++;
+    jrpc_metrics.bodies[jrpc_metrics_transport(transport)][outcome]++;
 }
+
+/* The broker sent a WebSocket close frame with this code (one of the seven
+ * above; any other is not counted). */
+void jrpc_metrics_ws_close(unsigned code);
 
 /* A body ended without a per-call reply (refused whole, or busy): one error
  * answer with this code, total latency since t0. */

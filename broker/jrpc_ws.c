@@ -2,19 +2,27 @@
  *
  * wslay's event API pulls bytes through a recv callback and pushes frames
  * through a send callback. Here recv hands out the bytes of the current
- * jrpc_ws_feed() call and then says "would block", and send passes frames
- * straight to the front's write callback, so after every call into wslay
- * the session is in a state where nothing waits inside it. */
+ * jrpc_ws_feed() call and then says "would block", and send gathers what
+ * wslay emits in one burst (it gives a frame's header and its payload in
+ * two calls) and hands it to the front's write callback in one piece at
+ * the end of the burst: one write per burst, not two per frame (two
+ * writes per answer made a WebSocket batch cost about twice an HTTP one,
+ * bench/README.md, "WebSocket"). After every call into wslay nothing
+ * waits inside the session. */
 #include "jrpc_ws.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <wslay/wslay.h>
 
+#include "jrpc_buf.h"
 #include "jrpc_json.h"
+
+#define OUT_KEEP 16384   /* output buffer capacity kept between bursts */
 
 struct jrpc_ws {
     wslay_event_context_ptr ctx;
@@ -25,6 +33,9 @@ struct jrpc_ws {
     bool          awaiting_pong;
     bool          failed;      /* cbs.write refused, or out of memory */
     bool          feeding;     /* inside jrpc_ws_feed: sends are queued, written at its end */
+    jrpc_buf_t    out;         /* frames of the current burst, written at its end */
+    uint16_t      close_code;  /* a close asked for while feeding: queued at its end */
+    char          close_why[124]; /* ... its reason (a close frame holds 123 bytes) */
 };
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
@@ -48,7 +59,7 @@ static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 {
     (void)flags;
     jrpc_ws_t *ws = user;
-    if (ws->failed || ws->cbs.write(ws->arg, (const char *)data, len) < 0) {
+    if (ws->failed || jrpc_buf_append(&ws->out, data, len) < 0) {
         ws->failed = true;
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
@@ -66,7 +77,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
             jrpc_ws_close(ws, JRPC_WS_INVALID_DATA, "invalid UTF-8");
             return;
         }
-        if (wslay_event_get_close_sent(ctx))
+        if (wslay_event_get_close_sent(ctx) || ws->close_code)
             return;   /* closing: no new work */
         ws->cbs.message(ws->arg, (const char *)m->msg, m->msg_length);
         return;
@@ -91,6 +102,7 @@ jrpc_ws_t *jrpc_ws_new(const jrpc_ws_opts_t *opts, const jrpc_ws_cbs_t *cbs, voi
         return NULL;
     ws->cbs = *cbs;
     ws->arg = arg;
+    jrpc_buf_init(&ws->out);
     if (wslay_event_context_server_init(&ws->ctx, &callbacks, ws) != 0) {
         free(ws);
         return NULL;
@@ -106,6 +118,7 @@ void jrpc_ws_destroy(jrpc_ws_t **self_p)
         return;
     *self_p = NULL;
     wslay_event_context_free(ws->ctx);
+    jrpc_buf_dispose(&ws->out);
     free(ws);
 }
 
@@ -118,9 +131,25 @@ static int flush(jrpc_ws_t *ws)
         return ws->failed ? -EPIPE : 0;
     if (!ws->failed && wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) != 0)
         ws->failed = true;
+    if (!ws->failed && ws->out.len > 0 && ws->cbs.write(ws->arg, ws->out.p, ws->out.len) < 0)
+        ws->failed = true;
+    if (ws->out.cap > OUT_KEEP)
+        jrpc_buf_dispose(&ws->out);   /* an idle session holds little */
+    else
+        jrpc_buf_reset(&ws->out);
     if (ws->failed)
         return -EPIPE;
     return jrpc_ws_over(ws);
+}
+
+static int queue_close(jrpc_ws_t *ws, uint16_t code, const char *reason)
+{
+    int rc = wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason,
+                                     reason ? strlen(reason) : 0);
+    if (rc == WSLAY_ERR_NOMEM)
+        return -ENOMEM;
+    rc = flush(ws);
+    return rc < 0 ? rc : 0;
 }
 
 int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
@@ -145,14 +174,24 @@ int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
     ws->in = NULL;
     ws->in_n = 0;
     ws->feeding = false;
-    return flush(ws);
+    int rc = flush(ws);
+    /* A close asked for during the feed follows the messages the feed
+     * queued: wslay sends control frames first and drops data queued after
+     * its close, which would lose answers already given. */
+    if (rc >= 0 && ws->close_code) {
+        uint16_t code = ws->close_code;
+        ws->close_code = 0;
+        if ((rc = queue_close(ws, code, ws->close_why[0] ? ws->close_why : NULL)) >= 0)
+            rc = jrpc_ws_over(ws);
+    }
+    return rc;
 }
 
 int jrpc_ws_send_text(jrpc_ws_t *ws, const char *p, size_t n)
 {
     if (ws->failed)
         return -EPIPE;
-    if (wslay_event_get_close_sent(ws->ctx))
+    if (wslay_event_get_close_sent(ws->ctx) || ws->close_code)
         return -EPIPE;
     struct wslay_event_msg m = { WSLAY_TEXT_FRAME, (const uint8_t *)p, n };
     int rc = wslay_event_queue_msg(ws->ctx, &m);
@@ -166,7 +205,7 @@ int jrpc_ws_send_text(jrpc_ws_t *ws, const char *p, size_t n)
 
 int jrpc_ws_ping(jrpc_ws_t *ws)
 {
-    if (ws->failed || wslay_event_get_close_sent(ws->ctx))
+    if (ws->failed || wslay_event_get_close_sent(ws->ctx) || ws->close_code)
         return -EPIPE;
     struct wslay_event_msg m = { WSLAY_PING, (const uint8_t *)"jrpc", 4 };
     if (wslay_event_queue_msg(ws->ctx, &m) != 0)
@@ -185,17 +224,17 @@ int jrpc_ws_close(jrpc_ws_t *ws, uint16_t code, const char *reason)
 {
     if (ws->failed)
         return -EPIPE;
-    if (wslay_event_get_close_sent(ws->ctx))
+    if (wslay_event_get_close_sent(ws->ctx) || ws->close_code)
         return 0;
-    int rc = wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason,
-                                     reason ? strlen(reason) : 0);
-    if (rc == WSLAY_ERR_NOMEM)
-        return -ENOMEM;
     /* After a close, nothing more is taken from the peer (RFC 6455 7.1.1:
      * the server may close the TCP connection once its close is out). */
     wslay_event_shutdown_read(ws->ctx);
-    rc = flush(ws);
-    return rc < 0 ? rc : 0;
+    if (ws->feeding) {   /* queued when the feed ends, after its messages */
+        ws->close_code = code;
+        snprintf(ws->close_why, sizeof ws->close_why, "%s", reason ? reason : "");
+        return 0;
+    }
+    return queue_close(ws, code, reason);
 }
 
 bool jrpc_ws_over(const jrpc_ws_t *ws)

@@ -38,8 +38,9 @@ typedef struct jrpc_ws_cbs {
      * during the call. It may call jrpc_ws_send_text/jrpc_ws_close (not
      * jrpc_ws_destroy). */
     void (*message)(void *arg, const char *p, size_t n);
-    /* Bytes for the peer, in order. Returns 0, or < 0 when they cannot be
-     * taken: the session is then over (jrpc_ws_feed/send return < 0). */
+    /* Bytes for the peer, in order: all the frames of one call into the
+     * session in one piece. Returns 0, or < 0 when they cannot be taken:
+     * the session is then over (jrpc_ws_feed/send return < 0). */
     int (*write)(void *arg, const char *p, size_t n);
 } jrpc_ws_cbs_t;
 

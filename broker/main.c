@@ -20,9 +20,10 @@
 static const char usage_head[] =
     "Usage: jrpc-broker [OPTIONS]\n"
     "\n"
-    "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ\n"
-    "and HTTP (POST / or POST /rpc), fans the calls out to worker processes, and\n"
-    "answers when all are back.\n";
+    "A JSON-RPC 2.0 broker: takes requests and batches from clients over ZeroMQ,\n"
+    "HTTP (POST / or POST /rpc) and WebSocket (GET / or /rpc with Upgrade), fans\n"
+    "the calls out to worker processes, and answers when all are back (or each\n"
+    "answer as it is in, when the client streams).\n";
 
 static const char usage_tail[] =
     "Precedence: flags > JRPC_* environment > config file > defaults.\n"
@@ -155,6 +156,26 @@ static int redis_url_ok(const char *url, char *err, size_t errlen)
     return -1;
 }
 
+/* --cors-origin: "*", or an origin "scheme://host[:port]" (no path, no
+ * spaces or control bytes: it is written into answer heads as it is). */
+static int cors_origin_ok(const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (strcmp(v, "*") == 0)
+        return 0;
+    const char *sep = strstr(v, "://");
+    bool ok = n <= JRPC_FRONT_HTTP_ORIGIN_MAX && sep != NULL && sep > v && sep[3] != '\0';
+    for (const char *p = v; ok && *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        ok = ch > 0x20 && ch < 0x7f && (p < sep + 3 || ch != '/') && ch != ',';
+    }
+    if (ok)
+        return 0;
+    snprintf(err, errlen, "'%s' is not an origin: scheme://host[:port] (at most %d bytes, "
+             "no path) or *", v, JRPC_FRONT_HTTP_ORIGIN_MAX);
+    return -1;
+}
+
 /* The configuration lives as long as the process: the options point into it. */
 static jrpc_conf_t *conf;
 
@@ -163,6 +184,7 @@ int main(int argc, char **argv)
     const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
     jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
+    jrpc_conf_list_t cors = { 0 };           /* --cors-origin */
     jrpc_conf_std_t std = { 0 };
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
@@ -190,13 +212,15 @@ int main(int argc, char **argv)
           .dest = &ho.max_body, .min = 2, .max = 1u << 30 },
         { "max-header-bytes", U, "N", "16384", "HTTP request line and headers in bytes",
           .dest = &ho.max_header_bytes, .min = 256, .max = 1u << 24 },
-        { "max-conns", U, "N", "10000", "open HTTP connections; more are closed at once",
+        { "max-conns", U, "N", "10000", "open HTTP connections, WebSockets included; more\n"
+          "are closed at once",
           .dest = &ho.max_conns, .min = 1, .max = 10000000 },
         { "header-timeout-ms", U, "N", "10000", "HTTP: first byte of a request to end of headers",
           .dest = &ho.header_timeout_ms, .min = 1, .max = 86400000 },
         { "body-timeout-ms", U, "N", "30000", "HTTP: end of headers to end of body",
           .dest = &ho.body_timeout_ms, .min = 1, .max = 86400000 },
-        { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection",
+        { "idle-timeout-ms", U, "N", "60000", "HTTP: idle keep-alive connection; a WebSocket\n"
+          "with no message and nothing in flight (close 1001)",
           .dest = &ho.idle_timeout_ms, .min = 1, .max = 86400000 },
         { "stream-ping-ms", U, "N", "15000", "HTTP: a ': ping' comment this often on SSE streams\n"
           "in progress, so that proxies keep them; 0: never", .dest = &ho.stream_ping_ms,
@@ -204,6 +228,20 @@ int main(int argc, char **argv)
         { "write-timeout-ms", U, "N", "30000", "HTTP: an answer's write making no progress (the\n"
           "client does not read): the connection is closed", .dest = &ho.write_timeout_ms,
           .min = 1, .max = 86400000 },
+        { "ws-max-inflight", U, "N", "64", "WebSocket: calls in flight per connection, batch\n"
+          "items counted; when full the socket is not read (a\n"
+          "larger batch starts once nothing else is in flight)",
+          .dest = &ho.ws_max_inflight, .min = 1, .max = 1000000 },
+        { "ws-max-queued", U, "BYTES", "1048576", "WebSocket: answer bytes a client is behind on\n"
+          "reading; past it the connection closes with 1008",
+          .dest = &ho.ws_max_queued, .min = 1024, .max = 1u << 30 },
+        { "ws-ping-ms", U, "N", "20000", "WebSocket: a ping this often; no pong within the\n"
+          "same interval closes with 1001", .dest = &ho.ws_ping_ms, .min = 10, .max = 86400000 },
+        { "cors-origin", L, "LIST", NULL, "browser origins allowed on /rpc (comma list of\n"
+          "scheme://host[:port], or *): CORS preflight and\n"
+          "headers, and WebSocket upgrades with an Origin;\n"
+          "none: no CORS, and an upgrade with an Origin is 403",
+          .dest = &cors, .check = cors_origin_ok },
         { "reuseport", B, "on|off", "off", "HTTP: SO_REUSEPORT, so that several brokers share the\n"
           "port (each needs its own --zmq and --workers)", .dest = &ho.reuseport },
         { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
@@ -291,6 +329,8 @@ int main(int argc, char **argv)
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=env_ignored names=%s detail=\"not options of "
                  "jrpc-broker\"", jrpc_conf_ignored_env(conf));
     o.replay.window_s = o.skew_s;
+    ho.cors_origins = cors.v;
+    ho.ncors = cors.n;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
     signal(SIGPIPE, SIG_IGN);
     /* Static: the loop and the handles stay reachable when start-up fails and

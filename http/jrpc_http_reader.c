@@ -37,10 +37,14 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_TIMESTAMP]    = { 792, 72, false },
     [JRPC_HTTP_F_NONCE]        = { 864, 72, false },
     [JRPC_HTTP_F_SIGNATURE]    = { 936, 72, false },
+    [JRPC_HTTP_F_WS_KEY]       = { 1008, 32, false },
+    [JRPC_HTTP_F_WS_VERSION]   = { 1040, 16, false },
+    [JRPC_HTTP_F_WS_PROTOCOL]  = { 1056, 128, true },
+    [JRPC_HTTP_F_ORIGIN]       = { 1184, 256, false },
 };
-_Static_assert(936 + 72 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(1184 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
-    0, 256, 512, 576, 592, 720, 792, 864, 936,
+    0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184,
 };
 
 static jrpc_http_reader_t *reader_of(http_parser *p)
@@ -173,6 +177,7 @@ static uint8_t classify(const jrpc_http_reader_t *r)
     case 6:
         if (IS(n, l, "expect")) return H_EXPECT;
         if (IS(n, l, "accept")) return H_KEPT + JRPC_HTTP_F_ACCEPT;
+        if (IS(n, l, "origin")) return H_KEPT + JRPC_HTTP_F_ORIGIN;
         return H_OTHER;
     case 7:  return IS(n, l, "upgrade") ? H_KEPT + JRPC_HTTP_F_UPGRADE : H_OTHER;
     case 10: return IS(n, l, "x-jrpc-key") ? H_KEPT + JRPC_HTTP_F_KEY : H_OTHER;
@@ -190,7 +195,11 @@ static uint8_t classify(const jrpc_http_reader_t *r)
     case 17:
         if (IS(n, l, "transfer-encoding")) return H_TE;
         if (IS(n, l, "x-jrpc-timeout-ms")) return H_KEPT + JRPC_HTTP_F_TIMEOUT_MS;
+        if (IS(n, l, "sec-websocket-key")) return H_KEPT + JRPC_HTTP_F_WS_KEY;
         return H_OTHER;
+    case 21: return IS(n, l, "sec-websocket-version") ? H_KEPT + JRPC_HTTP_F_WS_VERSION : H_OTHER;
+    case 22:
+        return IS(n, l, "sec-websocket-protocol") ? H_KEPT + JRPC_HTTP_F_WS_PROTOCOL : H_OTHER;
     default: return H_OTHER;
     }
 }
@@ -761,6 +770,17 @@ size_t jrpc_http_reader_feed(jrpc_http_reader_t *r, const char *buf, size_t len,
             return done;
         }
     }
+}
+
+int jrpc_http_reader_takeover(jrpc_http_reader_t *r)
+{
+    /* At HEAD: the phase is IN_BODY and nothing of a body has been read. */
+    if (r->phase != JRPC_HTTP_IN_BODY || r->body != B_NONE || r->body_seen != 0 ||
+        r->head.chunked || r->head.content_length != 0)
+        return -1;
+    r->phase = JRPC_HTTP_DONE;
+    r->final_status = 0; /* CLOSED from now on */
+    return 0;
 }
 
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)

@@ -92,11 +92,16 @@ typedef enum jrpc_http_field {
     JRPC_HTTP_F_TIMESTAMP,     /* X-JRPC-Timestamp (72) */
     JRPC_HTTP_F_NONCE,         /* X-JRPC-Nonce (72) */
     JRPC_HTTP_F_SIGNATURE,     /* X-JRPC-Signature (72) */
+    JRPC_HTTP_F_WS_KEY,        /* Sec-WebSocket-Key (32: 24 base64 characters are due) */
+    JRPC_HTTP_F_WS_VERSION,    /* Sec-WebSocket-Version (16) */
+    JRPC_HTTP_F_WS_PROTOCOL,   /* Sec-WebSocket-Protocol (128), repeated headers joined
+                                  with ", " */
+    JRPC_HTTP_F_ORIGIN,        /* Origin (256) */
     JRPC_HTTP_NFIELDS
 } jrpc_http_field_t;
 
 #define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
-#define JRPC_HTTP_STORE      1008 /* the rooms above, together */
+#define JRPC_HTTP_STORE      1440 /* the rooms above, together */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */
@@ -188,6 +193,14 @@ void jrpc_http_reader_init(jrpc_http_reader_t *r, const jrpc_http_limits_t *lim)
  * before and after it). Never blocks; never reads buf[len] or beyond. */
 size_t jrpc_http_reader_feed(jrpc_http_reader_t *r, const char *buf, size_t len,
                              jrpc_http_event_t *ev);
+
+/* A protocol switch (a WebSocket upgrade): call at HEAD, for a request
+ * with no body (no Content-Length above 0, not chunked). The caller takes
+ * the connection over from the byte after the head, which HEAD did not
+ * consume: the reader ends (phase DONE) and every later call returns CLOSED
+ * and consumes nothing, so no byte after the head is read as HTTP. Returns
+ * 0, or -1 (nothing changed) when not at HEAD or the request has a body. */
+int jrpc_http_reader_takeover(jrpc_http_reader_t *r);
 
 /* Where the reader is (for the caller's timers: a head started, a body due). */
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r);

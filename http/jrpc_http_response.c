@@ -7,10 +7,12 @@ const char *jrpc_http_reason(unsigned status)
 {
     switch (status) {
     case 100: return "Continue";
+    case 101: return "Switching Protocols";
     case 200: return "OK";
     case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -18,6 +20,7 @@ const char *jrpc_http_reason(unsigned status)
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 417: return "Expectation Failed";
+    case 426: return "Upgrade Required";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";

@@ -670,3 +670,45 @@ int jrpc_batch_write_error_json(jrpc_buf_t *out, int code, const char *data_json
         out->len = len0;
     return rc;
 }
+
+uint32_t jrpc_batch_count(const char *body, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r'))
+        i++;
+    if (i == len || body[i] != '[')
+        return 1;
+    uint64_t commas = 0;
+    unsigned depth = 0;
+    bool any = false;   /* something inside the outer array */
+    for (; i < len; i++) {
+        char ch = body[i];
+        if (ch == '"') {   /* a string: to its closing quote, past escapes */
+            for (i++; i < len && body[i] != '"'; i++)
+                if (body[i] == '\\')
+                    i++;
+            any = true;
+            continue;
+        }
+        switch (ch) {
+        case '[': case '{':
+            if (depth++ > 0)
+                any = true;
+            break;
+        case ']': case '}':
+            if (depth > 0 && --depth == 0)
+                i = len - 1;   /* the outer array is closed: what follows is not counted */
+            break;
+        case ',':
+            commas += depth == 1;
+            break;
+        case ' ': case '\t': case '\n': case '\r':
+            break;
+        default:
+            any = true;
+            break;
+        }
+    }
+    uint64_t n = any ? commas + 1 : 1;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}

@@ -85,6 +85,14 @@ void jrpc_batch_dispose(jrpc_batch_t *b);
  * Call on a freshly initialised batch. Returns 0 or -ENOMEM. */
 int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_limits_t *lim);
 
+/* How many calls jrpc_batch_parse() makes of body, without parsing it:
+ * the elements of a top-level array, else 1 (an empty array, one -32600,
+ * is 1). Exact for valid JSON; for text that is not JSON, some number of
+ * at least 1 (the parser then makes one call of the whole body). One pass
+ * over the bytes (strings skipped, escapes honoured), no allocation: for a
+ * front that must know a message's weight before submitting it. */
+uint32_t jrpc_batch_count(const char *body, size_t len);
+
 /* Each answer function below sets the call's answer, answered and code
  * together (error false and code 0 for a result, else error true and the
  * code written).

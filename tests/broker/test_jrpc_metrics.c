@@ -192,7 +192,7 @@ static const char *const families[] = {
     "jrpc_signature_failures_total counter", "jrpc_acl_denied_total counter",
     "jrpc_late_answers_total counter", "jrpc_redispatched_total counter",
     "jrpc_calls_lost_total counter", "jrpc_worker_frames_malformed_total counter",
-    "jrpc_http_connections gauge",
+    "jrpc_http_connections gauge", "jrpc_ws_connections gauge", "jrpc_ws_closes_total counter",
 };
 
 static void test_page(void **state)
@@ -212,7 +212,7 @@ static void test_page(void **state)
     const char *t = text(&out);
     char line[128];
     size_t nf = sizeof families / sizeof families[0];
-    assert_int_equal(nf, 24);
+    assert_int_equal(nf, 26);
     for (size_t i = 0; i < nf; i++) {
         snprintf(line, sizeof line, "\n# TYPE %s\n", families[i]);
         if (i == 0)
@@ -223,6 +223,9 @@ static void test_page(void **state)
         "jrpc_build_info{version=\"" JRPC_VERSION "\"} 1\n",
         "\njrpc_bodies_total{transport=\"zmq\",outcome=\"cancelled\"} 0\n",
         "\njrpc_calls_total{transport=\"http\",outcome=\"error\"} 0\n",
+        "\njrpc_bodies_total{transport=\"ws\",outcome=\"ok\"} 0\n",
+        "\njrpc_calls_total{transport=\"ws\",outcome=\"result\"} 0\n",
+        "\njrpc_ws_closes_total{code=\"1008\"} 0\n", "\njrpc_ws_connections 0\n",
         "\njrpc_bodies_open 11\n", "\njrpc_calls_inflight 12\n", "\njrpc_calls_queued 13\n",
         "\njrpc_workers_connected 2\n", "\njrpc_worker_credit{worker=\"w\\\"1\"} 5\n",
         "\njrpc_worker_credit{worker=\"0a0b\"} 0\n", "\njrpc_redis_up 1\n",

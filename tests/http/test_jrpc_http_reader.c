@@ -56,6 +56,7 @@ static void tr_flush_body(trace_t *t)
 
 static const char *const field_names[JRPC_HTTP_NFIELDS] = {
     "ct", "accept", "upgrade", "timeout", "tp", "key", "ts", "nonce", "sig",
+    "wskey", "wsver", "wsproto", "origin",
 };
 
 static void tr_head(trace_t *t, const jrpc_http_reader_t *r)
@@ -337,6 +338,88 @@ static void kept_values(void **state)
            "H POST /rpc 1.1 ka|E|idle");
     expect(POSTH "Content-Encoding: identity, gzip\r\n\r\n", "H POST /rpc 1.1 ka coded|E|idle");
     expect(POSTH "Content-Encoding: br\r\n\r\n", "H POST /rpc 1.1 ka coded|E|idle");
+    /* the WebSocket handshake's values and Origin (issue 14, point 5) */
+    expect("GET /rpc?stream=1 HTTP/1.1\r\n" HOST "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSEC-WEBSOCKET-VERSION:  13 \r\n"
+           "Sec-WebSocket-Protocol: jrpc.stream, jrpc\r\nSec-WebSocket-Protocol: x\r\n"
+           "Origin: https://app.example\r\n\r\n",
+           "H GET /rpc?stream=1 1.1 ka cupg upgrade=websocket wskey=dGhlIHNhbXBsZSBub25jZQ=="
+           " wsver=13 wsproto=jrpc.stream, jrpc, x#2 origin=https://app.example|E|idle");
+    /* one key only is kept (a second is counted), and a long one is cut */
+    expect("GET / HTTP/1.1\r\n" HOST "Sec-WebSocket-Key: a\r\nSec-WebSocket-Key: b\r\n"
+           "Sec-WebSocket-Key: 0123456789012345678901234567890123456789\r\n\r\n",
+           "H GET / 1.1 ka wskey=a#3|E|idle");
+    expect("GET / HTTP/1.1\r\n" HOST "Sec-WebSocket-Key: 0123456789012345678901234567890123456789\r\n"
+           "Origin: null\r\nSec-WebSocket-Versions: 13\r\nSec-WebSocket-Protocolx: a\r\n\r\n",
+           "H GET / 1.1 ka wskey=01234567890123456789012345678901~ origin=null|E|idle");
+}
+
+/* A WebSocket upgrade: at HEAD the caller takes the connection over, and
+ * the bytes after the head, whatever the split, are exactly the ones HEAD
+ * did not consume; nothing after them is read as HTTP. */
+static void takeover(void **state)
+{
+    static const char head[] = "GET /rpc HTTP/1.1\r\n" HOST "Upgrade: websocket\r\n"
+                               "Connection: keep-alive, Upgrade\r\n"
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                               "Sec-WebSocket-Version: 13\r\n\r\n";
+    /* a masked text frame, then bytes that would be a request if read as HTTP */
+    static const char after[] = "\x81\x82\x01\x02\x03\x04z{GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    char in[512];
+    size_t hn = sizeof head - 1, an = sizeof after - 1, n = hn + an;
+    memcpy(in, head, hn);
+    memcpy(in + hn, after, an);
+    for (size_t cut = 0; cut <= n; cut++) {
+        jrpc_http_reader_t r;
+        jrpc_http_reader_init(&r, &LIM);
+        char rest[512];
+        size_t rn = 0, pos = 0; /* pos: bytes of in consumed */
+        bool over = false;
+        /* two pieces, [0, cut) then up to n; unconsumed bytes are fed again,
+         * each piece from a buffer of exactly its length */
+        for (int piece = 0; piece < 2 && !over; piece++) {
+            size_t to = piece == 0 ? cut : n, len = to - pos, off = 0;
+            char *b = malloc(len ? len : 1);
+            memcpy(b, in + pos, len);
+            for (;;) {
+                jrpc_http_event_t ev;
+                off += jrpc_http_reader_feed(&r, b + off, len - off, &ev);
+                if (ev.kind == JRPC_HTTP_NEED_MORE)
+                    break;
+                assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+                assert_int_equal(pos + off, hn); /* the head, to its last byte */
+                assert_true(jrpc_http_reader_head(&r)->conn_upgrade);
+                assert_int_equal(jrpc_http_reader_takeover(&r), 0);
+                assert_int_equal(jrpc_http_reader_phase(&r), JRPC_HTTP_DONE);
+                assert_int_equal(jrpc_http_reader_feed(&r, b + off, len - off, &ev), 0);
+                assert_int_equal(ev.kind, JRPC_HTTP_CLOSED);
+                memcpy(rest, b + off, len - off); /* what the new protocol gets */
+                rn = len - off;
+                memcpy(rest + rn, in + to, n - to);
+                rn += n - to;
+                over = true;
+                break;
+            }
+            pos += off;
+            free(b);
+        }
+        assert_true(over);
+        assert_int_equal(rn, an);
+        assert_memory_equal(rest, after, an);
+    }
+    /* not at HEAD, or with a body: refused, nothing changed */
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    assert_int_equal(jrpc_http_reader_takeover(&r), -1);
+    static const char post[] = POSTH "Upgrade: websocket\r\nConnection: upgrade\r\n"
+                               "Content-Length: 2\r\n\r\n[]";
+    jrpc_http_event_t ev;
+    size_t k = jrpc_http_reader_feed(&r, post, sizeof post - 1, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+    assert_int_equal(jrpc_http_reader_takeover(&r), -1);
+    assert_int_equal(jrpc_http_reader_phase(&r), JRPC_HTTP_IN_BODY);
+    jrpc_http_reader_feed(&r, post + k, sizeof post - 1 - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_BODY);
 }
 
 static void targets(void **state)
@@ -563,6 +646,9 @@ static void response_heads(void **state)
     assert_string_equal(jrpc_http_reason(413), "Content Too Large");
     assert_string_equal(jrpc_http_reason(431), "Request Header Fields Too Large");
     assert_string_equal(jrpc_http_reason(599), "");
+    assert_string_equal(jrpc_http_reason(101), "Switching Protocols");
+    assert_string_equal(jrpc_http_reason(403), "Forbidden");
+    assert_string_equal(jrpc_http_reason(426), "Upgrade Required");
     jrpc_http_date_t d = { 0 };
     assert_string_equal(jrpc_http_date(&d, 784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
     assert_string_equal(jrpc_http_date(&d, 784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
@@ -580,6 +666,11 @@ static void response_heads(void **state)
         { { 503, NULL, "text/plain", 18446744073709551615u, JRPC_HTTP_CONN_NONE, NULL, false },
           "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
           "Content-Length: 18446744073709551615\r\n\r\n" },
+        /* a 101 has no Content-Type or Content-Length: the upgrade's lines are extra */
+        { { 101, "D", "application/json", 0, JRPC_HTTP_CONN_NONE,
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n", false },
+          "HTTP/1.1 101 Switching Protocols\r\nDate: D\r\nUpgrade: websocket\r\n"
+          "Connection: Upgrade\r\n\r\n" },
         { { 599, NULL, NULL, 7, JRPC_HTTP_CONN_NONE, NULL, false },
           "HTTP/1.1 599 \r\nContent-Length: 7\r\n\r\n" },
         { { 200, "D", "text/event-stream", 99, JRPC_HTTP_CONN_NONE, "Cache-Control: no-cache\r\n",
@@ -615,6 +706,7 @@ int main(void)
         cmocka_unit_test(kept_values),
         cmocka_unit_test(targets),
         cmocka_unit_test(methods),
+        cmocka_unit_test(takeover),
         cmocka_unit_test(refusals_head),
         cmocka_unit_test(refusals_framing),
         cmocka_unit_test(limits),
