@@ -168,15 +168,6 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
-/* Calls of x that expect an answer: the response objects of its reply. */
-static uint32_t expecting(const bbatch_t *x)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < x->req.ncalls; i++)
-        n += !x->req.calls[i].notification;
-    return n;
-}
-
 static void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
@@ -196,7 +187,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         bytes_out = b->out.len;
     }
     jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code,
-                           x->answer ? x->streamed : expecting(x), x->timed_out };
+                           x->answer ? x->streamed : x->req.nanswers, x->timed_out };
     access_log(b, x, NULL, out.cls, bytes_out);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);

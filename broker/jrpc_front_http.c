@@ -1034,19 +1034,12 @@ static bool eq_nocase(const char *p, size_t n, const char *lit)
  * must be utf-8. */
 static bool content_type_ok(const char *p, size_t n)
 {
-    const char *semi = memchr(p, ';', n);
-    const char *t = p;
-    size_t tn = semi ? (size_t)(semi - p) : n;
-    jrpc_http_trim(&t, &tn);
+    const char *t, *q;
+    size_t tn, qn;
+    jrpc_http_next_elem(&p, &n, ';', &t, &tn);
     if (!eq_nocase(t, tn, "application/json") && !eq_nocase(t, tn, "application/json-rpc"))
         return false;
-    while (semi != NULL) {
-        const char *q = semi + 1;
-        size_t qn = n - (size_t)(q - p);
-        semi = memchr(q, ';', qn);
-        if (semi)
-            qn = (size_t)(semi - q);
-        jrpc_http_trim(&q, &qn);
+    while (jrpc_http_next_elem(&p, &n, ';', &q, &qn)) {
         if (qn >= 8 && strncasecmp(q, "charset=", 8) == 0) {
             const char *v = q + 8;
             size_t vn = qn - 8;
@@ -1111,58 +1104,6 @@ static void refuse_close(conn_t *c, int status, int code, const char *why)
     flush(c);
 }
 
-/* A qvalue (RFC 9110 12.4.2: "0", "0.5", "1.000") in thousandths; what
- * does not follow the grammar reads as far as it does. */
-static int qvalue(const char *v, size_t n)
-{
-    size_t i = 0;
-    int q = 0;
-    if (i < n && (v[i] == '0' || v[i] == '1'))
-        q = (v[i++] - '0') * 1000;
-    if (i < n && v[i] == '.')
-        for (int scale = 100, k = 0; ++i < n && k < 3 && v[i] >= '0' && v[i] <= '9'; k++, scale /= 10)
-            q += (v[i] - '0') * scale;
-    return q > 1000 ? 1000 : q;
-}
-
-/* The q of the media ranges in Accept[p, n) that name type (exactly, any
- * case; the ranges of any type and of any application type count only for
- * application/json): the highest, or -1 when none names it. */
-static int accept_q(const char *p, size_t n, const char *type)
-{
-    int best = -1;
-    bool json = strcmp(type, "application/json") == 0;
-    while (n > 0) {
-        const char *comma = memchr(p, ',', n);
-        size_t rn = comma ? (size_t)(comma - p) : n;
-        const char *r = p, *semi = memchr(p, ';', rn);
-        size_t tn = semi ? (size_t)(semi - r) : rn;
-        jrpc_http_trim(&r, &tn);
-        if (eq_nocase(r, tn, type) ||
-            (json && (eq_nocase(r, tn, "*/*") || eq_nocase(r, tn, "application/*")))) {
-            int q = 1000;
-            for (const char *x = semi; x != NULL && x < p + rn;) {
-                const char *v = x + 1;
-                size_t vn = (size_t)(p + rn - v);
-                const char *next = memchr(v, ';', vn);
-                if (next)
-                    vn = (size_t)(next - v);
-                jrpc_http_trim(&v, &vn);
-                if (vn >= 2 && (v[0] == 'q' || v[0] == 'Q') && v[1] == '=')
-                    q = qvalue(v + 2, vn - 2);
-                x = next;
-            }
-            if (q > best)
-                best = q;
-        }
-        if (comma == NULL)
-            break;
-        n -= rn + 1;
-        p = comma + 1;
-    }
-    return best;
-}
-
 /* How the answers of a request are to go out, from its Accept header
  * (docs/STREAMING.md): streamed when text/event-stream, application/x-ndjson
  * or application/jsonl is acceptable (q > 0) and preferred to
@@ -1176,13 +1117,14 @@ static uint8_t stream_mode(const jrpc_http_head_t *h)
     int best = 0;
     uint8_t mode = S_NONE;
     for (uint8_t m = S_SSE; m <= S_JSONL; m++) {
-        int q = accept_q(a.p, a.n, stream_type[m]);
+        int q = jrpc_http_accept_q(a.p, a.n, stream_type[m], false);
         if (q > best) {
             best = q;
             mode = m;
         }
     }
-    return mode != S_NONE && best > accept_q(a.p, a.n, "application/json") ? mode : S_NONE;
+    return mode != S_NONE && best > jrpc_http_accept_q(a.p, a.n, "application/json", true)
+           ? mode : S_NONE;
 }
 
 /* POST / or POST /rpc (a query is allowed; absolute-form too). */

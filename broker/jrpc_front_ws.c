@@ -38,21 +38,11 @@
 static int each_element(const char *p, size_t n, bool (*fn)(const char *e, size_t en, void *arg),
                         void *arg)
 {
-    int idx = 0;
-    while (n > 0) {
-        const char *comma = memchr(p, ',', n);
-        size_t en = comma ? (size_t)(comma - p) : n;
-        const char *e = p;
-        size_t el = en;
-        jrpc_http_trim(&e, &el);
+    const char *e;
+    size_t el;
+    for (int idx = 0; jrpc_http_next_elem(&p, &n, ',', &e, &el); idx++)
         if (el > 0 && fn(e, el, arg))
             return idx;
-        idx++;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-        n -= en + 1;
-    }
     return -1;
 }
 
@@ -95,17 +85,12 @@ static bool query_stream(const jrpc_http_head_t *h)
         return false;
     q++;
     size_t n = h->target_len - (size_t)(q - h->target);
-    while (n > 0) {
-        const char *amp = memchr(q, '&', n);
-        size_t en = amp ? (size_t)(amp - q) : n;
-        if ((en == 8 && memcmp(q, "stream=1", 8) == 0) ||
-            (en == 11 && memcmp(q, "stream=true", 11) == 0))
+    const char *e;
+    size_t en;
+    while (jrpc_http_next_elem(&q, &n, '&', &e, &en))
+        if ((en == 8 && memcmp(e, "stream=1", 8) == 0) ||
+            (en == 11 && memcmp(e, "stream=true", 11) == 0))
             return true;
-        if (amp == NULL)
-            break;
-        q = amp + 1;
-        n -= en + 1;
-    }
     return false;
 }
 

@@ -204,23 +204,66 @@ static uint8_t classify(const jrpc_http_reader_t *r)
     }
 }
 
+bool jrpc_http_next_elem(const char **p, size_t *n, char sep, const char **e, size_t *en)
+{
+    if (*n == 0)
+        return false;
+    const char *at = memchr(*p, sep, *n);
+    size_t len = at ? (size_t)(at - *p) : *n;
+    *e = *p;
+    *en = len;
+    jrpc_http_trim(e, en);
+    *p += len + (at != NULL);
+    *n -= len + (at != NULL);
+    return true;
+}
+
+/* A qvalue ("0", "0.5", "1.000") in thousandths; what does not follow the
+ * grammar reads as far as it does. */
+static int qvalue(const char *v, size_t n)
+{
+    size_t i = 0;
+    int q = 0;
+    if (i < n && (v[i] == '0' || v[i] == '1'))
+        q = (v[i++] - '0') * 1000;
+    if (i < n && v[i] == '.')
+        for (int scale = 100, k = 0; ++i < n && k < 3 && v[i] >= '0' && v[i] <= '9'; k++, scale /= 10)
+            q += (v[i] - '0') * scale;
+    return q > 1000 ? 1000 : q;
+}
+
+int jrpc_http_accept_q(const char *p, size_t n, const char *type, bool any_json)
+{
+    int best = -1;
+    size_t tl = strlen(type);
+    const char *range, *param;
+    size_t rn, pn;
+    while (jrpc_http_next_elem(&p, &n, ',', &range, &rn)) {
+        const char *t;
+        size_t tn;
+        jrpc_http_next_elem(&range, &rn, ';', &t, &tn);
+        if (!(tn == tl && strncasecmp(t, type, tl) == 0) &&
+            !(any_json && (IS(t, tn, "*/*") || IS(t, tn, "application/*"))))
+            continue;
+        int q = 1000;
+        while (jrpc_http_next_elem(&range, &rn, ';', &param, &pn))
+            if (pn >= 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=')
+                q = qvalue(param + 2, pn - 2);
+        if (q > best)
+            best = q;
+    }
+    return best;
+}
+
 /* A Content-Encoding list naming no coding but identity (empty elements,
  * which RFC 9110's list syntax allows, are skipped). */
 static bool identity_only(const char *p, size_t n)
 {
-    while (n > 0) {
-        const char *comma = memchr(p, ',', n);
-        size_t en = comma ? (size_t)(comma - p) : n;
-        const char *e = p;
-        size_t el = en;
-        jrpc_http_trim(&e, &el);
+    const char *e;
+    size_t el;
+    while (jrpc_http_next_elem(&p, &n, ',', &e, &el))
         if (el != 0 && !IS(e, el, "identity"))
             return false;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-        n -= en + 1;
-    }
     return true;
 }
 

@@ -234,4 +234,21 @@ const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);
  * into its elements (media types, parameters). */
 void jrpc_http_trim(const char **p, size_t *n);
 
+/* The elements of a list in a header value (RFC 9110 5.6.1) or of a query:
+ * takes the element of *p[0, *n) up to the first sep (or the end) into *e,
+ * *en, trimmed (empty elements come back with *en == 0), and moves *p, *n
+ * past it and its separator. Returns false when nothing is left:
+ *
+ *     const char *e; size_t en;
+ *     while (jrpc_http_next_elem(&p, &n, ',', &e, &en)) ...
+ */
+bool jrpc_http_next_elem(const char **p, size_t *n, char sep, const char **e, size_t *en);
+
+/* The weight an Accept value gives media type `type` (exact, any case), in
+ * thousandths (RFC 9110 12.5.1: q=0.5 is 500, no q is 1000): the highest of
+ * the ranges that name it, or -1 when none does. With any_json, the ranges
+ * of any type and of any application type count too (for application/json:
+ * a client's default, never a request for a stream). */
+int jrpc_http_accept_q(const char *p, size_t n, const char *type, bool any_json);
+
 #endif

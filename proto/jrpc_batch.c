@@ -48,6 +48,7 @@ void jrpc_batch_init(jrpc_batch_t *b)
     b->is_array = false;
     b->calls = NULL;
     b->ncalls = 0;
+    b->nanswers = 0;
     b->body_code = 0;
 }
 
@@ -78,6 +79,7 @@ static jrpc_call_t *new_call(bparse_t *bp)
     }
     jrpc_call_t *c = &b->calls[b->ncalls++];
     *c = (jrpc_call_t){ .id = id_null };
+    b->nanswers++;   /* until it turns out a notification */
     return c;
 }
 
@@ -309,6 +311,7 @@ static int request(bparse_t *bp, unsigned depth)
     call->method = (jrpc_span_t){ m, mn };
     call->params = params;
     call->notification = !has_id;
+    bp->b->nanswers -= call->notification;
     if (mn >= 4 && memcmp(m, "rpc.", 4) == 0) {
         if (call->notification) {
             call->answered = true;  /* dropped: never dispatched */
@@ -417,6 +420,7 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
 
     /* The body as a whole gets one error, with id null. */
     b->ncalls = 0;
+    b->nanswers = 0;
     b->is_array = false;
     jrpc_call_t *c = new_call(&bp);
     if (c == NULL)
@@ -545,10 +549,7 @@ malformed:
 
 bool jrpc_batch_expects_reply(const jrpc_batch_t *b)
 {
-    for (uint32_t i = 0; i < b->ncalls; i++)
-        if (!b->calls[i].notification)
-            return true;
-    return false;
+    return b->nanswers > 0;
 }
 
 /* A call marked answered without an answer (the caller's fallback when

@@ -50,6 +50,8 @@ typedef struct jrpc_batch {
     bool         is_array; /* the body was a (non-empty, valid) array: reply is an array */
     jrpc_call_t *calls;    /* in request order */
     uint32_t     ncalls;   /* number of calls (a whole-body error is one answered call) */
+    uint32_t     nanswers; /* calls that expect an answer (not notifications): the
+                              response objects of the reply */
     int          body_code;/* the whole-body outcome, set by jrpc_batch_parse: 0, or
                               -32700/-32600 when the body itself was refused (not
                               JSON, too deep, an empty array, too long a batch, or

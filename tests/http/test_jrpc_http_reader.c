@@ -696,6 +696,54 @@ static void response_heads(void **state)
     assert_string_equal(JRPC_HTTP_CONTINUE, "HTTP/1.1 100 Continue\r\n\r\n");
 }
 
+/* ---- header value lists and Accept weights ------------------------------ */
+
+static void lists_and_accept(void **state)
+{
+    (void)state;
+    static const struct { const char *in; char sep; const char *want; } lists[] = {
+        { "", ',', "" }, { "a", ',', "[a]" }, { " a , b ,c ", ',', "[a][b][c]" },
+        { "a,,b", ',', "[a][][b]" }, { "a,", ',', "[a]" }, { ",a", ',', "[][a]" },
+        { "x=1&stream=1", '&', "[x=1][stream=1]" }, { "\tq=0.5 ;level=1", ';', "[q=0.5][level=1]" },
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        size_t n = strlen(lists[i].in);
+        char *buf = malloc(n ? n : 1);   /* exact size: an over-read trips ASan */
+        memcpy(buf, lists[i].in, n);
+        const char *p = buf, *e;
+        size_t en;
+        char got[128] = "";
+        while (jrpc_http_next_elem(&p, &n, lists[i].sep, &e, &en))
+            snprintf(got + strlen(got), sizeof got - strlen(got), "[%.*s]", (int)en, e);
+        assert_string_equal(got, lists[i].want);
+        free(buf);
+    }
+    static const struct { const char *accept, *type; bool any; int q; } acc[] = {
+        { "text/event-stream", "text/event-stream", false, 1000 },
+        { "Text/Event-Stream;q=0.5", "text/event-stream", false, 500 },
+        { "application/json, text/event-stream;q=0.25", "text/event-stream", false, 250 },
+        { "text/event-stream;q=0, text/event-stream;q=0.3", "text/event-stream", false, 300 },
+        { "text/event-stream;level=1;q=0.9", "text/event-stream", false, 900 },
+        { "text/event-stream;q=1.000", "text/event-stream", false, 1000 },
+        { "text/event-stream;q=0.0005", "text/event-stream", false, 0 },
+        { "application/json", "text/event-stream", false, -1 },
+        { "*/*", "text/event-stream", false, -1 },
+        { "*/*;q=0.1", "application/json", true, 100 },
+        { "application/*", "application/json", true, 1000 },
+        { "*/*", "application/json", false, -1 },
+        { "", "application/json", true, -1 },
+    };
+    for (size_t i = 0; i < sizeof acc / sizeof acc[0]; i++) {
+        size_t n = strlen(acc[i].accept);
+        char *buf = malloc(n ? n : 1);
+        memcpy(buf, acc[i].accept, n);
+        int q = jrpc_http_accept_q(buf, n, acc[i].type, acc[i].any);
+        if (q != acc[i].q)
+            fail_msg("Accept: %s, %s: q %d, want %d", acc[i].accept, acc[i].type, q, acc[i].q);
+        free(buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -712,6 +760,7 @@ int main(void)
         cmocka_unit_test(limits),
         cmocka_unit_test(large_head_limit),
         cmocka_unit_test(response_heads),
+        cmocka_unit_test(lists_and_accept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

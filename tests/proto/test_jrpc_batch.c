@@ -161,6 +161,10 @@ static void assert_exchange(const char *body, const char *want)
     if (strcmp(got, want) != 0)
         fail_msg("body %s\n got  %s\n want %s", body, got, want);
     assert_int_equal(jrpc_batch_expects_reply(&r.b), want[0] != '\0');
+    uint32_t expecting = 0;   /* nanswers is the calls that are not notifications */
+    for (uint32_t i = 0; i < r.b.ncalls; i++)
+        expecting += !r.b.calls[i].notification;
+    assert_int_equal(r.b.nanswers, expecting);
     req_dispose(&r);
 }
 
