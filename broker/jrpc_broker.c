@@ -613,8 +613,8 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 {
     if (handle)
         *handle = NULL;
-    if (b->opts.keys == NULL) {
-        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, NULL);
+    if (b->opts.keys == NULL || ad->key) {   /* open, or authenticated by its connection */
+        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, b->opts.keys ? ad->key : NULL);
         return 0;
     }
     jrpc_broker_auth_t *a = calloc(1, sizeof *a);
@@ -650,6 +650,11 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
         open_done(b);
     }
     return 0;
+}
+
+const jrpc_key_t *jrpc_broker_key(const jrpc_broker_t *b, jrpc_span_t id)
+{
+    return b->opts.keys ? jrpc_keys_find(b->opts.keys, id) : NULL;
 }
 
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *a)

@@ -154,6 +154,12 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 /* The connection is gone before fn was called: fn never will be. */
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *handle);
 
+/* The key of the key file with this id (a transport that authenticated its
+ * peer itself: mutual TLS's certificate name), to pass as jrpc_admit_t.key;
+ * NULL when there is none or the broker has no keys. Look it up for each
+ * body: the key file may have been reloaded since. */
+const jrpc_key_t *jrpc_broker_key(const jrpc_broker_t *b, jrpc_span_t id);
+
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);
 

@@ -38,7 +38,7 @@ enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 /* How a request's answers go out (Accept, docs/STREAMING.md). */
 enum smode { S_NONE, S_SSE, S_NDJSON, S_JSONL };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
-enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_NMODES };
+enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_HANDSHAKE, T_NMODES };
 /* A connection sits in up to two timeout queues at once: one for what the
  * reading side waits for (idle, headers, body, linger), one for a write in
  * flight (the client is not reading), so neither deadline hides the other. */
@@ -126,6 +126,10 @@ struct conn {
     jrpc_buf_t      body;      /* the body, when it came in pieces */
     jrpc_buf_t      in;        /* bytes read but not parsed (backpressure) */
     jrpc_http_reader_t rd;     /* the request reader: framing, checks, the head */
+    /* TLS (NULL: plaintext): the session under the bytes above */
+    jrpc_tls_t     *tls;
+    uint8_t         cert_len;  /* the verified client certificate's commonName (mutual TLS) */
+    char            cert[64];
 };
 
 struct jrpc_front_http {
@@ -173,6 +177,9 @@ static void on_flushq(uv_check_t *h);
  * operations per request, and with 10,000 idle connections in the heap
  * those were 14% of an HTTP call (bench/README.md, "Profile"). */
 static void on_tick(uv_timer_t *t);
+static int io_try_write(conn_t *c, const uv_buf_t *bufs, unsigned nb);
+static int io_write(conn_t *c, uv_write_t *w, const uv_buf_t *bufs, unsigned nb, uv_write_cb cb);
+static const jrpc_key_t *cert_key(const conn_t *c);
 
 static enum tslot slot_of(enum tmode mode)
 {
@@ -223,6 +230,7 @@ static void arm(conn_t *c, enum tmode mode)
     case T_HEADERS: ms = o->header_timeout_ms; break;
     case T_BODY: ms = o->body_timeout_ms; break;
     case T_LINGER: ms = LINGER_MS; break;
+    case T_HANDSHAKE: ms = o->tls_handshake_timeout_ms; break;
     }
     jrpc_front_http_t *f = c->front;
     if (c->closed)
@@ -484,11 +492,10 @@ static void on_write(uv_write_t *w, int status)
  * record is done and popped and flush may go on with the next one. */
 static bool stream_flush(conn_t *c, req_t *r)
 {
-    uv_stream_t *s = (uv_stream_t *)&c->tcp;
     r->s_wr.len = 0;   /* no write in flight: its bytes are out */
     if (r->s_out.len > 0) {
         uv_buf_t b = uv_buf_init(r->s_out.p, (unsigned)r->s_out.len);
-        int n = uv_try_write(s, &b, 1);
+        int n = io_try_write(c, &b, 1);
         if (n == UV_EAGAIN || n == UV_ENOSYS)
             n = 0;
         if (n < 0) {
@@ -504,7 +511,7 @@ static bool stream_flush(conn_t *c, req_t *r)
             uv_buf_t rest = uv_buf_init(r->s_wr.p + n, (unsigned)(r->s_wr.len - (size_t)n));
             c->writing = true;
             c->wrecs = 0;
-            if (uv_write(&c->wreq, s, &rest, 1, on_write) < 0) {
+            if (io_write(c, &c->wreq, &rest, 1, on_write) < 0) {
                 conn_close(c);
                 return false;
             }
@@ -665,7 +672,6 @@ static void on_ping(uv_timer_t *t)
  * request order; a later one that is ready waits for the earlier ones. */
 static void flush(conn_t *c)
 {
-    uv_stream_t *s = (uv_stream_t *)&c->tcp;
     while (!c->writing && !c->closed && !c->finishing && c->head != NULL) {
         req_t *r = c->head;
         if (r->s_started) {
@@ -679,7 +685,7 @@ static void flush(conn_t *c)
                 uv_buf_t b = uv_buf_init((char *)continue_line, sizeof continue_line - 1);
                 c->writing = true;
                 c->wrecs = 0;
-                if (uv_write(&c->wreq, s, &b, 1, on_write) < 0) {
+                if (io_write(c, &c->wreq, &b, 1, on_write) < 0) {
                     conn_close(c);
                     return;
                 }
@@ -697,7 +703,7 @@ static void flush(conn_t *c)
             if (x->close)
                 break;
         }
-        int n = uv_try_write(s, bufs, (unsigned)nb);
+        int n = io_try_write(c, bufs, (unsigned)nb);
         if (n == UV_EAGAIN || n == UV_ENOSYS)
             n = 0;
         if (n < 0) {
@@ -726,7 +732,7 @@ static void flush(conn_t *c)
         nb = 0;
         int k = 0;
         for (req_t *x = c->head; k < nrec - done; x = x->next, k++) {
-            if (x->borrowed) {
+            if (x->borrowed && c->tls == NULL) {   /* (TLS encrypts it at once) */
                 const char *p = x->body;
                 if (rec_set_body(x, p, x->blen) < 0) {
                     conn_close(c);
@@ -737,7 +743,7 @@ static void flush(conn_t *c)
         }
         c->writing = true;
         c->wrecs = (uint32_t)(nrec - done);
-        if (uv_write(&c->wreq, s, bufs, (unsigned)nb, on_write) < 0) {
+        if (io_write(c, &c->wreq, bufs, (unsigned)nb, on_write) < 0) {
             conn_close(c);
             return;
         }
@@ -848,6 +854,7 @@ static void on_tcp_closed(uv_handle_t *h)
             }
     jrpc_buf_dispose(&c->body);
     jrpc_buf_dispose(&c->in);
+    jrpc_tls_free(&c->tls);
     free(c->hs);
     free(c);
     f->nalive--;
@@ -894,6 +901,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void tls_send(conn_t *c);
 
 static void read_start(conn_t *c)
 {
@@ -943,6 +951,10 @@ static void conn_finish(conn_t *c)
         if (r->state == R_SUBMITTED)
             jrpc_broker_cancel(f->broker, r->handle);
         rec_free(f, r);
+    }
+    if (c->tls) {   /* our close_notify goes before the FIN (nothing after a failure) */
+        jrpc_tls_close(c->tls);
+        tls_send(c);
     }
     if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c);
@@ -1295,6 +1307,7 @@ static void ws_upgrade(conn_t *c, const jrpc_http_head_t *h, bool origin_ok)
                   .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
                   .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
         .peer = { c->peer, c->peer_len },
+        .key = cert_key(c),
     };
     /* The signed bytes of an upgrade are the empty body (docs/SIGNING.md). */
     if (jrpc_broker_authenticate(f->broker, "", 0, &ad, on_upgrade_auth, c, &c->auth) < 0)
@@ -1446,6 +1459,7 @@ static void message_done(conn_t *c)
                                                 : (jrpc_span_t){ "", 0 },
         .peer = { c->peer, c->peer_len },
         .answer = r->stream ? on_answer : NULL,
+        .key = cert_key(c),
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -1545,6 +1559,34 @@ static void feed_pending(conn_t *c)
     }
 }
 
+/* Plaintext bytes of the client (a read, or records TLS decrypted). */
+static void plain_in(conn_t *c, const char *p, size_t n)
+{
+    if (c->finishing || c->no_more)
+        return; /* lingering, or past an answer that closes: drop */
+    if (c->upgrading) {   /* a WebSocket (or one waiting for its authentication) */
+        ws_rest(c, p, n);
+        return;
+    }
+    /* Bytes wait behind bytes already held (TLS hands over every record of
+     * one read, also after backpressure stopped reading). */
+    if (c->in.len == 0) {
+        size_t k = feed(c, p, n);
+        if (c->closed || k == n)
+            return;
+        p += k;
+        n -= k;
+    }
+    /* Backpressure: keep the rest and stop reading until answers flush. */
+    if (jrpc_buf_append(&c->in, p, n) < 0) {
+        conn_close(c);
+        return;
+    }
+    read_stop(c);
+}
+
+static void tls_in(conn_t *c, const char *p, size_t n);
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     conn_t *c = s->data;
@@ -1558,21 +1600,171 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (c->finishing || c->no_more)
-        return; /* lingering, or past an answer that closes: drop */
-    if (c->upgrading) {   /* a WebSocket (or one waiting for its authentication) */
-        ws_rest(c, buf->base, (size_t)nread);
-        return;
+    if (c->tls)
+        tls_in(c, buf->base, (size_t)nread);
+    else
+        plain_in(c, buf->base, (size_t)nread);
+}
+
+/* ---- TLS: the layer under the bytes ----------------------------------------- */
+
+/* A write of our own for ciphertext: the caller's request w (and its
+ * callback) complete when the ciphertext made from its bytes is written,
+ * as uv_write would for the plaintext. */
+typedef struct tblock {
+    uv_write_t   req;
+    uv_write_t  *user;    /* NULL: our own bytes (handshake, alerts, close_notify) */
+    uv_write_cb  cb;
+    char         data[];
+} tblock_t;
+
+static void on_tls_written(uv_write_t *w, int status)
+{
+    tblock_t *b = (tblock_t *)w;   /* req is the first member */
+    uv_write_t *user = b->user;
+    uv_write_cb cb = b->cb;
+    free(b);
+    if (cb)
+        cb(user, status);
+}
+
+/* Writes the ciphertext the session has pending (all of it, in order),
+ * on behalf of user/cb when not NULL. */
+static int tls_flush_out(conn_t *c, uv_write_t *user, uv_write_cb cb)
+{
+    size_t n = jrpc_tls_pending(c->tls);
+    if (n == 0 && cb == NULL)
+        return 0;
+    tblock_t *b = malloc(sizeof *b + n);
+    if (b == NULL)
+        return UV_ENOMEM;
+    b->user = user;
+    b->cb = cb;
+    n = jrpc_tls_take(c->tls, b->data, n);
+    if (user)
+        user->handle = (uv_stream_t *)&c->tcp;   /* what the callbacks read */
+    uv_buf_t ub = uv_buf_init(b->data, (unsigned)n);
+    int rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, &ub, 1, on_tls_written);
+    if (rc < 0)
+        free(b);
+    return rc;
+}
+
+/* The session's own bytes, if any (a failure closes the connection). */
+static void tls_send(conn_t *c)
+{
+    if (tls_flush_out(c, NULL, NULL) < 0 && !c->closed)
+        conn_close(c);
+}
+
+/* Plaintext sockets write directly; a TLS session takes every write through
+ * io_write (ENOSYS here makes the callers do so), where the plaintext is
+ * encrypted at once into a block of its own: one copy, which TLS makes
+ * anyway, and the caller's buffers are free as soon as it returns. */
+static int io_try_write(conn_t *c, const uv_buf_t *bufs, unsigned nb)
+{
+    if (c->tls)
+        return UV_ENOSYS;
+    return uv_try_write((uv_stream_t *)&c->tcp, bufs, nb);
+}
+
+static int io_write(conn_t *c, uv_write_t *w, const uv_buf_t *bufs, unsigned nb, uv_write_cb cb)
+{
+    if (c->tls == NULL)
+        return uv_write(w, (uv_stream_t *)&c->tcp, bufs, nb, cb);
+    for (unsigned i = 0; i < nb; i++)
+        if (bufs[i].len > 0 && jrpc_tls_write(c->tls, bufs[i].base, bufs[i].len) < 0)
+            return UV_EPROTO;
+    return tls_flush_out(c, w, cb);
+}
+
+/* The handshake failed (or a record was bad): OpenSSL's alert goes out,
+ * then a FIN. A plaintext HTTP request gets a plaintext 400 that says why,
+ * which is what a person who typed http:// needs to read. */
+static void tls_fail(conn_t *c)
+{
+    jrpc_front_http_t *f = c->front;
+    bool plain = jrpc_tls_plain_http(c->tls) && !jrpc_tls_established(c->tls);
+    jrpc_metrics.tls_failed++;
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=tls_failed reason=\"%s\" peer=%.*s",
+             jrpc_tls_error(c->tls), (int)c->peer_len, c->peer);
+    if (plain) {
+        jrpc_buf_reset(&f->err);
+        jrpc_batch_write_error(&f->err, JRPC_INVALID_REQUEST, "this port speaks HTTPS: use https://");
+        char head[256];
+        int n = snprintf(head, sizeof head, "HTTP/1.1 400 Bad Request\r\nContent-Type: "
+                         "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                         f->err.len);
+        uv_buf_t b[2] = { uv_buf_init(head, (unsigned)n), uv_buf_init(f->err.p, (unsigned)f->err.len) };
+        (void)uv_try_write((uv_stream_t *)&c->tcp, b, 2);   /* a few bytes to an empty socket */
+    } else {
+        tls_send(c);   /* the alert */
     }
-    size_t k = feed(c, buf->base, (size_t)nread);
-    if (c->closed || k == (size_t)nread)
-        return;
-    /* Backpressure: keep the rest and stop reading until answers flush. */
-    if (jrpc_buf_append(&c->in, buf->base + k, (size_t)nread - k) < 0) {
+    if (!c->closed)
+        conn_finish(c);
+}
+
+/* The handshake is done: HTTP begins, under the idle deadline; a verified
+ * client certificate's name is kept (cert_key looks it up per body). */
+static void tls_ready(conn_t *c)
+{
+    char what[96];
+    jrpc_metrics.tls_handshakes++;
+    jrpc_tls_describe(c->tls, what, sizeof what);
+    c->cert_len = (uint8_t)jrpc_tls_peer_name(c->tls, c->cert, sizeof c->cert);
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=tls_established tls=\"%s\" cert=\"%.*s\" peer=%.*s",
+             what, (int)c->cert_len, c->cert, (int)c->peer_len, c->peer);
+    arm(c, T_IDLE);
+}
+
+/* Ciphertext from the socket: every record it completes is decrypted and
+ * handed to plain_in (all of one read, so nothing waits inside OpenSSL for
+ * a read that will not come), then the session's own bytes go out. */
+static void tls_in(conn_t *c, const char *p, size_t n)
+{
+    jrpc_front_http_t *f = c->front;
+    if (c->finishing)
+        return;   /* lingering: drop */
+    bool was = jrpc_tls_established(c->tls);
+    if (jrpc_tls_feed(c->tls, p, n) < 0) {
         conn_close(c);
         return;
     }
-    read_stop(c);
+    ssize_t k;
+    /* (p is f->rbuf, copied into the session already: reused for plaintext) */
+    while ((k = jrpc_tls_read(c->tls, f->rbuf, READ_BUF)) > 0) {
+        if (!was) {
+            was = true;
+            tls_ready(c);
+        }
+        plain_in(c, f->rbuf, (size_t)k);
+        if (c->closed || c->finishing)
+            return;
+    }
+    if (!was && jrpc_tls_established(c->tls))
+        tls_ready(c);
+    if (k == JRPC_TLS_EPROTO) {
+        tls_fail(c);
+        return;
+    }
+    if (k == JRPC_TLS_ECLOSED) {   /* close_notify: as a FIN */
+        if (c->nreq > 0)
+            JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=client_gone pending=%u error=close_notify",
+                     c->nreq);
+        conn_close(c);
+        return;
+    }
+    tls_send(c);
+}
+
+/* The key a verified client certificate names (mutual TLS), looked up per
+ * body so that a reload's revocation holds for open connections; NULL:
+ * none, and the body is checked as any other. */
+static const jrpc_key_t *cert_key(const conn_t *c)
+{
+    if (c->cert_len == 0)
+        return NULL;
+    return jrpc_broker_key(c->front->broker, (jrpc_span_t){ c->cert, c->cert_len });
 }
 
 /* ---- WebSocket: the session's io -------------------------------------------- */
@@ -1613,10 +1805,9 @@ static int ws_write(void *conn, const char *p, size_t n)
     conn_t *c = conn;
     if (c->closed || c->finishing || c->wfailed)
         return -EPIPE;
-    uv_stream_t *s = (uv_stream_t *)&c->tcp;
     if (c->nwrites == 0) {
         uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-        int k = uv_try_write(s, &b, 1);
+        int k = io_try_write(c, &b, 1);
         if (k == UV_EAGAIN || k == UV_ENOSYS)
             k = 0;
         if (k < 0) {
@@ -1636,7 +1827,7 @@ static int ws_write(void *conn, const char *p, size_t n)
     b->conn = c;
     memcpy(b->data, p, n);
     uv_buf_t ub = uv_buf_init(b->data, (unsigned)n);
-    if (uv_write(&b->req, s, &ub, 1, on_ws_write) < 0) {
+    if (io_write(c, &b->req, &ub, 1, on_ws_write) < 0) {
         free(b);
         c->wfailed = true;
         return -EPIPE;
@@ -1747,8 +1938,12 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);
+    if (f->opts.tls && (c->tls = jrpc_tls_new(f->opts.tls)) == NULL) {
+        conn_close(c);
+        return;
+    }
     read_start(c);
-    arm(c, T_IDLE);
+    arm(c, c->tls ? T_HANDSHAKE : T_IDLE);
 }
 
 static void on_listener_closed(uv_handle_t *h)
@@ -1794,10 +1989,16 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
         uv_close((uv_handle_t *)&f->listener, on_listener_closed);
         return NULL; /* freed by the close callback */
     }
-    jrpc_listen_log(&f->listener, COMP, "http");
+    jrpc_listen_log(&f->listener, COMP, opts->tls ? "https" : "http");
     return f;
 }
 
+
+void jrpc_front_http_set_tls(jrpc_front_http_t *f, jrpc_tls_ctx_t *tls)
+{
+    if (f->opts.tls && tls)
+        f->opts.tls = tls;
+}
 
 void jrpc_front_http_pause(jrpc_front_http_t *f)
 {

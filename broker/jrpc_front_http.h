@@ -22,7 +22,15 @@
  * answers leave strictly in request order; past PIPELINE_MAX outstanding
  * requests, or OUT_MAX bytes of answers the client has not read, a
  * connection is not read until answers flush, and a write that makes no
- * progress for write_timeout_ms closes the connection. */
+ * progress for write_timeout_ms closes the connection.
+ *
+ * TLS (opts.tls): a layer under all of this, not code in the HTTP path
+ * (io/jrpc_tls, memory BIOs): the socket's bytes are decrypted before the
+ * reader sees them and every write is encrypted into a write of its own.
+ * The handshake is due within tls_handshake_timeout_ms; a plaintext HTTP
+ * request to the TLS port gets a plaintext 400 and a close. With a client
+ * CA, a verified client certificate whose commonName is a key id of the
+ * keys file authenticates the connection as that key (docs/TLS.md). */
 #ifndef JRPC_FRONT_HTTP_H
 #define JRPC_FRONT_HTTP_H
 
@@ -30,6 +38,7 @@
 #include <stdint.h>
 #include <uv.h>
 #include "jrpc_broker.h"
+#include "jrpc_tls.h"
 
 typedef struct jrpc_front_http jrpc_front_http_t;
 
@@ -52,6 +61,10 @@ typedef struct jrpc_front_http_opts {
      * each at most JRPC_FRONT_HTTP_ORIGIN_MAX bytes of printable ASCII; borrowed */
     const char *const *cors_origins;
     size_t      ncors;
+    /* TLS: NULL for plaintext HTTP. Borrowed (sessions hold their own
+     * reference, so it may be freed after jrpc_front_http_set_tls). */
+    jrpc_tls_ctx_t *tls;
+    uint32_t    tls_handshake_timeout_ms; /* accept to handshake done; then the idle timeout */
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_ORIGIN_MAX 128
@@ -60,7 +73,8 @@ typedef struct jrpc_front_http_opts {
     .listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_header_bytes = 16384,  \
     .max_conns = 10000, .header_timeout_ms = 10000, .body_timeout_ms = 30000,     \
     .idle_timeout_ms = 60000, .write_timeout_ms = 30000, .stream_ping_ms = 15000,       \
-    .ws_max_inflight = 64, .ws_max_queued = 1u << 20, .ws_ping_ms = 20000 })
+    .ws_max_inflight = 64, .ws_max_queued = 1u << 20, .ws_ping_ms = 20000, \
+    .tls_handshake_timeout_ms = 10000 })
 
 /* Binds opts->listen and starts accepting; logs event=listening with the
  * bound address. With opts->reuseport, other processes that also set it may
@@ -69,6 +83,11 @@ typedef struct jrpc_front_http_opts {
  * resolved once, here, with getaddrinfo). */
 jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
                                        const jrpc_front_http_opts_t *opts);
+
+/* A new TLS context for the connections accepted from now on (a reload:
+ * new certificate or client CA); those open keep theirs. Borrowed, like
+ * opts.tls. No effect on a plaintext front. */
+void jrpc_front_http_set_tls(jrpc_front_http_t *f, jrpc_tls_ctx_t *tls);
 
 /* Graceful stop, first half: closes the listener, closes idle connections
  * and those in the middle of sending a request, stops reading the others;

@@ -81,6 +81,8 @@ typedef struct jrpc_metrics {
     int64_t     http_connections;           /* open HTTP connections (WebSockets included) */
     int64_t     ws_connections;             /* of those, switched to WebSocket */
     uint64_t    ws_closes[JRPC_METRICS_WS_CODES]; /* close frames sent, by code */
+    uint64_t    tls_handshakes;             /* TLS handshakes completed on the HTTP listener */
+    uint64_t    tls_failed;                 /* TLS sessions that failed (handshake or record) */
 } jrpc_metrics_t;
 
 extern jrpc_metrics_t jrpc_metrics;

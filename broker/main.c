@@ -195,6 +195,7 @@ int main(int argc, char **argv)
     const char *curve_files[3] = { NULL, NULL, NULL };   /* secret, client keys, worker keys */
     jrpc_curve_keypair_t curve_kp;
     jrpc_curve_allowlist_t *curve_lists[2] = { NULL, NULL };
+    jrpc_tls_opts_t tls_o = { 0 };
     enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, B = JRPC_CONF_ONOFF, L = JRPC_CONF_LIST };
     jrpc_conf_check_fn zmq_ok = jrpc_conf_check_zmq_endpoint, hp_ok = jrpc_conf_check_hostport;
     const jrpc_conf_opt_t opts[] = {
@@ -242,6 +243,17 @@ int main(int argc, char **argv)
           "headers, and WebSocket upgrades with an Origin;\n"
           "none: no CORS, and an upgrade with an Origin is 403",
           .dest = &cors, .check = cors_origin_ok },
+        { "tls-cert", S, "FILE", NULL, "HTTP: serve HTTPS (and wss://) with this PEM\n"
+          "certificate, its chain after it (docs/TLS.md)", .dest = &tls_o.cert },
+        { "tls-key", S, "FILE", NULL, "HTTP: the PEM private key of --tls-cert",
+          .dest = &tls_o.key },
+        { "tls-client-ca", S, "FILE", NULL, "HTTP: mutual TLS: clients must present a\n"
+          "certificate from these PEM CAs; its commonName, when\n"
+          "a key id of --keys, authenticates as that key",
+          .dest = &tls_o.client_ca },
+        { "tls-handshake-timeout-ms", U, "N", "10000", "HTTP: TLS handshake due this soon after\n"
+          "the connection is accepted", .dest = &ho.tls_handshake_timeout_ms, .min = 1,
+          .max = 86400000 },
         { "reuseport", B, "on|off", "off", "HTTP: SO_REUSEPORT, so that several brokers share the\n"
           "port (each needs its own --zmq and --workers)", .dest = &ho.reuseport },
         { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
@@ -316,12 +328,27 @@ int main(int argc, char **argv)
         }
         o.keys = keys;
     }
+    jrpc_tls_ctx_t *tls = NULL;
+    if (tls_o.cert || tls_o.key || tls_o.client_ca) {
+        char err[512];
+        if (!tls_o.cert || !tls_o.key) {
+            jrpc_conf_error(conf, tls_o.cert ? "tls-cert" : "tls-key",
+                            "--tls-cert and --tls-key go together (and --tls-client-ca needs them)");
+            return 2;
+        }
+        if (jrpc_tls_ctx_new(&tls_o, &tls, err, sizeof err) < 0) {
+            jrpc_conf_error(conf, "tls-cert", err);
+            return 2;
+        }
+        ho.tls = tls;
+    }
     if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         jrpc_curve_keypair_wipe(&curve_kp);
         jrpc_curve_allowlist_destroy(&curve_lists[0]);
         jrpc_curve_allowlist_destroy(&curve_lists[1]);
         jrpc_keys_destroy(&keys);
+        jrpc_tls_ctx_free(&tls);
         jrpc_conf_destroy(&conf);
         return 0;
     }
@@ -367,6 +394,12 @@ int main(int argc, char **argv)
     if (strcmp(ho.listen, "none") != 0 &&
         (a.http = jrpc_front_http_new(&a.loop, a.broker, &ho)) == NULL)
         return 1;
+    if (tls) {
+        char what[256];
+        jrpc_tls_ctx_describe(tls, what, sizeof what);
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=tls subject=\"%s\" client_ca=%s", what,
+                 tls_o.client_ca ? "on" : "off");
+    }
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sighup);
@@ -387,6 +420,7 @@ int main(int argc, char **argv)
     uv_loop_close(&a.loop);
     zmq_ctx_term(zctx);
     jrpc_keys_destroy(&keys);
+    jrpc_tls_ctx_free(&tls);
     jrpc_conf_destroy(&conf);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=exit status=0");
     return 0;

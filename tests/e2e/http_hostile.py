@@ -11,6 +11,7 @@ Usage: http_hostile.py PORT [key=value ...]
   max_body=N  max_header=N  max_conns=N  max_open=N (0: skip the 503 case)
   header_to=MS  body_to=MS  idle_to=MS
   key=ID secret=S     run only the signed cases, against a broker with --keys
+  tls=CAFILE          over TLS (the broker has --tls-cert), trusting CAFILE
 Must agree with the flags the broker was started with (http_hostile.sh).
 """
 import hashlib
@@ -18,6 +19,7 @@ import hmac
 import json
 import secrets
 import socket
+import ssl
 import sys
 import time
 
@@ -25,16 +27,20 @@ HOST = "127.0.0.1"
 PORT = int(sys.argv[1])
 CFG = {"log": "", "max_body": 65536, "max_header": 8192, "max_conns": 64,
        "max_open": 4, "header_to": 1000, "body_to": 1000, "idle_to": 2000,
-       "key": "", "secret": ""}
+       "key": "", "secret": "", "tls": ""}
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
-    CFG[k] = v if k in ("log", "key", "secret") else int(v)
+    CFG[k] = v if k in ("log", "key", "secret", "tls") else int(v)
 MAX_BODY = CFG["max_body"]
 MAX_HEADER = CFG["max_header"]
 HEADER_TO = CFG["header_to"] / 1000.0
 BODY_TO = CFG["body_to"] / 1000.0
 IDLE_TO = CFG["idle_to"] / 1000.0
 SLACK = 2.0  # seconds allowed past a broker timeout
+
+TLS = None
+if CFG["tls"]:
+    TLS = ssl.create_default_context(cafile=CFG["tls"])
 
 ADD = b'{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'
 ADD_REPLY = {"jsonrpc": "2.0", "result": 3, "id": 1}
@@ -102,6 +108,8 @@ class Resp:
 class Conn:
     def __init__(self, timeout=5.0):
         self.s = socket.create_connection((HOST, PORT), timeout=timeout)
+        if TLS is not None:  # the same cases, one layer up
+            self.s = TLS.wrap_socket(self.s, server_hostname=HOST)
         self.buf = b""
         self.eof = False
         self.t0 = time.monotonic()
@@ -130,9 +138,14 @@ class Conn:
             return True
         self.s.settimeout(0)  # a timeout would make Python wait in poll()
         try:
+            if TLS is not None:  # (no MSG_PEEK through TLS: keep what comes)
+                d = self.s.recv(65536)
+                self.buf += d
+                self.eof = not d
+                return True
             self.s.recv(1, socket.MSG_PEEK)
             return True  # bytes, or b"" at EOF
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
             return False
         except OSError:
             return True

@@ -1,0 +1,292 @@
+/* jrpc_tls — TLS as a layer of bytes over memory BIOs (see jrpc_tls.h). */
+#include "jrpc_tls.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The context is the SSL_CTX itself: OpenSSL counts its references (each
+ * SSL holds one), which is what a reload needs. */
+#define CTX(c) ((SSL_CTX *)(c))
+
+struct jrpc_tls {
+    SSL  *ssl;
+    BIO  *rbio;        /* ciphertext from the peer (SSL reads it) */
+    BIO  *wbio;        /* ciphertext to the peer (SSL writes it) */
+    bool  failed;      /* a fatal error: no shutdown, no more writes */
+    bool  plain_http;
+    char  err[96];
+};
+
+/* TLS 1.2's suites: forward secrecy (ECDHE) and AEAD only, the ECDSA ones
+ * first. TLS 1.3's are OpenSSL's defaults (all AEAD). */
+static const char cipher_list[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+/* The last OpenSSL error as words (the queue is then cleared). */
+static void ossl_reason(char *buf, size_t len)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    snprintf(buf, len, "%s", r ? r : (e ? "unknown OpenSSL error" : "connection failed"));
+    ERR_clear_error();
+}
+
+/* ALPN: http/1.1 when the client offers it; otherwise no ALPN at all (a
+ * client that offers only h2 then learns it from our HTTP/1.1 answer,
+ * which is kinder than a handshake failure). */
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned int inlen, void *arg)
+{
+    static const unsigned char ours[] = "\x08http/1.1";
+    unsigned char *sel;
+    if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int ctx_fail(SSL_CTX *c, char *err, size_t errlen, const char *what, const char *path)
+{
+    char why[96];
+    ossl_reason(why, sizeof why);
+    snprintf(err, errlen, "%s %s: %s", what, path, why);
+    SSL_CTX_free(c);
+    return JRPC_TLS_EFILE;
+}
+
+int jrpc_tls_ctx_new(const jrpc_tls_opts_t *o, jrpc_tls_ctx_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    ERR_clear_error();
+    SSL_CTX *c = SSL_CTX_new(TLS_server_method());
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return JRPC_TLS_ENOMEM;
+    }
+    SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+    SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                           SSL_OP_CIPHER_SERVER_PREFERENCE);
+    /* An idle keep-alive connection then holds no record buffers. */
+    SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_max_early_data(c, 0);
+    SSL_CTX_set_session_id_context(c, (const unsigned char *)"jrpc", 4);
+    SSL_CTX_set_alpn_select_cb(c, on_alpn, NULL);
+    if (SSL_CTX_set_cipher_list(c, cipher_list) != 1)
+        return ctx_fail(c, err, errlen, "cipher list", "(built in)");
+    if (SSL_CTX_use_certificate_chain_file(c, o->cert) != 1)
+        return ctx_fail(c, err, errlen, "--tls-cert", o->cert);
+    if (SSL_CTX_use_PrivateKey_file(c, o->key, SSL_FILETYPE_PEM) != 1)
+        return ctx_fail(c, err, errlen, "--tls-key", o->key);
+    if (SSL_CTX_check_private_key(c) != 1)
+        return ctx_fail(c, err, errlen, "--tls-key", o->key);
+    if (o->client_ca) {
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(o->client_ca);
+        if (names == NULL || SSL_CTX_load_verify_locations(c, o->client_ca, NULL) != 1) {
+            sk_X509_NAME_pop_free(names, X509_NAME_free);
+            return ctx_fail(c, err, errlen, "--tls-client-ca", o->client_ca);
+        }
+        SSL_CTX_set_client_CA_list(c, names);
+        SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    }
+    *out = (jrpc_tls_ctx_t *)c;
+    return 0;
+}
+
+void jrpc_tls_ctx_free(jrpc_tls_ctx_t **self_p)
+{
+    if (*self_p == NULL)
+        return;
+    SSL_CTX_free(CTX(*self_p));
+    *self_p = NULL;
+}
+
+void jrpc_tls_ctx_describe(const jrpc_tls_ctx_t *ctx, char *buf, size_t len)
+{
+    snprintf(buf, len, "?");
+    X509 *x = SSL_CTX_get0_certificate(CTX(ctx));
+    BIO *b = BIO_new(BIO_s_mem());
+    if (x == NULL || b == NULL) {
+        BIO_free(b);
+        return;
+    }
+    X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253);
+    BIO_puts(b, "\" not_after=\"");
+    ASN1_TIME_print(b, X509_get0_notAfter(x));
+    int n = BIO_read(b, buf, (int)len - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    BIO_free(b);
+}
+
+jrpc_tls_t *jrpc_tls_new(jrpc_tls_ctx_t *ctx)
+{
+    jrpc_tls_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->ssl = SSL_new(CTX(ctx));
+    t->rbio = BIO_new(BIO_s_mem());
+    t->wbio = BIO_new(BIO_s_mem());
+    if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
+        BIO_free(t->rbio);
+        BIO_free(t->wbio);
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return NULL;
+    }
+    /* An empty read BIO means "wait for more", not end of file. */
+    BIO_set_mem_eof_return(t->rbio, -1);
+    BIO_set_mem_eof_return(t->wbio, -1);
+    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+void jrpc_tls_free(jrpc_tls_t **self_p)
+{
+    jrpc_tls_t *t = *self_p;
+    if (t == NULL)
+        return;
+    SSL_free(t->ssl);   /* frees both BIOs */
+    free(t);
+    *self_p = NULL;
+}
+
+int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n)
+{
+    if (n == 0 || t->failed)
+        return 0;
+    if (n > 0x7fffffff || BIO_write(t->rbio, p, (int)n) != (int)n) {
+        ERR_clear_error();
+        return JRPC_TLS_ENOMEM;
+    }
+    return 0;
+}
+
+/* After an SSL call returned r <= 0: 0 to wait for more bytes, or the error. */
+static int verdict(jrpc_tls_t *t, int r)
+{
+    int e = SSL_get_error(t->ssl, r);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        ERR_clear_error();
+        return 0;
+    case SSL_ERROR_ZERO_RETURN:
+        ERR_clear_error();
+        return JRPC_TLS_ECLOSED;
+    default: {
+        unsigned long last = ERR_peek_last_error();
+        t->plain_http = ERR_GET_LIB(last) == ERR_LIB_SSL &&
+                        (ERR_GET_REASON(last) == SSL_R_HTTP_REQUEST ||
+                         ERR_GET_REASON(last) == SSL_R_HTTPS_PROXY_REQUEST);
+        ossl_reason(t->err, sizeof t->err);
+        t->failed = true;
+        return JRPC_TLS_EPROTO;
+    }
+    }
+}
+
+ssize_t jrpc_tls_read(jrpc_tls_t *t, char *buf, size_t cap)
+{
+    if (t->failed)
+        return JRPC_TLS_EPROTO;
+    if (cap > 0x7fffffff)
+        cap = 0x7fffffff;
+    /* SSL_get_error needs an empty queue before the call (SSL_get_error(3)). */
+    ERR_clear_error();
+    int r = SSL_read(t->ssl, buf, (int)cap);
+    return r > 0 ? r : verdict(t, r);
+}
+
+int jrpc_tls_write(jrpc_tls_t *t, const char *p, size_t n)
+{
+    if (t->failed || !SSL_is_init_finished(t->ssl))
+        return JRPC_TLS_EPROTO;
+    while (n > 0) {   /* a memory BIO takes everything: one pass per 1 GiB at most */
+        int k = n > 0x40000000 ? 0x40000000 : (int)n;
+        ERR_clear_error();
+        int r = SSL_write(t->ssl, p, k);
+        if (r <= 0) {
+            int rc = verdict(t, r);
+            return rc < 0 ? rc : JRPC_TLS_ENOMEM;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+void jrpc_tls_close(jrpc_tls_t *t)
+{
+    if (t->failed || !SSL_is_init_finished(t->ssl))
+        return;
+    ERR_clear_error();
+    SSL_shutdown(t->ssl);
+    ERR_clear_error();
+}
+
+size_t jrpc_tls_pending(const jrpc_tls_t *t)
+{
+    return BIO_ctrl_pending(t->wbio);
+}
+
+size_t jrpc_tls_take(jrpc_tls_t *t, char *buf, size_t cap)
+{
+    if (cap > 0x7fffffff)
+        cap = 0x7fffffff;
+    int n = BIO_read(t->wbio, buf, (int)cap);
+    return n > 0 ? (size_t)n : 0;
+}
+
+bool jrpc_tls_established(const jrpc_tls_t *t)
+{
+    return !t->failed && SSL_is_init_finished(t->ssl);
+}
+
+const char *jrpc_tls_error(const jrpc_tls_t *t)
+{
+    return t->err;
+}
+
+bool jrpc_tls_plain_http(const jrpc_tls_t *t)
+{
+    return t->plain_http;
+}
+
+size_t jrpc_tls_peer_name(const jrpc_tls_t *t, char *buf, size_t cap)
+{
+    if (cap == 0 || !jrpc_tls_established(t))
+        return 0;
+    buf[0] = '\0';
+    X509 *x = SSL_get0_peer_certificate(t->ssl);
+    if (x == NULL || SSL_get_verify_result(t->ssl) != X509_V_OK)
+        return 0;
+    X509_NAME *name = X509_get_subject_name(x);
+    int i = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+    if (i < 0)
+        return 0;
+    unsigned char *u = NULL;
+    int n = ASN1_STRING_to_UTF8(&u, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i)));
+    size_t len = 0;
+    if (n > 0 && (size_t)n < cap && memchr(u, '\0', (size_t)n) == NULL) {
+        memcpy(buf, u, (size_t)n);
+        buf[n] = '\0';
+        len = (size_t)n;
+    }
+    OPENSSL_free(u);
+    ERR_clear_error();
+    return len;
+}
+
+void jrpc_tls_describe(const jrpc_tls_t *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s%s", SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl),
+             SSL_session_reused(t->ssl) ? " resumed" : "");
+}
