@@ -399,6 +399,13 @@ int main(int argc, char **argv)
         jrpc_tls_ctx_describe(tls, what, sizeof what);
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=tls subject=\"%s\" client_ca=%s", what,
                  tls_o.client_ca ? "on" : "off");
+        /* The admin listener stays plaintext (docs/TLS.md): say so when it
+         * is reachable from elsewhere. */
+        if (a.admin && strncmp(admin_listen, "127.", 4) != 0 &&
+            strncmp(admin_listen, "[::1]:", 6) != 0 && strncmp(admin_listen, "localhost:", 10) != 0)
+            JRPC_LOG(JRPC_LOG_WARN, "main", "event=admin_plaintext admin=%s detail=\"the admin "
+                     "listener does not speak TLS: keep it on localhost or a private network\"",
+                     admin_listen);
     }
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);

@@ -156,6 +156,7 @@ check "... twice (no nonce: TLS is the replay protection)" "$ADD_OK" \
 check "mutual TLS: alice's ACL refuses echo (-32002 in its slot)" -32002 \
     "$(post "${MT[@]}" -d '{"jsonrpc":"2.0","method":"echo","params":[1],"id":2}' "$U/rpc" |
         "$PY" -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])')"
+pycase wss "$C/client.pem,$C/client.key"   # the upgrade authenticated by the certificate
 check "mutual TLS: CN=bob names no key, unsigned: 401" 401 \
     "$(post --cacert "$C/ca.pem" --cert "$C/client-bob.pem" --key "$C/client-bob.key" -d "$ADD" \
         -o /dev/null -w '%{http_code}' "$U/rpc")"

@@ -10,7 +10,8 @@ One line per check ("ok   NAME" / "FAIL NAME: ..."), exit 1 on a failure.
   truncated MS     half a ClientHello, then silence: closed within MS + 2 s
   garbage          bytes that are neither TLS nor HTTP: closed at once
   resume           a second connection resumes the first one's session
-  wss              a call over wss:// (python3-websockets), jrpc subprotocol
+  wss [CERT,KEY]   a call over wss:// (python3-websockets), jrpc subprotocol,
+                   with a client certificate when given (mutual TLS)
 """
 import asyncio
 import json
@@ -179,13 +180,16 @@ def resume():
 
 def wss():
     import websockets
+    c = ctx()
+    if ARG:
+        c.load_cert_chain(*ARG.split(","))
 
     async def go():
-        async with websockets.connect("wss://%s:%d/rpc" % (HOST, PORT), ssl=ctx(),
+        async with websockets.connect("wss://%s:%d/rpc" % (HOST, PORT), ssl=c,
                                       subprotocols=["jrpc"]) as ws:
             await ws.send(call(5).decode())
             return await asyncio.wait_for(ws.recv(), 10)
-    check("a call over wss://", '{"jsonrpc":"2.0","result":6,"id":5}', asyncio.run(go()))
+    check("a call over wss://" + (" with a client certificate" if ARG else ""), '{"jsonrpc":"2.0","result":6,"id":5}', asyncio.run(go()))
 
 
 {"keepalive": keepalive, "pipeline": lambda: pipeline(int(ARG)),
