@@ -1004,6 +1004,12 @@ static void expire(conn_t *c, enum tmode mode)
         conn_close(c);
         break;
     }
+    case T_HANDSHAKE:
+        jrpc_metrics.tls_failed++;
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=tls_failed reason=\"handshake timeout\" peer=%.*s",
+                 (int)c->peer_len, c->peer);
+        conn_close(c);
+        break;
     default:
         conn_close(c);
         break;
