@@ -158,6 +158,7 @@ struct jrpc_front_http {
     uv_timer_t      ping;       /* ": ping" on SSE streams every opts.stream_ping_ms */
     uint32_t        nstreams;   /* streamed answers begun and not ended */
     char            rbuf[READ_BUF];
+    char           *pbuf;       /* TLS: plaintext of one read's records (READ_BUF; NULL: no TLS) */
 };
 
 static const char continue_line[] = JRPC_HTTP_CONTINUE;
@@ -832,6 +833,7 @@ static void front_maybe_free(jrpc_front_http_t *f)
         free(r);
     }
     jrpc_buf_dispose(&f->err);
+    free(f->pbuf);
     free(f);
 }
 
@@ -1621,7 +1623,7 @@ typedef struct tblock {
     uv_write_t   req;
     uv_write_t  *user;    /* NULL: our own bytes (handshake, alerts, close_notify) */
     uv_write_cb  cb;
-    char         data[];
+    jrpc_buf_t   data;    /* the ciphertext, taken whole from the session */
 } tblock_t;
 
 static void on_tls_written(uv_write_t *w, int status)
@@ -1629,6 +1631,7 @@ static void on_tls_written(uv_write_t *w, int status)
     tblock_t *b = (tblock_t *)w;   /* req is the first member */
     uv_write_t *user = b->user;
     uv_write_cb cb = b->cb;
+    jrpc_buf_dispose(&b->data);
     free(b);
     if (cb)
         cb(user, status);
@@ -1638,21 +1641,22 @@ static void on_tls_written(uv_write_t *w, int status)
  * on behalf of user/cb when not NULL. */
 static int tls_flush_out(conn_t *c, uv_write_t *user, uv_write_cb cb)
 {
-    size_t n = jrpc_tls_pending(c->tls);
-    if (n == 0 && cb == NULL)
+    if (jrpc_tls_pending(c->tls) == 0 && cb == NULL)
         return 0;
-    tblock_t *b = malloc(sizeof *b + n);
+    tblock_t *b = malloc(sizeof *b);
     if (b == NULL)
         return UV_ENOMEM;
     b->user = user;
     b->cb = cb;
-    n = jrpc_tls_take(c->tls, b->data, n);
+    jrpc_tls_take_buf(c->tls, &b->data);
     if (user)
         user->handle = (uv_stream_t *)&c->tcp;   /* what the callbacks read */
-    uv_buf_t ub = uv_buf_init(b->data, (unsigned)n);
+    uv_buf_t ub = uv_buf_init(b->data.p, (unsigned)b->data.len);
     int rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, &ub, 1, on_tls_written);
-    if (rc < 0)
+    if (rc < 0) {
+        jrpc_buf_dispose(&b->data);
         free(b);
+    }
     return rc;
 }
 
@@ -1737,13 +1741,13 @@ static void tls_in(conn_t *c, const char *p, size_t n)
         return;
     }
     ssize_t k;
-    /* (p is f->rbuf, copied into the session already: reused for plaintext) */
-    while ((k = jrpc_tls_read(c->tls, f->rbuf, READ_BUF)) > 0) {
+    /* (p, in f->rbuf, is read in place until jrpc_tls_read says 0) */
+    while ((k = jrpc_tls_read(c->tls, f->pbuf, READ_BUF)) > 0) {
         if (!was) {
             was = true;
             tls_ready(c);
         }
-        plain_in(c, f->rbuf, (size_t)k);
+        plain_in(c, f->pbuf, (size_t)k);
         if (c->closed || c->finishing)
             return;
     }
@@ -1975,6 +1979,11 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->loop = loop;
     f->broker = broker;
     f->opts = *opts;
+    if (opts->tls && (f->pbuf = malloc(READ_BUF)) == NULL) {
+        close(fd);
+        free(f);
+        return NULL;
+    }
     jrpc_buf_init(&f->err);
     uv_tcp_init(loop, &f->listener);
     f->listener.data = f;

@@ -1,6 +1,8 @@
 /* jrpc_tls — TLS as a layer of bytes over memory BIOs (see jrpc_tls.h). */
 #include "jrpc_tls.h"
 
+#include "jrpc_buf.h"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -12,14 +14,76 @@
  * SSL holds one), which is what a reload needs. */
 #define CTX(c) ((SSL_CTX *)(c))
 
+/* The session's BIO is ours (bio_method below), not OpenSSL's memory BIO:
+ * a memory BIO keeps its buffer at the largest size it ever held: an idle
+ * keep-alive connection that had carried one 60 KB call held 131 KB with
+ * them, 18 KB with ours (bench/tls_idle.py). Ours reads the caller's bytes
+ * in place and writes
+ * into a jrpc_buf that jrpc_tls_take_buf hands over whole: nothing is kept
+ * between reads, and with SSL_MODE_RELEASE_BUFFERS neither are OpenSSL's
+ * record buffers. */
 struct jrpc_tls {
-    SSL  *ssl;
-    BIO  *rbio;        /* ciphertext from the peer (SSL reads it) */
-    BIO  *wbio;        /* ciphertext to the peer (SSL writes it) */
-    bool  failed;      /* a fatal error: no shutdown, no more writes */
-    bool  plain_http;
-    char  err[96];
+    SSL        *ssl;
+    const char *in_p;      /* ciphertext not yet read by SSL (the caller's, or held) */
+    size_t      in_n;
+    jrpc_buf_t  held;      /* fed bytes kept across feeds when not all were read */
+    jrpc_buf_t  out;       /* ciphertext to the peer */
+    size_t      out_off;   /* of it, already taken by jrpc_tls_take */
+    bool        failed;    /* a fatal error: no shutdown, no more writes */
+    bool        plain_http;
+    char        err[96];
 };
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+    jrpc_tls_t *t = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (t->in_n == 0) {
+        BIO_set_retry_read(b);
+        return -1;
+    }
+    size_t k = (size_t)len < t->in_n ? (size_t)len : t->in_n;
+    memcpy(buf, t->in_p, k);
+    t->in_p += k;
+    t->in_n -= k;
+    return (int)k;
+}
+
+static int bio_write(BIO *b, const char *buf, int len)
+{
+    jrpc_tls_t *t = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    return jrpc_buf_append(&t->out, buf, (size_t)len) < 0 ? -1 : len;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    jrpc_tls_t *t = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:    return 1;
+    case BIO_CTRL_PENDING:  return (long)t->in_n;
+    case BIO_CTRL_WPENDING: return (long)(t->out.len - t->out_off);
+    default:                return 0;
+    }
+}
+
+static int bio_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static BIO_METHOD *bio_method(void)
+{
+    static BIO_METHOD *m;   /* made once; the broker is one thread */
+    if (m == NULL && (m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "jrpc")) != NULL) {
+        BIO_meth_set_read(m, bio_read);
+        BIO_meth_set_write(m, bio_write);
+        BIO_meth_set_ctrl(m, bio_ctrl);
+        BIO_meth_set_create(m, bio_create);
+    }
+    return m;
+}
 
 /* TLS 1.2's suites: forward secrecy (ECDHE) and AEAD only, the ECDSA ones
  * first. TLS 1.3's are OpenSSL's defaults (all AEAD). */
@@ -129,21 +193,17 @@ jrpc_tls_t *jrpc_tls_new(jrpc_tls_ctx_t *ctx)
     jrpc_tls_t *t = calloc(1, sizeof *t);
     if (t == NULL)
         return NULL;
-    t->ssl = SSL_new(CTX(ctx));
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
-        BIO_free(t->rbio);
-        BIO_free(t->wbio);
-        SSL_free(t->ssl);
+    BIO_METHOD *m = bio_method();
+    BIO *bio = m ? BIO_new(m) : NULL;
+    t->ssl = bio ? SSL_new(CTX(ctx)) : NULL;
+    if (t->ssl == NULL) {
+        BIO_free(bio);
         free(t);
         ERR_clear_error();
         return NULL;
     }
-    /* An empty read BIO means "wait for more", not end of file. */
-    BIO_set_mem_eof_return(t->rbio, -1);
-    BIO_set_mem_eof_return(t->wbio, -1);
-    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    BIO_set_data(bio, t);
+    SSL_set_bio(t->ssl, bio, bio);   /* one BIO both ways: one reference taken */
     SSL_set_accept_state(t->ssl);
     return t;
 }
@@ -153,7 +213,9 @@ void jrpc_tls_free(jrpc_tls_t **self_p)
     jrpc_tls_t *t = *self_p;
     if (t == NULL)
         return;
-    SSL_free(t->ssl);   /* frees both BIOs */
+    SSL_free(t->ssl);   /* frees the BIO */
+    jrpc_buf_dispose(&t->held);
+    jrpc_buf_dispose(&t->out);
     free(t);
     *self_p = NULL;
 }
@@ -162,10 +224,25 @@ int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n)
 {
     if (n == 0 || t->failed)
         return 0;
-    if (n > 0x7fffffff || BIO_write(t->rbio, p, (int)n) != (int)n) {
-        ERR_clear_error();
-        return JRPC_TLS_ENOMEM;
+    if (t->in_n == 0) {   /* the usual case: read in place */
+        jrpc_buf_dispose(&t->held);
+        t->in_p = p;
+        t->in_n = n;
+        return 0;
     }
+    /* Bytes of an earlier feed are still unread: keep them, then these. */
+    if (t->in_p >= t->held.p && t->in_p < t->held.p + t->held.len) {
+        memmove(t->held.p, t->in_p, t->in_n);
+        t->held.len = t->in_n;
+    } else {
+        t->held.len = 0;
+        if (jrpc_buf_append(&t->held, t->in_p, t->in_n) < 0)
+            return JRPC_TLS_ENOMEM;
+    }
+    if (jrpc_buf_append(&t->held, p, n) < 0)
+        return JRPC_TLS_ENOMEM;
+    t->in_p = t->held.p;
+    t->in_n = t->held.len;
     return 0;
 }
 
@@ -209,7 +286,11 @@ int jrpc_tls_write(jrpc_tls_t *t, const char *p, size_t n)
 {
     if (t->failed || !SSL_is_init_finished(t->ssl))
         return JRPC_TLS_EPROTO;
-    while (n > 0) {   /* a memory BIO takes everything: one pass per 1 GiB at most */
+    /* Room for the records at once: 16 KiB of plaintext each, plus their
+     * header, tag and padding (well under 256 bytes). */
+    if (jrpc_buf_reserve(&t->out, n + (n / 16384 + 1) * 256) < 0)
+        return JRPC_TLS_ENOMEM;
+    while (n > 0) {   /* our BIO takes everything: one pass per 1 GiB at most */
         int k = n > 0x40000000 ? 0x40000000 : (int)n;
         ERR_clear_error();
         int r = SSL_write(t->ssl, p, k);
@@ -234,15 +315,30 @@ void jrpc_tls_close(jrpc_tls_t *t)
 
 size_t jrpc_tls_pending(const jrpc_tls_t *t)
 {
-    return BIO_ctrl_pending(t->wbio);
+    return t->out.len - t->out_off;
 }
 
 size_t jrpc_tls_take(jrpc_tls_t *t, char *buf, size_t cap)
 {
-    if (cap > 0x7fffffff)
-        cap = 0x7fffffff;
-    int n = BIO_read(t->wbio, buf, (int)cap);
-    return n > 0 ? (size_t)n : 0;
+    size_t n = jrpc_tls_pending(t);
+    if (n > cap)
+        n = cap;
+    memcpy(buf, t->out.p + t->out_off, n);
+    t->out_off += n;
+    if (t->out_off == t->out.len)
+        t->out.len = t->out_off = 0;
+    return n;
+}
+
+void jrpc_tls_take_buf(jrpc_tls_t *t, jrpc_buf_t *dst)
+{
+    if (t->out_off > 0) {
+        memmove(t->out.p, t->out.p + t->out_off, t->out.len - t->out_off);
+        t->out.len -= t->out_off;
+        t->out_off = 0;
+    }
+    *dst = t->out;
+    jrpc_buf_init(&t->out);
 }
 
 bool jrpc_tls_established(const jrpc_tls_t *t)

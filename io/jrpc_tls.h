@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "jrpc_buf.h"
 
 typedef struct jrpc_tls_ctx jrpc_tls_ctx_t;
 typedef struct jrpc_tls jrpc_tls_t;
@@ -52,7 +53,9 @@ void jrpc_tls_free(jrpc_tls_t **self_p);
 
 /* Ciphertext read from the socket; 0 or JRPC_TLS_ENOMEM. Then call
  * jrpc_tls_read until it returns 0 or less, then send what jrpc_tls_take
- * gives (handshake records, tickets, alerts). */
+ * gives (handshake records, tickets, alerts). The bytes are read in place,
+ * not copied: they must stay valid until jrpc_tls_read has returned 0 or
+ * less (the next feed keeps whatever is left unread, then). */
 int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n);
 /* Plaintext, as much as fits in buf: > 0 bytes; 0 when more ciphertext is
  * needed; JRPC_TLS_ECLOSED or JRPC_TLS_EPROTO. Drives the handshake. */
@@ -67,6 +70,9 @@ void jrpc_tls_close(jrpc_tls_t *t);
 /* Ciphertext waiting to be sent, and taking it (at most cap bytes). */
 size_t jrpc_tls_pending(const jrpc_tls_t *t);
 size_t jrpc_tls_take(jrpc_tls_t *t, char *buf, size_t cap);
+/* All of it, without a copy: *dst gets the buffer (the caller disposes of
+ * it); the session starts a new one. */
+void jrpc_tls_take_buf(jrpc_tls_t *t, jrpc_buf_t *dst);
 
 bool jrpc_tls_established(const jrpc_tls_t *t);
 /* Why the session failed (an OpenSSL reason such as "wrong version
