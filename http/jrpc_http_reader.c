@@ -239,8 +239,8 @@ int jrpc_http_accept_q(const char *p, size_t n, const char *type, bool any_json)
     const char *range, *param;
     size_t rn, pn;
     while (jrpc_http_next_elem(&p, &n, ',', &range, &rn)) {
-        const char *t;
-        size_t tn;
+        const char *t = range;   /* (set by the call; initialised for -O3's sake) */
+        size_t tn = 0;
         jrpc_http_next_elem(&range, &rn, ';', &t, &tn);
         if (!(tn == tl && strncasecmp(t, type, tl) == 0) &&
             !(any_json && (IS(t, tn, "*/*") || IS(t, tn, "application/*"))))
