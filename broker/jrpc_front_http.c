@@ -1188,9 +1188,9 @@ static void ws_rest(conn_t *c, const char *p, size_t n)
         conn_finish(c);
 }
 
-/* The upgrade is accepted, and authenticated as key (NULL: open broker):
+/* The upgrade is accepted, and authenticated as key_id (empty: open broker):
  * the 101, then the session, which gets the bytes that came after the head. */
-static void ws_switch(conn_t *c, const jrpc_key_t *key)
+static void ws_switch(conn_t *c, jrpc_span_t key_id)
 {
     jrpc_front_http_t *f = c->front;
     const jrpc_front_ws_hs_t *hs = c->hs;
@@ -1200,7 +1200,7 @@ static void ws_switch(conn_t *c, const jrpc_key_t *key)
         .max_msg = f->opts.max_body, .max_inflight = f->opts.ws_max_inflight,
         .max_queued = f->opts.ws_max_queued, .ping_ms = f->opts.ws_ping_ms,
         .idle_ms = f->opts.idle_timeout_ms, .stream = hs->stream, .timeout_ms = c->timeout_ms,
-        .key = key, .peer = { c->peer, c->peer_len },
+        .key_id = key_id, .peer = { c->peer, c->peer_len },
     };
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=ws_open protocol=%s stream=%d peer=%.*s",
              hs->protocol ? hs->protocol : "-", hs->stream, (int)c->peer_len, c->peer);
@@ -1247,7 +1247,7 @@ static const uint16_t status_of[JRPC_BODY_NOUTCOMES];
 
 /* The broker's verdict on the upgrade's signature and nonce. */
 static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
-                            const jrpc_key_t *key)
+                            jrpc_span_t key_id)
 {
     conn_t *c = ctx;
     c->auth = NULL;
@@ -1255,7 +1255,7 @@ static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size
         answer_close(c, status_of[out.cls], err, len);
         return;
     }
-    ws_switch(c, key);
+    ws_switch(c, key_id);
 }
 
 /* A GET / or /rpc asking for a WebSocket (origin_ok: the CORS verdict on
