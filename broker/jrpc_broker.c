@@ -40,7 +40,10 @@ struct bbatch {
     bool           busy;         /* being submitted: not to be freed yet */
     bool           claiming;     /* waiting for Redis to claim the nonce */
     bool           cancelled;    /* the client left while claiming */
-    const jrpc_key_t *key;       /* the signing key (ACL), or NULL when open */
+    uint8_t        key_id_n;     /* key_id's length; 0 when open */
+    char           key_id[JRPC_KEYS_ID_MAX]; /* the signing key's id: looked up (ACL) when
+                                    the calls start, never kept as a pointer (a reload
+                                    frees the set: jrpc_broker_set_keys) */
     bbatch_t      *prev, *next;  /* the deadline list */
     uint64_t       t0;           /* uv_hrtime() at submit (metrics, access log) */
     int            transport;    /* a jrpc_transport */
@@ -109,6 +112,14 @@ static void arm_timer(jrpc_broker_t *b)
     uv_timer_start(&b->timer, on_timer, b->head->deadline > now ? b->head->deadline - now : 0, 0);
 }
 
+/* Keeps a copy of a key's id (jrpc_keys: at most JRPC_KEYS_ID_MAX bytes). */
+static void keep_key_id(char dst[JRPC_KEYS_ID_MAX], uint8_t *n, jrpc_span_t id)
+{
+    assert(id.n <= JRPC_KEYS_ID_MAX);
+    memcpy(dst, id.p, id.n);
+    *n = (uint8_t)id.n;
+}
+
 static void batch_free(bbatch_t *x)
 {
     jrpc_batch_dispose(&x->req);
@@ -145,8 +156,8 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
                 errors += !x->req.calls[i].notification && x->req.calls[i].error;
         else
             errors = cls != JRPC_BODY_CANCELLED;
-        if (x->key)
-            key = jrpc_key_id(x->key);
+        if (x->key_id_n)
+            key = (jrpc_span_t){ x->key_id, x->key_id_n };
         if (x->trace.n)
             tp = x->trace;
         if (x->peer.n)
@@ -338,9 +349,21 @@ static void on_timer(uv_timer_t *t)
     arm_timer(b);
 }
 
-/* Dispatches the calls of an admitted body (ACL first, per call). */
+static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now);
+
+/* Dispatches the calls of an admitted body (ACL first, per call). Its key
+ * is looked up here, in the set in force now: a reload may have removed it
+ * while the nonce was in Redis (then the body is refused), or changed its
+ * ACL (the new one applies). The pointer lives for this call only. */
 static void start(jrpc_broker_t *b, bbatch_t *x)
 {
+    const jrpc_key_t *key = NULL;
+    if (b->opts.keys && x->key_id_n &&
+        (key = jrpc_keys_find(b->opts.keys, (jrpc_span_t){ x->key_id, x->key_id_n })) == NULL) {
+        refuse_auth(b, x, JRPC_AUTH_EUNKNOWN_KEY, (int64_t)time(NULL));
+        settle(b, x);
+        return;
+    }
     /* Streamed: what the parser answered goes out first. */
     for (uint32_t i = 0; x->answer && i < x->req.ncalls; i++)
         if (x->req.calls[i].answered)
@@ -352,7 +375,7 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
             continue;
         if (!c->notification)
             x->unanswered++;
-        if (x->key && !jrpc_key_allows(x->key, c->method)) {
+        if (key && !jrpc_key_allows(key, c->method)) {
             jrpc_metrics.acl_denied++;
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
@@ -428,27 +451,39 @@ static int64_t signed_at(const jrpc_auth_req_t *req)
     return ts;
 }
 
+/* Refuses x unauthorized for a JRPC_AUTH_E* reason (rc). */
+static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
+{
+    char data[320];
+    snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
+             jrpc_auth_strerror(rc), (long long)now);
+    refuse(b, x, NULL, NULL, NULL, -EACCES, data);
+}
+
 /* The checks that need no I/O; then the nonce goes to Redis. Returns true
- * when the body may go on at once (open broker). */
+ * when the body may go on at once (open broker, or a connection's key). */
 static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (b->opts.keys == NULL)
         return true;
-    if (ad && ad->key) {   /* authenticated with its connection */
-        x->key = ad->key;
+    int64_t now = (int64_t)time(NULL);
+    if (ad && ad->key_id.n) {   /* authenticated with its connection */
+        if (jrpc_keys_find(b->opts.keys, ad->key_id) == NULL) {   /* removed by a reload */
+            refuse_auth(b, x, JRPC_AUTH_EUNKNOWN_KEY, now);
+            return false;
+        }
+        keep_key_id(x->key_id, &x->key_id_n, ad->key_id);
         return true;
     }
     static const jrpc_auth_req_t none;
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
-    int64_t now = (int64_t)time(NULL);
-    int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &x->key);
+    const jrpc_key_t *key;
+    int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &key);
     if (rc < 0) {
-        char data[320];
-        snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
-                 jrpc_auth_strerror(rc), (long long)now);
-        refuse(b, x, NULL, NULL, NULL, -EACCES, data);
+        refuse_auth(b, x, rc, now);
         return false;
     }
+    keep_key_id(x->key_id, &x->key_id_n, jrpc_key_id(key));
     x->claiming = true;
     rc = jrpc_replay_claim(b->replay, req->key, req->nonce, signed_at(req), on_claimed, x);
     if (rc < 0) {
@@ -542,8 +577,10 @@ struct jrpc_broker_auth {
     jrpc_broker_t    *broker;
     jrpc_auth_fn      fn;
     void             *ctx;
-    const jrpc_key_t *key;        /* the key, once the signature checked out */
     int               transport;
+    uint8_t           key_id_n;   /* key_id's length, once the signature checked out */
+    char              key_id[JRPC_KEYS_ID_MAX]; /* a copy: a reload may free the key
+                                     while the nonce is in Redis */
     bool              cancelled;  /* the connection left while claiming */
     uint64_t          t0;         /* metrics */
     jrpc_span_t       peer;       /* in peer_text: for the access line */
@@ -572,7 +609,7 @@ static void auth_refuse(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc, const c
         jrpc_buf_reset(&b->out);
     access_log(b, NULL, &ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(a->transport, out.cls, out.code, a->t0);
-    a->fn(a->ctx, out, b->out.p, b->out.len, NULL);
+    a->fn(a->ctx, out, b->out.p, b->out.len, (jrpc_span_t){ NULL, 0 });
 }
 
 static void auth_unavailable(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc)
@@ -597,7 +634,8 @@ static void on_auth_claimed(void *arg, int rc)
     if (a->cancelled)
         ;
     else if (rc == 0)
-        a->fn(a->ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, a->key);
+        a->fn(a->ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0,
+              (jrpc_span_t){ a->key_id, a->key_id_n });
     else if (rc == -EEXIST)
         auth_refuse(b, a, rc,
                     "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
@@ -613,8 +651,9 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 {
     if (handle)
         *handle = NULL;
-    if (b->opts.keys == NULL || ad->key) {   /* open, or authenticated by its connection */
-        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, b->opts.keys ? ad->key : NULL);
+    if (b->opts.keys == NULL || ad->key_id.n) {   /* open, or authenticated by its connection */
+        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0,
+           b->opts.keys ? ad->key_id : (jrpc_span_t){ NULL, 0 });
         return 0;
     }
     jrpc_broker_auth_t *a = calloc(1, sizeof *a);
@@ -630,7 +669,8 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
         a->peer = (jrpc_span_t){ a->peer_text, ad->peer.n };
     }
     int64_t now = (int64_t)time(NULL);
-    int rc = jrpc_auth_check(b->opts.keys, &ad->auth, body, len, now, b->opts.skew_s, &a->key);
+    const jrpc_key_t *key;
+    int rc = jrpc_auth_check(b->opts.keys, &ad->auth, body, len, now, b->opts.skew_s, &key);
     if (rc < 0) {
         char data[320];
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
@@ -639,6 +679,7 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
         free(a);
         return 0;
     }
+    keep_key_id(a->key_id, &a->key_id_n, jrpc_key_id(key));
     if (handle)
         *handle = a;
     b->open++;
@@ -652,9 +693,9 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
     return 0;
 }
 
-const jrpc_key_t *jrpc_broker_key(const jrpc_broker_t *b, jrpc_span_t id)
+bool jrpc_broker_has_key(const jrpc_broker_t *b, jrpc_span_t id)
 {
-    return b->opts.keys ? jrpc_keys_find(b->opts.keys, id) : NULL;
+    return b->opts.keys && jrpc_keys_find(b->opts.keys, id) != NULL;
 }
 
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *a)
@@ -691,6 +732,14 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     uv_timer_init(loop, &b->timer);
     b->timer.data = b;
     return b;
+}
+
+const jrpc_keys_t *jrpc_broker_set_keys(jrpc_broker_t *b, const jrpc_keys_t *keys)
+{
+    assert((keys == NULL) == (b->opts.keys == NULL));   /* a reload switches no mode */
+    const jrpc_keys_t *old = b->opts.keys;
+    b->opts.keys = keys;
+    return old;
 }
 
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg)

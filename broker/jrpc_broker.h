@@ -31,7 +31,8 @@ typedef struct jrpc_broker_opts {
     uint32_t            timeout_ms;  /* deadline of every call, and the cap on a client's */
     uint32_t            max_open;    /* bodies waiting for answers before "busy" */
     jrpc_workers_opts_t workers;     /* the worker side */
-    const jrpc_keys_t  *keys;        /* NULL: open (nothing signed); borrowed */
+    const jrpc_keys_t  *keys;        /* NULL: open (nothing signed); borrowed (replaced by
+                                        jrpc_broker_set_keys) */
     uint32_t            skew_s;      /* timestamp window, ± seconds */
     jrpc_replay_opts_t  replay;      /* Redis, used when keys is set */
     bool                access_log;  /* one line per body at info (--access-log on) */
@@ -61,10 +62,13 @@ typedef struct jrpc_admit {
     jrpc_span_t     peer;        /* the client's address as text, for the access log;
                                     empty: unknown */
     jrpc_answer_fn  answer;      /* non-NULL: streamed mode (jrpc_broker_submit) */
-    const jrpc_key_t *key;       /* non-NULL: the sender was authenticated already, as
-                                    this key (jrpc_broker_authenticate: a WebSocket's
-                                    upgrade); auth is not read, no nonce is claimed, the
-                                    key's ACL applies. Ignored when the broker has no keys */
+    jrpc_span_t     key_id;      /* non-empty: the sender was authenticated already, as
+                                    the key with this id (jrpc_broker_authenticate: a
+                                    WebSocket's upgrade); auth is not read, no nonce is
+                                    claimed. The id is looked up in the key set in force
+                                    now: a key a reload removed is refused unauthorized
+                                    ("unknown key"), a changed ACL applies. Ignored when
+                                    the broker has no keys */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -128,12 +132,13 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *handle);
 typedef struct jrpc_broker_auth jrpc_broker_auth_t;
 
 /* Receives the verdict of jrpc_broker_authenticate: out.cls JRPC_BODY_OK
- * with key (borrowed from the broker's key set: valid while the broker
- * lives), or unauthorized, replayed, unavailable with key NULL and err the
- * error object (id null) a body refused for the same reason gets; err is
- * valid during the call. */
+ * with key_id the id of the key that signed (empty for an open broker), or
+ * unauthorized, replayed, unavailable with key_id empty and err the error
+ * object (id null) a body refused for the same reason gets. err and key_id
+ * are valid during the call only: a connection keeps a copy of the id, never
+ * a pointer into the key set, which a reload replaces (jrpc_broker_set_keys). */
 typedef void (*jrpc_auth_fn)(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
-                             const jrpc_key_t *key);
+                             jrpc_span_t key_id);
 
 /* Runs admission's first half for a connection: ad->auth is checked
  * (jrpc_auth_check) over the signed bytes body[0, len) — empty for a
@@ -154,11 +159,24 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 /* The connection is gone before fn was called: fn never will be. */
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *handle);
 
-/* The key of the key file with this id (a transport that authenticated its
- * peer itself: mutual TLS's certificate name), to pass as jrpc_admit_t.key;
- * NULL when there is none or the broker has no keys. Look it up for each
+/* Puts another key set in force (SIGHUP: jrpc-broker's reload) and returns
+ * the one it replaces, which the caller may free at once: the broker and its
+ * fronts keep no pointer into a key set from one loop turn to the next.
+ * Bodies and connections keep the id of their key and look it up when they
+ * need it, so from now on a removed key is refused for new bodies (also on a
+ * WebSocket authenticated with it), a new key is accepted, a changed ACL
+ * applies to calls dispatched from now on; calls already dispatched finish.
+ * A body whose nonce is being claimed in Redis is looked up again when the
+ * claim returns (its key removed meanwhile: refused unauthorized). keys must
+ * be non-NULL exactly when the broker was created with keys (a reload does
+ * not switch signing on or off). Never blocks. */
+const jrpc_keys_t *jrpc_broker_set_keys(jrpc_broker_t *b, const jrpc_keys_t *keys);
+
+/* Whether the key file in force has a key with this id (a transport that
+ * authenticated its peer itself: mutual TLS's certificate name, then passed
+ * as jrpc_admit_t.key_id); false when the broker has no keys. Ask for each
  * body: the key file may have been reloaded since. */
-const jrpc_key_t *jrpc_broker_key(const jrpc_broker_t *b, jrpc_span_t id);
+bool jrpc_broker_has_key(const jrpc_broker_t *b, jrpc_span_t id);
 
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);

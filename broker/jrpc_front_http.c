@@ -180,7 +180,7 @@ static void on_flushq(uv_check_t *h);
 static void on_tick(uv_timer_t *t);
 static int io_try_write(conn_t *c, const uv_buf_t *bufs, unsigned nb);
 static int io_write(conn_t *c, uv_write_t *w, const uv_buf_t *bufs, unsigned nb, uv_write_cb cb);
-static const jrpc_key_t *cert_key(const conn_t *c);
+static jrpc_span_t cert_key_id(const conn_t *c);
 
 static enum tslot slot_of(enum tmode mode)
 {
@@ -1208,9 +1208,9 @@ static void ws_rest(conn_t *c, const char *p, size_t n)
         conn_finish(c);
 }
 
-/* The upgrade is accepted, and authenticated as key (NULL: open broker):
+/* The upgrade is accepted, and authenticated as key_id (empty: open broker):
  * the 101, then the session, which gets the bytes that came after the head. */
-static void ws_switch(conn_t *c, const jrpc_key_t *key)
+static void ws_switch(conn_t *c, jrpc_span_t key_id)
 {
     jrpc_front_http_t *f = c->front;
     const jrpc_front_ws_hs_t *hs = c->hs;
@@ -1220,7 +1220,7 @@ static void ws_switch(conn_t *c, const jrpc_key_t *key)
         .max_msg = f->opts.max_body, .max_inflight = f->opts.ws_max_inflight,
         .max_queued = f->opts.ws_max_queued, .ping_ms = f->opts.ws_ping_ms,
         .idle_ms = f->opts.idle_timeout_ms, .stream = hs->stream, .timeout_ms = c->timeout_ms,
-        .key = key, .peer = { c->peer, c->peer_len },
+        .key_id = key_id, .peer = { c->peer, c->peer_len },
     };
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=ws_open protocol=%s stream=%d peer=%.*s",
              hs->protocol ? hs->protocol : "-", hs->stream, (int)c->peer_len, c->peer);
@@ -1267,7 +1267,7 @@ static const uint16_t status_of[JRPC_BODY_NOUTCOMES];
 
 /* The broker's verdict on the upgrade's signature and nonce. */
 static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
-                            const jrpc_key_t *key)
+                            jrpc_span_t key_id)
 {
     conn_t *c = ctx;
     c->auth = NULL;
@@ -1275,7 +1275,7 @@ static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size
         answer_close(c, status_of[out.cls], err, len);
         return;
     }
-    ws_switch(c, key);
+    ws_switch(c, key_id);
 }
 
 /* A GET / or /rpc asking for a WebSocket (origin_ok: the CORS verdict on
@@ -1315,7 +1315,7 @@ static void ws_upgrade(conn_t *c, const jrpc_http_head_t *h, bool origin_ok)
                   .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
                   .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
         .peer = { c->peer, c->peer_len },
-        .key = cert_key(c),
+        .key_id = cert_key_id(c),
     };
     /* The signed bytes of an upgrade are the empty body (docs/SIGNING.md). */
     if (jrpc_broker_authenticate(f->broker, "", 0, &ad, on_upgrade_auth, c, &c->auth) < 0)
@@ -1467,7 +1467,7 @@ static void message_done(conn_t *c)
                                                 : (jrpc_span_t){ "", 0 },
         .peer = { c->peer, c->peer_len },
         .answer = r->stream ? on_answer : NULL,
-        .key = cert_key(c),
+        .key_id = cert_key_id(c),
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -1715,7 +1715,7 @@ static void tls_fail(conn_t *c)
 }
 
 /* The handshake is done: HTTP begins, under the idle deadline; a verified
- * client certificate's name is kept (cert_key looks it up per body). */
+ * client certificate's name is kept (cert_key_id looks it up per body). */
 static void tls_ready(conn_t *c)
 {
     char what[96];
@@ -1767,16 +1767,17 @@ static void tls_in(conn_t *c, const char *p, size_t n)
     tls_send(c);
 }
 
-/* The key a verified client certificate names (mutual TLS), looked up per
- * body so that a reload's revocation holds for open connections; NULL:
- * none, and the body is checked as any other. */
-static const jrpc_key_t *cert_key(const conn_t *c)
+/* The key a verified client certificate names (mutual TLS): its id when
+ * the key file in force has it, asked per body so that a reload's
+ * revocation holds for open connections; empty: none, and the body is
+ * checked as any other. */
+static jrpc_span_t cert_key_id(const conn_t *c)
 {
-    if (c->cert_len == 0)
-        return NULL;
-    return jrpc_broker_key(c->front->broker, (jrpc_span_t){ c->cert, c->cert_len });
+    jrpc_span_t id = { c->cert, c->cert_len };
+    if (c->cert_len == 0 || !jrpc_broker_has_key(c->front->broker, id))
+        return (jrpc_span_t){ NULL, 0 };
+    return id;
 }
-
 /* ---- WebSocket: the session's io -------------------------------------------- */
 
 /* One write the socket did not take at once: its own request and copy, so

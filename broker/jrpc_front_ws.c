@@ -185,6 +185,10 @@ struct jrpc_front_ws {
     bool                 gone;      /* destroyed: only the timer's close is awaited */
     uint8_t              peer_len;
     char                 peer[64];
+    uint8_t              key_id_len;
+    char                 key_id[JRPC_KEYS_ID_MAX]; /* the upgrade's key, by id: a reload
+                                       may free the key set under an open session, so
+                                       each message's body is admitted by a fresh lookup */
 };
 
 static void send_text(jrpc_front_ws_t *s, const char *p, size_t n);
@@ -340,7 +344,7 @@ static void submit(jrpc_front_ws_t *s, const char *p, size_t n, uint32_t k)
         .transport = JRPC_TRANSPORT_WS,
         .peer = { s->peer, s->peer_len },
         .answer = s->o.stream ? on_answer : NULL,
-        .key = s->o.key,
+        .key_id = { s->key_id, s->key_id_len },
     };
     /* on_end may run before this returns (and free w): w is not used after. */
     if (jrpc_broker_submit(s->broker, p, n, &ad, on_end, w, &w->handle) < 0) {
@@ -489,6 +493,11 @@ jrpc_front_ws_t *jrpc_front_ws_new(uv_loop_t *loop, jrpc_broker_t *broker,
         s->peer_len = (uint8_t)opts->peer.n;
     }
     s->o.peer = (jrpc_span_t){ NULL, 0 };
+    if (opts->key_id.n > 0 && opts->key_id.n <= sizeof s->key_id) {   /* jrpc_keys: never longer */
+        memcpy(s->key_id, opts->key_id.p, opts->key_id.n);
+        s->key_id_len = (uint8_t)opts->key_id.n;
+    }
+    s->o.key_id = (jrpc_span_t){ NULL, 0 };   /* the caller's: not kept */
     jrpc_buf_init(&s->pend);
     jrpc_ws_opts_t wo = { .max_msg = opts->max_msg };
     jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write };

@@ -80,7 +80,8 @@ typedef struct jrpc_front_ws_opts {
     uint32_t          idle_ms;      /* no message and nothing in flight this long: 1001 */
     bool              stream;       /* mode jrpc.stream (else jrpc) */
     uint32_t          timeout_ms;   /* X-JRPC-Timeout-Ms of the upgrade, for every body; 0: none */
-    const jrpc_key_t *key;          /* the key the upgrade was signed with (its ACL), or NULL */
+    jrpc_span_t       key_id;       /* the id of the key the upgrade was signed with (copied;
+                                       looked up per message: jrpc_admit_t.key_id), or empty */
     jrpc_span_t       peer;         /* the client's address, for the access line (copied) */
 } jrpc_front_ws_opts_t;
 

@@ -343,5 +343,18 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         const char *lab[2] = { "code", ws_code_names[i] };
         rc = jrpc_expo_sample(out, "jrpc_ws_closes_total", lab, 1, (double)m->ws_closes[i]);
     }
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_reloads_total", "counter",
+                              "Reloads (SIGHUP) of the key file and CURVE allowlists, by result "
+                              "(failed: nothing changed).");
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        const char *lab[2] = { "result", i ? "failed" : "ok" };
+        rc = jrpc_expo_sample(out, "jrpc_reloads_total", lab, 1, (double)m->reloads[i]);
+    }
+    const scalar_t reload_ts = { "jrpc_reload_last_success_timestamp_seconds", "gauge",
+        "Unix time the files in force were read (start-up, then each reload that succeeded).",
+        m->reload_last_success };
+    if (rc == 0)
+        rc = scalars(out, &reload_ts, 1);
     return rc;
 }

@@ -83,6 +83,9 @@ typedef struct jrpc_metrics {
     uint64_t    ws_closes[JRPC_METRICS_WS_CODES]; /* close frames sent, by code */
     uint64_t    tls_handshakes;             /* TLS handshakes completed on the HTTP listener */
     uint64_t    tls_failed;                 /* TLS sessions that failed (handshake or record) */
+    uint64_t    reloads[2];                 /* SIGHUP reloads (jrpc_reload): [0] ok, [1] failed */
+    double      reload_last_success;        /* Unix seconds the files in force were read:
+                                               start-up (set by main), then each good reload */
 } jrpc_metrics_t;
 
 extern jrpc_metrics_t jrpc_metrics;

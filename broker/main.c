@@ -1,9 +1,11 @@
 /* jrpc-broker — flags, signals, and the loop. */
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -16,6 +18,8 @@
 #include "jrpc_log.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_logbuf.h"
+#include "jrpc_metrics.h"
+#include "jrpc_reload.h"
 
 static const char usage_head[] =
     "Usage: jrpc-broker [OPTIONS]\n"
@@ -28,7 +32,9 @@ static const char usage_head[] =
 static const char usage_tail[] =
     "Precedence: flags > JRPC_* environment > config file > defaults.\n"
     "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0;\n"
-    "a second one exits 1 at once. SIGHUP is logged and ignored.\n"
+    "a second one exits 1 at once. SIGHUP re-reads the files named at start (--keys,\n"
+    "--client-keys, --worker-keys), all or nothing: a bad one is logged and the old\n"
+    "ones stay in force; open connections and calls in flight are kept.\n"
     "Under systemd (Type=notify) it sends READY=1 once every socket is bound and\n"
     "STOPPING=1 when a stop begins.\n"
     "Exit status: 0 after a clean stop (or --help, --version, a good --check-config),\n"
@@ -42,7 +48,15 @@ static void die_usage(const char *fmt, const char *arg)
     exit(2);
 }
 
-typedef struct app {
+typedef struct app app_t;
+
+/* A CURVE allowlist's reload: which ZAP domain it replaces. */
+typedef struct zap_list {
+    app_t      *app;
+    const char *domain;   /* "clients" (--client-keys), "workers" (--worker-keys) */
+} zap_list_t;
+
+struct app {
     uv_loop_t          loop;
     uv_signal_t        sigint, sigterm, sighup;
     jrpc_broker_t     *broker;
@@ -50,8 +64,14 @@ typedef struct app {
     jrpc_front_http_t *http;   /* NULL with --http none */
     jrpc_curve_zap_t  *zap;    /* NULL without --curve-secret */
     jrpc_admin_t      *admin;  /* NULL with --admin none */
+    jrpc_keys_t       *keys;   /* the key set in force (NULL: open); SIGHUP replaces it */
+    jrpc_tls_ctx_t    *tls;    /* the HTTP listener's TLS context (NULL: plaintext); SIGHUP too */
+    jrpc_tls_opts_t    tls_o;  /* its files */
+    zap_list_t         zap_lists[2];                /* clients, workers */
+    jrpc_reloadable_t  reload[JRPC_RELOAD_MAX];     /* what SIGHUP re-reads */
+    size_t             nreload;
     int                stopping;
-} app_t;
+};
 
 static void on_drained(void *arg)
 {
@@ -85,11 +105,140 @@ static void on_signal(uv_signal_t *s, int signum)
     jrpc_broker_drain(a->broker, on_drained, a);
 }
 
-/* SIGHUP (a closed terminal, or a habit of "reload"): nothing to reload
- * yet, so it is logged and ignored rather than killing the broker. */
+/* ---- SIGHUP: the reloadables ----
+ *
+ * Each re-reads one file named at start: prepare (read and check it, into a
+ * new object; nothing in force changes), commit (swap it in; cannot fail),
+ * discard (another file was bad). jrpc_reload_run does the all-or-nothing.
+ * A reload switches no mode on or off: an item exists only when its flag was
+ * given at start.
+ *
+ * Lifetimes: commit frees the old object at once. That is sound because
+ * nothing keeps a pointer into it across a loop turn: bodies, connections
+ * and WebSocket sessions keep their key's id and the broker looks it up
+ * when it needs it (jrpc_broker_set_keys); the ZAP handler reads its lists
+ * only while it decides a handshake (jrpc_curve_zap_replace). A new item
+ * must keep that rule, or hold its old object until its users are gone.
+ *
+ * To add one (the TLS certificate, --tls-cert/--tls-key/--tls-client-ca):
+ * write its three functions below and append it in reloadables_init(). */
+
+static int keys_prepare(void *arg, const char *path, void **staged, char *err, size_t errlen)
+{
+    (void)arg;
+    jrpc_keys_t *k = NULL;
+    int rc = jrpc_keys_load(path, NULL, &k, err, errlen);
+    *staged = k;
+    return rc;
+}
+
+static size_t keys_commit(void *arg, void *staged)
+{
+    app_t *a = arg;
+    jrpc_keys_t *old = a->keys;
+    a->keys = staged;
+    jrpc_broker_set_keys(a->broker, a->keys);
+    jrpc_keys_destroy(&old);   /* no pointer into it outlives this turn (above) */
+    return jrpc_keys_count(a->keys);
+}
+
+static void keys_discard(void *arg, void *staged)
+{
+    (void)arg;
+    jrpc_keys_t *k = staged;
+    jrpc_keys_destroy(&k);
+}
+
+static int zap_prepare(void *arg, const char *path, void **staged, char *err, size_t errlen)
+{
+    (void)arg;
+    jrpc_curve_allowlist_t *l = NULL;
+    int rc = jrpc_curve_allowlist_load(path, &l, err, errlen);
+    *staged = l;
+    return rc;
+}
+
+static size_t zap_commit(void *arg, void *staged)
+{
+    zap_list_t *zl = arg;
+    jrpc_curve_allowlist_t *l = staged;
+    size_t n = jrpc_curve_allowlist_size(l);
+    int rc = jrpc_curve_zap_replace(zl->app->zap, zl->domain, &l);
+    assert(rc == 0);   /* both domains were allowed at start */
+    (void)rc;
+    return n;
+}
+
+static void zap_discard(void *arg, void *staged)
+{
+    (void)arg;
+    jrpc_curve_allowlist_t *l = staged;
+    jrpc_curve_allowlist_destroy(&l);
+}
+
+/* The TLS certificate, key and client CA, read again into a new context;
+ * the front takes it for new connections, open ones finish on the old one
+ * (each holds a reference: freeing ours here is safe). */
+static int tls_prepare(void *arg, const char *path, void **staged, char *err, size_t errlen)
+{
+    app_t *a = arg;
+    jrpc_tls_ctx_t *c = NULL;
+    (void)path;
+    int rc = jrpc_tls_ctx_new(&a->tls_o, &c, err, errlen);
+    *staged = c;
+    return rc;
+}
+
+static size_t tls_commit(void *arg, void *staged)
+{
+    app_t *a = arg;
+    jrpc_tls_ctx_t *old = a->tls;
+    a->tls = staged;
+    if (a->http)
+        jrpc_front_http_set_tls(a->http, a->tls);
+    jrpc_tls_ctx_free(&old);
+    char what[256];
+    jrpc_tls_ctx_describe(a->tls, what, sizeof what);
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=tls subject=\"%s\" client_ca=%s reloaded=1", what,
+             a->tls_o.client_ca ? "on" : "off");
+    return 1;
+}
+
+static void tls_discard(void *arg, void *staged)
+{
+    (void)arg;
+    jrpc_tls_ctx_t *c = staged;
+    jrpc_tls_ctx_free(&c);
+}
+
+/* The list SIGHUP runs, from the files named at start (NULL: not given). */
+static void reloadables_init(app_t *a, const char *keys_path, const char *const curve_files[3])
+{
+    if (keys_path)
+        a->reload[a->nreload++] = (jrpc_reloadable_t){ "keys", keys_path, a, keys_prepare,
+                                                       keys_commit, keys_discard };
+    if (a->zap) {
+        a->zap_lists[0] = (zap_list_t){ a, "clients" };
+        a->zap_lists[1] = (zap_list_t){ a, "workers" };
+        a->reload[a->nreload++] = (jrpc_reloadable_t){ "client-keys", curve_files[1],
+            &a->zap_lists[0], zap_prepare, zap_commit, zap_discard };
+        a->reload[a->nreload++] = (jrpc_reloadable_t){ "worker-keys", curve_files[2],
+            &a->zap_lists[1], zap_prepare, zap_commit, zap_discard };
+    }
+    if (a->tls)
+        a->reload[a->nreload++] = (jrpc_reloadable_t){ "tls-cert", a->tls_o.cert, a, tls_prepare,
+                                                       tls_commit, tls_discard };
+}
+
+/* SIGHUP: re-read every file of the list, all or nothing (jrpc_reload).
+ * Connections and calls in flight are kept. */
 static void on_sighup(uv_signal_t *s, int signum)
 {
-    JRPC_LOG(JRPC_LOG_WARN, "main", "event=signal signal=HUP action=ignored");
+    app_t *a = s->data;
+    (void)signum;
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=signal signal=HUP action=reload items=%zu",
+             a->nreload);
+    jrpc_reload_run(a->reload, a->nreload);
 }
 
 /* The admin listener with --ready-methods joined into the "m1,m2" form it takes. */
@@ -319,6 +468,7 @@ int main(int argc, char **argv)
     jrpc_log_set_format(std.log_format);
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
+    static app_t a;   /* static: see below */
     jrpc_keys_t *keys = NULL;
     if (keys_path) {
         char err[512];
@@ -360,9 +510,10 @@ int main(int argc, char **argv)
     ho.ncors = cors.n;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
     signal(SIGPIPE, SIG_IGN);
-    /* Static: the loop and the handles stay reachable when start-up fails and
-     * main returns 1 early (no false leak report, nothing half-closed). */
-    static app_t a;
+    /* a is static: the loop and the handles stay reachable when start-up
+     * fails and main returns 1 early (no false leak report, nothing
+     * half-closed). */
+    a.keys = keys;   /* owned by a from here; a reload replaces it */
     uv_loop_init(&a.loop);
     /* A line per body: written once per loop iteration, not once per line. */
     if (o.access_log)
@@ -379,6 +530,10 @@ int main(int argc, char **argv)
     a.broker = jrpc_broker_new(&a.loop, &o);
     if (a.broker == NULL)
         return 1;
+    jrpc_metrics.reload_last_success = (double)time(NULL);   /* the files just read */
+    a.tls = tls;
+    a.tls_o = tls_o;
+    reloadables_init(&a, keys_path, curve_files);
     /* The admin listener right after the broker (a bad address fails before
      * the client ports are bound); destroyed in on_drained, so /readyz says
      * "draining" until the drain ends. */
@@ -410,15 +565,15 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sighup);
-    a.sigint.data = a.sigterm.data = &a;
+    a.sigint.data = a.sigterm.data = a.sighup.data = &a;
     uv_signal_start(&a.sigint, on_signal, SIGINT);
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sighup, on_sighup, SIGHUP);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=started version=%s timeout_ms=%u max_batch=%u",
              JRPC_VERSION, o.timeout_ms, o.limits.max_batch);
-    if (keys)
+    if (a.keys)
         JRPC_LOG(JRPC_LOG_INFO, "main", "event=signing_required keys=%zu skew_s=%u",
-                 jrpc_keys_count(keys), o.skew_s);
+                 jrpc_keys_count(a.keys), o.skew_s);
     else
         JRPC_LOG(JRPC_LOG_WARN, "main",
                  "event=open_mode detail=\"no --keys: requests are not authenticated\"");
@@ -426,8 +581,8 @@ int main(int argc, char **argv)
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     zmq_ctx_term(zctx);
-    jrpc_keys_destroy(&keys);
-    jrpc_tls_ctx_free(&tls);
+    jrpc_keys_destroy(&a.keys);
+    jrpc_tls_ctx_free(&a.tls);
     jrpc_conf_destroy(&conf);
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=exit status=0");
     return 0;

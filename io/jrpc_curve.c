@@ -582,6 +582,22 @@ int jrpc_curve_zap_allow(jrpc_curve_zap_t *z, const char *domain, jrpc_curve_all
     return 0;
 }
 
+int jrpc_curve_zap_replace(jrpc_curve_zap_t *z, const char *domain,
+                           jrpc_curve_allowlist_t **list_p)
+{
+    zap_domain_t *d = (zap_domain_t *)find_domain(z, domain, strlen(domain));
+    if (d == NULL) {
+        jrpc_curve_allowlist_destroy(list_p);
+        return -ENOENT;
+    }
+    jrpc_curve_allowlist_destroy(&d->keys);
+    d->keys = *list_p;
+    *list_p = NULL;
+    JRPC_LOG(JRPC_LOG_INFO, "zap", "event=allowlist domain=%s keys=%zu reloaded=1", domain,
+             jrpc_curve_allowlist_size(d->keys));
+    return 0;
+}
+
 static void zap_on_closed(jrpc_zwatch_t *zw)
 {
     jrpc_curve_zap_t *z = zw->data;

@@ -97,6 +97,17 @@ jrpc_curve_zap_t *jrpc_curve_zap_new(uv_loop_t *loop, void *zmq_ctx);
  * already has a list), -ENOSPC (too many domains) or -ENOMEM. */
 int jrpc_curve_zap_allow(jrpc_curve_zap_t *z, const char *domain, jrpc_curve_allowlist_t **list_p);
 
+/* Replaces the allowlist of domain with *list_p (SIGHUP: jrpc-broker's
+ * reload) and frees the old one at once: the handler reads a list only
+ * while it decides one handshake, never across loop turns. Takes ownership
+ * of the list and sets *list_p to NULL, even on error. From now on, new
+ * handshakes are decided against the new list; connections admitted
+ * before stay (ZeroMQ authenticates a peer at its handshake only; a peer
+ * whose key was removed is refused when it connects again). Returns 0, or
+ * -ENOENT when domain has no list (nothing is changed). */
+int jrpc_curve_zap_replace(jrpc_curve_zap_t *z, const char *domain,
+                           jrpc_curve_allowlist_t **list_p);
+
 /* Stops the handler; the socket and memory are freed from the close
  * callbacks. Destroy it after the CURVE server sockets. NULL-safe. */
 void jrpc_curve_zap_destroy(jrpc_curve_zap_t **self_p);

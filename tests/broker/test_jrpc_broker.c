@@ -159,6 +159,7 @@ static bool seen_enough(void) { return G.nseen >= want_seen; }
 static unsigned want_replies;
 static bool replied(void) { return G.replies >= want_replies; }
 static bool is_ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == 0; }
+static bool ready_but_redis(void) { return jrpc_broker_ready(G.b, "add", NULL) == JRPC_BROKER_EREDIS; }
 
 static void worker_send(jrpc_buf_t *m)
 {
@@ -637,6 +638,90 @@ static void test_refusals_signed(void **state)
     jrpc_keys_destroy(&keys);
 }
 
+/* A key file's text loaded as the broker loads --keys. */
+static jrpc_keys_t *keys_of(const char *text)
+{
+    char path[] = "/tmp/test_jrpc_broker_keysXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    char err[256];
+    jrpc_keys_t *keys = NULL;
+    assert_int_equal(jrpc_keys_load(path, NULL, &keys, err, sizeof err), 0);
+    unlink(path);
+    return keys;
+}
+
+/* A body of a connection authenticated as key_id (a WebSocket's). */
+static int submit_as(const char *body, const char *key_id)
+{
+    jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_WS,
+                        .key_id = { key_id, strlen(key_id) } };
+    G.handle = NULL;
+    return jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, &G.handle);
+}
+
+/* A reload (jrpc_broker_set_keys) while a body is in flight: the old set is
+ * freed at once (ASan would see any pointer kept into it), the body in
+ * flight finishes normally, a removed key is refused for new bodies of a
+ * connection authenticated with it, a new key works, a changed ACL applies. */
+static void test_keys_swap(void **state)
+{
+    (void)state;
+    jrpc_keys_t *old = keys_of("demo 0123456789abcdef0123456789abcdef\n"
+                               "gone 0123456789abcdef0123456789abcdef\n");
+    jrpc_keys_t *cur = keys_of("demo 0123456789abcdef0123456789abcdef sum\n"
+                               "fresh 0123456789abcdef0123456789abcdef\n");
+    jrpc_log_set_level("error");
+    G.b = broker_make(100, old);
+    {   /* worker_ready(), but Redis is down here: "ready" but for it */
+        static const char *const methods[] = { "add", "slow" };
+        jrpc_buf_t m;
+        jrpc_buf_init(&m);
+        assert_int_equal(jrpc_wire_put_ready(&m, 16, methods, 2), 0);
+        worker_send(&m);
+        assert_true(pump_until(ready_but_redis));
+    }
+    const char *add = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}";
+    assert_int_equal(submit_as(add, "demo"), 0);
+    want_seen = 1;
+    assert_true(pump_until(seen_enough));
+
+    jrpc_log_set_level("info");   /* the access line reads the key id at the end */
+    assert_ptr_equal(jrpc_broker_set_keys(G.b, cur), old);
+    jrpc_keys_destroy(&old);
+    worker_result(G.seq[0], 3);
+    want_replies = 1;
+    assert_true(pump_until(replied));
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}");
+
+    assert_int_equal(submit_as(add, "gone"), 0);   /* removed: refused at once */
+    assert_int_equal(G.replies, 2);
+    assert_int_equal(G.out.cls, JRPC_BODY_UNAUTHORIZED);
+    assert_non_null(strstr(G.text, "\"code\":-32002"));
+    assert_non_null(strstr(G.text, "\"reason\":\"unknown key\""));
+
+    assert_int_equal(submit_as(add, "demo"), 0);   /* its ACL is now "sum" only */
+    assert_int_equal(G.replies, 3);
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
+    assert_int_equal(G.ncodes, 1);
+    assert_int_equal(G.codes[0], JRPC_UNAUTHORIZED);
+
+    assert_int_equal(submit_as(add, "fresh"), 0);  /* added: served */
+    want_seen = 2;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[1], 5);
+    want_replies = 4;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":5,\"id\":1}");
+    jrpc_log_set_level("error");
+    broker_free();
+    G.b = NULL;
+    jrpc_keys_destroy(&cur);
+}
+
 static void on_empty(void *arg)
 {
     *(bool *)arg = true;
@@ -691,6 +776,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals_signed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_swap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_and_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_whole_body, setup, teardown),

@@ -194,6 +194,7 @@ static const char *const families[] = {
     "jrpc_calls_lost_total counter", "jrpc_worker_frames_malformed_total counter",
     "jrpc_http_connections gauge", "jrpc_ws_connections gauge", "jrpc_ws_closes_total counter",
     "jrpc_tls_handshakes_total counter", "jrpc_tls_failures_total counter",
+    "jrpc_reloads_total counter", "jrpc_reload_last_success_timestamp_seconds gauge",
 };
 
 static void test_page(void **state)
@@ -213,7 +214,7 @@ static void test_page(void **state)
     const char *t = text(&out);
     char line[128];
     size_t nf = sizeof families / sizeof families[0];
-    assert_int_equal(nf, 28);
+    assert_int_equal(nf, 30);
     for (size_t i = 0; i < nf; i++) {
         snprintf(line, sizeof line, "\n# TYPE %s\n", families[i]);
         if (i == 0)

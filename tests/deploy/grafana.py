@@ -19,7 +19,8 @@ CONTRACT = {
     "jrpc_signature_failures_total": "counter", "jrpc_acl_denied_total": "counter",
     "jrpc_late_answers_total": "counter", "jrpc_redispatched_total": "counter",
     "jrpc_calls_lost_total": "counter", "jrpc_worker_frames_malformed_total": "counter",
-    "jrpc_http_connections": "gauge",
+    "jrpc_http_connections": "gauge", "jrpc_reloads_total": "counter",
+    "jrpc_reload_last_success_timestamp_seconds": "gauge",
 }
 passed = failed = 0
 

@@ -15,7 +15,8 @@ C=$E2E_TMP/certs
 bash "$HERE/tls_certs.sh" "$C" || { check "certificates made" 0 1; e2e_finish; }
 ADD='{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'
 ADD_OK='{"jsonrpc":"2.0","result":3,"id":1}'
-TLS=(--tls-cert "$C/chain.pem" --tls-key "$C/server.key")
+cp "$C/chain.pem" "$C/live.pem"; cp "$C/server.key" "$C/live.key"   # (SIGHUP re-reads these)
+TLS=(--tls-cert "$C/live.pem" --tls-key "$C/live.key")
 
 for flag in --tls-cert --tls-key --tls-client-ca --tls-handshake-timeout-ms; do
     check "jrpc-broker --help lists $flag" yes \
@@ -103,6 +104,33 @@ check "plaintext, garbage and the truncated handshake counted as TLS failures" y
     "$(curl -s "http://$(grep 'comp=admin event=listening' "$E2E_TMP/broker.log" | grep -o 'admin://[^ ]*' | cut -c9-)/metrics" |
         awk '/^jrpc_tls_failures_total/ {print ($2 >= 3 ? "yes" : $2)}')"
 check "broker alive" yes "$(kill -0 "$BROKER_PID" 2>/dev/null && echo yes || echo no)"
+
+# SIGHUP: a new certificate for new connections; open ones go on; a bad
+# file is refused and the one in force stays.
+serial() { sc </dev/null | openssl x509 -noout -serial 2>/dev/null; }
+want1=$(openssl x509 -noout -serial -in "$C/server.pem"); want2=$(openssl x509 -noout -serial -in "$C/server2.pem")
+check "before SIGHUP: the first certificate" "$want1" "$(serial)"
+timeout 60 "$PY" "$HERE/tls_cases.py" "$HTTP_PORT" "$C/ca.pem" across "$E2E_TMP/reloaded" \
+    >"$E2E_TMP/across.out" 2>&1 &
+ACROSS=$!
+sleep 1
+cp "$C/server2.pem" "$C/live.pem"; cat "$C/ca.pem" >> "$C/live.pem"; cp "$C/server2.key" "$C/live.key"
+kill -HUP "$BROKER_PID"
+e2e_wait_for "grep -q 'event=reloaded what=tls-cert' '$E2E_TMP/broker.log'" 10
+check "SIGHUP: reloaded, logged" 1 "$(grep -c 'event=reloaded what=tls-cert' "$E2E_TMP/broker.log")"
+check "after SIGHUP: new connections get the new certificate" "$want2" "$(serial)"
+touch "$E2E_TMP/reloaded"
+wait "$ACROSS"
+check "the connection opened before SIGHUP answered before and after it (2 ok)" "0 2" \
+    "$? $(grep -c '^ok ' "$E2E_TMP/across.out")"
+echo "not a certificate" > "$C/live.pem"
+kill -HUP "$BROKER_PID"
+e2e_wait_for "grep -q 'event=reload_failed what=tls-cert' '$E2E_TMP/broker.log'" 10
+check "a bad certificate file: reload_failed, with the file" 1 \
+    "$(grep 'event=reload_failed what=tls-cert' "$E2E_TMP/broker.log" | grep -c "live.pem")"
+check "... and the certificate in force stays" "$want2" "$(serial)"
+check "... calls go on" "$ADD_OK" "$(post --cacert "$C/ca.pem" -d "$ADD" "$U/rpc")"
+cp "$C/chain.pem" "$C/live.pem"; cp "$C/server.key" "$C/live.key"
 
 # The hostile HTTP cases again, over TLS (http_hostile.py tls=CA).
 e2e_restart_broker "${TLS[@]}" --max-body 65536 --max-header-bytes 8192 --header-timeout-ms 1000 \

@@ -10,6 +10,7 @@ One line per check ("ok   NAME" / "FAIL NAME: ..."), exit 1 on a failure.
   truncated MS     half a ClientHello, then silence: closed within MS + 2 s
   garbage          bytes that are neither TLS nor HTTP: closed at once
   resume           a second connection resumes the first one's session
+  across FILE      a call, then (same connection) another once FILE exists
   wss [CERT,KEY]   a call over wss:// (python3-websockets), jrpc subprotocol,
                    with a client certificate when given (mutual TLS)
 """
@@ -178,6 +179,21 @@ def resume():
     s2.close()
 
 
+def across(flag):
+    import os
+    s = connect()
+    r = Reader(s)
+    s.sendall(request(call(1)))
+    check("before the reload", (200, b'{"jsonrpc":"2.0","result":2,"id":1}'), r.response())
+    t0 = time.monotonic()
+    while not os.path.exists(flag) and time.monotonic() - t0 < 30:
+        time.sleep(0.05)
+    s.sendall(request(call(2)))
+    check("after the reload, on the connection opened before it",
+          (200, b'{"jsonrpc":"2.0","result":3,"id":2}'), r.response())
+    s.close()
+
+
 def wss():
     import websockets
     c = ctx()
@@ -194,5 +210,5 @@ def wss():
 
 {"keepalive": keepalive, "pipeline": lambda: pipeline(int(ARG)),
  "large": lambda: large(int(ARG)), "truncated": lambda: truncated(int(ARG)),
- "garbage": garbage, "resume": resume, "wss": wss}[CASE]()
+ "garbage": garbage, "resume": resume, "wss": wss, "across": lambda: across(ARG)}[CASE]()
 sys.exit(1 if FAILED else 0)

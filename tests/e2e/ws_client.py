@@ -6,6 +6,8 @@ hostile one does (no pongs, invalid UTF-8, binary, bytes before the 101).
 
     ws_client.py URL COMMAND [ARGS...]
 
+(also used by tests/e2e/reload.sh: signed-hold)
+
 Each command prints lines the shell test compares; times are printed as
 "t=SECONDS" for the reader, never asserted on."""
 import asyncio, base64, hashlib, hmac, json, os, secrets, socket, struct, sys, time
@@ -186,6 +188,21 @@ async def signed(url, key, secret, replay):
             print("replay:", e.status_code)
 
 
+async def signed_hold(url, key, secret, go_file):
+    """A signed upgrade and a call; then, on the same connection, another
+    call once go_file exists (the test reloaded the keys meanwhile)."""
+    call = '{"jsonrpc":"2.0","method":"add","params":[%d,1],"id":%d}'
+    async with websockets.connect(url, extra_headers=sign(key, secret)) as ws:
+        await ws.send(call % (1, 1))
+        print("before:", await ws.recv(), flush=True)
+        for _ in range(600):
+            if os.path.exists(go_file):
+                break
+            await asyncio.sleep(0.05)
+        await ws.send(call % (2, 2))
+        print("after:", await ws.recv(), flush=True)
+
+
 async def origin(url, value):
     """An upgrade from a browser page at origin value: "open", or the status."""
     try:
@@ -354,6 +371,8 @@ elif CMD == "too-big":
     asyncio.run(too_big(URL, int(ARGS[0])))
 elif CMD == "signed":
     asyncio.run(signed(URL, ARGS[0], ARGS[1], len(ARGS) > 2 and ARGS[2] == "replay"))
+elif CMD == "signed-hold":
+    asyncio.run(signed_hold(URL, ARGS[0], ARGS[1], ARGS[2]))
 elif CMD == "origin":
     asyncio.run(origin(URL, ARGS[0]))
 elif CMD == "unsigned":

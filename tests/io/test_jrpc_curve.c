@@ -192,6 +192,19 @@ static void test_zap_decide(void **state)
     assert_false(decide(&z, "1.0", "clients", "CURVE", raw, 31));
     assert_false(decide(&z, "2.0", "clients", "CURVE", raw, 32));
     assert_false(decide(&z, "1.0", "clients", "CURVE", NULL, 0));
+
+    /* A reload: the other key in, the first out; an unknown domain refused. */
+    snprintf(text, sizeof text, "public %s\n", other);
+    assert_int_equal(jrpc_curve_allowlist_load(write_file("zal2", text, 0644), &al, err,
+                                               sizeof err), 0);
+    assert_int_equal(jrpc_curve_zap_replace(&z, "clients", &al), 0);
+    assert_null(al);
+    assert_false(decide(&z, "1.0", "clients", "CURVE", raw, 32));
+    assert_true(decide(&z, "1.0", "clients", "CURVE", raw_other, 32));
+    assert_int_equal(jrpc_curve_allowlist_load(path_of("zal"), &al, err, sizeof err), 0);
+    assert_int_equal(jrpc_curve_zap_replace(&z, "workers", &al), -ENOENT);
+    assert_null(al);   /* freed even so */
+    assert_false(decide(&z, "1.0", "clients", "CURVE", raw, 32));
     for (size_t i = 0; i < z.ndomains; i++) {
         free(z.domains[i].name);
         jrpc_curve_allowlist_destroy(&z.domains[i].keys);
