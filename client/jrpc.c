@@ -64,6 +64,8 @@ static const char usage_text[] =
 "                           ipc://PATH                 ZeroMQ, Unix socket\n"
 "                           http://HOST[:PORT][/PATH]  HTTP/1.1 POST to PATH\n"
 "                             (PATH defaults to /rpc, PORT to 80)\n"
+"                           https://HOST[:PORT][/PATH] the same over TLS (PORT\n"
+"                             defaults to 443); see --cacert\n"
 "  -t, --timeout-ms N     The deadline of the request, in milliseconds (default\n"
 "                         10000): sent to the broker (the ZeroMQ header frame's\n"
 "                         timeout_ms, the X-JRPC-Timeout-Ms HTTP header), which\n"
@@ -89,6 +91,23 @@ static const char usage_text[] =
 "                         Both CURVE options or neither. A broker that does\n"
 "                         not admit the key sends no error: the call just\n"
 "                         times out (exit 2).\n"
+"      --cacert FILE      https://: trust the CA certificates of FILE (PEM)\n"
+"                         instead of the system's store. The server's\n"
+"                         certificate must also match the URL's host name\n"
+"                         or IP address.\n"
+"      --insecure         https://: do not verify the server's certificate nor\n"
+"                         its name (like curl -k; for tests only). There is no\n"
+"                         -k: that is --key-id.\n"
+"      --cert FILE        https://: present this client certificate (PEM,\n"
+"                         a chain may follow it) to a server that asks for\n"
+"                         one (mutual TLS).\n"
+"      --key FILE         The private key of --cert (PEM), when it is not in\n"
+"                         the --cert file. Not the signing key: that is\n"
+"                         --key-file.\n"
+"                         The TLS options are for https:// URLs only; a TLS\n"
+"                         failure (certificate not trusted, name mismatch,\n"
+"                         client certificate refused, unreadable file) is\n"
+"                         exit status 2.\n"
 "      --traceparent TP   Send this W3C trace context with the request (the\n"
 "                         traceparent HTTP header, or the ZeroMQ header frame),\n"
 "                         e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;\n"
@@ -111,7 +130,10 @@ static const char usage_text[] =
 "     not in --key-file, an unreadable or malformed --key-file), invalid\n"
 "     PARAMS_JSON, unreadable FILE, no answer within the timeout (broker\n"
 "     down or unreachable), connection refused or lost, a malformed answer,\n"
-"     or an HTTP error status without a JSON-RPC answer\n";
+"     an HTTP error status without a JSON-RPC answer, or a TLS failure\n"
+"     (https://: the server's certificate or name does not verify, the\n"
+"     server refused the client certificate or wants one, a --cacert,\n"
+"     --cert or --key file cannot be used)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -321,7 +343,8 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
     write_line(json, len);   /* flushed: the line shows at once */
 }
 
-enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT };
+enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
+       OPT_CERT, OPT_KEY };
 
 /* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
 static int keygen(int nargs, char **args)
@@ -349,6 +372,10 @@ int main(int argc, char **argv)
         { "curve-secret", required_argument, NULL, OPT_CURVE_SECRET },
         { "server-key", required_argument, NULL, OPT_SERVER_KEY },
         { "traceparent", required_argument, NULL, OPT_TRACEPARENT },
+        { "cacert",     required_argument, NULL, OPT_CACERT },
+        { "insecure",   no_argument,       NULL, OPT_INSECURE },
+        { "cert",       required_argument, NULL, OPT_CERT },
+        { "key",        required_argument, NULL, OPT_KEY },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -361,6 +388,7 @@ int main(int argc, char **argv)
     key_opts_t key = { 0 };
     char *key_id = NULL, *secret = NULL;
     const char *curve_secret = NULL, *server_key = NULL;
+    jrpc_client_opts_t opts = { .timeout_ms = 0 };   /* the TLS files and --insecure */
     jrpc_client_header_t hdr = { 0 };
     jrpc_curve_keypair_t curve_kp = { { 0 }, { 0 } };
     char server_public[JRPC_CURVE_Z85_LEN + 1];
@@ -407,6 +435,18 @@ int main(int argc, char **argv)
         case OPT_SERVER_KEY:
             server_key = optarg;
             break;
+        case OPT_CACERT:
+            opts.cacert = optarg;
+            break;
+        case OPT_INSECURE:
+            opts.insecure = 1;
+            break;
+        case OPT_CERT:
+            opts.cert = optarg;
+            break;
+        case OPT_KEY:
+            opts.key = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return EXIT_OK;
@@ -431,6 +471,12 @@ int main(int argc, char **argv)
         return usage_error("--curve-secret and --server-key go together%s", "");
     if (curve_secret && strncmp(url, "tcp://", 6) != 0 && strncmp(url, "ipc://", 6) != 0)
         return usage_error("CURVE (--curve-secret) is for tcp:// and ipc:// URLs, not '%s'", url);
+    bool tls_opt = opts.cacert || opts.insecure || opts.cert || opts.key;
+    if (tls_opt && strncmp(url, "https://", 8) != 0)
+        return usage_error("--cacert, --insecure, --cert and --key are for https:// URLs, "
+                           "not '%s'", url);
+    if (opts.key && opts.cert == NULL)
+        return usage_error("--key is the private key of --cert: give --cert FILE too%s", "");
     if (curve_secret) {
         char err[512];
         if (jrpc_curve_load_keypair(curve_secret, &curve_kp, err, sizeof err) < 0 ||
@@ -487,7 +533,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    jrpc_client_opts_t opts = { .timeout_ms = timeout_ms };
+    opts.timeout_ms = timeout_ms;
     if ((c = jrpc_client_new(url, &opts)) == NULL) {
         fprintf(stderr, "jrpc: %s: %s\n", url, jrpc_client_strerror(-errno));
         goto out;

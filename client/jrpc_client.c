@@ -39,7 +39,7 @@ static const struct scheme {
     { "tcp://",   &jrpc_client_zmq },
     { "ipc://",   &jrpc_client_zmq },
     { "http://",  &jrpc_client_http },
-    { "https://", NULL },
+    { "https://", &jrpc_client_http },
 };
 
 void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
@@ -131,7 +131,8 @@ jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts)
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
                                                  : JRPC_CLIENT_DEFAULT_TIMEOUT_MS;
     c->clock_offset_s = opts ? opts->clock_offset_s : 0;
-    if ((rc = s->t->open(c, c->url, &c->state)) < 0)
+    static const jrpc_client_opts_t defaults;
+    if ((rc = s->t->open(c, c->url, opts ? opts : &defaults, &c->state)) < 0)
         goto out;
     c->t = s->t;
     rc = 0;
@@ -188,6 +189,15 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
     if (c->t->set_curve == NULL)
         return -ENOTSUP;
     return c->t->set_curve(c->state, public_z85, secret_z85, server_public_z85);
+}
+
+int jrpc_client_disconnect(jrpc_client_t *c, unsigned flags)
+{
+    assert(c != NULL);
+    if (c->t->disconnect == NULL)
+        return -ENOTSUP;
+    c->t->disconnect(c->state, (flags & JRPC_CLIENT_FORGET_SESSION) != 0);
+    return 0;
 }
 
 static int send_body(jrpc_client_t *c, const char *body, size_t len,
@@ -258,10 +268,11 @@ const char *jrpc_client_strerror(int rc)
 {
     switch (rc) {
     case 0:                return "success";
-    case -EINVAL:          return "invalid URL (expected tcp://HOST:PORT, ipc://PATH "
-                                  "or http://HOST:PORT[/PATH])";
-    case -EPROTONOSUPPORT: return "https:// is not supported yet "
-                                  "(use http://, tcp:// or ipc://)";
+    case -EINVAL:          return "invalid URL (expected tcp://HOST:PORT, ipc://PATH, "
+                                  "http://HOST[:PORT][/PATH] or https://HOST[:PORT][/PATH])";
+    case -EPROTONOSUPPORT: return "this URL scheme is not supported yet";
+    case JRPC_CLIENT_ETLS: return "TLS failed (certificate, host name, handshake "
+                                  "or certificate files)";
     case JRPC_CLIENT_EHTTP: return "the server answered with an HTTP error status "
                                    "and no JSON-RPC answer";
     case -EMSGSIZE:        return "answer too large";

@@ -21,8 +21,8 @@
  *                                 /rpc, port 80), Content-Type
  *                                 application/json. One kept-alive connection
  *                                 per client, reused by the next call.
- *   https://                      not yet: jrpc_client_new fails with
- *                                 EPROTONOSUPPORT.
+ *   https://HOST[:PORT][/PATH]    the same over TLS (default port 443); see
+ *                                 "HTTPS" below.
  *
  * HTTP specifics. An answer with status 200 carries its body; 204 means
  * nothing to answer (reply->len == 0). An answer with any other status whose
@@ -34,6 +34,23 @@
  * failed before any answer came (the server cannot have had all of it);
  * once it is fully written it is never resent, so a call fails with
  * -ECONNRESET rather than risk running a request twice.
+ *
+ * HTTPS. The server's certificate is verified against opts->cacert, or
+ * else the system's CA store, and must match the URL's host: a DNS name
+ * (also sent as SNI) or an IP address (an IP literal in the URL). TLS 1.2
+ * or later; ALPN offers http/1.1. opts->insecure skips all verification
+ * (curl -k: for tests only). opts->cert (and opts->key) give a client
+ * certificate for servers that ask for one (mutual TLS). The connection
+ * and its TLS session are kept alive as over http:// (the resend rule
+ * holds as is), and a new connection resumes the last TLS session. The
+ * files are read at the first connection: a missing or malformed one, a
+ * certificate that does not verify, a name that does not match, or an
+ * alert from the server (e.g. it wants a client certificate) fail the
+ * call with JRPC_CLIENT_ETLS, and jrpc_client_last_error says which, e.g.
+ * "TLS handshake with 127.0.0.1:8443 failed: certificate verify failed
+ * (self-signed certificate in certificate chain)". Over TLS 1.3 a server
+ * refuses a client certificate only after the handshake: that error then
+ * comes while waiting for the answer (the request was sent).
  *
  * Signing (docs/SIGNING.md). A client given a key with jrpc_client_set_key
  * signs every body it sends (one request or a whole batch) with a timestamp
@@ -62,7 +79,11 @@
 
 enum {
     JRPC_CLIENT_EHTTP = -3001,  /* http: a non-2xx status without a JSON-RPC answer */
+    JRPC_CLIENT_ETLS  = -3002,  /* https: TLS failed (certificate, name, handshake, files) */
 };
+
+/* jrpc_client_disconnect's flags. */
+#define JRPC_CLIENT_FORGET_SESSION 1u  /* https: the next connection resumes nothing */
 
 typedef struct jrpc_client jrpc_client_t;
 
@@ -79,7 +100,8 @@ typedef struct jrpc_client_header {
     jrpc_span_t traceparent;  /* W3C trace context (traceparent) */
 } jrpc_client_header_t;
 
-/* A zeroed struct (or NULL) gives every default. */
+/* A zeroed struct (or NULL) gives every default. Fields are only ever added
+ * at the end, so a zeroed struct stays the way to ask for the defaults. */
 typedef struct jrpc_client_opts {
     int timeout_ms;          /* used when jrpc_client_send gets timeout_ms < 0;
                                 <= 0 here means JRPC_CLIENT_DEFAULT_TIMEOUT_MS */
@@ -87,6 +109,14 @@ typedef struct jrpc_client_opts {
                                 for a clock known to be off (a 401's
                                 error.data.server_time tells by how much), and
                                 for tests that need a stale timestamp */
+    /* https:// only (ignored by the other transports); strings are copied. */
+    const char *cacert;      /* PEM file of the CAs to trust instead of the
+                                system store; NULL: the system store */
+    const char *cert;        /* PEM client certificate (a chain may follow
+                                it) for mutual TLS; NULL: none */
+    const char *key;         /* PEM private key of cert; NULL: in cert's file */
+    int insecure;            /* non-zero: no verification of the server's
+                                certificate nor of its name (curl -k) */
 } jrpc_client_opts_t;
 
 /* Creates a client for url; over ZeroMQ it starts connecting in the
@@ -94,9 +124,9 @@ typedef struct jrpc_client_opts {
  * blocks: a broker that is down is only noticed by jrpc_client_send.
  *
  * Returns the client, or NULL with errno set to EINVAL (malformed URL or
- * unknown scheme), EPROTONOSUPPORT (a scheme planned but not implemented
- * yet: https://) or ENOMEM. jrpc_client_strerror(-errno) describes
- * it. url is copied. */
+ * unknown scheme) or ENOMEM. jrpc_client_strerror(-errno) describes it.
+ * url and the strings of opts are copied; no file of opts is read yet
+ * (see "HTTPS"). */
 jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts);
 
 /* Closes the connection, dropping anything unsent, and frees the client.
@@ -160,6 +190,8 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
  *   -EMSGSIZE   the answer is larger than 256 MiB.
  *   JRPC_CLIENT_EHTTP a non-2xx status with no JSON body (e.g. a proxy's
  *               502 page); jrpc_client_http_status() has the status.
+ *   https:// also:
+ *   JRPC_CLIENT_ETLS  TLS failed: see "HTTPS" above (never resent).
  *   A failure once sending began closes the connection; the next call
  *   makes a new one.
  *   -EINVAL     a header value that cannot be sent over http:// (control
@@ -188,6 +220,14 @@ typedef void (*jrpc_client_answer_fn)(void *arg, uint32_t pos, const char *json,
 int jrpc_client_send_stream(jrpc_client_t *c, const char *body, size_t len,
                             const jrpc_client_header_t *hdr, jrpc_client_answer_fn fn,
                             void *arg, jrpc_buf_t *end, int timeout_ms);
+
+/* Closes c's connection now (http://, https://), so that the next call
+ * makes a new one, with a new TLS handshake: resumed, unless flags has
+ * JRPC_CLIENT_FORGET_SESSION (a full one). For measuring connection and
+ * handshake costs (jrpc-bench --handshakes), and for a caller that knows
+ * the server is going away. Returns 0, or -ENOTSUP for tcp:// and ipc://
+ * (ZeroMQ manages its own connections). Never blocks. */
+int jrpc_client_disconnect(jrpc_client_t *c, unsigned flags);
 
 /* The URL the client was made with (borrowed: lives as long as c). */
 const char *jrpc_client_url(const jrpc_client_t *c);

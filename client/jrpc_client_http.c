@@ -1,7 +1,8 @@
-/* jrpc_client_http — libjrpc-client's HTTP/1.1 transport (http://): a POST
- * of the body per call over one kept-alive connection. See
- * jrpc_client_transport.h for the contract of each function, jrpc_client.h
- * for what a caller sees (statuses, resending). */
+/* jrpc_client_http — libjrpc-client's HTTP/1.1 transport (http://, and
+ * https:// through jrpc_client_tls): a POST of the body per call over one
+ * kept-alive connection. See jrpc_client_transport.h for the contract of
+ * each function, jrpc_client.h for what a caller sees (statuses,
+ * resending). */
 #include "jrpc_client_transport.h"
 
 #include <errno.h>
@@ -20,16 +21,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <http_parser.h>
+#include "jrpc_client_tls.h"
+#include "jrpc_client_url.h"
 
 typedef struct hconn {
     jrpc_client_t *client;     /* where failures are described */
-    char          *host;       /* without the [] of an IPv6 literal */
-    char          *port;       /* digits; "80" when the URL has none */
-    char          *authority;  /* HOST:PORT as written in the URL: the Host header */
-    char          *path;       /* request target, "/rpc" when the URL has none */
-    char          *where;      /* http://AUTHORITY/PATH, for messages */
+    jrpc_client_url_t url;     /* host, port, Host header, path, where (for messages) */
+    jrpc_client_tls_t *tls;    /* https://: the TLS state; NULL for http:// */
     int            fd;         /* kept-alive connection, -1 when none */
     jrpc_buf_t     head;       /* the request head, reused */
+    jrpc_buf_t     out;        /* https://: head and a small body in one TLS write */
     jrpc_buf_t     sse_line;   /* streamed answers: the event-stream line being read */
     jrpc_buf_t     sse_data;   /* ... and the event's data */
 } hconn_t;
@@ -49,16 +50,19 @@ typedef struct hconn {
  * on a reused connection failed (EPIPE, ECONNRESET...) and no byte of an
  * answer has arrived: the server cannot have read the whole request then.
  * Once the request is fully written we never resend it, whatever happens
- * (EOF, reset, timeout), since the server may have received and run it. */
+ * (EOF, reset, timeout), since the server may have received and run it.
+ *
+ * https:// is the same over TLS (jrpc_client_tls): the SSL lives as long as
+ * its socket, so keep-alive and the rules above hold unchanged; "readable
+ * while idle" means a close_notify, an alert or stray data (a session
+ * ticket is taken and the connection kept); and the TLS session outlives
+ * the connection, so a reconnect resumes it. */
 
-#define HTTP_DEFAULT_PATH "/rpc"
 #define HTTP_MAX_REPLY    (256u << 20)  /* answers larger than this are refused */
 #define HTTP_READ_CHUNK   16384
+#define TLS_ONE_WRITE_MAX 16384         /* up to this, head and body go in one TLS record */
 
-/* Waits until fd has `events` or deadline passes. POLLERR/POLLHUP count as
- * ready: the following send/recv reports them. Returns 0, -ETIMEDOUT or
- * -errno (-EINTR when a signal interrupted the wait). */
-static int fd_wait(int fd, short events, int64_t deadline)
+int jrpc_client_fd_wait(int fd, short events, int64_t deadline)
 {
     for (;;) {
         int64_t left = deadline - jrpc_client_now_ms();
@@ -83,22 +87,57 @@ static bool fd_readable(int fd)
 static void http_close_conn(hconn_t *c)
 {
     if (c->fd >= 0) {
+        if (c->tls)
+            jrpc_client_tls_close(c->tls, false);   /* the session stays for the next one */
         close(c->fd);
         c->fd = -1;
     }
 }
 
-/* Connects to c->host:c->port, trying every address. Sets c->fd and returns
- * 0, or sets the error message and returns -errno (-ETIMEDOUT, -EINTR,
- * -EHOSTUNREACH when the name does not resolve). */
+/* Whether the kept-alive connection can carry the next request (see
+ * "Reuse and retry" above). */
+static bool http_idle_ok(hconn_t *c)
+{
+    return c->tls ? jrpc_client_tls_idle_ok(c->tls) : !fd_readable(c->fd);
+}
+
+/* The TLS handshake on the fresh connection c->fd. Returns 0, or closes it,
+ * sets the message and returns the code. */
+static int http_handshake(hconn_t *c, int64_t deadline, int timeout_ms)
+{
+    int rc = jrpc_client_tls_connect(c->tls, c->fd, deadline);
+    if (rc == 0)
+        return 0;
+    if (rc == -ETIMEDOUT)
+        set_err(c, "TLS handshake with %s timed out after %d ms", c->url.peer, timeout_ms);
+    else if (rc == -EINTR)
+        set_err(c, "interrupted during the TLS handshake with %s", c->url.peer);
+    else if (rc == JRPC_CLIENT_ETLS)
+        set_err(c, "TLS handshake with %s failed: %s", c->url.peer,
+                jrpc_client_tls_error(c->tls));
+    else
+        set_err(c, "TLS handshake with %s failed: %s", c->url.peer, strerror(-rc));
+    http_close_conn(c);
+    return rc;
+}
+
+/* Connects to the URL's host and port, trying every address, and over
+ * https:// runs the TLS handshake. Sets c->fd and returns 0, or sets the
+ * error message and returns -errno (-ETIMEDOUT, -EINTR, -EHOSTUNREACH when
+ * the name does not resolve) or JRPC_CLIENT_ETLS. */
 static int http_connect(hconn_t *c, int64_t deadline, int timeout_ms)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV };
     struct addrinfo *res = NULL;
-    int rc = getaddrinfo(c->host, c->port, &hints, &res);
+    int rc;
+    if (c->tls && (rc = jrpc_client_tls_setup(c->tls)) < 0) {   /* files first: no connection wasted */
+        set_err(c, "cannot set up TLS for %s: %s", c->url.where, jrpc_client_tls_error(c->tls));
+        return rc;
+    }
+    rc = getaddrinfo(c->url.host, c->url.port, &hints, &res);
     if (rc != 0) {
-        set_err(c, "cannot connect to %s: cannot resolve %s: %s", c->where, c->host,
+        set_err(c, "cannot connect to %s: cannot resolve %s: %s", c->url.where, c->url.host,
                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
     }
@@ -114,7 +153,7 @@ static int http_connect(hconn_t *c, int64_t deadline, int timeout_ms)
             rc = 0;
         } else if (errno != EINPROGRESS) {
             rc = -errno;
-        } else if ((rc = fd_wait(fd, POLLOUT, deadline)) == 0) {
+        } else if ((rc = jrpc_client_fd_wait(fd, POLLOUT, deadline)) == 0) {
             int soerr = 0;
             socklen_t sl = sizeof soerr;
             if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
@@ -135,11 +174,13 @@ static int http_connect(hconn_t *c, int64_t deadline, int timeout_ms)
     }
     freeaddrinfo(res);
     if (rc == -ETIMEDOUT)
-        set_err(c, "cannot connect to %s within %d ms", c->where, timeout_ms);
+        set_err(c, "cannot connect to %s within %d ms", c->url.where, timeout_ms);
     else if (rc == -EINTR)
-        set_err(c, "interrupted while connecting to %s", c->where);
+        set_err(c, "interrupted while connecting to %s", c->url.where);
     else if (rc < 0)
-        set_err(c, "cannot connect to %s: %s", c->where, strerror(-rc));
+        set_err(c, "cannot connect to %s: %s", c->url.where, strerror(-rc));
+    if (rc == 0 && c->tls)
+        rc = http_handshake(c, deadline, timeout_ms);
     return rc;
 }
 
@@ -184,9 +225,9 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
     jrpc_buf_reset(b);
     snprintf(line, sizeof line, "Content-Length: %zu\r\n", len);
     if ((rc = jrpc_buf_puts(b, "POST ")) < 0
-        || (rc = jrpc_buf_puts(b, c->path)) < 0
+        || (rc = jrpc_buf_puts(b, c->url.path)) < 0
         || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
-        || (rc = jrpc_buf_puts(b, c->authority)) < 0
+        || (rc = jrpc_buf_puts(b, c->url.authority)) < 0
         || (rc = jrpc_buf_puts(b, stream ? "\r\nContent-Type: application/json\r\n"
                                            "Accept: text/event-stream\r\n"
                                          : "\r\nContent-Type: application/json\r\n"
@@ -217,10 +258,31 @@ out:
     return rc;
 }
 
-/* Writes head + body. Returns 0, -ETIMEDOUT, -EINTR or the -errno of the
- * failed write (the message is left to the caller, who may retry). */
+/* https://: head + body through TLS, in one record when the body is small
+ * (two records would be two packets, as the socket does not delay). */
+static int tls_send_request(hconn_t *c, const char *body, size_t len, int64_t deadline)
+{
+    int rc;
+    if (c->head.len + len <= TLS_ONE_WRITE_MAX) {
+        jrpc_buf_reset(&c->out);
+        if ((rc = jrpc_buf_append(&c->out, c->head.p, c->head.len)) < 0
+            || (rc = jrpc_buf_append(&c->out, body, len)) < 0)
+            return rc;
+        return jrpc_client_tls_write(c->tls, c->out.p, c->out.len, deadline);
+    }
+    if ((rc = jrpc_client_tls_write(c->tls, c->head.p, c->head.len, deadline)) < 0)
+        return rc;
+    return jrpc_client_tls_write(c->tls, body, len, deadline);
+}
+
+/* Writes head + body. Returns 0, -ETIMEDOUT, -EINTR, the -errno of the
+ * failed write or JRPC_CLIENT_ETLS (the message is left to the caller, who
+ * may retry). */
 static int http_send_request(hconn_t *c, const char *body, size_t len, int64_t deadline)
 {
+    if (c->tls)
+        return tls_send_request(c, body, len, deadline);
+
     struct iovec iov[2] = {
         { .iov_base = c->head.p, .iov_len = c->head.len },
         { .iov_base = (void *)body, .iov_len = len },
@@ -232,7 +294,7 @@ static int http_send_request(hconn_t *c, const char *body, size_t len, int64_t d
         if (n < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 return -errno;
-            int rc = fd_wait(c->fd, POLLOUT, deadline);
+            int rc = jrpc_client_fd_wait(c->fd, POLLOUT, deadline);
             if (rc < 0)
                 return rc;
             continue;
@@ -434,6 +496,25 @@ static bool is_json_type(const char *ct)
         && (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t');
 }
 
+/* Reads what the connection has, waiting until deadline for something.
+ * Returns the count, 0 at the end, or a negative code (JRPC_CLIENT_ETLS,
+ * -ETIMEDOUT, -EINTR, -errno). */
+static ssize_t http_recv(hconn_t *c, char *buf, size_t size, int64_t deadline)
+{
+    if (c->tls)
+        return jrpc_client_tls_read(c->tls, buf, size, deadline);
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, size, 0);
+        if (n >= 0)
+            return n;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -errno;
+        int rc = jrpc_client_fd_wait(c->fd, POLLIN, deadline);
+        if (rc < 0)
+            return rc;
+    }
+}
+
 /* Reads one answer into reply and sets *http_status. Returns 0 (keeping
  * or closing the connection as the server asked), or an error with the
  * message set. */
@@ -453,14 +534,9 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
     http_parser_init(&p, HTTP_RESPONSE);
     p.data = &a;
     while (!a.done) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        ssize_t n = http_recv(c, buf, sizeof buf, deadline);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                if ((rc = fd_wait(c->fd, POLLIN, deadline)) < 0)
-                    goto fail;
-                continue;
-            }
-            rc = -errno;
+            rc = (int)n;
             goto fail;
         }
         size_t parsed = http_parser_execute(&p, &http_settings, buf, (size_t)n);
@@ -475,7 +551,7 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
         }
         if (p.upgrade || (HTTP_PARSER_ERRNO(&p) != HPE_OK && HTTP_PARSER_ERRNO(&p) != HPE_PAUSED)) {
             rc = -EPROTO;
-            set_err(c, "malformed HTTP answer from %s: %s", c->where,
+            set_err(c, "malformed HTTP answer from %s: %s", c->url.where,
                     p.upgrade ? "unexpected protocol upgrade"
                               : http_errno_description(HTTP_PARSER_ERRNO(&p)));
             goto close;
@@ -488,7 +564,7 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
     if (p.status_code / 100 != 2 && !(reply->len && is_json_type(a.ctype))) {
         /* Not a JSON-RPC answer: a proxy's or another server's error page. */
         set_err(c, "HTTP %u %s from %s (not a JSON-RPC answer)", p.status_code,
-                http_status_str((enum http_status)p.status_code), c->where);
+                http_status_str((enum http_status)p.status_code), c->url.where);
         return JRPC_CLIENT_EHTTP;
     }
     if (p.status_code == 204)
@@ -498,19 +574,22 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
 fail:
     if (rc == -ETIMEDOUT)
         set_err(c, "timed out after %d ms waiting for the broker at %s: connected, no "
-                "answer", timeout_ms, c->where);
+                "answer", timeout_ms, c->url.where);
     else if (rc == -EINTR)
-        set_err(c, "interrupted while waiting for %s", c->where);
+        set_err(c, "interrupted while waiting for %s", c->url.where);
     else if (rc == -EMSGSIZE)
-        set_err(c, "the answer from %s is larger than %u bytes", c->where, HTTP_MAX_REPLY);
+        set_err(c, "the answer from %s is larger than %u bytes", c->url.where, HTTP_MAX_REPLY);
     else if (rc == -ENOMEM)
-        set_err(c, "%s: out of memory", c->where);
+        set_err(c, "%s: out of memory", c->url.where);
+    else if (rc == JRPC_CLIENT_ETLS)
+        set_err(c, "TLS error from %s while waiting for the answer: %s", c->url.peer,
+                jrpc_client_tls_error(c->tls));
     else if (rc == -ECONNRESET && !got_bytes)
-        set_err(c, "%s closed the connection without answering", c->where);
+        set_err(c, "%s closed the connection without answering", c->url.where);
     else if (rc == -ECONNRESET)
-        set_err(c, "%s closed the connection in the middle of the answer", c->where);
+        set_err(c, "%s closed the connection in the middle of the answer", c->url.where);
     else
-        set_err(c, "connection to %s lost while waiting for the answer: %s", c->where,
+        set_err(c, "connection to %s lost while waiting for the answer: %s", c->url.where,
                 strerror(-rc));
 close:
     /* The answer may still come: never let it be read as the next one's. */
@@ -538,7 +617,7 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
         return rc;
     for (int attempt = 0;; attempt++) {
         bool reused = c->fd >= 0;
-        if (reused && fd_readable(c->fd)) {   /* closed while idle (see above) */
+        if (reused && !http_idle_ok(c)) {   /* closed while idle (see above) */
             http_close_conn(c);
             reused = false;
         }
@@ -552,75 +631,20 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
             continue;   /* the server never had the whole request: safe to resend */
         if (rc == -ETIMEDOUT)
             set_err(c, "timed out after %d ms sending the request to %s", timeout_ms,
-                    c->where);
+                    c->url.where);
         else if (rc == -EINTR)
-            set_err(c, "interrupted while sending to %s", c->where);
+            set_err(c, "interrupted while sending to %s", c->url.where);
+        else if (rc == JRPC_CLIENT_ETLS)
+            set_err(c, "TLS error from %s while sending the request: %s", c->url.peer,
+                    jrpc_client_tls_error(c->tls));
+        else if (rc == -ENOMEM)
+            set_err(c, "%s: out of memory", c->url.where);
         else
-            set_err(c, "connection to %s lost while sending the request: %s", c->where,
+            set_err(c, "connection to %s lost while sending the request: %s", c->url.where,
                     strerror(-rc));
         return rc;
     }
     return http_read_answer(c, reply, deadline, timeout_ms, http_status, on_answer, arg);
-}
-
-/* http://HOST[:PORT][/PATH], HOST a name, an IPv4 address or [IPV6];
- * PORT 1..65535 (default 80); PATH (default /rpc) sent as the request
- * target. Fills the address fields of c. Returns 0, -EINVAL or -ENOMEM. */
-static int http_parse_url(hconn_t *c, const char *url)
-{
-    if (strncmp(url, "http://", 7) != 0)
-        return -EINVAL;
-    const char *auth = url + strlen("http://");
-    size_t alen = strcspn(auth, "/");
-    const char *aend = auth + alen, *path = aend;
-    const char *host = auth, *hend, *port = NULL;
-
-    for (const char *p = auth; *p; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '#')
-            return -EINVAL;
-    if (alen == 0 || memchr(auth, '@', alen))
-        return -EINVAL;   /* no user info: there is no authentication to send it to */
-    if (auth[0] == '[') {
-        host = auth + 1;
-        if ((hend = memchr(auth, ']', alen)) == NULL)
-            return -EINVAL;
-        if (hend + 1 < aend) {
-            if (hend[1] != ':')
-                return -EINVAL;
-            port = hend + 2;
-        }
-    } else {
-        hend = memchr(auth, ':', alen);
-        if (hend == NULL)
-            hend = aend;
-        else
-            port = hend + 1;
-    }
-    if (hend == host)
-        return -EINVAL;
-    if (port) {
-        long v = 0;
-        if (port == aend)
-            return -EINVAL;
-        for (const char *p = port; p < aend; p++) {
-            if (*p < '0' || *p > '9' || (v = v * 10 + (*p - '0')) > 65535)
-                return -EINVAL;
-        }
-        if (v == 0)
-            return -EINVAL;
-    }
-    if (*path == '\0')
-        path = HTTP_DEFAULT_PATH;
-    c->host = strndup(host, (size_t)(hend - host));
-    c->port = port ? strndup(port, (size_t)(aend - port)) : strdup("80");
-    c->authority = strndup(auth, alen);
-    c->path = strdup(path);
-    if (c->host == NULL || c->port == NULL || c->authority == NULL || c->path == NULL
-        || asprintf(&c->where, "http://%s%s", c->authority, c->path) < 0) {
-        c->where = NULL;
-        return -ENOMEM;
-    }
-    return 0;
 }
 
 static void transport_close(void *state)
@@ -629,18 +653,17 @@ static void transport_close(void *state)
     if (c == NULL)
         return;
     http_close_conn(c);
-    free(c->host);
-    free(c->port);
-    free(c->authority);
-    free(c->path);
-    free(c->where);
+    jrpc_client_tls_destroy(&c->tls);
+    jrpc_client_url_dispose(&c->url);
     jrpc_buf_dispose(&c->head);
+    jrpc_buf_dispose(&c->out);
     jrpc_buf_dispose(&c->sse_line);
     jrpc_buf_dispose(&c->sse_data);
     free(c);
 }
 
-static int transport_open(jrpc_client_t *client, const char *url, void **state)
+static int transport_open(jrpc_client_t *client, const char *url,
+                          const jrpc_client_opts_t *opts, void **state)
 {
     hconn_t *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -648,9 +671,12 @@ static int transport_open(jrpc_client_t *client, const char *url, void **state)
     c->client = client;
     c->fd = -1;
     jrpc_buf_init(&c->head);
+    jrpc_buf_init(&c->out);
     jrpc_buf_init(&c->sse_line);
     jrpc_buf_init(&c->sse_data);
-    int rc = http_parse_url(c, url);
+    int rc = jrpc_client_url_parse(url, &c->url);
+    if (rc == 0 && c->url.tls && (c->tls = jrpc_client_tls_new(opts, c->url.host)) == NULL)
+        rc = -ENOMEM;
     if (rc < 0) {
         transport_close(c);
         return rc;
@@ -659,9 +685,18 @@ static int transport_open(jrpc_client_t *client, const char *url, void **state)
     return 0;
 }
 
+static void transport_disconnect(void *state, bool forget_session)
+{
+    hconn_t *c = state;
+    http_close_conn(c);
+    if (c->tls && forget_session)
+        jrpc_client_tls_close(c->tls, true);
+}
+
 const jrpc_client_transport_t jrpc_client_http = {
     .open      = transport_open,
     .call      = transport_call,
     .set_curve = NULL,   /* no CURVE over HTTP */
+    .disconnect = transport_disconnect,
     .close     = transport_close,
 };

@@ -4,11 +4,12 @@
  * transport once, from the URL scheme, in jrpc_client_new; everything after
  * goes through these functions, so the generic code never looks at a scheme
  * again. Each transport keeps its own state behind the void pointer.
- * Adding a scheme (https://, ws://) means one file with one of these and one
+ * Adding a scheme (ws://, say) means one file with one of these and one
  * line in jrpc_client.c's scheme table; the public API does not change. */
 #ifndef JRPC_CLIENT_TRANSPORT_H
 #define JRPC_CLIENT_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -18,11 +19,13 @@
 
 typedef struct jrpc_client_transport {
     /* Makes the state for url (the whole URL, scheme included: borrowed, it
-     * lives as long as the client). c is where failures of later calls are
-     * described (jrpc_client_errf). Never blocks. Returns 0 and sets *state;
-     * -EINVAL for a URL this transport cannot use; -ENOMEM, or another
-     * -errno. On error nothing is left to close. */
-    int  (*open)(jrpc_client_t *c, const char *url, void **state);
+     * lives as long as the client) with the client's options (never NULL;
+     * the transport copies what it keeps). c is where failures of later
+     * calls are described (jrpc_client_errf). Never blocks. Returns 0 and
+     * sets *state; -EINVAL for a URL this transport cannot use; -ENOMEM, or
+     * another -errno. On error nothing is left to close. */
+    int  (*open)(jrpc_client_t *c, const char *url, const jrpc_client_opts_t *opts,
+                 void **state);
 
     /* Sends body with the header fields of hdr (NULL: none; over ZeroMQ a
      * header frame is sent only when hdr is not NULL) and blocks until the
@@ -43,16 +46,28 @@ typedef struct jrpc_client_transport {
     int  (*set_curve)(void *state, const char *public_z85, const char *secret_z85,
                       const char *server_public_z85);
 
+    /* Closes the connection now; the next call makes a new one. With
+     * forget_session, a TLS session is not resumed either. NULL when the
+     * transport has no connection of its own to close (the client then says
+     * -ENOTSUP). */
+    void (*disconnect)(void *state, bool forget_session);
+
     /* Closes the connection and frees the state. */
     void (*close)(void *state);
 } jrpc_client_transport_t;
 
 extern const jrpc_client_transport_t jrpc_client_zmq;   /* tcp://, ipc:// */
-extern const jrpc_client_transport_t jrpc_client_http;  /* http:// */
+extern const jrpc_client_transport_t jrpc_client_http;  /* http://, https:// */
 
 /* Sets the client's last error (jrpc_client_last_error), printf-style. */
 void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Waits until fd has `events` or deadline (jrpc_client_now_ms) passes.
+ * POLLERR/POLLHUP count as ready: the following send/recv reports them.
+ * Returns 0, -ETIMEDOUT or -errno (-EINTR when a signal interrupted the
+ * wait). */
+int jrpc_client_fd_wait(int fd, short events, int64_t deadline);
 
 /* Monotonic milliseconds, for the deadlines of a call. */
 static inline int64_t jrpc_client_now_ms(void)

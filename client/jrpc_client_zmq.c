@@ -258,8 +258,10 @@ static void transport_close(void *state)
     free(c);
 }
 
-static int transport_open(jrpc_client_t *client, const char *url, void **state)
+static int transport_open(jrpc_client_t *client, const char *url,
+                          const jrpc_client_opts_t *opts, void **state)
 {
+    (void)opts;   /* nothing of them is ZeroMQ's: the timeout is the client's */
     bool ipv6 = false;
     int rc;
     if (strncmp(url, "tcp://", 6) == 0) {
@@ -320,5 +322,6 @@ const jrpc_client_transport_t jrpc_client_zmq = {
     .open      = transport_open,
     .call      = transport_call,
     .set_curve = transport_set_curve,
+    .disconnect = NULL,   /* ZeroMQ reconnects by itself; a timeout resets the socket */
     .close     = transport_close,
 };

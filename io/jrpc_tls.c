@@ -1,4 +1,4 @@
-/* jrpc_tls — TLS as a layer of bytes over memory BIOs (see jrpc_tls.h). */
+/* jrpc_tls — TLS as a layer of bytes, over a BIO of ours (see jrpc_tls.h). */
 #include "jrpc_tls.h"
 
 #include "jrpc_buf.h"

@@ -1,6 +1,6 @@
 /* jrpc_tls — TLS as a layer of bytes, under HTTP (issue 15).
  *
- * A server-side TLS session over two OpenSSL memory BIOs: the caller feeds
+ * A server-side TLS session over a BIO of ours, in memory: the caller feeds
  * it the ciphertext its socket read and takes the plaintext out; it hands
  * plaintext in and takes out the ciphertext to write. No sockets, no loop,
  * no callbacks: the HTTP front keeps its one libuv loop and its own

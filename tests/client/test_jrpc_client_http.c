@@ -411,8 +411,16 @@ static void test_refused_and_bad_urls(void **state)
         assert_null(jrpc_client_new(bad[i], NULL));
         assert_int_equal(errno, EINVAL);
     }
-    assert_null(jrpc_client_new("https://h:1", NULL));
-    assert_int_equal(errno, EPROTONOSUPPORT);
+    static const char *tbad[] = { "https://", "https://:443", "https://h:", "https://h:0",
+                                  "https://u@h", "https://[::1" };
+    for (size_t i = 0; i < sizeof tbad / sizeof tbad[0]; i++) {
+        errno = 0;
+        assert_null(jrpc_client_new(tbad[i], NULL));
+        assert_int_equal(errno, EINVAL);
+    }
+    c = jrpc_client_new("https://h:1", NULL);   /* https:// is a transport now */
+    assert_non_null(c);
+    jrpc_client_destroy(&c);
     /* The ZeroMQ transport checks its own URLs; unknown schemes are EINVAL. */
     static const char *zbad[] = { "tcp://", "tcp://h", "tcp://h:", "tcp://h:0", "tcp://h:65536",
                                   "tcp://[::1:5", "ipc://", "udp://h:1", "", "http:/h" };
@@ -431,6 +439,56 @@ static void test_refused_and_bad_urls(void **state)
     assert_int_equal(jrpc_client_set_curve(c, z85, z85, z85), -ENOTSUP);
     assert_int_equal(jrpc_client_set_curve(c, NULL, NULL, NULL), -ENOTSUP);
     assert_int_equal(jrpc_client_set_curve(c, z85, NULL, NULL), -EINVAL);
+    jrpc_client_destroy(&c);
+}
+
+/* https:// to a server that never speaks TLS: the handshake is bounded by
+ * the call's deadline and the message says so, host and port included. */
+static void test_https_handshake_timeout(void **state)
+{
+    static const step_t steps[] = { { HANG, NULL } };
+    server_t *s = server_start(steps, 1);
+    char url[64];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", s->port);
+    jrpc_client_opts_t opts = { .insecure = 1 };
+    jrpc_client_t *c = jrpc_client_new(url, &opts);
+    assert_non_null(c);
+    int64_t t0 = now_ms();
+    assert_int_equal(expect_failure(c, 300), -ETIMEDOUT);
+    assert_true(now_ms() - t0 < 2000);
+    char want[128];
+    snprintf(want, sizeof want, "TLS handshake with 127.0.0.1:%d timed out after 300 ms", s->port);
+    assert_string_equal(jrpc_client_last_error(c), want);
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+    /* A CA file that is not there is said before any connection. */
+    jrpc_client_opts_t bad = { .cacert = "/nonexistent/ca.pem" };
+    c = jrpc_client_new("https://127.0.0.1:1/x", &bad);
+    assert_non_null(c);
+    assert_int_equal(expect_failure(c, 300), JRPC_CLIENT_ETLS);
+    assert_string_equal(jrpc_client_last_error(c), "cannot set up TLS for https://127.0.0.1:1/x: "
+                        "cannot read CA file /nonexistent/ca.pem: No such file or directory");
+    jrpc_client_destroy(&c);
+}
+
+/* jrpc_client_disconnect: the next call makes a new connection; not for
+ * ZeroMQ. */
+static void test_disconnect(void **state)
+{
+    static const step_t steps[] = { { ANSWER, OK_RESP }, { ANSWER, OK_RESP }, { ANSWER, OK_RESP } };
+    server_t *s = server_start(steps, 3);
+    jrpc_client_t *c = client_for(s, "");
+    expect_reply(c, 200, OK_BODY);
+    expect_reply(c, 200, OK_BODY);
+    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(jrpc_client_disconnect(c, 0), 0);
+    expect_reply(c, 200, OK_BODY);
+    assert_int_equal(atomic_load(&s->accepts), 2);
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+    c = jrpc_client_new("tcp://127.0.0.1:1", NULL);
+    assert_non_null(c);
+    assert_int_equal(jrpc_client_disconnect(c, 0), -ENOTSUP);
     jrpc_client_destroy(&c);
 }
 
@@ -681,6 +739,8 @@ int main(void)
         cmocka_unit_test(test_error_statuses),
         cmocka_unit_test(test_early_answer_while_sending),
         cmocka_unit_test(test_refused_and_bad_urls),
+        cmocka_unit_test(test_https_handshake_timeout),
+        cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_signed_http),
         cmocka_unit_test(test_signing_options),
         cmocka_unit_test(test_signed_zmq_header_frame),

@@ -62,6 +62,19 @@ check "SSE over TLS: the answer, then the end event" \
     "$(post -N --cacert "$C/ca.pem" -H 'Accept: text/event-stream' -d "[$ADD]" "$U/rpc" |
         grep -E '^(data|event):' | paste -sd'|')"
 
+# Our own clients: the jrpc CLI and jrpc-bench (libjrpc-client over TLS).
+check "jrpc call over https:// (--cacert)" 3 \
+    "$("$JRPC" --url "$U/rpc" --cacert "$C/ca.pem" call add '[1,2]' 2>&1)"
+out=$("$JRPC" --url "$U/rpc" call add '[1,2]' 2>&1); rc=$?
+check "jrpc without the CA: exit 2, the verify error in words" "2 1" \
+    "$rc $(grep -c 'TLS handshake with 127.0.0.1:[0-9]* failed: certificate verify failed' <<<"$out")"
+check "jrpc send --stream over https://" '{"jsonrpc":"2.0","result":3,"id":1}' \
+    "$(printf '[%s]' "$ADD" | "$JRPC" --url "$U/rpc" --cacert "$C/ca.pem" send --stream 2>/dev/null)"
+"$JRPC_BIN/jrpc-bench" --url "$U/rpc" --cacert "$C/ca.pem" --connections 2 --duration 1 \
+    --handshakes full >"$E2E_TMP/bench.out" 2>&1
+check "jrpc-bench --handshakes full over https://: exit 0, a handshake rate" "0 1" \
+    "$? $(grep -cE 'handshakes [1-9][0-9]* \([0-9.]+/s\)' "$E2E_TMP/bench.out")"
+
 # openssl s_client: what is offered and what is refused.
 sc() { timeout 10 openssl s_client -connect "127.0.0.1:$HTTP_PORT" -CAfile "$C/ca.pem" "$@" </dev/null 2>&1; }
 out=$(sc -tls1_2)
@@ -185,6 +198,9 @@ check "mutual TLS: alice's ACL refuses echo (-32002 in its slot)" -32002 \
     "$(post "${MT[@]}" -d '{"jsonrpc":"2.0","method":"echo","params":[1],"id":2}' "$U/rpc" |
         "$PY" -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])')"
 pycase wss "$C/client.pem,$C/client.key"   # the upgrade authenticated by the certificate
+check "mutual TLS with the jrpc CLI (--cert/--key): served as alice" 3 \
+    "$("$JRPC" --url "$U/rpc" --cacert "$C/ca.pem" --cert "$C/client.pem" --key "$C/client.key" \
+        call add '[1,2]' 2>&1)"
 check "mutual TLS: CN=bob names no key, unsigned: 401" 401 \
     "$(post --cacert "$C/ca.pem" --cert "$C/client-bob.pem" --key "$C/client-bob.key" -d "$ADD" \
         -o /dev/null -w '%{http_code}' "$U/rpc")"
