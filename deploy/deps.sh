@@ -13,9 +13,11 @@ runtime=(libzmq5 libmsgpackc2 libuv1 libwslay1 libhiredis0.14 libhttp-parser2.9 
 build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev libwslay-dev
        libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev)
 # The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
-# many-hosts test), systemd-analyze and docker-compose (deploy/ checks).
+# many-hosts test), systemd-analyze and docker-compose (deploy/ checks),
+# testssl.sh (the TLS scan, tests/tls_scan.sh).
 suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
-       gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets)
+       gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets
+       testssl.sh)
 clean=no
 if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --bad; fi
 case "${1:-}" in

@@ -31,6 +31,8 @@ struct jrpc_tls {
     size_t      out_off;   /* of it, already taken by jrpc_tls_take */
     bool        failed;    /* a fatal error: no shutdown, no more writes */
     bool        plain_http;
+    bool        fed;       /* bytes came (first is the first of them) */
+    unsigned char first;
     char        err[96];
 };
 
@@ -224,6 +226,10 @@ int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n)
 {
     if (n == 0 || t->failed)
         return 0;
+    if (!t->fed) {
+        t->fed = true;
+        t->first = (unsigned char)p[0];
+    }
     if (t->in_n == 0) {   /* the usual case: read in place */
         jrpc_buf_dispose(&t->held);
         t->in_p = p;
@@ -279,7 +285,12 @@ ssize_t jrpc_tls_read(jrpc_tls_t *t, char *buf, size_t cap)
     /* SSL_get_error needs an empty queue before the call (SSL_get_error(3)). */
     ERR_clear_error();
     int r = SSL_read(t->ssl, buf, (int)cap);
-    return r > 0 ? r : verdict(t, r);
+    if (r > 0)
+        return r;
+    int rc = verdict(t, r);
+    if (rc < 0)
+        t->in_n = 0;   /* closed or failed: what was fed is dropped (never read again) */
+    return rc;
 }
 
 int jrpc_tls_write(jrpc_tls_t *t, const char *p, size_t n)
@@ -351,9 +362,13 @@ const char *jrpc_tls_error(const jrpc_tls_t *t)
     return t->err;
 }
 
+/* OpenSSL names GET, POST, HEAD, PUT and CONNECT; any request line starts
+ * with a capital letter (a method token), which no TLS record does (their
+ * first byte is a content type, 20 to 24). */
 bool jrpc_tls_plain_http(const jrpc_tls_t *t)
 {
-    return t->plain_http;
+    return t->plain_http || (t->failed && !SSL_is_init_finished(t->ssl) && t->fed &&
+                             t->first >= 'A' && t->first <= 'Z');
 }
 
 size_t jrpc_tls_peer_name(const jrpc_tls_t *t, char *buf, size_t cap)

@@ -55,7 +55,7 @@ void jrpc_tls_free(jrpc_tls_t **self_p);
  * jrpc_tls_read until it returns 0 or less, then send what jrpc_tls_take
  * gives (handshake records, tickets, alerts). The bytes are read in place,
  * not copied: they must stay valid until jrpc_tls_read has returned 0 or
- * less (the next feed keeps whatever is left unread, then). */
+ * less (0: all were taken; < 0: the rest is dropped). */
 int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n);
 /* Plaintext, as much as fits in buf: > 0 bytes; 0 when more ciphertext is
  * needed; JRPC_TLS_ECLOSED or JRPC_TLS_EPROTO. Drives the handshake. */

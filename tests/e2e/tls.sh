@@ -52,6 +52,8 @@ check "curl without the CA: certificate refused (exit 60)" 60 "$?"
 check "plaintext HTTP to the TLS port: 400 with words" \
     '400 {"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":"this port speaks HTTPS: use https://"},"id":null}' \
     "$(post -d "$ADD" -w ' %{http_code}' "http://127.0.0.1:$HTTP_PORT/rpc" | awk '{print $NF, $0}' | sed 's/ [0-9]*$//')"
+check "plaintext OPTIONS to the TLS port: the same 400" 400 \
+    "$(curl -s -X OPTIONS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/rpc")"
 check "keep-alive: 3 calls, 1 connection (curl)" 1 \
     "$(post --cacert "$C/ca.pem" -d "$ADD" "$U/rpc" -d "$ADD" "$U/rpc" -d "$ADD" "$U/rpc" \
         -o /dev/null -w '%{num_connects}\n' | awk '{s+=$1} END {print s}')"
