@@ -334,6 +334,8 @@ size_t jrpc_tls_take(jrpc_tls_t *t, char *buf, size_t cap)
     size_t n = jrpc_tls_pending(t);
     if (n > cap)
         n = cap;
+    if (n == 0)
+        return 0;   /* (out.p may be NULL) */
     memcpy(buf, t->out.p + t->out_off, n);
     t->out_off += n;
     if (t->out_off == t->out.len)
