@@ -151,17 +151,20 @@ cp "$C/chain.pem" "$C/live.pem"; cp "$C/server.key" "$C/live.key"
 e2e_restart_broker "${TLS[@]}" --max-body 65536 --max-header-bytes 8192 --header-timeout-ms 1000 \
     --body-timeout-ms 3000 --idle-timeout-ms 2000 --max-conns 64 --max-open 4
 e2e_wait_workers 2
-done_line=no
-while IFS= read -r line; do
-    case "$line" in
-    "ok   "*) E2E_PASS=$((E2E_PASS + 1)) ;;
-    "FAIL "*) E2E_FAIL=$((E2E_FAIL + 1)); echo "$line" ;;
-    [0-9]*" passed, "*" failed") done_line=yes; echo "hostile over TLS: $line" ;;
-    esac
-done < <(timeout 150 python3 "$HERE/http_hostile.py" "$HTTP_PORT" "log=$E2E_TMP/broker.log" \
-    max_body=65536 max_header=8192 max_conns=64 max_open=4 header_to=1000 body_to=3000 \
-    idle_to=2000 "tls=$C/ca.pem" 2>&1)
-check "http_hostile.py over TLS ran to its summary line" yes "$done_line"
+hostile() {   # hostile NAME ARGS...: http_hostile.py over TLS, its lines counted as checks
+    local name=$1 done_line=no line; shift
+    while IFS= read -r line; do
+        case "$line" in
+        "ok   "*) E2E_PASS=$((E2E_PASS + 1)) ;;
+        "FAIL "*) E2E_FAIL=$((E2E_FAIL + 1)); echo "$line" ;;
+        [0-9]*" passed, "*" failed") done_line=yes; echo "$name over TLS: $line" ;;
+        esac
+    done < <(timeout 150 python3 "$HERE/http_hostile.py" "$HTTP_PORT" "log=$E2E_TMP/broker.log" \
+        "tls=$C/ca.pem" "$@" 2>&1)
+    check "http_hostile.py ($name) over TLS ran to its summary line" yes "$done_line"
+}
+hostile hostile max_body=65536 max_header=8192 max_conns=64 max_open=4 header_to=1000 \
+    body_to=3000 idle_to=2000
 
 # Signed and unsigned calls; mutual TLS with the certificate's name as the key.
 command -v redis-server >/dev/null || { echo "redis-server is not installed"; exit 1; }
@@ -182,16 +185,7 @@ check "unsigned over TLS, no client certificate: 401" 401 \
     "$(post --cacert "$C/ca.pem" -d "$ADD" -o /dev/null -w '%{http_code}' "$U/rpc")"
 # Python's ssl, signed: the hostile cases' signed half over TLS (signatures
 # made by http_hostile.py itself; a trailer is no signature).
-done_line=no
-while IFS= read -r line; do
-    case "$line" in
-    "ok   "*) E2E_PASS=$((E2E_PASS + 1)) ;;
-    "FAIL "*) E2E_FAIL=$((E2E_FAIL + 1)); echo "$line" ;;
-    [0-9]*" passed, "*" failed") done_line=yes; echo "signed hostile over TLS: $line" ;;
-    esac
-done < <(timeout 150 python3 "$HERE/http_hostile.py" "$HTTP_PORT" "log=$E2E_TMP/broker.log" \
-    max_body=65536 key=signer secret="$SECRET" "tls=$C/ca.pem" 2>&1)
-check "http_hostile.py (signed) over TLS ran to its summary line" yes "$done_line"
+hostile "signed hostile" max_body=65536 key=signer secret="$SECRET"
 
 e2e_restart_broker "${TLS[@]}" --tls-client-ca "$C/ca.pem" --keys "$E2E_TMP/keys" \
     --redis "redis://127.0.0.1:$RPORT"
