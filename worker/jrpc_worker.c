@@ -86,7 +86,8 @@ struct jrpc_wcall {
     int8_t          log_level; /* level of the call's line: info when traced and sampled */
     uint8_t         tp_len;    /* 0: no traceparent */
     char            tp[JRPC_TRACEPARENT_MAX + 1]; /* the call's W3C traceparent, NUL-terminated */
-    jrpc_buf_t      result;    /* packed result */
+    jrpc_buf_t      result;    /* packed result (or error data, when error_data) */
+    bool            error_data; /* jrpc_wcall_error_data(): result holds the error's data */
     msgpack_packer  pk;        /* writes into result */
     jrpc_wcall_t   *prev;      /* outstanding list / free list (next only) */
     jrpc_wcall_t   *next;
@@ -352,7 +353,11 @@ static int conn_answer(conn_t *c, jrpc_wcall_t *wc, bool is_error, int code, con
     if (c->nout == 0 && (rc = jrpc_wire_put_response_begin(&c->out)) < 0)
         goto fail;
     if (is_error) {
-        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, (jrpc_span_t){ NULL, 0 });
+        /* with_data: the error's "data" is what was packed into the result */
+        jrpc_span_t data = { NULL, 0 };
+        if (wc->error_data)
+            data = (jrpc_span_t){ wc->result.p, wc->result.len };
+        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, data);
     } else {
         rc = jrpc_wire_put_result_head(&c->out, wc->seq);
         if (rc == 0 && wc->result.len == 0)
@@ -420,6 +425,7 @@ static jrpc_wcall_t *call_new(jrpc_worker_t *w)
         jrpc_buf_init(&wc->result);
     }
     wc->w = w;
+    wc->error_data = false;
     jrpc_mpack_packer_init(&wc->pk, &wc->result);
     wc->prev = NULL;
     wc->next = w->calls;
@@ -514,6 +520,13 @@ int jrpc_wcall_finish(jrpc_wcall_t *c)
 int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message)
 {
     assert(message != NULL);
+    return call_complete(c, true, code, message);
+}
+
+int jrpc_wcall_error_data(jrpc_wcall_t *c, int code, const char *message)
+{
+    assert(message != NULL);
+    c->error_data = c->result.len > 0;
     return call_complete(c, true, code, message);
 }
 

@@ -178,4 +178,11 @@ int jrpc_wcall_finish(jrpc_wcall_t *c);
  * jrpc_wcall_finish(). */
 int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message);
 
+/* Completes the call with a JSON-RPC error {code, message, data} whose
+ * "data" is the one object packed into jrpc_wcall_result(c) (section 7's
+ * values, as for a result); with nothing packed it is jrpc_wcall_error().
+ * For a program that passes on a service's error object as it came (the
+ * stdio bridge). message is copied. Returns as jrpc_wcall_finish(). */
+int jrpc_wcall_error_data(jrpc_wcall_t *c, int code, const char *message);
+
 #endif
