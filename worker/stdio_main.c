@@ -15,12 +15,14 @@
  * deadline — until the child answers late or is killed. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "jrpc_admin.h"
 #include "jrpc_conf.h"
 #include "jrpc_errors.h"
 #include "jrpc_json.h"
@@ -38,6 +40,10 @@
 #define QUICK_DEATH_MS   10000   /* a child dying younger than this backs off more */
 #define STDERR_LINE_MAX  4096
 #define MAX_TRIES        3       /* dispatches of one idempotent call */
+
+/* Answer latency buckets of /metrics, seconds (le). */
+static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+#define NLAT (sizeof lat_le / sizeof *lat_le)
 
 static const char usage_head[] =
     "Usage: jrpc-stdio [OPTIONS] --method NAME[:idempotent]... -- COMMAND [ARG...]\n"
@@ -103,6 +109,13 @@ struct child {
     call_list_t  held;
     uint64_t     calls;       /* answers received */
     uint64_t     restarts;
+    /* /metrics, per slot (over the children it has had): */
+    uint64_t     errors;      /* answers that were error objects */
+    uint64_t     lost;        /* calls answered -32004 when a child was lost */
+    uint64_t     late;        /* calls answered -32003 at their deadline */
+    uint64_t     hostile;     /* messages skipped (garbage, unknown ids, too big, ...) */
+    uint64_t     lat[NLAT + 1]; /* answer latency histogram (not cumulative; last: +Inf) */
+    uint64_t     lat_sum_us;
 };
 
 struct bridge {
@@ -121,6 +134,7 @@ struct bridge {
     uv_timer_t     sweep;
     uv_timer_t     stop_timer;
     uv_signal_t    sigint, sigterm;
+    jrpc_admin_t  *admin;     /* NULL without --admin */
     int            signals;
     uint32_t       drain_timeout_ms;
     jrpc_buf_t     tmp;       /* scratch: requests, conversions */
@@ -418,6 +432,7 @@ static void child_message(child_t *c, const char *p, size_t n)
     jrpc_child_msg_t m;
     switch (jrpc_child_msg_parse(p, n, &m)) {
     case JRPC_CHILD_GARBAGE:
+        c->hostile++;
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_garbage pid=%d bytes=%zu", c->pid, n);
         return;
     case JRPC_CHILD_NOTIFICATION:
@@ -425,6 +440,7 @@ static void child_message(child_t *c, const char *p, size_t n)
                  (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
         return;
     case JRPC_CHILD_REQUEST: {
+        c->hostile++;
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_request pid=%d method=%.*s answer=-32601",
                  c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
         jrpc_buf_t r;
@@ -437,6 +453,7 @@ static void child_message(child_t *c, const char *p, size_t n)
         return;
     }
     case JRPC_CHILD_BAD_ID:
+        c->hostile++;
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%.*s", c->pid,
                  (int)(m.id_raw.n > 40 ? 40 : m.id_raw.n), m.id_raw.p ? m.id_raw.p : "");
         return;
@@ -445,6 +462,7 @@ static void child_message(child_t *c, const char *p, size_t n)
     }
     call_t *k = held_find(c, m.id);
     if (k == NULL) {
+        c->hostile++;
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%llu", c->pid,
                  (unsigned long long)m.id);
         return;
@@ -452,6 +470,13 @@ static void child_message(child_t *c, const char *p, size_t n)
     list_remove(&c->held, k);
     c->calls++;
     uint64_t us = (uv_hrtime() - k->t_sent) / 1000;
+    size_t bi = 0;
+    while (bi < NLAT && (double)us > lat_le[bi] * 1e6)
+        bi++;
+    c->lat[bi]++;
+    c->lat_sum_us += us;
+    if (m.error.n > 0 && k->wc)
+        c->errors++;
     JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_answer pid=%d id=%llu time_us=%llu late=%d",
              c->pid, (unsigned long long)k->id, (unsigned long long)us, k->wc == NULL);
     if (k->wc == NULL) {
@@ -495,6 +520,8 @@ static void on_out(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     jrpc_span_t m;
     int rc;
     while (c->state == CHILD_UP && (rc = jrpc_frame_next(&c->rd, &m)) != 0) {
+        if (rc < 0)
+            c->hostile++;
         if (rc == JRPC_FRAME_ETOOBIG)
             JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_message_too_big pid=%d max=%u", c->pid,
                      c->b->max_line);
@@ -623,8 +650,10 @@ static void child_lost(child_t *c, const char *why)
             requeued++;
             continue;
         }
-        if (k->wc)
+        if (k->wc) {
             failed++;
+            c->lost++;
+        }
         call_fail(k, JRPC_WORKER_FAILED);
         call_free(k);
     }
@@ -730,6 +759,7 @@ static void on_sweep(uv_timer_t *t)
                 JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=call_late pid=%d id=%llu method=%s",
                          c->pid, (unsigned long long)k->id, k->method);
                 call_fail(k, JRPC_TIMEOUT);
+                c->late++;
             }
             if (now - k->deadline >= b->hang_kill_ms) {
                 JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_hung pid=%d id=%llu "
@@ -740,6 +770,91 @@ static void on_sweep(uv_timer_t *t)
             }
         }
     }
+}
+
+/* ---- /metrics and /readyz (--admin) ---- */
+
+static int put(jrpc_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int put(jrpc_buf_t *out, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    return jrpc_buf_append(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+#define COUNTER(name, help, field)                                                          \
+    do {                                                                                    \
+        rc |= put(out, "# HELP " name " " help "\n# TYPE " name " counter\n");               \
+        for (unsigned i = 0; i < b->procs; i++)                                             \
+            rc |= put(out, name "{slot=\"%u\"} %llu\n", i,                                  \
+                      (unsigned long long)b->children[i].field);                            \
+    } while (0)
+
+/* Prometheus text 0.0.4 (docs/STDIO.md, "Metrics"). */
+static int write_metrics(void *arg, jrpc_buf_t *out)
+{
+    bridge_t *b = arg;
+    int rc = 0;
+    rc |= put(out, "# HELP jrpc_stdio_children Children the bridge runs (--procs).\n"
+                   "# TYPE jrpc_stdio_children gauge\njrpc_stdio_children %u\n", b->procs);
+    rc |= put(out, "# HELP jrpc_stdio_children_alive Children up and taking calls.\n"
+                   "# TYPE jrpc_stdio_children_alive gauge\njrpc_stdio_children_alive %u\n",
+              children_up(b));
+    rc |= put(out, "# HELP jrpc_stdio_not_ready 1 while the restart budget is spent.\n"
+                   "# TYPE jrpc_stdio_not_ready gauge\njrpc_stdio_not_ready %d\n", b->not_ready);
+    rc |= put(out, "# HELP jrpc_stdio_queued Calls waiting for a child's window.\n"
+                   "# TYPE jrpc_stdio_queued gauge\njrpc_stdio_queued %u\n", b->queue.n);
+    rc |= put(out, "# HELP jrpc_stdio_child_up The slot's child (pid) is up.\n"
+                   "# TYPE jrpc_stdio_child_up gauge\n");
+    for (unsigned i = 0; i < b->procs; i++)
+        rc |= put(out, "jrpc_stdio_child_up{slot=\"%u\",pid=\"%d\"} %d\n", i,
+                  b->children[i].pid, b->children[i].state == CHILD_UP);
+    rc |= put(out, "# HELP jrpc_stdio_inflight Calls a slot's child holds.\n"
+                   "# TYPE jrpc_stdio_inflight gauge\n");
+    for (unsigned i = 0; i < b->procs; i++)
+        rc |= put(out, "jrpc_stdio_inflight{slot=\"%u\"} %u\n", i, b->children[i].held.n);
+    COUNTER("jrpc_stdio_restarts_total", "Restarts of the slot's child.", restarts);
+    COUNTER("jrpc_stdio_calls_total", "Answers the slot's children gave (late ones too).", calls);
+    COUNTER("jrpc_stdio_call_errors_total", "Answers that were error objects.", errors);
+    COUNTER("jrpc_stdio_calls_lost_total", "Calls answered -32004 when a child was lost.", lost);
+    COUNTER("jrpc_stdio_calls_late_total", "Calls answered -32003 at their deadline.", late);
+    COUNTER("jrpc_stdio_child_skipped_total", "Messages of a child logged and skipped "
+            "(not JSON, unknown id, too big, requests).", hostile);
+    rc |= put(out, "# HELP jrpc_stdio_answer_seconds A child's answer time, from the write of "
+                   "the call to the read of the answer.\n"
+                   "# TYPE jrpc_stdio_answer_seconds histogram\n");
+    for (unsigned i = 0; i < b->procs; i++) {
+        const child_t *c = &b->children[i];
+        uint64_t cum = 0;
+        for (size_t k = 0; k < NLAT; k++) {
+            cum += c->lat[k];
+            rc |= put(out, "jrpc_stdio_answer_seconds_bucket{slot=\"%u\",le=\"%g\"} %llu\n", i,
+                      lat_le[k], (unsigned long long)cum);
+        }
+        cum += c->lat[NLAT];
+        rc |= put(out, "jrpc_stdio_answer_seconds_bucket{slot=\"%u\",le=\"+Inf\"} %llu\n"
+                       "jrpc_stdio_answer_seconds_sum{slot=\"%u\"} %.6f\n"
+                       "jrpc_stdio_answer_seconds_count{slot=\"%u\"} %llu\n",
+                  i, (unsigned long long)cum, i, (double)c->lat_sum_us / 1e6, i,
+                  (unsigned long long)cum);
+    }
+    return rc < 0 ? -ENOMEM : 0;
+}
+
+static const char *bridge_not_ready(void *arg)
+{
+    bridge_t *b = arg;
+    if (b->signals > 0)
+        return "draining";
+    if (b->not_ready)
+        return "restart budget spent";
+    if (children_up(b) == 0)
+        return "no child up";
+    return NULL;
 }
 
 /* ---- stopping ---- */
@@ -810,11 +925,13 @@ static void bridge_shutdown(bridge_t *b)
         }
         uv_close((uv_handle_t *)&c->timer, NULL);
     }
+    jrpc_admin_destroy(&b->admin);
     uv_close((uv_handle_t *)&b->stop_timer, NULL);
     uv_close((uv_handle_t *)&b->sweep, NULL);
     uv_close((uv_handle_t *)&b->sigint, NULL);
     uv_close((uv_handle_t *)&b->sigterm, NULL);
-    uv_run(b->loop, UV_RUN_NOWAIT);
+    for (int i = 0; i < 100 && uv_loop_alive(b->loop); i++)  /* the close callbacks */
+        uv_run(b->loop, UV_RUN_NOWAIT);
 }
 
 /* ---- flags ---- */
@@ -850,7 +967,7 @@ int main(int argc, char **argv)
     jrpc_worker_opts_t opts;
     jrpc_worker_opts_init(&opts);
     jrpc_conf_list_t endpoints = { 0 }, methods = { 0 };
-    const char *config = NULL, *framing = NULL;
+    const char *config = NULL, *framing = NULL, *admin_listen = NULL;
     jrpc_conf_std_t std = { 0 };
     int status = 1;
     bridge_t b = { 0 };
@@ -893,6 +1010,8 @@ int main(int argc, char **argv)
         { "stop-timeout-ms", U, "N", "5000", "on SIGTERM, after stdin is closed, how long the\n"
           "children may take to exit before SIGKILL", .dest = &b.stop_timeout_ms, .min = 0,
           .max = 600000 },
+        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
+          .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
           .dest = &opts.name, .check = name_ok },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
@@ -950,6 +1069,15 @@ int main(int argc, char **argv)
             status = 2;
             goto out;
         }
+    }
+    if (strcmp(admin_listen, "none") != 0) {
+        jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
+        ao.listen = admin_listen;
+        ao.metrics = write_metrics;
+        ao.not_ready = bridge_not_ready;
+        ao.arg = &b;
+        if ((b.admin = jrpc_admin_new(b.loop, &ao)) == NULL)
+            goto out;   /* logged; status 1 */
     }
     uv_timer_init(b.loop, &b.sweep);
     uv_timer_init(b.loop, &b.stop_timer);

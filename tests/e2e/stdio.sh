@@ -42,11 +42,18 @@ stop_stdio() {  # PID TAG: SIGTERM, wait for the exit, check no child is left
 }
 
 # ---- a pool of 4 -------------------------------------------------------
-start_stdio A --procs 4 --method upper --method sleep --method fail --method big \
-    --method pid -- --stderr
+start_stdio A --procs 4 --admin 127.0.0.1:0 --method upper --method sleep --method fail \
+    --method big --method pid -- --stderr
 e2e_wait_workers 1
 e2e_wait_for "[ \$(nchildren A) = 4 ]" 10
 check "4 children started" 4 "$(nchildren A)"
+ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$STDIO_LOG" | sed 's|.*admin://||')
+metric() {  # NAME: the sum of its samples on /metrics
+    curl -s --max-time 5 "http://$ADMIN/metrics" |
+        awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+check "admin: /readyz ready" "200" "$(curl -s -o /dev/null -w '%{http_code}' "http://$ADMIN/readyz")"
+check "metrics: 4 children alive" 4 "$(metric jrpc_stdio_children_alive)"
 
 BATCH='[{"jsonrpc":"2.0","method":"upper","params":["abc"],"id":1},
         {"jsonrpc":"2.0","method":"upper","params":{"text":"dé"},"id":"x"},
@@ -111,6 +118,12 @@ check "the killed child is replaced (4 children, its pid gone)" "4 no" \
 check "later calls served" "$WANT" "$(send "$BATCH")"
 check "the loss was logged with the pid" 1 \
     "$(grep -c "event=child_lost pid=$victim .*failed=1" "$STDIO_LOG")"
+check "metrics: 1 restart, 1 call lost, 4 alive" "1 1 4" \
+    "$(metric jrpc_stdio_restarts_total) $(metric jrpc_stdio_calls_lost_total) $(metric jrpc_stdio_children_alive)"
+check "metrics: answers counted and timed per child" yes \
+    "$( [ "$(metric jrpc_stdio_calls_total)" -ge 20 ] &&
+        [ "$(metric jrpc_stdio_calls_total)" = "$(metric jrpc_stdio_answer_seconds_count)" ] &&
+        [ "$(metric jrpc_stdio_call_errors_total)" = 2 ] && echo yes || echo no)"
 
 # SIGTERM with calls in flight: they are answered, then a clean exit.
 send '[{"jsonrpc":"2.0","method":"sleep","params":{"ms":600},"id":1},
