@@ -40,6 +40,7 @@
 #define QUICK_DEATH_MS   10000   /* a child dying younger than this backs off more */
 #define STDERR_LINE_MAX  4096
 #define MAX_TRIES        3       /* dispatches of one idempotent call */
+#define REPLY_QUEUE_MAX  (1u << 20) /* bytes unwritten to a child past which its requests go unanswered */
 
 /* Answer latency buckets of /metrics, seconds (le). */
 static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
@@ -66,7 +67,8 @@ static const char usage_tail[] =
     "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
     "--drain-timeout-ms), the children's stdin is closed, they get\n"
     "--stop-timeout-ms to exit, then SIGKILL; all are reaped; exit 0.\n"
-    "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage.\n";
+    "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage or a\n"
+    "command that cannot be run (not found, not executable).\n";
 
 typedef struct child child_t;
 typedef struct bridge bridge_t;
@@ -141,7 +143,7 @@ struct bridge {
     msgpack_zone   zone;
 };
 
-static void child_start(child_t *c);
+static int child_start(child_t *c);
 static void pump(bridge_t *b);
 
 /* ---- lists ---- */
@@ -443,6 +445,10 @@ static void child_message(child_t *c, const char *p, size_t n)
         c->hostile++;
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_request pid=%d method=%.*s answer=-32601",
                  c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
+        /* A child that asks without reading our answers must not make
+         * them pile up in memory: past a bound they are not sent. */
+        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->in) > REPLY_QUEUE_MAX)
+            return;
         jrpc_buf_t r;
         jrpc_buf_init(&r);
         if (jrpc_buf_puts(&r, "{\"jsonrpc\":\"2.0\",\"id\":") == 0 &&
@@ -688,7 +694,9 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal)
         uv_close((uv_handle_t *)&c->proc, on_child_closed);
 }
 
-static void child_start(child_t *c)
+/* Spawns the slot's child. Returns 0, or the negative libuv code of a
+ * failed spawn (logged; the slot is restarted as after a death). */
+static int child_start(child_t *c)
 {
     bridge_t *b = c->b;
     uv_pipe_init(b->loop, &c->in, 0);
@@ -716,7 +724,7 @@ static void child_start(child_t *c)
         c->state = CHILD_DYING;
         c->exited = true;  /* nothing to wait for */
         child_close_all(c);
-        return;
+        return rc;
     }
     c->pid = c->proc.pid;
     c->state = CHILD_UP;
@@ -729,6 +737,7 @@ static void child_start(child_t *c)
         JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
     }
     pump(b);
+    return 0;
 }
 
 /* ---- deadlines and hangs ---- */
@@ -1088,13 +1097,21 @@ int main(int argc, char **argv)
     b.sigint.data = b.sigterm.data = &b;
     uv_signal_start(&b.sigint, on_signal, SIGINT);
     uv_signal_start(&b.sigterm, on_signal, SIGTERM);
+    int spawn_rc = 0;
     for (unsigned i = 0; i < b.procs; i++) {
         child_t *c = &b.children[i];
         c->b = &b;
         c->slot = i;
         uv_timer_init(b.loop, &c->timer);
         c->timer.data = c;
-        child_start(c);
+        spawn_rc = child_start(c);
+    }
+    if (spawn_rc == UV_ENOENT || spawn_rc == UV_EACCES) {
+        /* The command cannot run at all: a usage error, not a service to
+         * keep restarting. */
+        fprintf(stderr, "jrpc-stdio: cannot run '%s': %s\n", b.argv[0], uv_strerror(spawn_rc));
+        status = 2;
+        goto out;
     }
     for (size_t i = 0; i < endpoints.n; i++) {
         int rc = jrpc_worker_connect(b.w, endpoints.v[i]);

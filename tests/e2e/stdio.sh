@@ -228,5 +228,11 @@ check "... within 1 s" yes "$( [ $(( $(now_ms) - t0 )) -lt 1000 ] && echo yes ||
 check "no restart spinning (2 restarts)" 2 "$(grep -c 'event=child_started .*restarts=[1-9]' "$STDIO_LOG")"
 stop_stdio "$STDIO_PID" G
 
+st=0
+"$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --method x -- /nonexistent/server \
+    >"$E2E_TMP/noexec.log" 2>&1 || st=$?
+check "a command that cannot run: exit 2, said on stderr" "2 1" \
+    "$st $(grep -c "cannot run '/nonexistent/server'" "$E2E_TMP/noexec.log")"
+
 check "no child of any bridge left" 0 "$(pgrep -f -- "^[^ ]*python3[^ ]* $SERVER" | wc -l)"
 e2e_finish
