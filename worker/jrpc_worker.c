@@ -115,6 +115,7 @@ struct jrpc_worker {
     int          nclosing;     /* handles/watchers still closing */
     bool         stopping;     /* jrpc_worker_stop() was called */
     bool         draining;     /* jrpc_worker_drain(): DISCONNECT sent, finishing calls */
+    bool         paused;       /* jrpc_worker_pause(): no session until jrpc_worker_resume() */
     uint64_t     drain_until;  /* uv_now() ms when a drain gives up */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
     bool         curve;        /* sockets are CURVE clients */
@@ -307,6 +308,10 @@ static void conn_reset(conn_t *c, const char *why)
 {
     if (c->w->stopping)
         return;
+    if (c->w->paused) { /* no new session until resumed */
+        conn_close(c, 0);
+        return;
+    }
     if (c->w->draining) { /* no new session while leaving: the calls are lost */
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=drain_conn_lost endpoint=%s reason=%s inflight=%u",
                  c->endpoint, why, c->inflight);
@@ -705,7 +710,8 @@ static void on_tick(uv_timer_t *t)
         conn_t *c = w->conns[i];
         uint64_t hb = c->hb_ms;
         if (c->sock == NULL) {
-            if (!w->draining) /* a session a drain lost stays closed (and quiet) */
+            /* a session a drain lost, or a pause closed, stays closed (and quiet) */
+            if (!w->draining && !w->paused)
                 conn_reset(c, "retry");
         } else if (c->reset_due) {
             conn_reset(c, "disconnect");
@@ -961,6 +967,37 @@ void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms)
                  c->endpoint, c->inflight);
     }
     drain_check(w);
+}
+
+void jrpc_worker_pause(jrpc_worker_t *w)
+{
+    if (w->stopping || w->draining || w->paused)
+        return;
+    w->paused = true;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL)
+            continue;
+        conn_flush(c);
+        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=paused endpoint=%s inflight=%u", c->endpoint,
+                 c->inflight);
+        conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
+    }
+}
+
+void jrpc_worker_resume(jrpc_worker_t *w)
+{
+    if (!w->paused || w->stopping || w->draining)
+        return;
+    w->paused = false;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock != NULL)
+            continue;
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resumed endpoint=%s", c->endpoint);
+        conn_reset(c, "resume");
+    }
 }
 
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w)

@@ -789,6 +789,33 @@ static void test_disconnect_deferred(void **state)
 
 /* drain: DISCONNECT at once, the calls held and one that arrives after are
  * served, then the worker stops by itself. */
+/* pause: DISCONNECT, the socket closed, no session on the ticks that
+ * follow; resume: READY on a fresh socket, and it serves. */
+static void test_pause_resume(void **state)
+{
+    (void)state;
+    jrpc_worker_opts_t o;
+    jrpc_worker_opts_init(&o);
+    start(&o, 1000, 3, NULL, 0);
+    char old_id[256], buf[512];
+    size_t old_len = G.idlen;
+    memcpy(old_id, G.id, old_len);
+    jrpc_worker_pause(G.w);
+    assert_true(recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS) > 0);
+    assert_null(conn0()->sock);
+    on_tick(&G.w->tick);   /* a tick would reopen a lost session: not a paused one */
+    on_tick(&G.w->tick);
+    assert_null(conn0()->sock);
+    assert_int_equal(recv_frame(buf, sizeof buf, 50), -1);
+    jrpc_worker_pause(G.w);   /* no-op */
+    jrpc_worker_resume(G.w);
+    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    assert_false(G.idlen == old_len && memcmp(G.id, old_id, old_len) == 0);
+    send_request(&(item_t){ 4, "echo", 4, 0, NULL }, 1);
+    assert_true(recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS) > 0);
+    assert_int_equal(jrpc_worker_answered(G.w), 1);
+}
+
 static void test_drain(void **state)
 {
     (void)state;
@@ -975,6 +1002,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_brokers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disconnect_deferred, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_deadlines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),
