@@ -61,8 +61,9 @@ static const char usage_tail[] =
     "notifications are logged at debug, its stderr at info, line by line.\n"
     "A child that exits or closes stdout: its calls are answered -32004 at once\n"
     "(idempotent ones are sent to another child), and it is restarted with\n"
-    "backoff; past --restart-max-per-min restarts in a minute it is left down\n"
-    "(calls with no child left are answered -32004 at once). A child still\n"
+    "backoff; past --restart-max-per-min restarts in a minute it is left down,\n"
+    "and with no child left the bridge sends DISCONNECT (calls held or queued\n"
+    "get -32004) and comes back (READY) when a child is up again. A child still\n"
     "holding a call --hang-kill-ms after the call's deadline is killed.\n"
     "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
     "--drain-timeout-ms), the children's stdin is closed, they get\n"
@@ -594,6 +595,8 @@ static void on_restart_timer(uv_timer_t *t)
                      "restart_max_per_min=%u children_up=%u", b->restart_max, children_up(b));
         b->not_ready = true;
         pump(b);  /* with no child left, the queue is answered -32004 */
+        if (children_up(b) == 0)
+            jrpc_worker_pause(b->w);  /* leave the brokers (DISCONNECT) until a child is back */
         uv_timer_start(&c->timer, on_restart_timer, at - now, 0);
         return;
     }
@@ -736,6 +739,7 @@ static int child_start(child_t *c)
         b->not_ready = false;
         JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
     }
+    jrpc_worker_resume(b->w);  /* after a pause: READY again */
     pump(b);
     return 0;
 }

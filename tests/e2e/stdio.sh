@@ -221,10 +221,13 @@ e2e_wait_for "[ \$(nchildren G) = 1 ]" 5
 "$JRPC" call upper '["f"]' >/dev/null   # third death: over the budget
 e2e_wait_for "grep -q 'event=not_ready' '$STDIO_LOG'" 5
 check "past --restart-max-per-min: not ready, logged" 1 "$(grep -c 'event=not_ready' "$STDIO_LOG")"
+e2e_wait_for "[ \"\$(e2e_workers)\" = 0 ]" 5
+check "not ready with no child: the bridge leaves the broker (DISCONNECT, 0 workers)" "0 1" \
+    "$(e2e_workers) $(grep -c 'event=paused' "$STDIO_LOG")"
 t0=$(now_ms)
-check "not ready: calls answered -32004 at once" "-32004" \
-    "$("$JRPC" call upper '["g"]' | grep -o '"code":-32004' | cut -d: -f2)"
-check "... within 1 s" yes "$( [ $(( $(now_ms) - t0 )) -lt 1000 ] && echo yes || echo no)"
+check "not ready: a call gets an error from the broker, not a hang" "-32601" \
+    "$("$JRPC" call upper '["g"]' | grep -o '"code":-32601' | cut -d: -f2)"
+check "... within 3 s" yes "$( [ $(( $(now_ms) - t0 )) -lt 3000 ] && echo yes || echo no)"
 check "no restart spinning (2 restarts)" 2 "$(grep -c 'event=child_started .*restarts=[1-9]' "$STDIO_LOG")"
 stop_stdio "$STDIO_PID" G
 
