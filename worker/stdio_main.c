@@ -735,7 +735,7 @@ static int child_start(child_t *c)
     uv_read_start((uv_stream_t *)&c->err, on_alloc, on_err);
     JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=child_started pid=%d slot=%u restarts=%llu", c->pid,
              c->slot, (unsigned long long)c->restarts);
-    if (b->not_ready && restart_allowed_at(b) <= uv_now(b->loop)) {
+    if (b->not_ready) {  /* a child is up: calls can be served again */
         b->not_ready = false;
         JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
     }
