@@ -165,6 +165,23 @@ check "an idempotent call of a lost child is served by another" 2 \
 check "re-dispatch logged" 1 "$(grep -c 'event=child_lost .*failed=0 requeued=1' "$STDIO_LOG")"
 stop_stdio "$STDIO_PID" C
 
+# ---- --inflight 2: a window of 2 per child, credit procs x inflight ------
+start_stdio H --procs 2 --inflight 2 --method sleep --
+e2e_wait_workers 1
+e2e_wait_for "[ \$(nchildren H) = 2 ]" 10
+check "credit announced = procs x inflight" 1 \
+    "$(grep -c 'event=connected .*credit=4 ' "$STDIO_LOG")"
+S4='['
+for i in 1 2 3 4; do
+    S4+="{\"jsonrpc\":\"2.0\",\"method\":\"sleep\",\"params\":{\"ms\":300},\"id\":$i}"
+    [ $i -lt 4 ] && S4+=','
+done
+S4+=']'
+t0=$(now_ms); out=$(send "$S4"); el=$(( $(now_ms) - t0 ))
+check "4 x 300 ms on 2 children with --inflight 2: one round (< 550 ms, took $el)" "4 yes" \
+    "$(grep -o '"result":300' <<<"$out" | wc -l) $( [ $el -lt 550 ] && echo yes || echo no)"
+stop_stdio "$STDIO_PID" H
+
 # ---- hostile children ----------------------------------------------------
 start_stdio D --procs 2 --max-line 1500000 --method upper --method big -- \
     --garbage --request --notify --huge
