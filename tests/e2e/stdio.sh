@@ -166,7 +166,7 @@ check "re-dispatch logged" 1 "$(grep -c 'event=child_lost .*failed=0 requeued=1'
 stop_stdio "$STDIO_PID" C
 
 # ---- --inflight 2: a window of 2 per child, credit procs x inflight ------
-start_stdio H --procs 2 --inflight 2 --method sleep --
+start_stdio H --procs 2 --inflight 2 --method sleep -- --threads
 e2e_wait_workers 1
 e2e_wait_for "[ \$(nchildren H) = 2 ]" 10
 check "credit announced = procs x inflight" 1 \

@@ -2,8 +2,11 @@
 """A small JSON-RPC 2.0 server on stdin/stdout for tests/e2e/stdio.sh,
 written without any JSON-RPC library (json and threads only).
 
+Calls are served one at a time, in order (as most stdio servers do), or
+each in a thread of its own with --threads.
+
 Methods: upper [s] or {"text": s} -> s.upper(); sleep {"ms": N} -> N after
-N ms (each call in its own thread); fail -> error {code -32050, message,
+N ms; fail -> error {code -32050, message,
 data}; big {"n": N} -> a string of N bytes (default 1 MiB) in a pattern;
 pid -> this process's pid; echo -> params.
 
@@ -27,6 +30,7 @@ REQUEST = "--request" in args
 NOTIFY = "--notify" in args
 STDERR = "--stderr" in args
 HUGE = "--huge" in args
+THREADS = "--threads" in args
 EXIT_AFTER = int(args[args.index("--exit-after") + 1]) if "--exit-after" in args else 0
 
 out = sys.stdout.buffer
@@ -128,7 +132,10 @@ def main():
         if REQUEST and not asked:
             asked = True
             send({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"})
-        threading.Thread(target=serve, args=(msg,), daemon=False).start()
+        if THREADS:
+            threading.Thread(target=serve, args=(msg,), daemon=False).start()
+        else:
+            serve(msg)
 
 
 main()
