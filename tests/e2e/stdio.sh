@@ -183,7 +183,7 @@ check "4 x 300 ms on 2 children with --inflight 2: one round (< 550 ms, took $el
 stop_stdio "$STDIO_PID" H
 
 # ---- hostile children ----------------------------------------------------
-start_stdio D --procs 2 --max-line 1500000 --method upper --method big -- \
+start_stdio D --procs 2 --max-line 1500000 --log-level debug --method upper --method big -- \
     --garbage --request --notify --huge
 e2e_wait_workers 1
 e2e_wait_for "[ \$(nchildren D) = 2 ]" 10
@@ -191,6 +191,8 @@ check "garbage, unknown ids, requests, notifications, a 2 MiB line: survived" "$
     "$(send "$BATCH")"
 check "garbage lines logged" 1 "$(grep -c 'event=child_garbage' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
 check "unknown ids logged" 1 "$(grep -c 'event=child_unknown_id pid=[0-9]* id=987654321' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
+check "child notifications logged at debug" 1 \
+    "$(grep -c 'level=debug .*event=child_notification pid=[0-9]* method="notifications/progress"' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
 check "too-big messages logged" 1 "$(grep -c 'event=child_message_too_big' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
 e2e_wait_for "grep -q 'reply to my request' '$STDIO_LOG'" 5
 check "a server->client request is answered -32601 on the child side" 1 \
