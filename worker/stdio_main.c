@@ -431,7 +431,6 @@ static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
 
 static void child_message(child_t *c, const char *p, size_t n)
 {
-    bridge_t *b = c->b;
     jrpc_child_msg_t m;
     switch (jrpc_child_msg_parse(p, n, &m)) {
     case JRPC_CHILD_GARBAGE:
@@ -498,7 +497,6 @@ static void child_message(child_t *c, const char *p, size_t n)
         answer_result(c, k, m.result);
     }
     call_free(k);
-    (void)b;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
