@@ -1,6 +1,7 @@
 /* jrpc_admin — see jrpc_admin.h. */
 #include "jrpc_admin.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include "jrpc_http_response.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
-#include "jrpc_metrics.h"
 
 #define COMP    "admin"
 #define REQ_MAX 4096   /* request line and headers; bytes held while an answer is written */
@@ -40,13 +40,11 @@ struct aconn {
 struct jrpc_admin {
     uv_loop_t     *loop;
     uv_tcp_t       listener;
-    jrpc_broker_t *broker;    /* NULL once destroyed */
+    bool           destroyed; /* the hooks are no longer called */
     jrpc_admin_opts_t opts;
-    char          *methods;   /* --ready-methods, copied; NULL: any worker */
     aconn_t       *conns;
     uint32_t       nconns;
     uint32_t       alive;     /* listener + connections not yet freed */
-    char           reason[320]; /* the last not-ready reason */
     jrpc_http_date_t date;    /* the Date header, once per second */
 };
 
@@ -54,35 +52,7 @@ static void admin_release(jrpc_admin_t *a)
 {
     if (--a->alive > 0)
         return;
-    free(a->methods);
     free(a);
-}
-
-/* ---- readiness ---- */
-
-/* Why the broker is not ready ("no worker for method add", "redis down",
- * "draining", ...), or NULL when it is. The text is valid until the next
- * call. */
-static const char *not_ready(jrpc_admin_t *a)
-{
-    jrpc_span_t m = { NULL, 0 };
-    int rc = jrpc_broker_ready(a->broker, a->methods, &m);
-    if (rc == 0)
-        return NULL;
-    if (rc != JRPC_BROKER_ENOMETHOD)
-        return jrpc_broker_strerror(rc);
-    snprintf(a->reason, sizeof a->reason, "no worker for method %.*s",
-             m.n > 256 ? 256 : (int)m.n, m.p);
-    return a->reason;
-}
-
-/* ---- the metrics page ---- */
-
-static int write_metrics(jrpc_admin_t *a, jrpc_buf_t *out)
-{
-    jrpc_metrics_read_t rd;
-    jrpc_broker_metrics(a->broker, &rd);
-    return jrpc_metrics_write(out, &rd);
 }
 
 /* ---- connections ---- */
@@ -229,13 +199,13 @@ static void serve(aconn_t *c, const jrpc_http_head_t *h)
     } else if (which == 2) {
         respond(c, 200, TEXT, "ok\n", head);
     } else if (which == 3) {
-        const char *why = not_ready(c->admin);
+        const char *why = c->admin->opts.not_ready(c->admin->opts.arg);
         char line[400];
         snprintf(line, sizeof line, "not ready: %s\n", why ? why : "");
         respond(c, why ? 503 : 200, TEXT, why ? line : "ready\n", head);
     } else {
         jrpc_buf_reset(&c->out);
-        if (write_metrics(c->admin, &c->out) < 0) {
+        if (c->admin->opts.metrics(c->admin->opts.arg, &c->out) < 0) {
             c->close_after = true;
             respond(c, 503, TEXT, "out of memory\n", false);
             return;
@@ -301,7 +271,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void on_connection(uv_stream_t *server, int status)
 {
     jrpc_admin_t *a = server->data;
-    if (status < 0 || a->broker == NULL)
+    if (status < 0 || a->destroyed)
         return;
     aconn_t *c = NULL;
     if (a->nconns >= a->opts.max_conns || (c = calloc(1, sizeof *c)) == NULL) {
@@ -333,24 +303,21 @@ static void on_listener_closed(uv_handle_t *h)
     admin_release(h->data);
 }
 
-jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, jrpc_broker_t *broker, const jrpc_admin_opts_t *opts)
+jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, const jrpc_admin_opts_t *opts)
 {
+    assert(opts->metrics != NULL && opts->not_ready != NULL);
     const char *listen = opts->listen;
     int fd = jrpc_listen_socket(listen, COMP, "admin", false);
     if (fd < 0)
         return NULL;
     jrpc_admin_t *a = calloc(1, sizeof *a);
-    if (a == NULL || (opts->ready_methods && opts->ready_methods[0] &&
-                      (a->methods = strdup(opts->ready_methods)) == NULL)) {
-        free(a);
+    if (a == NULL) {
         close(fd);
         return NULL;
     }
     a->loop = loop;
-    a->broker = broker;
     a->opts = *opts;
     a->opts.listen = NULL;          /* used here only */
-    a->opts.ready_methods = NULL;   /* copied into methods */
     a->alive = 1;
     uv_tcp_init(loop, &a->listener);
     a->listener.data = a;
@@ -359,7 +326,7 @@ jrpc_admin_t *jrpc_admin_new(uv_loop_t *loop, jrpc_broker_t *broker, const jrpc_
         (rc = uv_listen((uv_stream_t *)&a->listener, 128, on_connection)) < 0) {
         JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=listen_failed endpoint=admin://%s error=\"%s\"",
                  listen, uv_strerror(rc));
-        a->broker = NULL;
+        a->destroyed = true;
         uv_close((uv_handle_t *)&a->listener, on_listener_closed);
         return NULL;   /* freed by the close callback */
     }
@@ -373,7 +340,7 @@ void jrpc_admin_destroy(jrpc_admin_t **self_p)
     if (a == NULL)
         return;
     *self_p = NULL;
-    a->broker = NULL;
+    a->destroyed = true;
     while (a->conns)
         conn_close(a->conns);
     uv_close((uv_handle_t *)&a->listener, on_listener_closed);

@@ -64,6 +64,7 @@ struct app {
     jrpc_front_http_t *http;   /* NULL with --http none */
     jrpc_curve_zap_t  *zap;    /* NULL without --curve-secret */
     jrpc_admin_t      *admin;  /* NULL with --admin none */
+    struct probe      *probe;  /* what the admin's pages read (with admin) */
     jrpc_keys_t       *keys;   /* the key set in force (NULL: open); SIGHUP replaces it */
     jrpc_tls_ctx_t    *tls;    /* the HTTP listener's TLS context (NULL: plaintext); SIGHUP too */
     jrpc_tls_opts_t    tls_o;  /* its files */
@@ -241,26 +242,79 @@ static void on_sighup(uv_signal_t *s, int signum)
     jrpc_reload_run(a->reload, a->nreload);
 }
 
-/* The admin listener with --ready-methods joined into the "m1,m2" form it takes. */
-static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
-                               const jrpc_conf_list_t *methods)
+/* What the admin listener's pages read: the broker's metrics, and its
+ * readiness for --ready-methods (joined "m1,m2"; NULL: any worker). */
+typedef struct probe {
+    jrpc_broker_t *broker;
+    char          *methods;      /* owned; NULL: any worker at all */
+    char           reason[320];  /* the last not-ready reason */
+} probe_t;
+
+static int probe_metrics(void *arg, jrpc_buf_t *out)
 {
-    jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
-    ao.listen = listen;
+    probe_t *p = arg;
+    jrpc_metrics_read_t rd;
+    jrpc_broker_metrics(p->broker, &rd);
+    return jrpc_metrics_write(out, &rd);
+}
+
+/* Why the broker is not ready ("no worker for method add", "redis down",
+ * "draining", ...), or NULL when it is. */
+static const char *probe_not_ready(void *arg)
+{
+    probe_t *p = arg;
+    jrpc_span_t m = { NULL, 0 };
+    int rc = jrpc_broker_ready(p->broker, p->methods, &m);
+    if (rc == 0)
+        return NULL;
+    if (rc != JRPC_BROKER_ENOMETHOD)
+        return jrpc_broker_strerror(rc);
+    snprintf(p->reason, sizeof p->reason, "no worker for method %.*s",
+             m.n > 256 ? 256 : (int)m.n, m.p);
+    return p->reason;
+}
+
+static void probe_free(probe_t **p_p)
+{
+    if (*p_p) {
+        free((*p_p)->methods);
+        free(*p_p);
+        *p_p = NULL;
+    }
+}
+
+/* The admin listener, its probe with --ready-methods joined into "m1,m2". */
+static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
+                               const jrpc_conf_list_t *methods, probe_t **probe_p)
+{
     size_t len = 1;
     for (size_t i = 0; i < methods->n; i++)
         len += strlen(methods->v[i]) + 1;
+    probe_t *p = calloc(1, sizeof *p);
     char *joined = calloc(1, len);
-    if (joined == NULL)
+    if (p == NULL || joined == NULL) {
+        free(p);
+        free(joined);
         return NULL;
+    }
     for (size_t i = 0; i < methods->n; i++) {
         if (i)
             strcat(joined, ",");
         strcat(joined, methods->v[i]);
     }
-    ao.ready_methods = joined;   /* copied by jrpc_admin_new */
-    jrpc_admin_t *a = jrpc_admin_new(loop, b, &ao);
-    free(joined);
+    p->broker = b;
+    p->methods = joined[0] ? joined : NULL;
+    if (p->methods == NULL)
+        free(joined);
+    jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
+    ao.listen = listen;
+    ao.metrics = probe_metrics;
+    ao.not_ready = probe_not_ready;
+    ao.arg = p;
+    jrpc_admin_t *a = jrpc_admin_new(loop, &ao);
+    if (a == NULL)
+        probe_free(&p);
+    *probe_p = p;
     return a;
 }
 
@@ -538,7 +592,7 @@ int main(int argc, char **argv)
      * the client ports are bound); destroyed in on_drained, so /readyz says
      * "draining" until the drain ends. */
     if (strcmp(admin_listen, "none") != 0 &&
-        (a.admin = admin_new(&a.loop, admin_listen, a.broker, &ready_methods)) == NULL)
+        (a.admin = admin_new(&a.loop, admin_listen, a.broker, &ready_methods, &a.probe)) == NULL)
         return 1;
     jrpc_front_zmq_opts_t zo = { .endpoint = zmq_ep, .max_body = ho.max_body,
                                  .curve = curve ? &curve_kp : NULL };
@@ -580,6 +634,7 @@ int main(int argc, char **argv)
     jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
+    probe_free(&a.probe);   /* the admin, which read it, is gone with the loop */
     zmq_ctx_term(zctx);
     jrpc_keys_destroy(&a.keys);
     jrpc_tls_ctx_free(&a.tls);

@@ -86,7 +86,8 @@ struct jrpc_wcall {
     int8_t          log_level; /* level of the call's line: info when traced and sampled */
     uint8_t         tp_len;    /* 0: no traceparent */
     char            tp[JRPC_TRACEPARENT_MAX + 1]; /* the call's W3C traceparent, NUL-terminated */
-    jrpc_buf_t      result;    /* packed result */
+    jrpc_buf_t      result;    /* packed result (or error data, when error_data) */
+    bool            error_data; /* jrpc_wcall_error_data(): result holds the error's data */
     msgpack_packer  pk;        /* writes into result */
     jrpc_wcall_t   *prev;      /* outstanding list / free list (next only) */
     jrpc_wcall_t   *next;
@@ -114,6 +115,7 @@ struct jrpc_worker {
     int          nclosing;     /* handles/watchers still closing */
     bool         stopping;     /* jrpc_worker_stop() was called */
     bool         draining;     /* jrpc_worker_drain(): DISCONNECT sent, finishing calls */
+    bool         paused;       /* jrpc_worker_pause(): no session until jrpc_worker_resume() */
     uint64_t     drain_until;  /* uv_now() ms when a drain gives up */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
     bool         curve;        /* sockets are CURVE clients */
@@ -306,6 +308,10 @@ static void conn_reset(conn_t *c, const char *why)
 {
     if (c->w->stopping)
         return;
+    if (c->w->paused) { /* no new session until resumed */
+        conn_close(c, 0);
+        return;
+    }
     if (c->w->draining) { /* no new session while leaving: the calls are lost */
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=drain_conn_lost endpoint=%s reason=%s inflight=%u",
                  c->endpoint, why, c->inflight);
@@ -352,7 +358,11 @@ static int conn_answer(conn_t *c, jrpc_wcall_t *wc, bool is_error, int code, con
     if (c->nout == 0 && (rc = jrpc_wire_put_response_begin(&c->out)) < 0)
         goto fail;
     if (is_error) {
-        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, (jrpc_span_t){ NULL, 0 });
+        /* with_data: the error's "data" is what was packed into the result */
+        jrpc_span_t data = { NULL, 0 };
+        if (wc->error_data)
+            data = (jrpc_span_t){ wc->result.p, wc->result.len };
+        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, data);
     } else {
         rc = jrpc_wire_put_result_head(&c->out, wc->seq);
         if (rc == 0 && wc->result.len == 0)
@@ -420,6 +430,7 @@ static jrpc_wcall_t *call_new(jrpc_worker_t *w)
         jrpc_buf_init(&wc->result);
     }
     wc->w = w;
+    wc->error_data = false;
     jrpc_mpack_packer_init(&wc->pk, &wc->result);
     wc->prev = NULL;
     wc->next = w->calls;
@@ -514,6 +525,13 @@ int jrpc_wcall_finish(jrpc_wcall_t *c)
 int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message)
 {
     assert(message != NULL);
+    return call_complete(c, true, code, message);
+}
+
+int jrpc_wcall_error_data(jrpc_wcall_t *c, int code, const char *message)
+{
+    assert(message != NULL);
+    c->error_data = c->result.len > 0;
     return call_complete(c, true, code, message);
 }
 
@@ -692,7 +710,8 @@ static void on_tick(uv_timer_t *t)
         conn_t *c = w->conns[i];
         uint64_t hb = c->hb_ms;
         if (c->sock == NULL) {
-            if (!w->draining) /* a session a drain lost stays closed (and quiet) */
+            /* a session a drain lost, or a pause closed, stays closed (and quiet) */
+            if (!w->draining && !w->paused)
                 conn_reset(c, "retry");
         } else if (c->reset_due) {
             conn_reset(c, "disconnect");
@@ -948,6 +967,37 @@ void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms)
                  c->endpoint, c->inflight);
     }
     drain_check(w);
+}
+
+void jrpc_worker_pause(jrpc_worker_t *w)
+{
+    if (w->stopping || w->draining || w->paused)
+        return;
+    w->paused = true;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL)
+            continue;
+        conn_flush(c);
+        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=paused endpoint=%s inflight=%u", c->endpoint,
+                 c->inflight);
+        conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
+    }
+}
+
+void jrpc_worker_resume(jrpc_worker_t *w)
+{
+    if (!w->paused || w->stopping || w->draining)
+        return;
+    w->paused = false;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock != NULL)
+            continue;
+        JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resumed endpoint=%s", c->endpoint);
+        conn_reset(c, "resume");
+    }
 }
 
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w)

@@ -135,6 +135,21 @@ void jrpc_worker_stop(jrpc_worker_t *w);
  * jrpc_worker_stop() to leave at once. */
 void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms);
 
+/* Leaves every broker for now without stopping: answers completed are
+ * flushed, each broker gets DISCONNECT (it routes nothing new here) and the
+ * socket is closed (lingering opts.linger_ms to deliver); no session is
+ * opened again until jrpc_worker_resume(). Calls still held are lost to
+ * their brokers (answered -32004 there, or sent elsewhere when idempotent;
+ * completing them later drops the answer). For a program that cannot serve
+ * for a while (jrpc-stdio with no child left) and must not be given calls.
+ * A no-op while paused, draining or stopped; a drain or stop while paused
+ * ends at once. Does not block. */
+void jrpc_worker_pause(jrpc_worker_t *w);
+
+/* Ends a pause: a fresh socket and READY to every broker (new sessions).
+ * A no-op when not paused. Does not block. */
+void jrpc_worker_resume(jrpc_worker_t *w);
+
 /* How many answers the worker has sent, notifications included. */
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w);
 
@@ -177,5 +192,12 @@ int jrpc_wcall_finish(jrpc_wcall_t *c);
  * and frees it, discarding anything packed into the result. Returns as
  * jrpc_wcall_finish(). */
 int jrpc_wcall_error(jrpc_wcall_t *c, int code, const char *message);
+
+/* Completes the call with a JSON-RPC error {code, message, data} whose
+ * "data" is the one object packed into jrpc_wcall_result(c) (section 7's
+ * values, as for a result); with nothing packed it is jrpc_wcall_error().
+ * For a program that passes on a service's error object as it came (the
+ * stdio bridge). message is copied. Returns as jrpc_wcall_finish(). */
+int jrpc_wcall_error_data(jrpc_wcall_t *c, int code, const char *message);
 
 #endif

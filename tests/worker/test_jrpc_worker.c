@@ -72,11 +72,27 @@ static void h_invalid(jrpc_wcall_t *call, const msgpack_object *params, void *ar
     jrpc_wcall_error(call, JRPC_INVALID_PARAMS, "Invalid params");
 }
 
-/* An application error outside the reserved range, with its own message. */
+/* An application error outside the reserved range, with its own message;
+ * params [2]: with data {"n": 1} (jrpc_wcall_error_data: the data is what
+ * was packed); [3]: jrpc_wcall_error_data with nothing packed (no data). */
 static void h_apperr(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
-    (void)params, (void)arg;
-    jrpc_wcall_error(call, 42, "no such account");
+    (void)arg;
+    uint64_t mode = params->type == MSGPACK_OBJECT_ARRAY && params->via.array.size == 1 &&
+                            params->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER
+                        ? params->via.array.ptr[0].via.u64
+                        : 0;
+    if (mode == 2) {
+        msgpack_packer *pk = jrpc_wcall_result(call);
+        msgpack_pack_map(pk, 1);
+        msgpack_pack_str(pk, 1);
+        msgpack_pack_str_body(pk, "n", 1);
+        msgpack_pack_int(pk, 1);
+    }
+    if (mode >= 2)
+        jrpc_wcall_error_data(call, 42, "no such account");
+    else
+        jrpc_wcall_error(call, 42, "no such account");
 }
 
 static void h_echo(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -435,6 +451,16 @@ static void test_method_errors(void **state)
     /* [1, 3, [[6, 1, {"code": 42, "message": "no such account"}]]] */
     expect_bytes(buf, n, "930103dd00000001" "930601"
                          "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74");
+    send_request(&(item_t){ 8, "apperr", 2, 0, NULL }, 1);
+    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
+    /* [1, 3, [[8, 1, {"code": 42, "message": "no such account", "data": {"n": 1}}]]] */
+    expect_bytes(buf, n, "930103dd00000001" "930801"
+                         "83a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74"
+                         "a464617461" "81a16e01");
+    send_request(&(item_t){ 9, "apperr", 3, 0, NULL }, 1);
+    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
+    expect_bytes(buf, n, "930103dd00000001" "930901"
+                         "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74");
     send_request(&(item_t){ 7, "subtract", 1, 0, NULL }, 1);   /* one param: -32602 */
     n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
     jrpc_seq_t seqs[4];
@@ -444,7 +470,7 @@ static void test_method_errors(void **state)
     assert_int_equal(seqs[0], 7);
     assert_true(err[0]);
     assert_int_equal(vals[0], JRPC_INVALID_PARAMS);
-    assert_int_equal(jrpc_worker_answered(G.w), 3);
+    assert_int_equal(jrpc_worker_answered(G.w), 5);
 }
 
 /* Async calls answered in any order, each matched by its seq; answers
@@ -763,6 +789,33 @@ static void test_disconnect_deferred(void **state)
 
 /* drain: DISCONNECT at once, the calls held and one that arrives after are
  * served, then the worker stops by itself. */
+/* pause: DISCONNECT, the socket closed, no session on the ticks that
+ * follow; resume: READY on a fresh socket, and it serves. */
+static void test_pause_resume(void **state)
+{
+    (void)state;
+    jrpc_worker_opts_t o;
+    jrpc_worker_opts_init(&o);
+    start(&o, 1000, 3, NULL, 0);
+    char old_id[256], buf[512];
+    size_t old_len = G.idlen;
+    memcpy(old_id, G.id, old_len);
+    jrpc_worker_pause(G.w);
+    assert_true(recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS) > 0);
+    assert_null(conn0()->sock);
+    on_tick(&G.w->tick);   /* a tick would reopen a lost session: not a paused one */
+    on_tick(&G.w->tick);
+    assert_null(conn0()->sock);
+    assert_int_equal(recv_frame(buf, sizeof buf, 50), -1);
+    jrpc_worker_pause(G.w);   /* no-op */
+    jrpc_worker_resume(G.w);
+    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    assert_false(G.idlen == old_len && memcmp(G.id, old_id, old_len) == 0);
+    send_request(&(item_t){ 4, "echo", 4, 0, NULL }, 1);
+    assert_true(recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS) > 0);
+    assert_int_equal(jrpc_worker_answered(G.w), 1);
+}
+
 static void test_drain(void **state)
 {
     (void)state;
@@ -949,6 +1002,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_brokers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disconnect_deferred, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_deadlines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),

@@ -1,0 +1,1153 @@
+/* jrpc-stdio — a pool of stdio JSON-RPC 2.0 servers as one jrpc worker.
+ *
+ * One libuv loop (the worker library's): the broker sessions, N children
+ * spawned with pipes (no shell), their stdout read through the framing
+ * reader (jrpc_stdio_frame), their stderr logged line by line. A call from
+ * the broker gets a bridge id of its own and goes to the child with the
+ * most free window (--inflight), or waits in a FIFO until one is free; the
+ * credit announced to each broker is procs × inflight. Children are
+ * untrusted input: whatever they write is logged and skipped, never fatal.
+ *
+ * Lifetimes: a child's four handles (process, stdin, stdout, stderr) are
+ * freed only from their close callbacks; the slot is restarted once all
+ * four are closed. A call (call_t) lives from the handler until its child
+ * answers, the child is lost, or — once the broker's answer is given at the
+ * deadline — until the child answers late or is killed. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "jrpc_admin.h"
+#include "jrpc_conf.h"
+#include "jrpc_errors.h"
+#include "jrpc_json.h"
+#include "jrpc_log.h"
+#include "jrpc_mpack.h"
+#include "jrpc_sdnotify.h"
+#include "jrpc_stdio_frame.h"
+#include "jrpc_worker.h"
+
+#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
+#define SWEEP_MS         50      /* deadline and hang checks */
+#define EXIT_GRACE_MS    200     /* after exit, how long stdout may still deliver */
+#define BACKOFF_MIN_MS   100
+#define BACKOFF_MAX_MS   5000
+#define QUICK_DEATH_MS   10000   /* a child dying younger than this backs off more */
+#define STDERR_LINE_MAX  4096
+#define MAX_TRIES        3       /* dispatches of one idempotent call */
+#define REPLY_QUEUE_MAX  (1u << 20) /* bytes unwritten to a child past which its requests go unanswered */
+
+/* Answer latency buckets of /metrics, seconds (le). */
+static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+#define NLAT (sizeof lat_le / sizeof *lat_le)
+
+static const char usage_head[] =
+    "Usage: jrpc-stdio [OPTIONS] --method NAME[:idempotent]... -- COMMAND [ARG...]\n"
+    "\n"
+    "Runs --procs copies of COMMAND (no shell) and serves the --method names to\n"
+    "one or more jrpc brokers by passing each call, as JSON-RPC 2.0 on the\n"
+    "child's stdin/stdout, to the child with the most free window.\n";
+
+static const char usage_tail[] =
+    "The child sees its own ids (1, 2, ...), never the client's. Its result or\n"
+    "error object reaches the client as it wrote it. Lines that are not JSON,\n"
+    "answers with unknown ids, messages over --max-line and requests from the\n"
+    "child (answered -32601) are logged with the child's pid and skipped; its\n"
+    "notifications are logged at debug, its stderr at info, line by line.\n"
+    "A child that exits or closes stdout: its calls are answered -32004 at once\n"
+    "(idempotent ones are sent to another child), and it is restarted with\n"
+    "backoff; past --restart-max-per-min restarts in a minute it is left down,\n"
+    "and with no child left the bridge sends DISCONNECT (calls held or queued\n"
+    "get -32004) and comes back (READY) when a child is up again. A child still\n"
+    "holding a call --hang-kill-ms after the call's deadline is killed.\n"
+    "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
+    "--drain-timeout-ms), the children's stdin is closed, they get\n"
+    "--stop-timeout-ms to exit, then SIGKILL; all are reaped; exit 0.\n"
+    "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage or a\n"
+    "command that cannot be run (not found, not executable).\n";
+
+typedef struct child child_t;
+typedef struct bridge bridge_t;
+
+typedef struct call {
+    jrpc_wcall_t *wc;        /* NULL once the broker's answer was given (late) */
+    child_t      *child;     /* holding it; NULL while queued */
+    uint64_t      id;        /* the bridge's id on the child side */
+    bool          idem;      /* the method is idempotent */
+    uint32_t      tries;     /* dispatches so far */
+    uint64_t      deadline;  /* uv_now() ms; UINT64_MAX: none */
+    uint64_t      t_sent;    /* uv_hrtime() at the write */
+    char         *method;    /* owned copy */
+    jrpc_buf_t    params;    /* JSON text, empty: none */
+    struct call  *prev, *next;
+} call_t;
+
+typedef struct call_list {
+    call_t  *head, *tail;
+    uint32_t n;
+} call_list_t;
+
+enum child_state { CHILD_DOWN, CHILD_UP, CHILD_DYING };
+
+struct child {
+    bridge_t    *b;
+    unsigned     slot;
+    int          state;       /* enum child_state */
+    int          pid;
+    uv_process_t proc;
+    uv_pipe_t    in, out, err;
+    int          open;        /* of the four handles, those not yet closed */
+    bool         exited;      /* exit_cb ran */
+    bool         out_eof;     /* stdout ended or failed */
+    uv_timer_t   timer;       /* restart backoff, or the exit grace */
+    uint64_t     started;     /* uv_now() at spawn */
+    uint32_t     quick_deaths; /* consecutive deaths younger than QUICK_DEATH_MS */
+    jrpc_frame_reader_t rd;   /* stdout */
+    jrpc_buf_t   errline;     /* stderr line being gathered */
+    call_list_t  held;
+    uint64_t     calls;       /* answers received */
+    uint64_t     restarts;
+    /* /metrics, per slot (over the children it has had): */
+    uint64_t     errors;      /* answers that were error objects */
+    uint64_t     lost;        /* calls answered -32004 when a child was lost */
+    uint64_t     late;        /* calls answered -32003 at their deadline */
+    uint64_t     hostile;     /* messages skipped (garbage, unknown ids, too big, ...) */
+    uint64_t     lat[NLAT + 1]; /* answer latency histogram (not cumulative; last: +Inf) */
+    uint64_t     lat_sum_us;
+};
+
+struct bridge {
+    jrpc_worker_t *w;
+    uv_loop_t     *loop;
+    char         **argv;      /* the command (borrowed from main's argv) */
+    uint32_t       procs, inflight, max_line, restart_max, hang_kill_ms, stop_timeout_ms;
+    int            framing;   /* enum jrpc_frame_mode */
+    child_t       *children;
+    call_list_t    queue;     /* calls waiting for a window */
+    uint64_t       next_id;
+    uint64_t      *restarts;  /* ring of the last restart_max restart times (uv_now) */
+    uint32_t       nrestarts; /* total, index into the ring mod restart_max */
+    bool           not_ready; /* restart budget spent: not restarting for now */
+    bool           stopping;  /* no restarts, no new calls */
+    uv_timer_t     sweep;
+    uv_timer_t     stop_timer;
+    uv_signal_t    sigint, sigterm;
+    jrpc_admin_t  *admin;     /* NULL without --admin */
+    int            signals;
+    uint32_t       drain_timeout_ms;
+    jrpc_buf_t     tmp;       /* scratch: requests, conversions */
+    msgpack_zone   zone;
+};
+
+static int child_start(child_t *c);
+static void pump(bridge_t *b);
+
+/* ---- lists ---- */
+
+static void list_push(call_list_t *l, call_t *k)
+{
+    k->next = NULL;
+    k->prev = l->tail;
+    if (l->tail)
+        l->tail->next = k;
+    else
+        l->head = k;
+    l->tail = k;
+    l->n++;
+}
+
+static void list_unshift(call_list_t *l, call_t *k)
+{
+    k->prev = NULL;
+    k->next = l->head;
+    if (l->head)
+        l->head->prev = k;
+    else
+        l->tail = k;
+    l->head = k;
+    l->n++;
+}
+
+static void list_remove(call_list_t *l, call_t *k)
+{
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        l->head = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    else
+        l->tail = k->prev;
+    k->prev = k->next = NULL;
+    l->n--;
+}
+
+/* ---- calls ---- */
+
+static void call_free(call_t *k)
+{
+    free(k->method);
+    jrpc_buf_dispose(&k->params);
+    free(k);
+}
+
+/* Answers the broker with an error of ours (not the child's). */
+static void call_fail(call_t *k, int code)
+{
+    if (k->wc)
+        jrpc_wcall_error(k->wc, code, jrpc_error_message(code));
+    k->wc = NULL;
+}
+
+typedef struct wreq {
+    uv_write_t req;
+    child_t   *c;
+    size_t     n;
+    char       data[];
+} wreq_t;
+
+static void child_lost(child_t *c, const char *why);
+
+static void on_written(uv_write_t *req, int status)
+{
+    wreq_t *r = (wreq_t *)req;
+    child_t *c = r->c;
+    free(r);
+    if (status < 0 && status != UV_ECANCELED && c->state == CHILD_UP) {
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_write_failed pid=%d err=\"%s\"", c->pid,
+                 uv_strerror(status));
+        child_lost(c, "write_failed");
+    }
+}
+
+/* Writes the framed message p[0..n) to the child's stdin (copied). */
+static int child_write(child_t *c, const char *p, size_t n)
+{
+    jrpc_buf_t *t = &c->b->tmp;
+    jrpc_buf_reset(t);
+    if (jrpc_frame_put(t, c->b->framing, p, n) < 0)
+        return -ENOMEM;
+    wreq_t *r = malloc(sizeof *r + t->len);
+    if (r == NULL)
+        return -ENOMEM;
+    r->c = c;
+    r->n = t->len;
+    memcpy(r->data, t->p, t->len);
+    uv_buf_t buf = uv_buf_init(r->data, (unsigned)r->n);
+    int rc = uv_write(&r->req, (uv_stream_t *)&c->in, &buf, 1, on_written);
+    if (rc < 0)
+        free(r);
+    return rc;
+}
+
+/* Sends call k to child c under a fresh id. */
+static int call_send(child_t *c, call_t *k)
+{
+    bridge_t *b = c->b;
+    jrpc_buf_t msg;
+    jrpc_buf_init(&msg);
+    char head[64];
+    k->id = ++b->next_id;
+    int n = snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%llu,\"method\":",
+                     (unsigned long long)k->id);
+    int rc = -ENOMEM;
+    if (jrpc_buf_append(&msg, head, (size_t)n) < 0 ||
+        jrpc_json_write_string(&msg, k->method, strlen(k->method)) < 0)
+        goto out;
+    if (k->params.len > 0 && (jrpc_buf_puts(&msg, ",\"params\":") < 0 ||
+                              jrpc_buf_append(&msg, k->params.p, k->params.len) < 0))
+        goto out;
+    if (jrpc_buf_putc(&msg, '}') < 0)
+        goto out;
+    rc = child_write(c, msg.p, msg.len);
+    if (rc < 0)
+        goto out;
+    k->child = c;
+    k->tries++;
+    k->t_sent = uv_hrtime();
+    list_push(&c->held, k);
+out:
+    jrpc_buf_dispose(&msg);
+    return rc;
+}
+
+/* The live child with the most free window (ties: the lowest slot after
+ * the last one chosen, so that equal children take turns). */
+static child_t *pick_child(bridge_t *b)
+{
+    static unsigned rr;
+    child_t *best = NULL;
+    uint32_t best_free = 0;
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[(rr + i) % b->procs];
+        if (c->state != CHILD_UP || c->held.n >= b->inflight)
+            continue;
+        uint32_t free_w = b->inflight - c->held.n;
+        if (free_w > best_free) {
+            best = c;
+            best_free = free_w;
+        }
+    }
+    if (best)
+        rr = best->slot + 1;
+    return best;
+}
+
+static unsigned children_up(const bridge_t *b)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < b->procs; i++)
+        n += b->children[i].state == CHILD_UP;
+    return n;
+}
+
+/* Moves queued calls to free windows; with no child left and none coming
+ * back soon (the restart budget is spent), answers them -32004 at once. */
+static void pump(bridge_t *b)
+{
+    while (b->queue.head) {
+        call_t *k = b->queue.head;
+        child_t *c = pick_child(b);
+        if (c == NULL) {
+            if (b->not_ready && children_up(b) == 0) {
+                list_remove(&b->queue, k);
+                call_fail(k, JRPC_WORKER_FAILED);
+                call_free(k);
+                continue;
+            }
+            return;
+        }
+        list_remove(&b->queue, k);
+        if (call_send(c, k) < 0) {
+            call_fail(k, JRPC_INTERNAL_ERROR);
+            call_free(k);
+        }
+    }
+}
+
+/* The handler of every --method: copies what the call needs (params as
+ * JSON), queues it and pumps. */
+typedef struct method_arg {
+    bridge_t *b;
+    bool      idem;   /* declared NAME:idempotent */
+} method_arg_t;
+
+static void on_call(jrpc_wcall_t *wc, const msgpack_object *params, void *arg)
+{
+    const method_arg_t *ma = arg;
+    bridge_t *br = ma->b;
+    call_t *k = calloc(1, sizeof *k);
+    if (k == NULL || (k->method = strdup(jrpc_wcall_method(wc))) == NULL) {
+        free(k);
+        jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        return;
+    }
+    jrpc_buf_init(&k->params);
+    k->wc = wc;
+    k->idem = ma->idem;
+    k->deadline = jrpc_wcall_deadline(wc);
+    if (params->type != MSGPACK_OBJECT_NIL &&
+        jrpc_json_write_msgpack(&k->params, params, JRPC_JSON_MAX_DEPTH) < 0) {
+        call_fail(k, JRPC_INVALID_PARAMS);
+        call_free(k);
+        return;
+    }
+    list_push(&br->queue, k);
+    pump(br);
+}
+
+/* ---- what a child says ---- */
+
+static call_t *held_find(child_t *c, uint64_t id)
+{
+    for (call_t *k = c->held.head; k; k = k->next)
+        if (k->id == id)
+            return k;
+    return NULL;
+}
+
+/* Passes the child's error object on as it is: code, message and data.
+ * An object without an integer code or a string message is the child's
+ * fault: -32603, logged. */
+static void answer_error(child_t *c, call_t *k, jrpc_span_t err)
+{
+    bridge_t *b = c->b;
+    msgpack_object o, *code = NULL, *msg = NULL;
+    const msgpack_object *data = NULL;
+    jrpc_buf_reset(&b->tmp);
+    msgpack_zone_clear(&b->zone);
+    if (jrpc_json_to_msgpack(err.p, err.n, JRPC_JSON_MAX_DEPTH, &b->tmp) == 0 &&
+        jrpc_mpack_unpack(b->tmp.p, b->tmp.len, JRPC_JSON_MAX_DEPTH + 1, &b->zone, &o) == 0) {
+        code = (msgpack_object *)jrpc_mpack_map_get(&o, "code");
+        msg = (msgpack_object *)jrpc_mpack_map_get(&o, "message");
+        data = jrpc_mpack_map_get(&o, "data");
+    }
+    bool code_ok = code && ((code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER &&
+                             code->via.i64 >= INT32_MIN) ||
+                            (code->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+                             code->via.u64 <= INT32_MAX));
+    if (!code_ok || msg == NULL || msg->type != MSGPACK_OBJECT_STR) {
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_error pid=%d id=%llu", c->pid,
+                 (unsigned long long)k->id);
+        call_fail(k, JRPC_INTERNAL_ERROR);
+        return;
+    }
+    char *text = strndup(msg->via.str.ptr, msg->via.str.size);
+    if (text == NULL) {
+        call_fail(k, JRPC_INTERNAL_ERROR);
+        return;
+    }
+    if (data)
+        msgpack_pack_object(jrpc_wcall_result(k->wc), *data);
+    int icode = code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)code->via.i64
+                                                              : (int)code->via.u64;
+    jrpc_wcall_error_data(k->wc, icode, text);
+    k->wc = NULL;
+    free(text);
+}
+
+/* Passes the child's result on: its JSON as msgpack, packed raw into the
+ * call's result. */
+static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
+{
+    bridge_t *b = c->b;
+    jrpc_buf_reset(&b->tmp);
+    int rc = jrpc_json_to_msgpack(res.p, res.n, JRPC_JSON_MAX_DEPTH, &b->tmp);
+    msgpack_packer *pk = jrpc_wcall_result(k->wc);
+    if (rc == 0 && pk->callback(pk->data, b->tmp.p, b->tmp.len) == 0) {
+        jrpc_wcall_finish(k->wc);
+        k->wc = NULL;
+        return;
+    }
+    JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_result pid=%d id=%llu err=\"%s\"", c->pid,
+             (unsigned long long)k->id, jrpc_json_strerror(rc));
+    call_fail(k, JRPC_INTERNAL_ERROR);
+}
+
+static void child_message(child_t *c, const char *p, size_t n)
+{
+    jrpc_child_msg_t m;
+    switch (jrpc_child_msg_parse(p, n, &m)) {
+    case JRPC_CHILD_GARBAGE:
+        c->hostile++;
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_garbage pid=%d bytes=%zu", c->pid, n);
+        return;
+    case JRPC_CHILD_NOTIFICATION:
+        JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_notification pid=%d method=%.*s", c->pid,
+                 (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
+        return;
+    case JRPC_CHILD_REQUEST: {
+        c->hostile++;
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_request pid=%d method=%.*s answer=-32601",
+                 c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
+        /* A child that asks without reading our answers must not make
+         * them pile up in memory: past a bound they are not sent. */
+        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->in) > REPLY_QUEUE_MAX)
+            return;
+        jrpc_buf_t r;
+        jrpc_buf_init(&r);
+        if (jrpc_buf_puts(&r, "{\"jsonrpc\":\"2.0\",\"id\":") == 0 &&
+            jrpc_buf_append(&r, m.id_raw.p, m.id_raw.n) == 0 &&
+            jrpc_buf_puts(&r, ",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}") == 0)
+            child_write(c, r.p, r.len);
+        jrpc_buf_dispose(&r);
+        return;
+    }
+    case JRPC_CHILD_BAD_ID:
+        c->hostile++;
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%.*s", c->pid,
+                 (int)(m.id_raw.n > 40 ? 40 : m.id_raw.n), m.id_raw.p ? m.id_raw.p : "");
+        return;
+    default:
+        break;
+    }
+    call_t *k = held_find(c, m.id);
+    if (k == NULL) {
+        c->hostile++;
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%llu", c->pid,
+                 (unsigned long long)m.id);
+        return;
+    }
+    list_remove(&c->held, k);
+    c->calls++;
+    uint64_t us = (uv_hrtime() - k->t_sent) / 1000;
+    size_t bi = 0;
+    while (bi < NLAT && (double)us > lat_le[bi] * 1e6)
+        bi++;
+    c->lat[bi]++;
+    c->lat_sum_us += us;
+    if (m.error.n > 0 && k->wc)
+        c->errors++;
+    JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_answer pid=%d id=%llu time_us=%llu late=%d",
+             c->pid, (unsigned long long)k->id, (unsigned long long)us, k->wc == NULL);
+    if (k->wc == NULL) {
+        /* late: the broker was answered at the deadline */
+    } else if (m.kind == JRPC_CHILD_BAD_ANSWER) {
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_answer pid=%d id=%llu", c->pid,
+                 (unsigned long long)k->id);
+        call_fail(k, JRPC_INTERNAL_ERROR);
+    } else if (m.error.n > 0) {
+        answer_error(c, k, m.error);
+    } else {
+        answer_result(c, k, m.result);
+    }
+    call_free(k);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    static char slab[65536];
+    (void)h;
+    (void)suggested;
+    *buf = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_out(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    child_t *c = s->data;
+    if (nread < 0) {
+        c->out_eof = true;
+        uv_read_stop(s);
+        child_lost(c, nread == UV_EOF ? "stdout_closed" : "stdout_failed");
+        return;
+    }
+    if (nread == 0 || c->state != CHILD_UP)
+        return;
+    if (jrpc_frame_feed(&c->rd, buf->base, (size_t)nread) < 0) {
+        child_lost(c, "nomem");
+        return;
+    }
+    jrpc_span_t m;
+    int rc;
+    while (c->state == CHILD_UP && (rc = jrpc_frame_next(&c->rd, &m)) != 0) {
+        if (rc < 0)
+            c->hostile++;
+        if (rc == JRPC_FRAME_ETOOBIG)
+            JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_message_too_big pid=%d max=%u", c->pid,
+                     c->b->max_line);
+        else if (rc < 0)
+            JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_header pid=%d", c->pid);
+        else
+            child_message(c, m.p, m.n);
+    }
+    pump(c->b);
+}
+
+static void stderr_line(child_t *c, const char *p, size_t n)
+{
+    char line[STDERR_LINE_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof line - 1; i++)
+        line[k++] = (p[i] == '"' || p[i] == '\\' || (unsigned char)p[i] < 0x20) ? '?' : p[i];
+    line[k] = '\0';
+    JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=child_stderr pid=%d line=\"%s\"", c->pid, line);
+}
+
+static void on_err(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    child_t *c = s->data;
+    if (nread < 0) {
+        if (c->errline.len)
+            stderr_line(c, c->errline.p, c->errline.len);
+        jrpc_buf_reset(&c->errline);
+        uv_read_stop(s);
+        return;
+    }
+    for (ssize_t i = 0; i < nread; i++) {
+        char ch = buf->base[i];
+        if (ch == '\n') {
+            stderr_line(c, c->errline.p, c->errline.len);
+            jrpc_buf_reset(&c->errline);
+        } else if (c->errline.len < STDERR_LINE_MAX) {
+            jrpc_buf_putc(&c->errline, ch);
+        }
+    }
+}
+
+/* ---- children's lives ---- */
+
+/* The earliest time the restart budget allows the next restart (now when
+ * fewer than restart_max happened in the last minute). */
+static uint64_t restart_allowed_at(bridge_t *b)
+{
+    if (b->nrestarts < b->restart_max)
+        return 0;
+    return b->restarts[b->nrestarts % b->restart_max] + 60000;
+}
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    child_t *c = t->data;
+    bridge_t *b = c->b;
+    if (b->stopping || c->state != CHILD_DOWN)
+        return;
+    uint64_t now = uv_now(b->loop), at = restart_allowed_at(b);
+    if (at > now) {
+        if (!b->not_ready)
+            JRPC_LOG(JRPC_LOG_ERROR, "stdio", "event=not_ready reason=restart_budget "
+                     "restart_max_per_min=%u children_up=%u", b->restart_max, children_up(b));
+        b->not_ready = true;
+        pump(b);  /* with no child left, the queue is answered -32004 */
+        if (children_up(b) == 0)
+            jrpc_worker_pause(b->w);  /* leave the brokers (DISCONNECT) until a child is back */
+        uv_timer_start(&c->timer, on_restart_timer, at - now, 0);
+        return;
+    }
+    b->restarts[b->nrestarts % b->restart_max] = now;
+    b->nrestarts++;
+    c->restarts++;
+    child_start(c);
+}
+
+static void on_child_closed(uv_handle_t *h)
+{
+    child_t *c = h->data;
+    if (--c->open > 0)
+        return;
+    bridge_t *b = c->b;
+    c->state = CHILD_DOWN;
+    jrpc_frame_reader_dispose(&c->rd);
+    jrpc_buf_dispose(&c->errline);
+    if (b->stopping)
+        return;
+    uint64_t age = uv_now(b->loop) - c->started;
+    c->quick_deaths = age < QUICK_DEATH_MS ? c->quick_deaths + 1 : 0;
+    uint64_t delay = 0;
+    if (c->quick_deaths > 1) {
+        unsigned sh = c->quick_deaths - 2 > 6 ? 6 : c->quick_deaths - 2;
+        delay = (uint64_t)BACKOFF_MIN_MS << sh;
+        if (delay > BACKOFF_MAX_MS)
+            delay = BACKOFF_MAX_MS;
+    }
+    uv_timer_start(&c->timer, on_restart_timer, delay, 0);
+}
+
+static void child_close_all(child_t *c)
+{
+    uv_handle_t *hs[] = { (uv_handle_t *)&c->in, (uv_handle_t *)&c->out, (uv_handle_t *)&c->err };
+    for (size_t i = 0; i < 3; i++)
+        if (!uv_is_closing(hs[i]))
+            uv_close(hs[i], on_child_closed);
+    if (c->exited && !uv_is_closing((uv_handle_t *)&c->proc))
+        uv_close((uv_handle_t *)&c->proc, on_child_closed);
+}
+
+/* The child is gone for us (exited, stdout closed, unwritable, hung): every
+ * call it held is answered now (-32004) or, when idempotent, queued again;
+ * a child still running is killed; its handles are closed. */
+static void child_lost(child_t *c, const char *why)
+{
+    bridge_t *b = c->b;
+    if (c->state != CHILD_UP)
+        return;
+    c->state = CHILD_DYING;
+    uv_timer_stop(&c->timer);
+    unsigned failed = 0, requeued = 0;
+    while (c->held.head) {
+        call_t *k = c->held.head;
+        list_remove(&c->held, k);
+        k->child = NULL;
+        if (k->wc && k->idem && k->tries < MAX_TRIES && !b->stopping) {
+            list_unshift(&b->queue, k);
+            requeued++;
+            continue;
+        }
+        if (k->wc) {
+            failed++;
+            c->lost++;
+        }
+        call_fail(k, JRPC_WORKER_FAILED);
+        call_free(k);
+    }
+    JRPC_LOG(b->stopping ? JRPC_LOG_INFO : JRPC_LOG_WARN, "stdio",
+             "event=child_lost pid=%d slot=%u reason=%s failed=%u requeued=%u", c->pid, c->slot,
+             why, failed, requeued);
+    if (!c->exited)
+        uv_process_kill(&c->proc, SIGKILL);
+    child_close_all(c);
+    pump(b);
+}
+
+static void on_exit_grace(uv_timer_t *t)
+{
+    child_lost(t->data, "exited");
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int term_signal)
+{
+    child_t *c = p->data;
+    c->exited = true;
+    JRPC_LOG(c->b->stopping ? JRPC_LOG_INFO : JRPC_LOG_WARN, "stdio",
+             "event=child_exited pid=%d slot=%u status=%lld signal=%d", c->pid, c->slot,
+             (long long)status, term_signal);
+    if (c->state == CHILD_UP && !c->out_eof) {
+        /* What it wrote last may still be in the pipe: read it first. */
+        uv_timer_start(&c->timer, on_exit_grace, EXIT_GRACE_MS, 0);
+        return;
+    }
+    child_lost(c, "exited");
+    if (!uv_is_closing((uv_handle_t *)&c->proc))
+        uv_close((uv_handle_t *)&c->proc, on_child_closed);
+}
+
+/* Spawns the slot's child. Returns 0, or the negative libuv code of a
+ * failed spawn (logged; the slot is restarted as after a death). */
+static int child_start(child_t *c)
+{
+    bridge_t *b = c->b;
+    uv_pipe_init(b->loop, &c->in, 0);
+    uv_pipe_init(b->loop, &c->out, 0);
+    uv_pipe_init(b->loop, &c->err, 0);
+    c->in.data = c->out.data = c->err.data = c->proc.data = c;
+    c->open = 4;
+    c->exited = c->out_eof = false;
+    c->started = uv_now(b->loop);
+    jrpc_frame_reader_init(&c->rd, b->framing, b->max_line);
+    jrpc_buf_init(&c->errline);
+    uv_stdio_container_t stdio[3] = {
+        { .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&c->in },
+        { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->out },
+        { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->err },
+    };
+    uv_process_options_t o = {
+        .exit_cb = on_child_exit, .file = b->argv[0], .args = b->argv,
+        .stdio_count = 3, .stdio = stdio,
+    };
+    int rc = uv_spawn(b->loop, &c->proc, &o);
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "stdio", "event=spawn_failed slot=%u command=%s err=\"%s\"",
+                 c->slot, b->argv[0], uv_strerror(rc));
+        c->state = CHILD_DYING;
+        c->exited = true;  /* nothing to wait for */
+        child_close_all(c);
+        return rc;
+    }
+    c->pid = c->proc.pid;
+    c->state = CHILD_UP;
+    uv_read_start((uv_stream_t *)&c->out, on_alloc, on_out);
+    uv_read_start((uv_stream_t *)&c->err, on_alloc, on_err);
+    JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=child_started pid=%d slot=%u restarts=%llu", c->pid,
+             c->slot, (unsigned long long)c->restarts);
+    if (b->not_ready) {  /* a child is up: calls can be served again */
+        b->not_ready = false;
+        JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
+    }
+    jrpc_worker_resume(b->w);  /* after a pause: READY again */
+    pump(b);
+    return 0;
+}
+
+/* ---- deadlines and hangs ---- */
+
+static void on_sweep(uv_timer_t *t)
+{
+    bridge_t *b = t->data;
+    uint64_t now = uv_now(b->loop);
+    for (call_t *k = b->queue.head, *next; k; k = next) {
+        next = k->next;
+        if (k->deadline <= now) {
+            list_remove(&b->queue, k);
+            call_fail(k, JRPC_TIMEOUT);
+            call_free(k);
+        }
+    }
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[i];
+        if (c->state != CHILD_UP)
+            continue;
+        for (call_t *k = c->held.head; k; k = k->next) {
+            if (k->deadline > now)
+                continue;
+            if (k->wc) {
+                /* The broker answers the client -32003 now anyway; give its
+                 * credit back. The child's window stays taken until it
+                 * answers or is killed. */
+                JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=call_late pid=%d id=%llu method=%s",
+                         c->pid, (unsigned long long)k->id, k->method);
+                call_fail(k, JRPC_TIMEOUT);
+                c->late++;
+            }
+            if (now - k->deadline >= b->hang_kill_ms) {
+                JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_hung pid=%d id=%llu "
+                         "hang_kill_ms=%u action=kill", c->pid, (unsigned long long)k->id,
+                         b->hang_kill_ms);
+                child_lost(c, "hung");
+                break;
+            }
+        }
+    }
+}
+
+/* ---- /metrics and /readyz (--admin) ---- */
+
+static int put(jrpc_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int put(jrpc_buf_t *out, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    return jrpc_buf_append(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+#define COUNTER(name, help, field)                                                          \
+    do {                                                                                    \
+        rc |= put(out, "# HELP " name " " help "\n# TYPE " name " counter\n");               \
+        for (unsigned i = 0; i < b->procs; i++)                                             \
+            rc |= put(out, name "{slot=\"%u\"} %llu\n", i,                                  \
+                      (unsigned long long)b->children[i].field);                            \
+    } while (0)
+
+/* Prometheus text 0.0.4 (docs/STDIO.md, "Metrics"). */
+static int write_metrics(void *arg, jrpc_buf_t *out)
+{
+    bridge_t *b = arg;
+    int rc = 0;
+    rc |= put(out, "# HELP jrpc_stdio_children Children the bridge runs (--procs).\n"
+                   "# TYPE jrpc_stdio_children gauge\njrpc_stdio_children %u\n", b->procs);
+    rc |= put(out, "# HELP jrpc_stdio_children_alive Children up and taking calls.\n"
+                   "# TYPE jrpc_stdio_children_alive gauge\njrpc_stdio_children_alive %u\n",
+              children_up(b));
+    rc |= put(out, "# HELP jrpc_stdio_not_ready 1 while the restart budget is spent.\n"
+                   "# TYPE jrpc_stdio_not_ready gauge\njrpc_stdio_not_ready %d\n", b->not_ready);
+    rc |= put(out, "# HELP jrpc_stdio_queued Calls waiting for a child's window.\n"
+                   "# TYPE jrpc_stdio_queued gauge\njrpc_stdio_queued %u\n", b->queue.n);
+    rc |= put(out, "# HELP jrpc_stdio_child_up The slot's child (pid) is up.\n"
+                   "# TYPE jrpc_stdio_child_up gauge\n");
+    for (unsigned i = 0; i < b->procs; i++)
+        rc |= put(out, "jrpc_stdio_child_up{slot=\"%u\",pid=\"%d\"} %d\n", i,
+                  b->children[i].pid, b->children[i].state == CHILD_UP);
+    rc |= put(out, "# HELP jrpc_stdio_inflight Calls a slot's child holds.\n"
+                   "# TYPE jrpc_stdio_inflight gauge\n");
+    for (unsigned i = 0; i < b->procs; i++)
+        rc |= put(out, "jrpc_stdio_inflight{slot=\"%u\"} %u\n", i, b->children[i].held.n);
+    COUNTER("jrpc_stdio_restarts_total", "Restarts of the slot's child.", restarts);
+    COUNTER("jrpc_stdio_calls_total", "Answers the slot's children gave (late ones too).", calls);
+    COUNTER("jrpc_stdio_call_errors_total", "Answers that were error objects.", errors);
+    COUNTER("jrpc_stdio_calls_lost_total", "Calls answered -32004 when a child was lost.", lost);
+    COUNTER("jrpc_stdio_calls_late_total", "Calls answered -32003 at their deadline.", late);
+    COUNTER("jrpc_stdio_child_skipped_total", "Messages of a child logged and skipped "
+            "(not JSON, unknown id, too big, requests).", hostile);
+    rc |= put(out, "# HELP jrpc_stdio_answer_seconds A child's answer time, from the write of "
+                   "the call to the read of the answer.\n"
+                   "# TYPE jrpc_stdio_answer_seconds histogram\n");
+    for (unsigned i = 0; i < b->procs; i++) {
+        const child_t *c = &b->children[i];
+        uint64_t cum = 0;
+        for (size_t k = 0; k < NLAT; k++) {
+            cum += c->lat[k];
+            rc |= put(out, "jrpc_stdio_answer_seconds_bucket{slot=\"%u\",le=\"%g\"} %llu\n", i,
+                      lat_le[k], (unsigned long long)cum);
+        }
+        cum += c->lat[NLAT];
+        rc |= put(out, "jrpc_stdio_answer_seconds_bucket{slot=\"%u\",le=\"+Inf\"} %llu\n"
+                       "jrpc_stdio_answer_seconds_sum{slot=\"%u\"} %.6f\n"
+                       "jrpc_stdio_answer_seconds_count{slot=\"%u\"} %llu\n",
+                  i, (unsigned long long)cum, i, (double)c->lat_sum_us / 1e6, i,
+                  (unsigned long long)cum);
+    }
+    return rc < 0 ? -ENOMEM : 0;
+}
+
+static const char *bridge_not_ready(void *arg)
+{
+    bridge_t *b = arg;
+    if (b->signals > 0)
+        return "draining";
+    if (b->not_ready)
+        return "restart budget spent";
+    if (children_up(b) == 0)
+        return "no child up";
+    return NULL;
+}
+
+/* ---- stopping ---- */
+
+static void on_stop_timer(uv_timer_t *t)
+{
+    bridge_t *b = t->data;
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[i];
+        if (c->state != CHILD_DOWN && !c->exited) {
+            JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_kill pid=%d reason=stop_timeout", c->pid);
+            uv_process_kill(&c->proc, SIGKILL);
+        }
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    bridge_t *b = h->data;
+    const char *name = signum == SIGINT ? "INT" : "TERM";
+    if (b->signals++ == 0) {
+        jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
+        JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
+                 b->drain_timeout_ms);
+        jrpc_worker_drain(b->w, b->drain_timeout_ms);
+    } else {
+        JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
+        jrpc_worker_stop(b->w);
+    }
+}
+
+/* After the worker stopped: nothing more comes from the brokers. Answers
+ * still owed are dropped by the library; the children get EOF on stdin,
+ * --stop-timeout-ms to exit, then SIGKILL; the loop runs until every one
+ * is reaped and every handle closed. */
+static void bridge_shutdown(bridge_t *b)
+{
+    b->stopping = true;
+    while (b->queue.head) {
+        call_t *k = b->queue.head;
+        list_remove(&b->queue, k);
+        call_fail(k, JRPC_WORKER_FAILED);
+        call_free(k);
+    }
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[i];
+        uv_timer_stop(&c->timer);
+        for (call_t *k = c->held.head; k; k = k->next)
+            call_fail(k, JRPC_WORKER_FAILED);  /* dropped: the worker has stopped */
+        if (c->state == CHILD_UP && !uv_is_closing((uv_handle_t *)&c->in))
+            uv_close((uv_handle_t *)&c->in, on_child_closed);
+    }
+    uv_timer_start(&b->stop_timer, on_stop_timer, b->stop_timeout_ms, 0);
+    for (;;) {
+        bool busy = false;
+        for (unsigned i = 0; i < b->procs; i++)
+            busy = busy || b->children[i].state != CHILD_DOWN;
+        if (!busy)
+            break;
+        uv_run(b->loop, UV_RUN_ONCE);
+    }
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[i];
+        while (c->held.head) {
+            call_t *k = c->held.head;
+            list_remove(&c->held, k);
+            call_free(k);
+        }
+        uv_close((uv_handle_t *)&c->timer, NULL);
+    }
+    jrpc_admin_destroy(&b->admin);
+    uv_close((uv_handle_t *)&b->stop_timer, NULL);
+    uv_close((uv_handle_t *)&b->sweep, NULL);
+    uv_close((uv_handle_t *)&b->sigint, NULL);
+    uv_close((uv_handle_t *)&b->sigterm, NULL);
+    for (int i = 0; i < 100 && uv_loop_alive(b->loop); i++)  /* the close callbacks */
+        uv_run(b->loop, UV_RUN_NOWAIT);
+}
+
+/* ---- flags ---- */
+
+static int name_ok(const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    bool ok = n > 0 && n < 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = v[i] > 0x20 && v[i] < 0x7f;
+    if (!ok)
+        snprintf(err, errlen, "'%s' is not 1 to 63 printable bytes without spaces", v);
+    return ok ? 0 : -1;
+}
+
+/* NAME or NAME:idempotent, NAME non-empty. */
+static int method_ok(const char *v, char *err, size_t errlen)
+{
+    const char *colon = strchr(v, ':');
+    if (v[0] == '\0' || colon == v || (colon && strcmp(colon, ":idempotent") != 0)) {
+        snprintf(err, errlen, "'%s' is not NAME or NAME:idempotent", v);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const framings[] = { "ndjson", "lsp", NULL };
+
+int main(int argc, char **argv)
+{
+    jrpc_log_init("jrpc-stdio");
+    signal(SIGPIPE, SIG_IGN);  /* a child that dies with writes pending: EPIPE, not death */
+    jrpc_worker_opts_t opts;
+    jrpc_worker_opts_init(&opts);
+    jrpc_conf_list_t endpoints = { 0 }, methods = { 0 };
+    const char *config = NULL, *framing = NULL, *admin_listen = NULL;
+    jrpc_conf_std_t std = { 0 };
+    int status = 1;
+    bridge_t b = { 0 };
+    method_arg_t *margs = NULL;
+    msgpack_zone_init(&b.zone, 4096);
+    jrpc_buf_init(&b.tmp);
+    /* The command starts after "--": the options parser never sees it. */
+    int optc = argc;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            optc = i;
+            break;
+        }
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, L = JRPC_CONF_LIST, C = JRPC_CONF_CHOICE };
+    const jrpc_conf_opt_t table[] = {
+        { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
+          .dest = &config, .flags = JRPC_CONF_NO_FILE },
+        { "connect", L, "ENDPOINT", DEFAULT_ENDPOINT, "a broker's worker endpoint; repeat (or give\n"
+          "a comma list) for several brokers", .dest = &endpoints,
+          .check = jrpc_conf_check_zmq_endpoint },
+        { "method", L, "NAME[:idempotent]", NULL, "a method the children serve (repeat); with\n"
+          ":idempotent, a call a lost child held is sent to another\n"
+          "child instead of being answered -32004", .dest = &methods, .check = method_ok },
+        { "procs", U, "N", "1", "children to run", .dest = &b.procs, .min = 1, .max = 1024 },
+        { "inflight", U, "K", "1", "calls one child holds at once (1: for servers that\n"
+          "are not concurrent); the credit is procs x inflight", .dest = &b.inflight,
+          .min = 1, .max = 1024 },
+        { "framing", C, "FRAMING", "ndjson", "ndjson (one message a line) or lsp\n"
+          "(Content-Length headers)", .dest = &framing, .choices = framings },
+        { "max-line", U, "BYTES", "16777216", "largest message a child may write; a larger one\n"
+          "is logged and skipped", .dest = &b.max_line, .min = 64, .max = 1073741824 },
+        { "restart-max-per-min", U, "N", "30", "restarts allowed in any minute; past it the\n"
+          "slot stays down until the minute allows", .dest = &b.restart_max, .min = 1,
+          .max = 100000 },
+        { "hang-kill-ms", U, "N", "5000", "a child still holding a call this long after the\n"
+          "call's deadline is killed and replaced", .dest = &b.hang_kill_ms, .min = 0,
+          .max = 86400000 },
+        { "drain-timeout-ms", U, "N", "30000", "on SIGTERM, how long the calls held may take",
+          .dest = &b.drain_timeout_ms, .min = 0, .max = 86400000 },
+        { "stop-timeout-ms", U, "N", "5000", "on SIGTERM, after stdin is closed, how long the\n"
+          "children may take to exit before SIGKILL", .dest = &b.stop_timeout_ms, .min = 0,
+          .max = 600000 },
+        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
+          .dest = &admin_listen, .check = jrpc_conf_check_hostport },
+        { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
+          .dest = &opts.name, .check = name_ok },
+        { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
+          .min = 10, .max = 60000 },
+        { "liveness", U, "N", "3", "silent intervals before a broker counts as dead",
+          .dest = &opts.liveness, .min = 1, .max = 100 },
+        JRPC_CONF_STD_OPTS(&std),
+    };
+    static const jrpc_conf_info_t info = { "jrpc-stdio", JRPC_VERSION, usage_head, usage_tail };
+    jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
+    int lrc = conf ? jrpc_conf_load(conf, optc, argv, environ) : -ENOMEM;
+    if (lrc != 0) {
+        status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
+        goto out;
+    }
+    jrpc_log_set_level(std.log_level);
+    jrpc_log_set_format(std.log_format);
+    if (methods.n == 0 || optc >= argc - 1) {
+        fprintf(stderr, "jrpc-stdio: %s\nTry 'jrpc-stdio --help'.\n",
+                methods.n == 0 ? "at least one --method is needed"
+                               : "the command to run goes after '--'");
+        status = 2;
+        goto out;
+    }
+    if (std.check_config) {
+        jrpc_conf_print(conf, stdout);
+        status = 0;
+        goto out;
+    }
+    b.argv = argv + optc + 1;
+    b.framing = strcmp(framing, "lsp") == 0 ? JRPC_FRAME_LSP : JRPC_FRAME_NDJSON;
+    b.loop = uv_default_loop();
+    opts.loop = b.loop;
+    opts.credit = b.procs * b.inflight;
+    b.children = calloc(b.procs, sizeof *b.children);
+    b.restarts = calloc(b.restart_max, sizeof *b.restarts);
+    margs = calloc(methods.n, sizeof *margs);
+    if (b.children == NULL || b.restarts == NULL || margs == NULL)
+        goto out;
+    if ((b.w = jrpc_worker_new(&opts)) == NULL) {
+        JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"%s\"", strerror(errno));
+        goto out;
+    }
+    for (size_t i = 0; i < methods.n; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", methods.v[i]);
+        char *colon = strchr(name, ':');
+        margs[i] = (method_arg_t){ .b = &b, .idem = colon != NULL };
+        if (colon)
+            *colon = '\0';
+        int rc = jrpc_worker_handle_ex(b.w, name, on_call, &margs[i],
+                                       colon ? JRPC_WORKER_IDEMPOTENT : 0);
+        if (rc < 0) {
+            fprintf(stderr, "jrpc-stdio: --method %s: %s\n", name, strerror(-rc));
+            status = 2;
+            goto out;
+        }
+    }
+    if (strcmp(admin_listen, "none") != 0) {
+        jrpc_admin_opts_t ao = JRPC_ADMIN_OPTS_DEFAULT;
+        ao.listen = admin_listen;
+        ao.metrics = write_metrics;
+        ao.not_ready = bridge_not_ready;
+        ao.arg = &b;
+        if ((b.admin = jrpc_admin_new(b.loop, &ao)) == NULL)
+            goto out;   /* logged; status 1 */
+    }
+    uv_timer_init(b.loop, &b.sweep);
+    uv_timer_init(b.loop, &b.stop_timer);
+    b.sweep.data = b.stop_timer.data = &b;
+    uv_timer_start(&b.sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_signal_init(b.loop, &b.sigint);
+    uv_signal_init(b.loop, &b.sigterm);
+    b.sigint.data = b.sigterm.data = &b;
+    uv_signal_start(&b.sigint, on_signal, SIGINT);
+    uv_signal_start(&b.sigterm, on_signal, SIGTERM);
+    int spawn_rc = 0;
+    for (unsigned i = 0; i < b.procs; i++) {
+        child_t *c = &b.children[i];
+        c->b = &b;
+        c->slot = i;
+        uv_timer_init(b.loop, &c->timer);
+        c->timer.data = c;
+        spawn_rc = child_start(c);
+    }
+    if (spawn_rc == UV_ENOENT || spawn_rc == UV_EACCES) {
+        /* The command cannot run at all: a usage error, not a service to
+         * keep restarting. */
+        fprintf(stderr, "jrpc-stdio: cannot run '%s': %s\n", b.argv[0], uv_strerror(spawn_rc));
+        status = 2;
+        goto out;
+    }
+    for (size_t i = 0; i < endpoints.n; i++) {
+        int rc = jrpc_worker_connect(b.w, endpoints.v[i]);
+        if (rc < 0) {
+            JRPC_LOG(JRPC_LOG_ERROR, "main", "event=connect_failed endpoint=%s err=\"%s\"",
+                     endpoints.v[i], zmq_strerror(-rc));
+            jrpc_worker_stop(b.w);
+            status = 2;
+            break;
+        }
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=serving procs=%u inflight=%u credit=%u framing=%s "
+             "command=%s", b.procs, b.inflight, opts.credit, framing, b.argv[0]);
+    jrpc_sdnotify_log("READY=1\nSTATUS=serving");
+    int rc = jrpc_worker_run(b.w);
+    bridge_shutdown(&b);
+    if (status != 2)
+        status = rc < 0 ? 1 : 0;
+    uint64_t calls = 0, restarts = 0;
+    for (unsigned i = 0; i < b.procs; i++) {
+        calls += b.children[i].calls;
+        restarts += b.children[i].restarts;
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu restarts=%llu", status,
+             (unsigned long long)calls, (unsigned long long)restarts);
+out:
+    jrpc_worker_destroy(&b.w);
+    if (b.loop)
+        uv_loop_close(b.loop);
+    free(b.children);
+    free(b.restarts);
+    free(margs);
+    jrpc_buf_dispose(&b.tmp);
+    msgpack_zone_destroy(&b.zone);
+    jrpc_conf_destroy(&conf);
+    return status;
+}
