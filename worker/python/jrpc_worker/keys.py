@@ -1,9 +1,10 @@
 """CURVE key files as jrpc-worker reads them (--curve-secret, --broker-key):
 a keypair file from ``jrpc keygen FILE`` has a ``public <z85>`` and a
 ``secret <z85>`` line, ``FILE.pub`` the ``public`` line alone; blank lines
-and ``#`` comments are allowed (io/jrpc_curve.c)."""
+and ``#`` comments (a field starting with ``#``) are allowed (io/jrpc_curve.c)."""
 
 import zmq
+from zmq.utils import z85
 
 Z85_LEN = 40
 
@@ -15,20 +16,22 @@ class KeyFileError(ValueError):
 def _lines(path):
     with open(path, "r", encoding="ascii") as f:
         for lineno, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
+            # '#' is also a Z85 digit: a comment is a field that starts with
+            # it, on its own line or after the key (as io/jrpc_curve.c reads).
+            fields = raw.split()
+            if not fields or fields[0].startswith("#"):
                 continue
-            fields = line.split()
-            if len(fields) == 1:
-                label, key = None, fields[0]
-            elif len(fields) == 2:
-                label, key = fields
-            else:
-                raise KeyFileError("%s:%d: expected 'public KEY' or 'secret KEY'" % (path, lineno))
+            label, key, rest = None, fields[0], fields[1:]
+            if key in ("public", "secret"):
+                if not rest:
+                    raise KeyFileError("%s:%d: '%s' without a key" % (path, lineno, key))
+                label, key, rest = key, rest[0], rest[1:]
+            if rest and not rest[0].startswith("#"):
+                raise KeyFileError("%s:%d: unexpected text after the key" % (path, lineno))
             if len(key) != Z85_LEN:
                 raise KeyFileError("%s:%d: a key is %d Z85 characters" % (path, lineno, Z85_LEN))
             try:
-                zmq.utils.z85.decode(key.encode())
+                z85.decode(key.encode())
             except Exception:
                 raise KeyFileError("%s:%d: not a Z85 key" % (path, lineno)) from None
             yield lineno, label, key

@@ -547,6 +547,8 @@ class Worker:
         if self._aloop is not None:
             self._aloop.call_soon_threadsafe(self._aloop.stop)
             self._athread.join(timeout=1)
+            if not self._athread.is_alive():
+                self._aloop.close()
         if self._own_ctx:
             self._ctx.term()
             self._ctx = None
