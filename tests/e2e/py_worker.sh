@@ -113,4 +113,25 @@ check "... both Python workers served part of the load" "48 yes" \
     "$((served1 + served2)) $([ "$served1" -gt 0 ] && [ "$served2" -gt 0 ] && echo yes)"
 held=$(grep -o 'event=draining held=[0-9]*' "$E2E_TMP/py1.log" | sed 's/.*held=//')
 check "... it held calls when the signal came" yes "$([ "${held:-0}" -gt 0 ] && echo yes)"
+
+# A drain that times out: the handler still runs in its thread, yet the
+# process exits (as the C worker does) and the broker answers the call
+# -32004 (py.block is not idempotent: it may have run).
+kill -TERM "$PY2"; wait "$PY2"
+start_py --credit 2 --drain-timeout-ms 300
+PY3=$LAST_PID
+e2e_wait_for "grep -q 'event=worker_ready.*credit=2 ' '$E2E_TMP/broker.log'" 10
+"$JRPC" "${CURVE_CLIENT[@]}" -t 8000 call py.block '{"ms":5000}' >"$E2E_TMP/stuck.out" 2>&1 &
+STUCK=$!
+sleep 0.5
+kill -TERM "$PY3"
+t0=$(date +%s%N)
+e2e_wait_for "! kill -0 $PY3 2>/dev/null" 5
+wait "$PY3"
+check "drain timeout: the worker exits 0 with a handler still running" 0 $?
+check "... within 2 s of SIGTERM" yes "$([ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 2000 ] && echo yes)"
+check "... after giving up on what it held" 1 "$(grep -c 'event=drained reason=timeout abandoned=1' "$E2E_TMP/py3.log")"
+wait "$STUCK"
+check "... and the broker answers that call -32004" '-32004' \
+    "$(sed -E 's/.*"code":(-?[0-9]+).*/\1/' "$E2E_TMP/stuck.out")"
 e2e_finish

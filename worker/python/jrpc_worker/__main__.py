@@ -119,4 +119,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    # Handlers a drain gave up on may still be running in the pool, whose
+    # threads the interpreter would wait for at exit: leave now, as the C
+    # worker does (the broker answers those calls -32003 or -32004).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

@@ -404,6 +404,19 @@ class Session(unittest.TestCase):
         self.thread.join(3)
         self.assertFalse(self.thread.is_alive(), "run() returns once nothing is held")
 
+    def test_drain_timeout(self):
+        self.worker = self.make_worker(self.broker.endpoint, drain_timeout_ms=200)
+        self.start()
+        rid, _ = self.broker.ready()
+        self.broker.send(rid, [1, 2, [[1, "wait", ["stuck"], 0]]])
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        self.worker.drain()
+        self.assertEqual(self.broker.recv()[1], [1, 5])
+        self.thread.join(3)
+        self.assertFalse(self.thread.is_alive(), "run() returns at the drain timeout")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.19)
+
     def test_drain_ends_on_broker_disconnect(self):
         self.start()
         rid, _ = self.broker.ready()
