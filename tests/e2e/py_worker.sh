@@ -18,8 +18,10 @@ for who in broker cworker pyworker client; do "$JRPC" keygen "$K/$who" >/dev/nul
 cat "$K/cworker.pub" "$K/pyworker.pub" >"$K/workers.allow"
 cat "$K/client.pub" >"$K/clients.allow"
 
-E2E_HTTP=1 e2e_start_broker --heartbeat-ms 200 --curve-secret "$K/broker" \
-    --client-keys "$K/clients.allow" --worker-keys "$K/workers.allow"
+BROKER_ARGS=(--heartbeat-ms 200 --curve-secret "$K/broker"
+             --client-keys "$K/clients.allow" --worker-keys "$K/workers.allow")
+export E2E_HTTP=1
+e2e_start_broker "${BROKER_ARGS[@]}"
 CURVE_CLIENT=(--curve-secret "$K/client" --server-key "$K/broker.pub")
 e2e_start_worker --heartbeat-ms 200 --curve-secret "$K/cworker" --broker-key "$K/broker.pub"
 
@@ -79,6 +81,15 @@ check "the client's traceparent reaches the Python handler" \
     "{\"jsonrpc\":\"2.0\",\"result\":\"$TPV\",\"id\":1}" \
     "$(curl -s -H "traceparent: $TPV" -H 'Content-Type: application/json' \
         --data '{"jsonrpc":"2.0","method":"py.trace","id":1}' "$HTTP_URL/")"
+
+# The broker restarts under the running workers: the Python worker's next
+# message is answered DISCONNECT ("I do not know you") and it comes back
+# with a fresh socket, by itself.
+e2e_restart_broker "${BROKER_ARGS[@]}"
+e2e_wait_workers 2
+check "after a broker restart the Python worker serves again, unrestarted" \
+    '[{"jsonrpc":"2.0","result":12,"id":1},{"jsonrpc":"2.0","result":7,"id":2}]' \
+    "$(kill -0 "$PY1" && send '[{"jsonrpc":"2.0","method":"py.mul","params":[3,4],"id":1},{"jsonrpc":"2.0","method":"add","params":[3,4],"id":2}]')"
 
 # SIGTERM mid-load: 48 calls of py.block (not idempotent: a lost one would
 # be -32004) over two Python workers with credit 8. The first one leaves

@@ -356,12 +356,13 @@ class Session(unittest.TestCase):
         self.assertGreaterEqual(time.monotonic() - t0, 0.14)
 
     def test_alive_while_broker_heartbeats(self):
-        self.worker = self.make_worker(self.broker.endpoint, heartbeat_ms=50, liveness=3)
+        # Liveness 6 x 50 ms: room for a busy machine, still well inside the test.
+        self.worker = self.make_worker(self.broker.endpoint, heartbeat_ms=50, liveness=6)
         self.start()
-        rid, _ = self.broker.ready(hb=(50, 3))
-        end = time.monotonic() + 0.5
+        rid, _ = self.broker.ready(hb=(50, 6))
+        end = time.monotonic() + 0.6
         while time.monotonic() < end:
-            self.broker.send(rid, [1, 4, 50, 3])
+            self.broker.send(rid, [1, 4, 50, 6])
             if self.broker.sock.poll(40):
                 r, frame = self.broker.sock.recv_multipart()
                 self.assertEqual(msgpack.unpackb(frame), [1, 4], "no READY again")
