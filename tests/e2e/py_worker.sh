@@ -18,7 +18,7 @@ for who in broker cworker pyworker client; do "$JRPC" keygen "$K/$who" >/dev/nul
 cat "$K/cworker.pub" "$K/pyworker.pub" >"$K/workers.allow"
 cat "$K/client.pub" >"$K/clients.allow"
 
-BROKER_ARGS=(--heartbeat-ms 200 --curve-secret "$K/broker"
+BROKER_ARGS=(--heartbeat-ms 200 --max-depth 1024 --curve-secret "$K/broker"
              --client-keys "$K/clients.allow" --worker-keys "$K/workers.allow")
 export E2E_HTTP=1
 e2e_start_broker "${BROKER_ARGS[@]}"
@@ -37,8 +37,8 @@ start_py() {
 start_py --credit 8
 PY1=$LAST_PID
 e2e_wait_workers 2
-check "the Python worker's READY: its methods, 3 idempotent" 1 \
-    "$(grep -c 'event=worker_ready.*credit=8 .*methods=7 idempotent=3' "$E2E_TMP/broker.log")"
+check "the Python worker's READY: its methods, 4 idempotent" 1 \
+    "$(grep -c 'event=worker_ready.*credit=8 .*methods=8 idempotent=4' "$E2E_TMP/broker.log")"
 check "... and it adopted the broker's heartbeat (200 ms)" 1 \
     "$(grep -c 'event=heartbeat_adopted .*heartbeat_ms=200 liveness=3' "$E2E_TMP/py1.log")"
 
@@ -76,6 +76,12 @@ check "wrong params for a Python handler: -32602" \
 check "an async Python handler" \
     '{"jsonrpc":"2.0","result":20,"id":1}' \
     "$(send '{"jsonrpc":"2.0","method":"py.sleep","params":{"ms":20},"id":1}')"
+# Params as deep as --max-depth 1024 admits (the body object is one level):
+# beyond msgpack-python's 1024 levels in the message, decoded all the same.
+deep=$(printf '%.0s[' $(seq 1023))$(printf '%.0s]' $(seq 1023))
+check "params nested 1023 deep reach a Python handler" \
+    '{"jsonrpc":"2.0","result":1023,"id":1}' \
+    "$(send "{\"jsonrpc\":\"2.0\",\"method\":\"py.depth\",\"params\":$deep,\"id\":1}")"
 TPV=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 check "the client's traceparent reaches the Python handler" \
     "{\"jsonrpc\":\"2.0\",\"result\":\"$TPV\",\"id\":1}" \

@@ -52,6 +52,17 @@ def trace():
     return current_call().traceparent
 
 
+@methods.method("py.depth", idempotent=True)
+def depth(*params):
+    """How deep the params nest, counting the params array itself: [[[]]] is 3."""
+    d, level = 0, [list(params)]
+    while level:
+        d += 1
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)
+                 if isinstance(v, (list, dict))]
+    return d
+
+
 @methods.method("py.sleep", idempotent=True)
 async def sleep(ms):
     """{"ms": N}: answers N after N ms, on asyncio (abandoned at the deadline)."""

@@ -6,6 +6,7 @@ ZeroMQ frame. Decoding never guesses: a message is either a value of one of
 the classes below or a :class:`Malformed` raised with the reason."""
 
 import re
+import struct
 
 import msgpack
 
@@ -208,6 +209,129 @@ def peek_head(frame):
     return version, type_
 
 
+MAX_DEPTH = 1100  # JRPC_WIRE_MAX_DEPTH: the message's own array counts
+
+
+class _DeepError(ValueError):
+    pass
+
+
+_FIXED = {  # byte: (struct format, size) of the scalars
+    0xca: (">f", 4), 0xcb: (">d", 8),
+    0xcc: (">B", 1), 0xcd: (">H", 2), 0xce: (">I", 4), 0xcf: (">Q", 8),
+    0xd0: (">b", 1), 0xd1: (">h", 2), 0xd2: (">i", 4), 0xd3: (">q", 8),
+}
+_LEN = {1: ">B", 2: ">H", 4: ">I"}
+
+
+def _ext(code, data):
+    # As msgpack.unpackb: -1 is a timestamp, other negative codes fail.
+    return msgpack.Timestamp.from_bytes(data) if code == -1 else msgpack.ExtType(code, data)
+
+
+def unpack_deep(data, max_depth=MAX_DEPTH):
+    """msgpack.unpackb() without its 1024-level limit, for the frames that
+    limit refuses (PROTOCOL.md 2: params may nest as deep as the broker's
+    --max-depth admits, 1027 levels in the message). Iterative, pure Python,
+    slow: only a fallback. The same values as
+    unpackb(raw=False, strict_map_key=False): str as str (strict UTF-8), bin
+    as bytes, ext as msgpack.ExtType. Raises ValueError when the frame is
+    truncated, has trailing bytes, uses c1, nests deeper than max_depth, or
+    declares lengths its bytes cannot back."""
+    data = bytes(data)
+    n = len(data)
+    pos = 0
+    stack = []  # [container, items left, pending map key or _NOKEY]
+    nokey = stack  # a sentinel no value can be
+
+    def take(k):
+        nonlocal pos
+        if k > n - pos:
+            raise _DeepError("truncated")
+        chunk = data[pos:pos + k]
+        pos += k
+        return chunk
+
+    def length(size):
+        return struct.unpack(_LEN[size], take(size))[0]
+
+    while True:
+        b = take(1)[0]
+        container = None
+        if b <= 0x7f:
+            val = b
+        elif b >= 0xe0:
+            val = b - 0x100
+        elif b <= 0x8f:
+            container, count = {}, b & 0x0f
+        elif b <= 0x9f:
+            container, count = [], b & 0x0f
+        elif b <= 0xbf:
+            val = take(b & 0x1f).decode("utf-8")
+        elif b == 0xc0:
+            val = None
+        elif b == 0xc1:
+            raise _DeepError("reserved byte c1")
+        elif b in (0xc2, 0xc3):
+            val = b == 0xc3
+        elif b in (0xc4, 0xc5, 0xc6):
+            val = take(length(1 << (b - 0xc4)))
+        elif b in (0xc7, 0xc8, 0xc9):
+            size = length(1 << (b - 0xc7))
+            val = _ext(struct.unpack(">b", take(1))[0], take(size))
+        elif b in _FIXED:
+            fmt, size = _FIXED[b]
+            val = struct.unpack(fmt, take(size))[0]
+        elif 0xd4 <= b <= 0xd8:
+            code = struct.unpack(">b", take(1))[0]
+            val = _ext(code, take(1 << (b - 0xd4)))
+        elif b in (0xd9, 0xda, 0xdb):
+            val = take(length(1 << (b - 0xd9))).decode("utf-8")
+        elif b in (0xdc, 0xdd):
+            container, count = [], length(2 if b == 0xdc else 4)
+        else:  # 0xde, 0xdf
+            container, count = {}, length(2 if b == 0xde else 4)
+        if container is not None:
+            per = 2 if isinstance(container, dict) else 1
+            if count * per > n - pos:
+                raise _DeepError("a length the frame cannot back")
+            if count:
+                if len(stack) + 1 > max_depth:
+                    raise _DeepError("nested deeper than %d" % max_depth)
+                stack.append([container, count, nokey])
+                continue
+            val = container
+        # Attach val to the containers it completes.
+        while True:
+            if not stack:
+                if pos != n:
+                    raise _DeepError("trailing bytes")
+                return val
+            top = stack[-1]
+            if isinstance(top[0], list):
+                top[0].append(val)
+            elif top[2] is nokey:
+                if isinstance(val, (list, dict)):
+                    raise _DeepError("a map key that is a container")
+                top[2] = val
+                break
+            else:
+                top[0][top[2]] = val
+                top[2] = nokey
+            top[1] -= 1
+            if top[1]:
+                break
+            stack.pop()
+            val = top[0]
+
+
+def _unpack(frame):
+    try:
+        return msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
+    except msgpack.StackError:
+        return unpack_deep(frame)
+
+
 def _decode_call(item):
     """An item whose seq has been read: a Call, or Malformed."""
     if len(item) < 4:
@@ -236,7 +360,7 @@ def decode(frame):
         raise UnsupportedVersion("unsupported version %d" % head[0])
     is_request = head == (VERSION, REQUEST)
     try:
-        msg = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
+        msg = _unpack(frame)
     except Exception as e:  # truncated, trailing bytes, c1, bad UTF-8, too deep
         err = "undecodable msgpack (%s)" % (type(e).__name__,)
         raise (Rejected if is_request else Malformed)(err)

@@ -113,13 +113,38 @@ class Decode(unittest.TestCase):
                 self.assertRaises(wire.Rejected, wire.decode, frame)
 
     def test_deep_params(self):
-        # The broker's --max-depth is at most 1024; msgpack-python decodes
-        # 1024 levels in all, so params this deep decode and deeper ones are
-        # REJECTed (never a crash).
-        ok = b"\x93\x01\x02\x91\x94\x01\xa1m" + b"\x91" * 1000 + b"\xc0" + b"\x00"
-        self.assertEqual(len(wire.decode(ok).calls), 1)
-        deep = b"\x93\x01\x02\x91\x94\x01\xa1m" + b"\x91" * 1100 + b"\xc0" + b"\x00"
+        # Params may nest as deep as the broker's --max-depth (1024) admits:
+        # 1027 levels in the message, beyond msgpack-python's 1024, so the
+        # worker falls back to its own decoder. Beyond 1100 levels in all
+        # (JRPC_WIRE_MAX_DEPTH) the REQUEST is REJECTed, never a crash.
+        head = b"\x93\x01\x02\x91\x94\x01\xa1m"   # 3 levels, then params
+        for depth in (1000, 1024, 1097):
+            frame = head + b"\x91" * depth + b"\xc0" + b"\x00"
+            params = wire.decode(frame).calls[0].params
+            for _ in range(depth - 1):
+                params = params[0]
+            self.assertEqual(params, [None], depth)
+        deep = head + b"\x91" * 1098 + b"\xc0" + b"\x00"
         self.assertRaises(wire.Rejected, wire.decode, deep)
+        self.assertRaises(wire.Rejected, wire.decode, head + b"\x91" * 1050 + b"\xc1" + b"\x00")
+
+    def test_unpack_deep_is_unpackb(self):
+        vals = [None, True, False, 0, 127, -1, -32, -33, 255, 256, 65535, 65536, 2**32,
+                2**64 - 1, -2**63, -129, 1.5, float("inf"), "", "é😀" * 20, "x" * 300,
+                "y" * 70000, b"", b"ab" * 200, [], {}, [1, [2, [3]]], {"a": {"b": [None]}},
+                msgpack.ExtType(5, b"abc"), msgpack.ExtType(3, b"x" * 16),
+                msgpack.ExtType(1, b"x" * 17), list(range(20)), {str(i): i for i in range(20)},
+                {1: 2, None: 3}, msgpack.Timestamp(1, 5)]
+        for v in vals:
+            for single in (False, True):
+                b = msgpack.packb(v, use_bin_type=True, use_single_float=single)
+                a = msgpack.unpackb(b, raw=False, strict_map_key=False)
+                d = wire.unpack_deep(b)
+                self.assertEqual((a, type(a)), (d, type(d)))
+        for bad in ("c1", "91", "a2ff00", "8191010 2", "ddffffffff", "d90561", "9100 00",
+                    "d4fe00", "82 a1 61 01"):
+            with self.subTest(bad=bad):
+                self.assertRaises(ValueError, wire.unpack_deep, hx(bad))
 
     def test_version_and_type(self):
         self.assertRaises(wire.UnsupportedVersion, wire.decode, msgpack.packb([2, 2, []]))
