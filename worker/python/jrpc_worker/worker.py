@@ -98,6 +98,7 @@ class Worker:
         self._athread = None
         self._io = None
         self.answered = 0
+        self._turns = 0  # loop turns (tests: no busy loop)
         self.started = threading.Event()  # set once the sockets are open (tests, embedding)
 
     # ---- configuration ----
@@ -213,6 +214,7 @@ class Worker:
                 for s in cur:
                     poller.register(s, zmq.POLLIN)
                 socks = cur
+            self._turns += 1
             events = dict(poller.poll(self._timeout_ms()))
             if self._wake_r in events:
                 try:
@@ -233,9 +235,12 @@ class Worker:
         for c in self._conns:
             if c.sock is None:
                 continue
-            due = min(due, c.last_sent + c.hb_s, c.last_heard + c.hb_s * c.liveness)
+            # A reset waits at least one own interval after the last one.
+            next_reset = c.last_reset + self.heartbeat_ms / 1000
+            silent = max(c.last_heard + c.hb_s * c.liveness, next_reset)
+            due = min(due, c.last_sent + c.hb_s, silent)
             if c.reset_due:
-                due = min(due, c.last_reset + self.heartbeat_ms / 1000)
+                due = min(due, next_reset)
         if self._draining:
             due = min(due, self._drain_until)
         return max(0, int((due - now) * 1000) + 1)
@@ -283,13 +288,15 @@ class Worker:
         self._open(c, now)
 
     def _send(self, c, msg):
+        # Tried counts as sent for the heartbeat timer: a full queue must
+        # not turn the loop into a busy one.
+        c.last_sent = time.monotonic()
         try:
             c.sock.send(msg, zmq.NOBLOCK)
         except zmq.Again:
             log.warning("event=send_dropped endpoint=%s bytes=%d err=\"queue full or no peer\"",
                         c.endpoint, len(msg))
             return False
-        c.last_sent = time.monotonic()
         return True
 
     # ---- reading ----

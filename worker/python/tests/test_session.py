@@ -355,6 +355,20 @@ class Session(unittest.TestCase):
         self.assertNotEqual(rid, rid2)
         self.assertGreaterEqual(time.monotonic() - t0, 0.14)
 
+    def test_no_busy_loop_while_a_reset_waits(self):
+        # The broker's 10 ms x 1 expires long before the worker may open a
+        # fresh socket (once per own interval, 400 ms): it waits, not spins.
+        self.worker = self.make_worker(self.broker.endpoint, heartbeat_ms=400, liveness=3)
+        self.start()
+        rid, _ = self.broker.ready(hb=(10, 1))
+        time.sleep(0.05)
+        turns = self.worker._turns
+        time.sleep(0.25)
+        # Heartbeats every 10 ms make ~25 turns; a spinning loop thousands.
+        self.assertLess(self.worker._turns - turns, 80)
+        rid2, msg = self.broker.recv(timeout=2)
+        self.assertEqual(msg[:2], [1, 1])
+
     def test_alive_while_broker_heartbeats(self):
         # Liveness 6 x 50 ms: room for a busy machine, still well inside the test.
         self.worker = self.make_worker(self.broker.endpoint, heartbeat_ms=50, liveness=6)
