@@ -5,11 +5,14 @@ where attr is a Methods table, a Worker (its own table), or a dict
 {name: fn}; without ``:attr``, the module's ``methods``."""
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import logging
 import os
 import sys
+
+import zmq
 
 from .keys import KeyFileError, load_keypair, load_public
 from .methods import Methods
@@ -112,6 +115,12 @@ def main(argv=None):
         w.connect(e)
     try:
         return w.run()
+    except zmq.ZMQError as e:
+        bad = e.errno in (errno.EINVAL, errno.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO)
+        logging.getLogger("jrpc_worker").error("event=connect_failed err=\"%s\"", e)
+        if bad:
+            print("jrpc_worker: bad endpoint in %s" % ",".join(endpoints), file=sys.stderr)
+        return 2 if bad else 1
     except Exception as e:
         logging.getLogger("jrpc_worker").error("event=run_failed err=\"%s: %s\"",
                                                 type(e).__name__, e)

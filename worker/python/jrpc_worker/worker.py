@@ -259,7 +259,11 @@ class Worker:
             s.curve_secretkey = secret.encode() if isinstance(secret, str) else secret
             bp = self.broker_public
             s.curve_serverkey = bp.encode() if isinstance(bp, str) else bp
-        s.connect(c.endpoint)
+        try:
+            s.connect(c.endpoint)
+        except zmq.ZMQError:
+            s.close()  # else Context.term() would wait for it forever
+            raise
         c.sock = s
         c.gen += 1
         c.requests = 0

@@ -463,6 +463,18 @@ class Session(unittest.TestCase):
             other.close()
 
 
+class BadEndpoint(unittest.TestCase):
+    def test_bad_endpoint_raises_and_does_not_hang(self):
+        m = Methods()
+        m.add("x", lambda: 1)
+        w = Worker(m, linger_ms=0)
+        w.connect("bogus://nowhere")
+        t = threading.Thread(target=lambda: self.assertRaises(zmq.ZMQError, w.run), daemon=True)
+        t.start()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "run() must not hang in Context.term()")
+
+
 class Curve(unittest.TestCase):
     def test_curve_keys(self):
         if not zmq.has("curve"):
