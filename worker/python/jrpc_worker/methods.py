@@ -1,0 +1,170 @@
+"""The table of methods a worker serves, and how a call reaches a handler."""
+
+import contextvars
+import inspect
+import time
+
+from . import wire
+
+
+class JsonRpcError(Exception):
+    """Raise it from a handler to answer this error object unchanged:
+    ``{"code": code, "message": message, "data": data}`` (``data`` only
+    when given). Application codes belong outside -32768..-32000."""
+
+    _NO_DATA = object()
+
+    def __init__(self, code, message, data=_NO_DATA):
+        if not isinstance(code, int) or isinstance(code, bool):
+            raise TypeError("code must be an int")
+        if not isinstance(message, str):
+            raise TypeError("message must be a str")
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+        self.data = None if data is JsonRpcError._NO_DATA else data
+        self.has_data = data is not JsonRpcError._NO_DATA
+
+    def to_object(self):
+        return wire.error_object(self.code, self.message, self.data, self.has_data)
+
+
+class InvalidParams(JsonRpcError):
+    """-32602 Invalid params: the handler refuses the params."""
+
+    def __init__(self, message=wire.MESSAGES[wire.INVALID_PARAMS], data=JsonRpcError._NO_DATA):
+        super().__init__(wire.INVALID_PARAMS, message, data)
+
+
+class CallInfo:
+    """What a handler may want to know about the call it serves: the method,
+    the W3C ``traceparent`` the client sent (None when absent), and the
+    ``deadline`` (time.monotonic() seconds after which the broker no longer
+    waits; None when it set none)."""
+    __slots__ = ("method", "seq", "traceparent", "deadline")
+
+    def __init__(self, method, seq, traceparent, deadline):
+        self.method = method
+        self.seq = seq
+        self.traceparent = traceparent
+        self.deadline = deadline
+
+    def remaining(self):
+        """Seconds left before the deadline (None: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def __repr__(self):
+        return "CallInfo(method=%r, traceparent=%r)" % (self.method, self.traceparent)
+
+
+_current = contextvars.ContextVar("jrpc_worker_call", default=None)
+
+
+def current_call():
+    """The CallInfo of the call the calling handler serves (sync or async);
+    None outside a handler."""
+    return _current.get()
+
+
+class Method:
+    __slots__ = ("name", "fn", "idempotent", "is_async", "pass_call", "signature")
+
+    def __init__(self, name, fn, idempotent, pass_call):
+        self.name = name
+        self.fn = fn
+        self.idempotent = idempotent
+        self.pass_call = pass_call
+        self.is_async = inspect.iscoroutinefunction(fn)
+        try:
+            self.signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have none
+            self.signature = None
+
+    def bind(self, params, info):
+        """(args, kwargs) for params (nil: none, array: positional, map:
+        named); raises InvalidParams when the handler's signature does not
+        take them, as the C worker answers -32602 for wrong params."""
+        args = [info] if self.pass_call else []
+        kwargs = {}
+        if isinstance(params, list):
+            args.extend(params)
+        elif isinstance(params, dict):
+            kwargs = params
+        if self.signature is not None:
+            try:
+                self.signature.bind(*args, **kwargs)
+            except TypeError:
+                raise InvalidParams() from None
+        return args, kwargs
+
+
+class Methods:
+    """A table of methods::
+
+        methods = Methods()
+
+        @methods.method(idempotent=True)
+        def add(a, b):
+            return a + b
+
+        @methods.method("slow.echo")
+        async def slow_echo(value, ms=0):
+            await asyncio.sleep(ms / 1000)
+            return value
+
+    A handler takes the call's params as arguments (an array positionally, a
+    map by name, none when absent) and returns the result (any value msgpack
+    packs: None, bool, int, float, str, list, dict with str keys). Params
+    that do not fit its signature answer -32602 without running it.
+    ``idempotent=True`` lets the broker re-run the call elsewhere when this
+    worker is lost mid-call (PROTOCOL.md 2.1): only for methods where twice
+    is the same as once. ``pass_call=True`` passes the CallInfo first."""
+
+    def __init__(self):
+        self._methods = {}
+
+    def add(self, name, fn, idempotent=False, pass_call=False):
+        if not isinstance(name, str) or not name:
+            raise ValueError("a method name is a non-empty str")
+        if name in self._methods:
+            raise ValueError("method %r registered twice" % name)
+        if not callable(fn):
+            raise TypeError("fn must be callable")
+        self._methods[name] = Method(name, fn, bool(idempotent), bool(pass_call))
+        return fn
+
+    def method(self, name=None, idempotent=False, pass_call=False):
+        """Decorator: ``@methods.method()``, ``@methods.method("name")``;
+        also bare ``@methods.method``."""
+        if callable(name):  # bare decorator
+            return self.add(name.__name__, name)
+
+        def deco(fn):
+            return self.add(name or fn.__name__, fn, idempotent, pass_call)
+        return deco
+
+    def get(self, name):
+        return self._methods.get(name)
+
+    def names(self):
+        return list(self._methods)
+
+    def idempotent(self):
+        return [m.name for m in self._methods.values() if m.idempotent]
+
+    def has_async(self):
+        return any(m.is_async for m in self._methods.values())
+
+    def __len__(self):
+        return len(self._methods)
+
+    @classmethod
+    def from_dict(cls, table):
+        """From ``{name: fn}``; idempotent methods with ``{name: (fn, True)}``."""
+        m = cls()
+        for name, v in table.items():
+            if isinstance(v, tuple):
+                m.add(name, v[0], idempotent=v[1])
+            else:
+                m.add(name, v)
+        return m

@@ -1,0 +1,570 @@
+"""The worker: one ZeroMQ DEALER per broker, the sessions of PROTOCOL.md
+(READY, credit, heartbeats, DISCONNECT, REJECT, drain), and the handlers.
+
+Threads: every socket belongs to the thread that calls :meth:`Worker.run`
+(the I/O thread). Sync handlers run on a thread pool, ``async def`` handlers
+on an asyncio loop in a thread of its own; both hand their answers back
+through a queue and a wake-up pipe, and only the I/O thread sends."""
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import os
+import signal
+import threading
+import time
+
+import zmq
+
+from . import wire
+from .methods import CallInfo, JsonRpcError, Methods, _current
+
+log = logging.getLogger("jrpc_worker")
+
+RECONNECT_IVL_MS = 100
+RECONNECT_IVL_MAX_MS = 1000
+RECV_BATCH = 256  # messages read from one socket per loop turn
+
+
+class _Conn:
+    """One broker: its endpoint, its current DEALER and session."""
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+        self.sock = None
+        self.gen = 0            # bumped at each fresh socket: answers of older ones are dropped
+        self.requests = 0       # REQUESTs received on this socket (REJECT names them)
+        self.held = {}          # seq -> deadline (monotonic s or None): calls not answered yet
+        self.hb_s = 0.0         # the session's heartbeat interval (s) and liveness
+        self.liveness = 0
+        self.adopted = False    # the broker's settings arrived on this socket
+        self.last_sent = 0.0
+        self.last_heard = 0.0
+        self.last_reset = float("-inf")
+        self.reset_due = False  # DISCONNECT came too soon after a reset: reset at the next tick
+        self.alive = False      # heard from the broker on this socket
+        self.leaving = False    # DISCONNECT sent (drain): no reconnect
+
+
+class Worker:
+    """Serves ``methods`` (a :class:`Methods`, or None to use
+    :meth:`method`) to one or more brokers.
+
+    ``credit``: calls held at once per broker (READY); ``heartbeat_ms`` and
+    ``liveness``: own settings, until a broker sends its own (it answers
+    READY with them, PROTOCOL.md 5); ``name``: READY's "name";
+    ``curve_keypair``/``broker_public``: (public, secret) Z85 and the broker's
+    public Z85, both or neither (keys.load_keypair / keys.load_public read
+    jrpc's key files); ``threads``: the sync handlers' pool (default
+    min(credit, 32)); ``drain_timeout_ms``: how long a graceful stop waits
+    for the calls held; ``linger_ms``: how long closing may wait to deliver
+    DISCONNECT."""
+
+    def __init__(self, methods=None, *, credit=64, heartbeat_ms=1000, liveness=3, name=None,
+                 curve_keypair=None, broker_public=None, threads=None,
+                 drain_timeout_ms=30000, linger_ms=1000, context=None):
+        if not 1 <= credit <= wire.U32_MAX:
+            raise ValueError("credit must be 1..2**32-1")
+        if not 10 <= heartbeat_ms <= 3600000:
+            raise ValueError("heartbeat_ms must be 10..3600000")
+        if not 1 <= liveness <= 1000:
+            raise ValueError("liveness must be 1..1000")
+        if (curve_keypair is None) != (broker_public is None):
+            raise ValueError("curve_keypair and broker_public go together")
+        self.methods = methods if methods is not None else Methods()
+        self.credit = credit
+        self.heartbeat_ms = heartbeat_ms
+        self.liveness = liveness
+        self.name = name
+        self.curve_keypair = curve_keypair
+        self.broker_public = broker_public
+        self.threads = threads or min(credit, 32)
+        self.drain_timeout_ms = drain_timeout_ms
+        self.linger_ms = linger_ms
+        self._ctx = context
+        self._own_ctx = context is None
+        self._conns = []
+        self._done = collections.deque()  # (conn, gen, seq, packed answer) from any thread
+        self._wake_r = self._wake_w = None
+        self._lock = threading.Lock()
+        self._drain_asked = False
+        self._stop_asked = False
+        self._draining = False
+        self._drain_until = 0.0
+        self._running = False
+        self._pool = None
+        self._aloop = None
+        self._athread = None
+        self._io = None
+        self.answered = 0
+        self._turns = 0  # loop turns (tests: no busy loop)
+        self.started = threading.Event()  # set once the sockets are open (tests, embedding)
+
+    # ---- configuration ----
+
+    def method(self, name=None, idempotent=False, pass_call=False):
+        """Decorator registering a handler on this worker's table (see
+        :class:`Methods`)."""
+        return self.methods.method(name, idempotent, pass_call)
+
+    def connect(self, endpoint):
+        """Adds a broker's worker endpoint; call it once per broker, before
+        :meth:`run`. ZeroMQ connects (and reconnects) in the background."""
+        if self._running:
+            raise RuntimeError("connect() before run()")
+        self._conns.append(_Conn(endpoint))
+
+    # ---- control, from any thread or a signal handler ----
+
+    def drain(self):
+        """Leaves gracefully (PROTOCOL.md 6): DISCONNECT to every broker,
+        then the calls held are served and answered, and :meth:`run`
+        returns once none is left (or their deadlines passed, or after
+        drain_timeout_ms)."""
+        self._drain_asked = True
+        self._wake()
+
+    def stop(self):
+        """Leaves at once: answers ready are sent, then DISCONNECT; calls
+        still running are dropped (the broker answers them -32004, or
+        re-dispatches the idempotent ones)."""
+        self._stop_asked = True
+        self._wake()
+
+    def _wake(self):
+        w = self._wake_w
+        if w is not None:
+            try:
+                os.write(w, b"x")
+            except OSError:  # pipe full (already woken) or closed
+                pass
+
+    # ---- running ----
+
+    def run(self, install_signals=None):
+        """Serves until stopped. In the main thread (or with
+        install_signals=True) SIGTERM and SIGINT start a drain, and a second
+        one stops at once."""
+        if not self._conns:
+            raise RuntimeError("connect() to at least one broker first")
+        if len(self.methods) == 0:
+            raise RuntimeError("no method registered")
+        # Checks the table before anything opens (raises ValueError).
+        wire.encode_ready(self.credit, self.methods.names())
+        if install_signals is None:
+            install_signals = threading.current_thread() is threading.main_thread()
+        self._running = True
+        self._io = threading.current_thread()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        if self._ctx is None:
+            self._ctx = zmq.Context()
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.threads,
+                                                           thread_name_prefix="jrpc-handler")
+        if self.methods.has_async():
+            self._aloop = asyncio.new_event_loop()
+            self._athread = threading.Thread(target=self._aloop.run_forever,
+                                             name="jrpc-asyncio", daemon=True)
+            self._athread.start()
+        old = {}
+        if install_signals:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                old[s] = signal.signal(s, self._on_signal)
+        try:
+            now = time.monotonic()
+            for c in self._conns:
+                log.info("event=connecting endpoint=%s credit=%d heartbeat_ms=%d curve=%s",
+                         c.endpoint, self.credit, self.heartbeat_ms,
+                         "on" if self.curve_keypair else "off")
+                self._open(c, now)
+            self.started.set()
+            self._loop()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self._shutdown()
+        log.info("event=stopped calls=%d", self.answered)
+        return 0
+
+    def _on_signal(self, signum, frame):
+        if self._drain_asked or self._draining:
+            log.info("event=signal signal=%d action=stop", signum)
+            self.stop()
+        else:
+            log.info("event=signal signal=%d action=drain", signum)
+            self.drain()
+
+    def _loop(self):
+        poller = None
+        socks = None
+        while True:
+            if self._stop_asked:
+                self._flush()
+                return
+            if self._drain_asked and not self._draining:
+                self._start_drain()
+            if self._draining and self._drain_finished():
+                return
+            cur = [c.sock for c in self._conns if c.sock is not None]
+            if poller is None or cur != socks:
+                poller = zmq.Poller()
+                poller.register(self._wake_r, zmq.POLLIN)
+                for s in cur:
+                    poller.register(s, zmq.POLLIN)
+                socks = cur
+            self._turns += 1
+            events = dict(poller.poll(self._timeout_ms()))
+            if self._wake_r in events:
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            for c in self._conns:
+                if c.sock is not None and c.sock in events:
+                    self._read(c)
+            self._flush()
+            self._tick(time.monotonic())
+
+    def _timeout_ms(self):
+        """Until the next heartbeat or liveness check is due."""
+        now = time.monotonic()
+        due = now + self.heartbeat_ms / 1000
+        for c in self._conns:
+            if c.sock is None:
+                continue
+            # A reset waits at least one own interval after the last one.
+            next_reset = c.last_reset + self.heartbeat_ms / 1000
+            silent = max(c.last_heard + c.hb_s * c.liveness, next_reset)
+            due = min(due, c.last_sent + c.hb_s, silent)
+            if c.reset_due:
+                due = min(due, next_reset)
+        if self._draining:
+            due = min(due, self._drain_until)
+        return max(0, int((due - now) * 1000) + 1)
+
+    # ---- sockets ----
+
+    def _open(self, c, now):
+        """A fresh DEALER (a new routing id) and READY on it."""
+        s = self._ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
+        s.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
+        s.setsockopt(zmq.LINGER, 0)
+        if self.curve_keypair:
+            public, secret = self.curve_keypair
+            s.curve_publickey = public.encode() if isinstance(public, str) else public
+            s.curve_secretkey = secret.encode() if isinstance(secret, str) else secret
+            bp = self.broker_public
+            s.curve_serverkey = bp.encode() if isinstance(bp, str) else bp
+        try:
+            s.connect(c.endpoint)
+        except zmq.ZMQError:
+            s.close()  # else Context.term() would wait for it forever
+            raise
+        c.sock = s
+        c.gen += 1
+        c.requests = 0
+        c.held.clear()
+        c.hb_s = self.heartbeat_ms / 1000
+        c.liveness = self.liveness
+        c.adopted = False
+        c.alive = False
+        c.reset_due = False
+        c.last_heard = now
+        c.last_reset = now
+        self._send(c, wire.encode_ready(self.credit, self.methods.names(),
+                                        self.methods.idempotent(), self.name))
+
+    def _close(self, c, linger_ms=0):
+        if c.sock is not None:
+            c.sock.setsockopt(zmq.LINGER, linger_ms)
+            c.sock.close()
+            c.sock = None
+        c.held.clear()
+
+    def _reset(self, c, why, now):
+        held = len(c.held)
+        log.info("event=reconnect endpoint=%s reason=%s lost_calls=%d", c.endpoint, why, held)
+        self._close(c)
+        self._open(c, now)
+
+    def _send(self, c, msg):
+        # Tried counts as sent for the heartbeat timer: a full queue must
+        # not turn the loop into a busy one.
+        c.last_sent = time.monotonic()
+        try:
+            c.sock.send(msg, zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("event=send_dropped endpoint=%s bytes=%d err=\"queue full or no peer\"",
+                        c.endpoint, len(msg))
+            return False
+        return True
+
+    # ---- reading ----
+
+    def _read(self, c):
+        gen = c.gen
+        for _ in range(RECV_BATCH):
+            if c.sock is None or c.gen != gen:
+                return
+            try:
+                frames = c.sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            if len(frames) != 1:
+                log.warning("event=frame_dropped endpoint=%s frames=%d err=\"not one frame\"",
+                            c.endpoint, len(frames))
+                continue
+            self._handle(c, frames[0])
+
+    def _handle(self, c, frame):
+        try:
+            m = wire.decode(frame)
+        except wire.Rejected as e:
+            # A REQUEST we cannot read still holds credit at the broker: say so.
+            c.requests += 1
+            if not c.reset_due:
+                log.warning("event=request_rejected endpoint=%s request=%d bytes=%d err=\"%s\"",
+                            c.endpoint, c.requests, len(frame), e)
+                self._send(c, wire.encode_reject(c.requests))
+            return
+        except wire.Malformed as e:
+            log.warning("event=frame_dropped endpoint=%s bytes=%d err=\"%s\"",
+                        c.endpoint, len(frame), e)
+            return
+        now = time.monotonic()
+        c.last_heard = now
+        if not c.alive and m.type != wire.DISCONNECT:
+            c.alive = True
+            log.info("event=connected endpoint=%s credit=%d methods=%d",
+                     c.endpoint, self.credit, len(self.methods))
+        if m.type == wire.REQUEST:
+            c.requests += 1
+            if c.reset_due:
+                return  # the broker told us it does not know us
+            for seq in m.bad:
+                log.warning("event=call_refused endpoint=%s seq=%d", c.endpoint, seq)
+                c.held[seq] = None
+                self._complete(c, c.gen, seq, error=wire.error_object(
+                    wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+            for call in m.calls:
+                self._dispatch(c, call, now)
+        elif m.type == wire.HEARTBEAT:
+            if m.heartbeat_ms is not None:
+                self._adopt(c, m.heartbeat_ms, m.liveness)
+        elif m.type == wire.DISCONNECT:
+            log.info("event=disconnect_received endpoint=%s", c.endpoint)
+            if self._draining or c.leaving:
+                log.info("event=session_closed endpoint=%s reason=disconnect lost_calls=%d",
+                         c.endpoint, len(c.held))
+                self._close(c)
+            elif now - c.last_reset >= self.heartbeat_ms / 1000:
+                self._reset(c, "disconnect", now)
+            else:
+                c.reset_due = True  # not in a tight loop with a broker that keeps refusing
+        else:
+            log.warning("event=frame_dropped endpoint=%s type=%d err=\"unexpected\"",
+                        c.endpoint, m.type)
+
+    def _adopt(self, c, heartbeat_ms, liveness):
+        hb_s = heartbeat_ms / 1000
+        if c.adopted and c.hb_s == hb_s and c.liveness == liveness:
+            return
+        c.hb_s, c.liveness, c.adopted = hb_s, liveness, True
+        level = logging.INFO if (heartbeat_ms, liveness) != (self.heartbeat_ms, self.liveness) \
+            else logging.DEBUG
+        log.log(level, "event=heartbeat_adopted endpoint=%s heartbeat_ms=%d liveness=%d "
+                "own_heartbeat_ms=%d own_liveness=%d", c.endpoint, heartbeat_ms, liveness,
+                self.heartbeat_ms, self.liveness)
+
+    # ---- calls ----
+
+    def _dispatch(self, c, call, now):
+        deadline = now + call.timeout_ms / 1000 if call.timeout_ms else None
+        if call.seq in c.held:
+            log.warning("event=seq_reused endpoint=%s seq=%d", c.endpoint, call.seq)
+        c.held[call.seq] = deadline
+        if len(c.held) > self.credit:
+            log.warning("event=credit_exceeded endpoint=%s inflight=%d credit=%d",
+                        c.endpoint, len(c.held), self.credit)
+        gen = c.gen
+        m = self.methods.get(call.method)
+        if m is None:
+            log.warning("event=unknown_method endpoint=%s seq=%d method=%.64s",
+                        c.endpoint, call.seq, call.method)
+            self._complete(c, gen, call.seq, error=wire.error_object(
+                wire.METHOD_NOT_FOUND, wire.MESSAGES[wire.METHOD_NOT_FOUND]))
+            return
+        info = CallInfo(call.method, call.seq, call.traceparent, deadline)
+        try:
+            args, kwargs = m.bind(call.params, info)
+        except JsonRpcError as e:
+            self._complete(c, gen, call.seq, error=e.to_object())
+            return
+        if m.is_async:
+            asyncio.run_coroutine_threadsafe(self._run_async(c, gen, m, args, kwargs, info),
+                                             self._aloop)
+        else:
+            self._pool.submit(self._run_sync, c, gen, m, args, kwargs, info)
+
+    def _late(self, c, gen, info):
+        """A call already past its deadline is not run: the broker has
+        answered the client -32003 and drops whatever comes, but the answer
+        still returns the credit (PROTOCOL.md 2.2, 4)."""
+        if info.deadline is not None and time.monotonic() >= info.deadline:
+            log.info("event=call_skipped endpoint=%s seq=%d method=%s reason=deadline_passed",
+                     c.endpoint, info.seq, info.method)
+            self._complete(c, gen, info.seq, error=wire.error_object(
+                wire.TIMEOUT, wire.MESSAGES[wire.TIMEOUT]))
+            return True
+        return False
+
+    def _run_sync(self, c, gen, m, args, kwargs, info):
+        if self._stop_asked or self._late(c, gen, info):
+            return
+        token = _current.set(info)
+        try:
+            result = m.fn(*args, **kwargs)
+        except JsonRpcError as e:
+            self._complete(c, gen, info.seq, error=e.to_object())
+        except Exception:
+            log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
+            self._complete(c, gen, info.seq, error=wire.error_object(
+                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+        else:
+            self._complete(c, gen, info.seq, result=result)
+        finally:
+            _current.reset(token)
+
+    async def _run_async(self, c, gen, m, args, kwargs, info):
+        if self._late(c, gen, info):
+            return
+        _current.set(info)  # this task's own context
+        try:
+            coro = m.fn(*args, **kwargs)
+            if info.deadline is None:
+                result = await coro
+            else:
+                # Abandoned at the deadline: the broker no longer waits for it.
+                result = await asyncio.wait_for(coro, max(0.0, info.deadline - time.monotonic()))
+        except JsonRpcError as e:
+            self._complete(c, gen, info.seq, error=e.to_object())
+        except asyncio.TimeoutError:
+            if info.deadline is not None and time.monotonic() >= info.deadline:
+                log.info("event=call_abandoned endpoint=%s seq=%d method=%s "
+                         "reason=deadline_passed", c.endpoint, info.seq, info.method)
+                self._complete(c, gen, info.seq, error=wire.error_object(
+                    wire.TIMEOUT, wire.MESSAGES[wire.TIMEOUT]))
+            else:
+                log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
+                self._complete(c, gen, info.seq, error=wire.error_object(
+                    wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+        except Exception:
+            log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
+            self._complete(c, gen, info.seq, error=wire.error_object(
+                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+        else:
+            self._complete(c, gen, info.seq, result=result)
+
+    def _complete(self, c, gen, seq, result=None, error=None):
+        """Any thread: queues the answer for the I/O thread. A result with
+        no msgpack form answers -32603 instead."""
+        try:
+            packed = wire.encode_answer(seq, result, error)
+        except Exception as e:
+            log.error("event=result_unpackable seq=%d err=\"%s: %s\"", seq, type(e).__name__, e)
+            packed = wire.encode_answer(seq, error=wire.error_object(
+                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+        self._done.append((c, gen, seq, packed))
+        if threading.current_thread() is not self._io:
+            self._wake()
+
+    def _flush(self):
+        """Sends the answers completed since the last turn, one RESPONSE per
+        broker; answers for an older socket of the broker are dropped."""
+        batches = {}
+        while self._done:
+            c, gen, seq, packed = self._done.popleft()
+            if c.sock is None or c.gen != gen or seq not in c.held:
+                continue  # that session is gone: never on the new socket
+            del c.held[seq]
+            batches.setdefault(id(c), (c, []))[1].append(packed)
+        for c, answers in batches.values():
+            if self._send(c, wire.encode_response(answers)):
+                self.answered += len(answers)
+
+    # ---- timers ----
+
+    def _tick(self, now):
+        for c in self._conns:
+            if c.sock is None:
+                continue
+            if c.reset_due and now - c.last_reset >= self.heartbeat_ms / 1000:
+                self._reset(c, "disconnect", now)
+                continue
+            if now - c.last_heard >= c.hb_s * c.liveness:
+                if self._draining or c.leaving:
+                    log.info("event=session_closed endpoint=%s reason=broker_silent "
+                             "lost_calls=%d", c.endpoint, len(c.held))
+                    self._close(c)
+                    continue
+                if now - c.last_reset >= self.heartbeat_ms / 1000:
+                    log.warning("event=broker_silent endpoint=%s silent_ms=%d",
+                                c.endpoint, int((now - c.last_heard) * 1000))
+                    self._reset(c, "broker_silent", now)
+                    continue
+            if now - c.last_sent >= c.hb_s:
+                self._send(c, wire.encode_heartbeat())
+
+    # ---- draining and stopping ----
+
+    def _start_drain(self):
+        self._draining = True
+        self._drain_until = time.monotonic() + self.drain_timeout_ms / 1000
+        self._flush()
+        held = 0
+        for c in self._conns:
+            if c.sock is not None:
+                self._send(c, wire.encode_disconnect())
+                c.leaving = True
+                held += len(c.held)
+        log.info("event=draining held=%d timeout_ms=%d", held, self.drain_timeout_ms)
+
+    def _drain_finished(self):
+        now = time.monotonic()
+        held = [d for c in self._conns if c.sock is not None for d in c.held.values()]
+        why = None
+        if not held:
+            why = "done"
+        elif all(d is not None and d <= now for d in held):
+            why = "deadlines_passed"  # the broker answered them -32003 already
+        elif now >= self._drain_until:
+            why = "timeout"
+        if why:
+            log.info("event=drained reason=%s abandoned=%d", why, len(held))
+            return True
+        return False
+
+    def _shutdown(self):
+        for c in self._conns:
+            if c.sock is not None:
+                if not c.leaving:
+                    self._send(c, wire.encode_disconnect())
+                self._close(c, self.linger_ms)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._aloop is not None:
+            self._aloop.call_soon_threadsafe(self._aloop.stop)
+            self._athread.join(timeout=1)
+            if not self._athread.is_alive():
+                self._aloop.close()
+        if self._own_ctx:
+            self._ctx.term()
+            self._ctx = None
+        w, r = self._wake_w, self._wake_r
+        self._wake_w = self._wake_r = None
+        os.close(w)
+        os.close(r)
+        self._running = False
