@@ -18,6 +18,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
+#include "jrpc_json.h"
 #include "jrpc_http_response.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
@@ -1201,11 +1202,22 @@ static bool mcp_accept_ok(const jrpc_http_head_t *h)
     return a.count == 0 || (!a.cut && jrpc_http_accept_q(a.p, a.n, "application/json", true) > 0);
 }
 
+/* True when p[0..n) is a JSON-RPC response: an object with "result" or
+ * "error" and no "method". Parsed only when "result" or "error" appears in
+ * the text (requests and notifications mostly cost two memmem). */
+static bool mcp_is_response(const char *p, size_t n)
+{
+    jrpc_span_t v;
+    if (memmem(p, n, "\"result\"", 8) == NULL && memmem(p, n, "\"error\"", 7) == NULL)
+        return false;
+    return jrpc_json_member(p, n, "method", &v) == -ENOENT &&
+           (jrpc_json_member(p, n, "result", &v) == 0 || jrpc_json_member(p, n, "error", &v) == 0);
+}
+
 /* One message per POST: a batch is -32600 (MCP 2025-06-18 removed them);
- * a response from the client (an object with no "method") is taken and
- * dropped, 202 (this endpoint sends no requests to clients). Returns false
- * when r is answered here. A cheap look, not a parse: the broker still
- * checks the message as it checks every body. */
+ * a response from the client is taken and dropped, 202 (this endpoint
+ * sends no requests to clients). Returns false when r is answered here;
+ * every other body goes to the broker, which checks it as on /rpc. */
 static bool mcp_message(conn_t *c, req_t *r, const char *p, size_t n)
 {
     size_t i = 0;
@@ -1216,8 +1228,7 @@ static bool mcp_message(conn_t *c, req_t *r, const char *p, size_t n)
                   "one JSON-RPC message per POST on the MCP path (no batches)");
         return false;
     }
-    if (i < n && p[i] == '{' && memmem(p, n, "\"method\"", 8) == NULL &&
-        (memmem(p, n, "\"result\"", 8) != NULL || memmem(p, n, "\"error\"", 7) != NULL)) {
+    if (i < n && p[i] == '{' && mcp_is_response(p, n)) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=mcp_response_dropped bytes=%zu", n);
         r->status = 202;
         r->body = r->inl;
@@ -1427,6 +1438,11 @@ static void headers_done(conn_t *c)
         } else {
             preflight = true;
         }
+    } else if (c->mcp && origin < 0) {
+        /* MCP: servers must check Origin (DNS rebinding: a page whose name
+         * now points at 127.0.0.1 posts same-origin, with no preflight). */
+        status = 403;
+        why = "this Origin is not allowed on the MCP path (--cors-origin)";
     } else if (c->mcp && h->method != JRPC_HTTP_M_POST) {
         status = 405;   /* GET: no server-sent stream is offered; DELETE: no sessions */
         why = "use POST on the MCP path (no GET stream, no sessions to DELETE)";
