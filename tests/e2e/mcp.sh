@@ -76,6 +76,10 @@ check "another notification (not declared): 202, no body" "202 " \
     "$(post '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}' -H "$ACC")"
 check "a response from the client: 202, no body" "202 " \
     "$(post '{"jsonrpc":"2.0","id":"s1","result":{}}' -H "$ACC")"
+check "an error response from the client: 202, no body" "202 " \
+    "$(post '{"jsonrpc":"2.0","id":"s2","error":{"code":-1,"message":"no"}}' -H "$ACC")"
+out=$(post '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"message":"\"result\""}}}' -H "$ACC")
+check "a request that mentions \"result\" is still a request" 1 "$(echo "$out" | grep -c '^200 .*Echo')"
 out=$(post '[{"jsonrpc":"2.0","id":1,"method":"ping"}]' -H "$ACC")
 check "an array (batch): 400 with -32600" "400 -32600" "$(echo "$out" | grep -o '^400\|-32600' | tr '\n' ' ' | sed 's/ $//')"
 check "GET: 405" 405 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -H 'Accept: text/event-stream' "$MCP")"
@@ -87,6 +91,8 @@ check "no MCP-Protocol-Version (2025-03-26 assumed): 200" 200 \
     "$(post '{"jsonrpc":"2.0","id":3,"method":"ping"}' -H "$ACC" | cut -d' ' -f1)"
 check "MCP-Protocol-Version 2025-03-26: 200" 200 \
     "$(post '{"jsonrpc":"2.0","id":3,"method":"ping"}' -H "$ACC" -H 'MCP-Protocol-Version: 2025-03-26' | cut -d' ' -f1)"
+check "an Origin not listed (--cors-origin): 403 (DNS rebinding)" 403 \
+    "$(post '{"jsonrpc":"2.0","id":4,"method":"ping"}' -H "$ACC" -H 'Origin: http://evil.example' | cut -d' ' -f1)"
 check "Accept: text/event-stream only: 406" 406 \
     "$(post '{"jsonrpc":"2.0","id":4,"method":"ping"}' -H 'Accept: text/event-stream' | cut -d' ' -f1)"
 check "Accept: application/json only: 200" 200 \
@@ -119,4 +125,10 @@ check "jrpc-stdio --mcp: SIGTERM exits 0" 0 "$st"
 E2E_HTTP=1 e2e_restart_broker --mcp-path none
 check "--mcp-path none: /mcp is 405" 405 \
     "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$MCP")"
+
+# ---- --keys: no bearer mapping (docs/MCP.md): an unsigned /mcp POST is 401 --
+printf 'demo s3cr3t-s3cr3t-s3cr3t\n' > "$E2E_TMP/keys"
+E2E_HTTP=1 e2e_restart_broker --keys "$E2E_TMP/keys"
+check "--keys: Authorization: Bearer is not a key, 401" 401 \
+    "$(post '{"jsonrpc":"2.0","id":1,"method":"ping"}' -H "$ACC" -H 'Authorization: Bearer demo' | cut -d' ' -f1)"
 e2e_finish
