@@ -1006,6 +1006,11 @@ static const char *bridge_not_ready(void *arg)
         return "restart budget spent";
     if (children_up(b) == 0)
         return "no child up";
+    bool ready = false;
+    for (unsigned i = 0; i < b->procs; i++)
+        ready = ready || (b->children[i].state == CHILD_UP && b->children[i].ready);
+    if (!ready)
+        return "no child initialized (--mcp)";
     return NULL;
 }
 
