@@ -18,8 +18,8 @@
 #include "jrpc_errors.h"
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
-#include "jrpc_json.h"
 #include "jrpc_http_response.h"
+#include "jrpc_json.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
@@ -276,6 +276,7 @@ static req_t *rec_new(conn_t *c)
     r->handle = NULL;
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
+    r->mcp = false;   /* headers_done says */
     r->cors = c->cors;
     r->stream = S_NONE;
     r->s_started = r->s_ended = false;
@@ -1192,10 +1193,10 @@ static bool mcp_version_ok(const jrpc_http_head_t *h)
 }
 
 /* The answer is application/json, so an Accept must allow it (q > 0; the
- * ranges of any type and of any application type count). text/event-stream is not required
- * even though the spec has clients list it: this endpoint never streams,
- * and refusing a client for a type it will never get helps no one. No
- * Accept at all is anything (RFC 9110 12.5.1). */
+ * ranges of any type and of any application type count). text/event-stream
+ * is not required even though the spec has clients list it: this endpoint
+ * never streams, and refusing a client for a type it will never get helps
+ * no one. No Accept at all is anything (RFC 9110 12.5.1). */
 static bool mcp_accept_ok(const jrpc_http_head_t *h)
 {
     jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
