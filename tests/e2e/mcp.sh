@@ -105,6 +105,11 @@ check "traceparent reaches the access log" 1 \
 out=$(post '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":2,"steps":2}}}' \
     -H "$ACC" -H 'X-JRPC-Timeout-Ms: 300')
 check "deadline (X-JRPC-Timeout-Ms) applies on /mcp: -32003" 1 "$(echo "$out" | grep -c -- '-32003')"
+big=$E2E_TMP/big.json
+{ printf '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"message":"'
+  head -c 1100000 /dev/zero | tr '\0' x; printf '"}}}'; } > "$big"
+check "--max-body applies on /mcp: 413" 413 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' \
+    -H 'Content-Type: application/json' -H "$ACC" --data-binary @"$big" "$MCP")"
 check "/rpc still JSON-RPC's own" 1 \
     "$(curl -sS --max-time 10 -H 'Content-Type: application/json' --data-binary '{"jsonrpc":"2.0","id":7,"method":"ping"}' "$HTTP_URL/rpc" | grep -c '"result":{}')"
 ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
