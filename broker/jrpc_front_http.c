@@ -19,6 +19,7 @@
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_http_response.h"
+#include "jrpc_json.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
@@ -60,6 +61,7 @@ typedef struct req {
     bool         hdr_built;   /* hdr/hlen are final */
     bool         head;        /* a HEAD request: the answer has no body */
     bool         preflight;   /* a CORS preflight: the 204 carries Access-Control-Allow-* */
+    bool         mcp;         /* on the MCP path: an empty answer is 202 (docs/MCP.md) */
     uint16_t     cors;        /* 1 + index of the listed origin to allow; 0: no CORS headers */
     uint8_t      stream;      /* enum smode: answers sent as they complete (SSE, NDJSON) */
     bool         s_started;   /* streamed: the head is queued (first answer or the end) */
@@ -109,6 +111,7 @@ struct conn {
     /* the request being read */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the head is in and the method is HEAD */
+    bool            mcp;       /* the target is the MCP path (opts.mcp_path) */
     uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
     uint16_t        cors;      /* the request's listed Origin (req_t.cors), for its record */
     /* WebSocket: the upgrade, then the session */
@@ -273,6 +276,7 @@ static req_t *rec_new(conn_t *c)
     r->handle = NULL;
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
+    r->mcp = false;   /* headers_done says */
     r->cors = c->cors;
     r->stream = S_NONE;
     r->s_started = r->s_ended = false;
@@ -400,7 +404,8 @@ static const char *extra_lines(unsigned status)
 #define CORS_PREFLIGHT                                                                     \
     "Access-Control-Allow-Methods: POST\r\n"                                                \
     "Access-Control-Allow-Headers: Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, "    \
-    "X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent\r\n"                    \
+    "X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent, "                      \
+    "MCP-Protocol-Version\r\n"                                                              \
     "Access-Control-Max-Age: 7200\r\n"
 
 /* base's lines, then the CORS lines of r's listed origin, in buf. */
@@ -795,7 +800,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     if (len == 0) {
-        r->status = 204;
+        r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {
         r->status = status_of[out.cls];
         if (len > INLINE_BODY && r == c->head && !c->writing) {
@@ -1157,6 +1162,84 @@ static bool rpc_target(const jrpc_http_head_t *h)
     return (n == 1 && u[0] == '/') || (n == 4 && memcmp(u, "/rpc", 4) == 0);
 }
 
+/* ---- MCP Streamable HTTP (docs/MCP.md) ------------------------------------ */
+
+/* The target is opts.mcp_path (a query is allowed). */
+static bool mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+{
+    const char *u;
+    size_t n;
+    const char *m = f->opts.mcp_path;
+    return m != NULL && jrpc_http_head_path(h, &u, &n) && strlen(m) == n && memcmp(u, m, n) == 0;
+}
+
+/* The versions of MCP whose transport this endpoint speaks. */
+static const char *const mcp_versions[] = { "2024-11-05", "2025-03-26", "2025-06-18",
+                                            "2025-11-25" };
+
+/* MCP-Protocol-Version: absent is 2025-03-26 (the spec: a server assumes
+ * it), so fine; one of mcp_versions, once, is fine; anything else is 400. */
+static bool mcp_version_ok(const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t v = jrpc_http_head_value(h, JRPC_HTTP_F_MCP_VERSION);
+    if (v.count == 0)
+        return true;
+    if (v.count > 1 || v.cut)
+        return false;
+    for (size_t i = 0; i < sizeof mcp_versions / sizeof *mcp_versions; i++)
+        if (eq_nocase(v.p, v.n, mcp_versions[i]))
+            return true;
+    return false;
+}
+
+/* The answer is application/json, so an Accept must allow it (q > 0; the
+ * ranges of any type and of any application type count). text/event-stream
+ * is not required even though the spec has clients list it: this endpoint
+ * never streams, and refusing a client for a type it will never get helps
+ * no one. No Accept at all is anything (RFC 9110 12.5.1). */
+static bool mcp_accept_ok(const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
+    return a.count == 0 || (!a.cut && jrpc_http_accept_q(a.p, a.n, "application/json", true) > 0);
+}
+
+/* True when p[0..n) is a JSON-RPC response: an object with "result" or
+ * "error" and no "method". Parsed only when "result" or "error" appears in
+ * the text (requests and notifications mostly cost two memmem). */
+static bool mcp_is_response(const char *p, size_t n)
+{
+    jrpc_span_t v;
+    if (memmem(p, n, "\"result\"", 8) == NULL && memmem(p, n, "\"error\"", 7) == NULL)
+        return false;
+    return jrpc_json_member(p, n, "method", &v) == -ENOENT &&
+           (jrpc_json_member(p, n, "result", &v) == 0 || jrpc_json_member(p, n, "error", &v) == 0);
+}
+
+/* One message per POST: a batch is -32600 (MCP 2025-06-18 removed them);
+ * a response from the client is taken and dropped, 202 (this endpoint
+ * sends no requests to clients). Returns false when r is answered here;
+ * every other body goes to the broker, which checks it as on /rpc. */
+static bool mcp_message(conn_t *c, req_t *r, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+        i++;
+    if (i < n && p[i] == '[') {
+        rec_error(c, r, 400, JRPC_INVALID_REQUEST,
+                  "one JSON-RPC message per POST on the MCP path (no batches)");
+        return false;
+    }
+    if (i < n && p[i] == '{' && mcp_is_response(p, n)) {
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=mcp_response_dropped bytes=%zu", n);
+        r->status = 202;
+        r->body = r->inl;
+        r->blen = 0;
+        r->state = R_READY;
+        return false;
+    }
+    return true;
+}
+
 /* ---- CORS ------------------------------------------------------------------ */
 
 /* The request's Origin against --cors-origin: 0 when it sent none; 1 + the
@@ -1331,6 +1414,7 @@ static void headers_done(conn_t *c)
     bool v11 = h->version_minor == 1;
     int origin = origin_of(c->front, h);
     c->cors = origin > 0 ? (uint16_t)origin : 0;
+    c->mcp = mcp_target(c->front, h);
     if (jrpc_front_ws_wanted(h) && rpc_target(h)) {
         ws_upgrade(c, h, origin >= 0);
         return;
@@ -1347,14 +1431,23 @@ static void headers_done(conn_t *c)
     int status = 0;
     const char *why = NULL;
     bool preflight = false;
-    if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 && rpc_target(h)) {
+    if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 &&
+        (rpc_target(h) || c->mcp)) {
         if (origin < 0) { /* not 405: OPTIONS is served, to the origins listed */
             status = 403;
             why = "this Origin is not allowed (--cors-origin)";
         } else {
             preflight = true;
         }
-    } else if (h->method != JRPC_HTTP_M_POST || !rpc_target(h)) {
+    } else if (c->mcp && origin < 0) {
+        /* MCP: servers must check Origin (DNS rebinding: a page whose name
+         * now points at 127.0.0.1 posts same-origin, with no preflight). */
+        status = 403;
+        why = "this Origin is not allowed on the MCP path (--cors-origin)";
+    } else if (c->mcp && h->method != JRPC_HTTP_M_POST) {
+        status = 405;   /* GET: no server-sent stream is offered; DELETE: no sessions */
+        why = "use POST on the MCP path (no GET stream, no sessions to DELETE)";
+    } else if (h->method != JRPC_HTTP_M_POST || (!rpc_target(h) && !c->mcp)) {
         status = 405;
         why = "use POST / or POST /rpc";
     } else if (v11 && h->expect_other) {
@@ -1374,6 +1467,12 @@ static void headers_done(conn_t *c)
     } else if (!timeout_of(h, &c->timeout_ms)) {
         status = 400;
         why = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
+    } else if (c->mcp && !mcp_accept_ok(h)) {
+        status = 406;
+        why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";
+    } else if (c->mcp && !mcp_version_ok(h)) {
+        status = 400;
+        why = "unsupported MCP-Protocol-Version (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)";
     }
     bool expecting = v11 && (h->expect_continue || h->expect_other);
     if (status != 0 && (expecting || h->method == JRPC_HTTP_M_CONNECT || cl > o->max_body)) {
@@ -1386,7 +1485,8 @@ static void headers_done(conn_t *c)
         return;
     }
     r->ka10 = !v11 && h->keep_alive;
-    r->stream = stream_mode(h);
+    r->mcp = c->mcp;
+    r->stream = c->mcp ? S_NONE : stream_mode(h);   /* MCP: JSON, which the spec allows */
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
@@ -1453,6 +1553,13 @@ static void message_done(conn_t *c)
     }
     const char *body = c->zc ? c->zc : c->body.p;
     size_t len = c->zc ? c->zc_len : c->body.len;
+    if (c->mcp && !mcp_message(c, r, body ? body : "", len)) {
+        c->zc = NULL;
+        c->zc_len = 0;
+        jrpc_buf_dispose(&c->body);
+        flush(c);
+        return;
+    }
     jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
     r->state = R_SUBMITTED;
     jrpc_admit_t ad = {

@@ -65,6 +65,9 @@ typedef struct jrpc_front_http_opts {
      * reference, so it may be freed after jrpc_front_http_set_tls). */
     jrpc_tls_ctx_t *tls;
     uint32_t    tls_handshake_timeout_ms; /* accept to handshake done; then the idle timeout */
+    /* MCP Streamable HTTP (docs/MCP.md): the path served ("/mcp"); NULL:
+     * none. Borrowed. */
+    const char *mcp_path;
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_ORIGIN_MAX 128

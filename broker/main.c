@@ -359,6 +359,20 @@ static int redis_url_ok(const char *url, char *err, size_t errlen)
     return -1;
 }
 
+/* --mcp-path: none, or an absolute path of printable bytes without '?'
+ * other than / and /rpc (those stay JSON-RPC's own). */
+static int mcp_path_ok(const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    bool ok = strcmp(v, "none") == 0 ||
+              (v[0] == '/' && n > 1 && n < 128 && strcmp(v, "/rpc") != 0);
+    for (size_t i = 0; ok && v[0] == '/' && i < n; i++)
+        ok = v[i] > 0x20 && v[i] < 0x7f && v[i] != '?' && v[i] != '#';
+    if (!ok)
+        snprintf(err, errlen, "'%s' is not none or a path like /mcp (not / or /rpc, no query)", v);
+    return ok ? 0 : -1;
+}
+
 /* --cors-origin: "*", or an origin "scheme://host[:port]" (no path, no
  * spaces or control bytes: it is written into answer heads as it is). */
 static int cors_origin_ok(const char *v, char *err, size_t errlen)
@@ -441,6 +455,9 @@ int main(int argc, char **argv)
           .dest = &ho.ws_max_queued, .min = 1024, .max = 1u << 30 },
         { "ws-ping-ms", U, "N", "20000", "WebSocket: a ping this often; no pong within the\n"
           "same interval closes with 1001", .dest = &ho.ws_ping_ms, .min = 10, .max = 86400000 },
+        { "mcp-path", S, "PATH", "/mcp", "MCP Streamable HTTP endpoint (POST only; for\n"
+          "jrpc-stdio --mcp workers, docs/MCP.md), or none",
+          .dest = &ho.mcp_path, .check = mcp_path_ok },
         { "cors-origin", L, "LIST", NULL, "browser origins allowed on /rpc (comma list of\n"
           "scheme://host[:port], or *): CORS preflight and\n"
           "headers, and WebSocket upgrades with an Origin;\n"
@@ -562,6 +579,8 @@ int main(int argc, char **argv)
     o.replay.window_s = o.skew_s;
     ho.cors_origins = cors.v;
     ho.ncors = cors.n;
+    if (ho.mcp_path && strcmp(ho.mcp_path, "none") == 0)
+        ho.mcp_path = NULL;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
     signal(SIGPIPE, SIG_IGN);
     /* a is static: the loop and the handles stay reachable when start-up

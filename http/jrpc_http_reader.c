@@ -41,10 +41,11 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_WS_VERSION]   = { 1040, 16, false },
     [JRPC_HTTP_F_WS_PROTOCOL]  = { 1056, 128, true },
     [JRPC_HTTP_F_ORIGIN]       = { 1184, 256, false },
+    [JRPC_HTTP_F_MCP_VERSION]  = { 1440, 32, false },
 };
-_Static_assert(1184 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(1440 + 32 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
-    0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184,
+    0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440,
 };
 
 static jrpc_http_reader_t *reader_of(http_parser *p)
@@ -197,6 +198,7 @@ static uint8_t classify(const jrpc_http_reader_t *r)
         if (IS(n, l, "x-jrpc-timeout-ms")) return H_KEPT + JRPC_HTTP_F_TIMEOUT_MS;
         if (IS(n, l, "sec-websocket-key")) return H_KEPT + JRPC_HTTP_F_WS_KEY;
         return H_OTHER;
+    case 20: return IS(n, l, "mcp-protocol-version") ? H_KEPT + JRPC_HTTP_F_MCP_VERSION : H_OTHER;
     case 21: return IS(n, l, "sec-websocket-version") ? H_KEPT + JRPC_HTTP_F_WS_VERSION : H_OTHER;
     case 22:
         return IS(n, l, "sec-websocket-protocol") ? H_KEPT + JRPC_HTTP_F_WS_PROTOCOL : H_OTHER;

@@ -41,6 +41,8 @@
 #define STDERR_LINE_MAX  4096
 #define MAX_TRIES        3       /* dispatches of one idempotent call */
 #define REPLY_QUEUE_MAX  (1u << 20) /* bytes unwritten to a child past which its requests go unanswered */
+#define MCP_INIT_MS      30000   /* --mcp: a child's answer to initialize is due within this */
+#define MCP_VERSION      "2025-06-18" /* --mcp: the protocolVersion the bridge asks its children for */
 
 /* Answer latency buckets of /metrics, seconds (le). */
 static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
@@ -48,6 +50,7 @@ static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 static const char usage_head[] =
     "Usage: jrpc-stdio [OPTIONS] --method NAME[:idempotent]... -- COMMAND [ARG...]\n"
+    "       jrpc-stdio [OPTIONS] --mcp -- COMMAND [ARG...]\n"
     "\n"
     "Runs --procs copies of COMMAND (no shell) and serves the --method names to\n"
     "one or more jrpc brokers by passing each call, as JSON-RPC 2.0 on the\n"
@@ -68,6 +71,14 @@ static const char usage_tail[] =
     "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
     "--drain-timeout-ms), the children's stdin is closed, they get\n"
     "--stop-timeout-ms to exit, then SIGKILL; all are reaped; exit 0.\n"
+    "With --mcp (an MCP server over stdio, docs/MCP.md): each child gets the MCP\n"
+    "handshake (initialize, notifications/initialized) from the bridge when it\n"
+    "starts and takes calls only after it; the bridge declares the MCP method set\n"
+    "(initialize, notifications/initialized, ping, tools/list, tools/call,\n"
+    "resources/list, resources/templates/list, resources/read, prompts/list,\n"
+    "prompts/get, completion/complete; --method adds more), answers a client's\n"
+    "initialize with a child's InitializeResult and swallows its\n"
+    "notifications/initialized. Stateless servers only: any child takes any call.\n"
     "Exit status: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage or a\n"
     "command that cannot be run (not found, not executable).\n";
 
@@ -82,6 +93,7 @@ typedef struct call {
     uint32_t      tries;     /* dispatches so far */
     uint64_t      deadline;  /* uv_now() ms; UINT64_MAX: none */
     uint64_t      t_sent;    /* uv_hrtime() at the write */
+    bool          mcp_init;  /* --mcp: the bridge's own initialize (wc is NULL) */
     char         *method;    /* owned copy */
     jrpc_buf_t    params;    /* JSON text, empty: none */
     struct call  *prev, *next;
@@ -109,6 +121,7 @@ struct child {
     uint32_t     quick_deaths; /* consecutive deaths younger than QUICK_DEATH_MS */
     jrpc_frame_reader_t rd;   /* stdout */
     jrpc_buf_t   errline;     /* stderr line being gathered */
+    bool         ready;       /* takes calls: up and, with --mcp, initialized */
     call_list_t  held;
     uint64_t     calls;       /* answers received */
     uint64_t     restarts;
@@ -134,6 +147,9 @@ struct bridge {
     uint32_t       nrestarts; /* total, index into the ring mod restart_max */
     bool           not_ready; /* restart budget spent: not restarting for now */
     bool           stopping;  /* no restarts, no new calls */
+    bool           mcp;       /* --mcp */
+    jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON); empty: none yet */
+    call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
     uv_timer_t     sweep;
     uv_timer_t     stop_timer;
     uv_signal_t    sigint, sigterm;
@@ -285,7 +301,7 @@ static child_t *pick_child(bridge_t *b)
     uint32_t best_free = 0;
     for (unsigned i = 0; i < b->procs; i++) {
         child_t *c = &b->children[(rr + i) % b->procs];
-        if (c->state != CHILD_UP || c->held.n >= b->inflight)
+        if (c->state != CHILD_UP || !c->ready || c->held.n >= b->inflight)
             continue;
         uint32_t free_w = b->inflight - c->held.n;
         if (free_w > best_free) {
@@ -337,10 +353,51 @@ typedef struct method_arg {
     bool      idem;   /* declared NAME:idempotent */
 } method_arg_t;
 
+static int pass_json(bridge_t *b, jrpc_wcall_t *wc, const char *p, size_t n);
+
+/* --mcp: a client's initialize, answered from the cached InitializeResult. */
+static void mcp_answer_init(bridge_t *b, jrpc_wcall_t *wc)
+{
+    if (pass_json(b, wc, b->mcp_init.p, b->mcp_init.len) < 0)
+        jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+}
+
+/* --mcp: the bridge's side of the handshake. The client's initialize is
+ * answered with a child's InitializeResult (or waits for the first one);
+ * its notifications/initialized is swallowed (every child had one from
+ * the bridge). */
+static bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
+{
+    const char *m = jrpc_wcall_method(wc);
+    if (strcmp(m, "notifications/initialized") == 0) {
+        msgpack_pack_nil(jrpc_wcall_result(wc));
+        jrpc_wcall_finish(wc);
+        return true;
+    }
+    if (strcmp(m, "initialize") != 0)
+        return false;
+    if (b->mcp_init.len > 0) {
+        mcp_answer_init(b, wc);
+        return true;
+    }
+    call_t *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        return true;
+    }
+    jrpc_buf_init(&k->params);
+    k->wc = wc;
+    k->deadline = jrpc_wcall_deadline(wc);
+    list_push(&b->init_wait, k);
+    return true;
+}
+
 static void on_call(jrpc_wcall_t *wc, const msgpack_object *params, void *arg)
 {
     const method_arg_t *ma = arg;
     bridge_t *br = ma->b;
+    if (br->mcp && mcp_own(br, wc))
+        return;
     call_t *k = calloc(1, sizeof *k);
     if (k == NULL || (k->method = strdup(jrpc_wcall_method(wc))) == NULL) {
         free(k);
@@ -411,22 +468,88 @@ static void answer_error(child_t *c, call_t *k, jrpc_span_t err)
     free(text);
 }
 
-/* Passes the child's result on: its JSON as msgpack, packed raw into the
- * call's result. */
+/* Answers wc with the JSON result p[0..n), as msgpack packed raw into
+ * the call's result. 0, or a negative jrpc_json code (wc not answered). */
+static int pass_json(bridge_t *b, jrpc_wcall_t *wc, const char *p, size_t n)
+{
+    jrpc_buf_reset(&b->tmp);
+    int rc = jrpc_json_to_msgpack(p, n, JRPC_JSON_MAX_DEPTH, &b->tmp);
+    msgpack_packer *pk = jrpc_wcall_result(wc);
+    if (rc == 0 && pk->callback(pk->data, b->tmp.p, b->tmp.len) != 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        jrpc_wcall_finish(wc);
+    return rc;
+}
+
+/* Passes the child's result on. */
 static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
 {
-    bridge_t *b = c->b;
-    jrpc_buf_reset(&b->tmp);
-    int rc = jrpc_json_to_msgpack(res.p, res.n, JRPC_JSON_MAX_DEPTH, &b->tmp);
-    msgpack_packer *pk = jrpc_wcall_result(k->wc);
-    if (rc == 0 && pk->callback(pk->data, b->tmp.p, b->tmp.len) == 0) {
-        jrpc_wcall_finish(k->wc);
+    int rc = pass_json(c->b, k->wc, res.p, res.n);
+    if (rc == 0) {
         k->wc = NULL;
         return;
     }
     JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_result pid=%d id=%llu err=\"%s\"", c->pid,
              (unsigned long long)k->id, jrpc_json_strerror(rc));
     call_fail(k, JRPC_INTERNAL_ERROR);
+}
+
+/* --mcp: sends the child the bridge's initialize (the handshake's first
+ * half); the child takes calls once it answers (mcp_initialized). */
+static int mcp_start(child_t *c)
+{
+    bridge_t *b = c->b;
+    call_t *k = calloc(1, sizeof *k);
+    if (k == NULL || (k->method = strdup("initialize")) == NULL) {
+        free(k);
+        return -ENOMEM;
+    }
+    jrpc_buf_init(&k->params);
+    k->mcp_init = true;
+    k->deadline = uv_now(b->loop) + MCP_INIT_MS;  /* then --hang-kill-ms, and it is replaced */
+    int rc = jrpc_buf_puts(&k->params, "{\"protocolVersion\":\"" MCP_VERSION "\","
+                           "\"capabilities\":{},\"clientInfo\":{\"name\":\"jrpc-stdio\","
+                           "\"version\":\"" JRPC_VERSION "\"}}");
+    if (rc == 0)
+        rc = call_send(c, k);
+    if (rc < 0)
+        call_free(k);
+    return rc;
+}
+
+/* --mcp: the child's answer to the bridge's initialize. A result is kept
+ * (the latest child's: they run the same command) for clients' initialize,
+ * the child is told notifications/initialized and takes calls; anything
+ * else loses the child (restarted with backoff). */
+static void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
+{
+    bridge_t *b = c->b;
+    static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    if (m->kind == JRPC_CHILD_BAD_ANSWER || m->error.n > 0 || m->result.n == 0 ||
+        m->result.p[0] != '{') {
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=mcp_initialize_failed pid=%d answer=%.*s", c->pid,
+                 (int)(m->error.n > 200 ? 200 : m->error.n), m->error.n ? m->error.p : "");
+        child_lost(c, "mcp_initialize_failed");
+        return;
+    }
+    jrpc_buf_reset(&b->mcp_init);
+    if (jrpc_buf_append(&b->mcp_init, m->result.p, m->result.n) < 0 ||
+        child_write(c, note, sizeof note - 1) < 0) {
+        jrpc_buf_reset(&b->mcp_init);
+        child_lost(c, "out_of_memory");
+        return;
+    }
+    c->ready = true;
+    JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=mcp_initialized pid=%d slot=%u result_bytes=%zu",
+             c->pid, c->slot, m->result.n);
+    while (b->init_wait.head) {
+        call_t *k = b->init_wait.head;
+        list_remove(&b->init_wait, k);
+        mcp_answer_init(b, k->wc);
+        call_free(k);
+    }
+    pump(b);
 }
 
 static void child_message(child_t *c, const char *p, size_t n)
@@ -485,6 +608,11 @@ static void child_message(child_t *c, const char *p, size_t n)
         c->errors++;
     JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_answer pid=%d id=%llu time_us=%llu late=%d",
              c->pid, (unsigned long long)k->id, (unsigned long long)us, k->wc == NULL);
+    if (k->mcp_init) {
+        call_free(k);
+        mcp_initialized(c, &m);
+        return;
+    }
     if (k->wc == NULL) {
         /* late: the broker was answered at the deadline */
     } else if (m.kind == JRPC_CHILD_BAD_ANSWER) {
@@ -729,6 +857,7 @@ static int child_start(child_t *c)
     }
     c->pid = c->proc.pid;
     c->state = CHILD_UP;
+    c->ready = !b->mcp;
     uv_read_start((uv_stream_t *)&c->out, on_alloc, on_out);
     uv_read_start((uv_stream_t *)&c->err, on_alloc, on_err);
     JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=child_started pid=%d slot=%u restarts=%llu", c->pid,
@@ -738,6 +867,10 @@ static int child_start(child_t *c)
         JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
     }
     jrpc_worker_resume(b->w);  /* after a pause: READY again */
+    if (b->mcp && mcp_start(c) < 0) {
+        child_lost(c, "out_of_memory");
+        return 0;
+    }
     pump(b);
     return 0;
 }
@@ -752,6 +885,14 @@ static void on_sweep(uv_timer_t *t)
         next = k->next;
         if (k->deadline <= now) {
             list_remove(&b->queue, k);
+            call_fail(k, JRPC_TIMEOUT);
+            call_free(k);
+        }
+    }
+    for (call_t *k = b->init_wait.head, *next; k; k = next) {
+        next = k->next;
+        if (k->deadline <= now) {
+            list_remove(&b->init_wait, k);
             call_fail(k, JRPC_TIMEOUT);
             call_free(k);
         }
@@ -865,6 +1006,11 @@ static const char *bridge_not_ready(void *arg)
         return "restart budget spent";
     if (children_up(b) == 0)
         return "no child up";
+    bool ready = false;
+    for (unsigned i = 0; i < b->procs; i++)
+        ready = ready || (b->children[i].state == CHILD_UP && b->children[i].ready);
+    if (!ready)
+        return "no child initialized (--mcp)";
     return NULL;
 }
 
@@ -907,6 +1053,12 @@ static void bridge_shutdown(bridge_t *b)
     while (b->queue.head) {
         call_t *k = b->queue.head;
         list_remove(&b->queue, k);
+        call_fail(k, JRPC_WORKER_FAILED);
+        call_free(k);
+    }
+    while (b->init_wait.head) {
+        call_t *k = b->init_wait.head;
+        list_remove(&b->init_wait, k);
         call_fail(k, JRPC_WORKER_FAILED);
         call_free(k);
     }
@@ -971,6 +1123,21 @@ static int method_ok(const char *v, char *err, size_t errlen)
 
 static const char *const framings[] = { "ndjson", "lsp", NULL };
 
+/* --mcp: the methods declared (MCP 2025-06-18, server features and
+ * utilities). Those that only read are idempotent: a call a lost child
+ * held goes to another one. Left out: resources/subscribe and
+ * logging/setLevel (state of one child, and their notifications have no
+ * way back to the client here). */
+static const struct { const char *name; bool idem; } mcp_methods[] = {
+    { "initialize", true },           { "notifications/initialized", true },
+    { "ping", true },                 { "tools/list", true },
+    { "tools/call", false },          { "resources/list", true },
+    { "resources/templates/list", true }, { "resources/read", true },
+    { "prompts/list", true },         { "prompts/get", true },
+    { "completion/complete", true },
+};
+#define MCP_NMETHODS (sizeof mcp_methods / sizeof *mcp_methods)
+
 int main(int argc, char **argv)
 {
     jrpc_log_init("jrpc-stdio");
@@ -985,6 +1152,7 @@ int main(int argc, char **argv)
     method_arg_t *margs = NULL;
     msgpack_zone_init(&b.zone, 4096);
     jrpc_buf_init(&b.tmp);
+    jrpc_buf_init(&b.mcp_init);
     /* The command starts after "--": the options parser never sees it. */
     int optc = argc;
     for (int i = 1; i < argc; i++)
@@ -1002,6 +1170,9 @@ int main(int argc, char **argv)
         { "method", L, "NAME[:idempotent]", NULL, "a method the children serve (repeat); with\n"
           ":idempotent, a call a lost child held is sent to another\n"
           "child instead of being answered -32004", .dest = &methods, .check = method_ok },
+        { "mcp", JRPC_CONF_FLAG, NULL, NULL, "the children are MCP servers: the bridge runs\n"
+          "the MCP handshake and declares the MCP method set\n"
+          "(docs/MCP.md)", .dest = &b.mcp },
         { "procs", U, "N", "1", "children to run", .dest = &b.procs, .min = 1, .max = 1024 },
         { "inflight", U, "K", "1", "calls one child holds at once (1: for servers that\n"
           "are not concurrent); the credit is procs x inflight", .dest = &b.inflight,
@@ -1040,9 +1211,9 @@ int main(int argc, char **argv)
     }
     jrpc_log_set_level(std.log_level);
     jrpc_log_set_format(std.log_format);
-    if (methods.n == 0 || optc >= argc - 1) {
+    if ((methods.n == 0 && !b.mcp) || optc >= argc - 1) {
         fprintf(stderr, "jrpc-stdio: %s\nTry 'jrpc-stdio --help'.\n",
-                methods.n == 0 ? "at least one --method is needed"
+                methods.n == 0 && !b.mcp ? "at least one --method (or --mcp) is needed"
                                : "the command to run goes after '--'");
         status = 2;
         goto out;
@@ -1059,7 +1230,7 @@ int main(int argc, char **argv)
     opts.credit = b.procs * b.inflight;
     b.children = calloc(b.procs, sizeof *b.children);
     b.restarts = calloc(b.restart_max, sizeof *b.restarts);
-    margs = calloc(methods.n, sizeof *margs);
+    margs = calloc(methods.n + MCP_NMETHODS, sizeof *margs);
     if (b.children == NULL || b.restarts == NULL || margs == NULL)
         goto out;
     if ((b.w = jrpc_worker_new(&opts)) == NULL) {
@@ -1077,6 +1248,16 @@ int main(int argc, char **argv)
                                        colon ? JRPC_WORKER_IDEMPOTENT : 0);
         if (rc < 0) {
             fprintf(stderr, "jrpc-stdio: --method %s: %s\n", name, strerror(-rc));
+            status = 2;
+            goto out;
+        }
+    }
+    for (size_t i = 0; b.mcp && i < MCP_NMETHODS; i++) {
+        margs[methods.n + i] = (method_arg_t){ .b = &b, .idem = mcp_methods[i].idem };
+        int rc = jrpc_worker_handle_ex(b.w, mcp_methods[i].name, on_call, &margs[methods.n + i],
+                                       mcp_methods[i].idem ? JRPC_WORKER_IDEMPOTENT : 0);
+        if (rc < 0) {
+            fprintf(stderr, "jrpc-stdio: --mcp %s: %s\n", mcp_methods[i].name, strerror(-rc));
             status = 2;
             goto out;
         }
@@ -1147,6 +1328,7 @@ out:
     free(b.restarts);
     free(margs);
     jrpc_buf_dispose(&b.tmp);
+    jrpc_buf_dispose(&b.mcp_init);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);
     return status;

@@ -56,7 +56,7 @@ static void tr_flush_body(trace_t *t)
 
 static const char *const field_names[JRPC_HTTP_NFIELDS] = {
     "ct", "accept", "upgrade", "timeout", "tp", "key", "ts", "nonce", "sig",
-    "wskey", "wsver", "wsproto", "origin",
+    "wskey", "wsver", "wsproto", "origin", "mcpver",
 };
 
 static void tr_head(trace_t *t, const jrpc_http_reader_t *r)
