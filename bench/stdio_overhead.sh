@@ -16,22 +16,22 @@ cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-stdio jrpc-bench \
     jrpc-bench-stdio-child jrpc-bench-stdio-floor >/dev/null
 B=build-rel/bin
-out=$(mktemp -d)
+out=$(mktemp -d); echo "results: $out" >&2
 port=$((30000 + RANDOM % 20000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) --http none \
     --log-level warn --access-log off & bp=$!
-trap 'kill $bp ${sp:-} ${wp:-} 2>/dev/null; rm -rf "$out"' EXIT
+trap 'kill $bp ${sp:-} ${wp:-} 2>/dev/null; [ -n "${JRPC_BENCH_KEEP:-}" ] || rm -rf "$out"' EXIT
 for r in $(seq "$rounds"); do
     $B/jrpc-bench-stdio-floor "$secs" -- $B/jrpc-bench-stdio-child > "$out/floor-$r.json"
     for shape in 1 4; do
         $B/jrpc-stdio --connect tcp://127.0.0.1:$((port + 1)) --procs $shape --method secho \
             --log-level warn -- $B/jrpc-bench-stdio-child & sp=$!
-        sleep 1
+        sleep 1.5
         $B/jrpc-bench --url tcp://127.0.0.1:$port --method secho --batch 1 --connections $shape \
             --duration "$secs" --warmup 1 --json > "$out/stdio$shape-$r.json"
         kill -TERM $sp; wait $sp || true
         $B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit $shape --log-level warn & wp=$!
-        sleep 1
+        sleep 1.5
         $B/jrpc-bench --url tcp://127.0.0.1:$port --method echo --batch 1 --connections $shape \
             --duration "$secs" --warmup 1 --json > "$out/worker$shape-$r.json"
         kill -TERM $wp; wait $wp || true
@@ -46,6 +46,7 @@ def med(name, key):
         j = json.load(open(f"{d}/{name}-{r}.json"))
         if "lost" in j:
             assert j["lost"] == 0 and j["duplicated"] == 0 and not j["errors"], j
+            assert j["calls"] > 0 and j["transport_failures"] == 0, (name, r, j)
             vals.append(j[key] if key == "calls_per_s" else j["latency_us"]["call"][key])
         else:
             vals.append(j[key])
