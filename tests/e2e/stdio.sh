@@ -194,7 +194,7 @@ check "unknown ids logged" 1 "$(grep -c 'event=child_unknown_id pid=[0-9]* id=98
 check "child notifications logged at debug" 1 \
     "$(grep -c 'level=debug .*event=child_notification pid=[0-9]* method="notifications/progress"' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
 check "too-big messages logged" 1 "$(grep -c 'event=child_message_too_big' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
-e2e_wait_for "grep -q 'reply to my request' '$STDIO_LOG'" 5
+e2e_wait_for "grep -q 'reply to my request' '$STDIO_LOG'" 15
 check "a server->client request is answered -32601 on the child side" 1 \
     "$(grep -c 'reply to my request: .*srv-1.*-32601' "$STDIO_LOG" | awk '{print ($1 > 0)}')"
 check "still the same children" 2 "$(nchildren D)"
@@ -219,7 +219,7 @@ e2e_wait_for "[ \$(nchildren F) = 1 ]" 10
 hung=$(children F)
 check "a call past its deadline: -32003" "-32003" \
     "$("$JRPC" -t 300 call sleep '{"ms":20000}' | grep -o '"code":-32003' | cut -d: -f2)"
-e2e_wait_for "[ \$(nchildren F) = 1 ] && [ \"\$(children F)\" != $hung ]" 5
+e2e_wait_for "[ \$(nchildren F) = 1 ] && [ \"\$(children F)\" != $hung ]" 15
 check "the hung child is killed and replaced" "1 yes" \
     "$(nchildren F) $( [ "$(children F)" != "$hung" ] && echo yes || echo no)"
 check "and serves" '"X"' "$("$JRPC" call upper '["x"]')"
@@ -232,15 +232,15 @@ e2e_wait_for "[ \$(nchildren G) = 1 ]" 10
 check "first call served" '"A"' "$("$JRPC" call upper '["a"]')"
 check "the child exits on the second call: -32004" "-32004" \
     "$("$JRPC" call upper '["b"]' | grep -o '"code":-32004' | cut -d: -f2)"
-e2e_wait_for "[ \$(nchildren G) = 1 ]" 5
+e2e_wait_for "[ \$(nchildren G) = 1 ]" 15
 check "restarted child serves" '"C"' "$("$JRPC" call upper '["c"]')"
 "$JRPC" call upper '["d"]' >/dev/null   # second death, second restart
-e2e_wait_for "[ \$(nchildren G) = 1 ]" 5
+e2e_wait_for "[ \$(nchildren G) = 1 ]" 15
 "$JRPC" call upper '["e"]' >/dev/null
 "$JRPC" call upper '["f"]' >/dev/null   # third death: over the budget
-e2e_wait_for "grep -q 'event=not_ready' '$STDIO_LOG'" 5
+e2e_wait_for "grep -q 'event=not_ready' '$STDIO_LOG'" 15
 check "past --restart-max-per-min: not ready, logged" 1 "$(grep -c 'event=not_ready' "$STDIO_LOG")"
-e2e_wait_for "[ \"\$(e2e_workers)\" = 0 ]" 5
+e2e_wait_for "[ \"\$(e2e_workers)\" = 0 ]" 15
 check "not ready with no child: the bridge leaves the broker (DISCONNECT, 0 workers)" "0 1" \
     "$(e2e_workers) $(grep -c 'event=paused' "$STDIO_LOG")"
 t0=$(now_ms)
