@@ -17,6 +17,7 @@
 #include "jrpc_log.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_mpack.h"
+#include "jrpc_stop.h"
 #include "jrpc_worker.h"
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
@@ -362,41 +363,6 @@ static void abort_spins(jrpc_worker_t *w)
         uv_run(jrpc_worker_loop(w), UV_RUN_ONCE);
 }
 
-/* ---- signals ---- */
-
-typedef struct app {
-    jrpc_worker_t *w;
-    uv_signal_t    sigint;
-    uv_signal_t    sigterm;
-    uv_signal_t    sighup;
-    uint32_t       drain_timeout_ms;
-    int            signals;   /* received so far */
-} app_t;
-
-/* First signal: drain (the run returns when the calls held are answered);
- * second: stop at once. The watchers are closed after the run. */
-static void on_signal(uv_signal_t *h, int signum)
-{
-    app_t *app = h->data;
-    const char *name = signum == SIGINT ? "INT" : "TERM";
-    if (app->signals++ == 0) {
-        jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
-        JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
-                 app->drain_timeout_ms);
-        jrpc_worker_drain(app->w, app->drain_timeout_ms);
-    } else {
-        JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
-        jrpc_worker_stop(app->w);
-    }
-}
-
-/* SIGHUP (a closed terminal, or a habit of "reload"): nothing to reload
- * yet, so it is logged and ignored rather than killing the worker. */
-static void on_sighup(uv_signal_t *h, int signum)
-{
-    JRPC_LOG(JRPC_LOG_WARN, "main", "event=signal signal=HUP action=ignored");
-}
-
 /* ---- flags ---- */
 
 
@@ -521,23 +487,15 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    app_t app = { .w = w, .drain_timeout_ms = drain_timeout_ms };
-    uv_signal_init(jrpc_worker_loop(w), &app.sigint);
-    uv_signal_init(jrpc_worker_loop(w), &app.sigterm);
-    uv_signal_init(jrpc_worker_loop(w), &app.sighup);
-    app.sigint.data = app.sigterm.data = &app;
-    uv_signal_start(&app.sigint, on_signal, SIGINT);
-    uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&app.sighup, on_sighup, SIGHUP);
+    jrpc_stop_t stop;   /* first INT/TERM: drain (the run returns when the calls held are answered); second: at once */
+    jrpc_stop_start(&stop, jrpc_worker_loop(w), w, drain_timeout_ms);
     jrpc_sdnotify_log("READY=1\nSTATUS=serving");
     int rc = jrpc_worker_run(w);
     /* Sleeps a drain gave up on; then run the close callbacks of the signal
      * watchers and sleepers. */
     cancel_sleepers();
     abort_spins(w);
-    uv_close((uv_handle_t *)&app.sigint, NULL);
-    uv_close((uv_handle_t *)&app.sigterm, NULL);
-    uv_close((uv_handle_t *)&app.sighup, NULL);
+    jrpc_stop_close(&stop);
     uv_run(jrpc_worker_loop(w), UV_RUN_NOWAIT);
     status = rc < 0 ? 1 : 0;
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu", status,

@@ -30,6 +30,7 @@
 #include "jrpc_mpack.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_stdio_frame.h"
+#include "jrpc_stop.h"
 #include "jrpc_worker.h"
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
@@ -71,6 +72,7 @@ static const char usage_tail[] =
     "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
     "--drain-timeout-ms), the children's stdin is closed, they get\n"
     "--stop-timeout-ms to exit, then SIGKILL; all are reaped; exit 0.\n"
+    "SIGHUP is logged and ignored (nothing to reload).\n"
     "With --mcp (an MCP server over stdio, docs/MCP.md): each child gets the MCP\n"
     "handshake (initialize, notifications/initialized) from the bridge when it\n"
     "starts and takes calls only after it; the bridge declares the MCP method set\n"
@@ -152,9 +154,8 @@ struct bridge {
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
     uv_timer_t     sweep;
     uv_timer_t     stop_timer;
-    uv_signal_t    sigint, sigterm;
+    jrpc_stop_t    stop;      /* SIGINT/SIGTERM: drain, then at once; SIGHUP ignored */
     jrpc_admin_t  *admin;     /* NULL without --admin */
-    int            signals;
     uint32_t       drain_timeout_ms;
     jrpc_buf_t     tmp;       /* scratch: requests, conversions */
     msgpack_zone   zone;
@@ -1000,7 +1001,7 @@ static int write_metrics(void *arg, jrpc_buf_t *out)
 static const char *bridge_not_ready(void *arg)
 {
     bridge_t *b = arg;
-    if (b->signals > 0)
+    if (b->stop.signals > 0)
         return "draining";
     if (b->not_ready)
         return "restart budget spent";
@@ -1028,20 +1029,6 @@ static void on_stop_timer(uv_timer_t *t)
     }
 }
 
-static void on_signal(uv_signal_t *h, int signum)
-{
-    bridge_t *b = h->data;
-    const char *name = signum == SIGINT ? "INT" : "TERM";
-    if (b->signals++ == 0) {
-        jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
-        JRPC_LOG(JRPC_LOG_INFO, "main", "event=draining signal=%s timeout_ms=%u", name,
-                 b->drain_timeout_ms);
-        jrpc_worker_drain(b->w, b->drain_timeout_ms);
-    } else {
-        JRPC_LOG(JRPC_LOG_WARN, "main", "event=stopping signal=%s", name);
-        jrpc_worker_stop(b->w);
-    }
-}
 
 /* After the worker stopped: nothing more comes from the brokers. Answers
  * still owed are dropped by the library; the children get EOF on stdin,
@@ -1091,8 +1078,7 @@ static void bridge_shutdown(bridge_t *b)
     jrpc_admin_destroy(&b->admin);
     uv_close((uv_handle_t *)&b->stop_timer, NULL);
     uv_close((uv_handle_t *)&b->sweep, NULL);
-    uv_close((uv_handle_t *)&b->sigint, NULL);
-    uv_close((uv_handle_t *)&b->sigterm, NULL);
+    jrpc_stop_close(&b->stop);
     for (int i = 0; i < 100 && uv_loop_alive(b->loop); i++)  /* the close callbacks */
         uv_run(b->loop, UV_RUN_NOWAIT);
 }
@@ -1275,11 +1261,7 @@ int main(int argc, char **argv)
     uv_timer_init(b.loop, &b.stop_timer);
     b.sweep.data = b.stop_timer.data = &b;
     uv_timer_start(&b.sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-    uv_signal_init(b.loop, &b.sigint);
-    uv_signal_init(b.loop, &b.sigterm);
-    b.sigint.data = b.sigterm.data = &b;
-    uv_signal_start(&b.sigint, on_signal, SIGINT);
-    uv_signal_start(&b.sigterm, on_signal, SIGTERM);
+    jrpc_stop_start(&b.stop, b.loop, b.w, b.drain_timeout_ms);
     int spawn_rc = 0;
     for (unsigned i = 0; i < b.procs; i++) {
         child_t *c = &b.children[i];

@@ -226,6 +226,11 @@ e2e_wait_for "replaced $hung" 15
 check "the hung child is killed and replaced" "1 yes" \
     "$(nchildren F) $( [ "$(children F)" != "$hung" ] && echo yes || echo no)"
 check "and serves" '"X"' "$("$JRPC" call upper '["x"]')"
+# SIGHUP (a closed terminal): logged and ignored, the bridge keeps serving.
+kill -HUP "$STDIO_PID"
+e2e_wait_for "grep -q 'event=signal signal=HUP action=ignored' '$STDIO_LOG'" 10
+check "SIGHUP: logged, ignored, still serving" '1 "Y"' \
+    "$(grep -c 'event=signal signal=HUP action=ignored' "$STDIO_LOG") $("$JRPC" call upper '["y"]')"
 stop_stdio "$STDIO_PID" F
 
 # ---- a child that keeps dying: restarts, then not-ready, no spinning -----
