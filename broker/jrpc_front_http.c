@@ -1808,10 +1808,14 @@ static void tls_fail(conn_t *c)
     if (plain) {
         jrpc_buf_reset(&f->err);
         jrpc_batch_write_error(&f->err, JRPC_INVALID_REQUEST, "this port speaks HTTPS: use https://");
-        char head[256];
-        int n = snprintf(head, sizeof head, "HTTP/1.1 400 Bad Request\r\nContent-Type: "
-                         "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                         f->err.len);
+        char head[JRPC_HTTP_HEAD_MAX];
+        jrpc_http_resp_t h = {
+            .status = 400, .date = jrpc_http_date(&f->date, time(NULL)),
+            .content_type = "application/json", .content_length = f->err.len,
+            .connection = JRPC_HTTP_CONN_CLOSE,
+        };
+        int n = jrpc_http_response_head(head, sizeof head, &h);
+        assert(n > 0);
         uv_buf_t b[2] = { uv_buf_init(head, (unsigned)n), uv_buf_init(f->err.p, (unsigned)f->err.len) };
         (void)uv_try_write((uv_stream_t *)&c->tcp, b, 2);   /* a few bytes to an empty socket */
     } else {
