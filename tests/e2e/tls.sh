@@ -34,6 +34,15 @@ check "... says they do not match" 1 "$(grep -c 'mismatch' <<<"$out")"
 out=$(bad --tls-cert "$C/server.pem")
 check "--tls-cert without --tls-key: exit 2" exit=2 "$(tail -1 <<<"$out")"
 
+# The admin listener stays plaintext: off loopback with TLS on, a warning.
+"$JRPC_BIN/jrpc-broker" --zmq tcp://127.0.0.1:0 --workers tcp://127.0.0.1:0 --http 127.0.0.1:0 \
+    --admin 0.0.0.0:0 "${TLS[@]}" >"$E2E_TMP/admin_warn.log" 2>&1 &
+AW=$!
+e2e_wait_for "grep -q 'event=started' '$E2E_TMP/admin_warn.log'" 10
+kill "$AW"; wait "$AW" 2>/dev/null
+check "admin on 0.0.0.0 with TLS on: event=admin_plaintext warning" 1 \
+    "$(grep -c 'level=warn .*event=admin_plaintext admin=0.0.0.0:0' "$E2E_TMP/admin_warn.log")"
+
 e2e_start_broker "${TLS[@]}" --tls-handshake-timeout-ms 1500 --admin 127.0.0.1:0 \
     --log-level debug --max-body 2097152
 e2e_start_worker
