@@ -431,9 +431,7 @@ class Worker:
         except JsonRpcError as e:
             self._complete(c, gen, info.seq, error=e.to_object())
         except Exception:
-            log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
-            self._complete(c, gen, info.seq, error=wire.error_object(
-                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+            self._failed(c, gen, info)
         else:
             self._complete(c, gen, info.seq, result=result)
         finally:
@@ -459,15 +457,18 @@ class Worker:
                 self._complete(c, gen, info.seq, error=wire.error_object(
                     wire.TIMEOUT, wire.MESSAGES[wire.TIMEOUT]))
             else:
-                log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
-                self._complete(c, gen, info.seq, error=wire.error_object(
-                    wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+                self._failed(c, gen, info)
         except Exception:
-            log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
-            self._complete(c, gen, info.seq, error=wire.error_object(
-                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+            self._failed(c, gen, info)
         else:
             self._complete(c, gen, info.seq, result=result)
+
+    def _failed(self, c, gen, info):
+        """A handler raised something else than JsonRpcError: logged with its
+        traceback, answered -32603; the worker goes on."""
+        log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
+        self._complete(c, gen, info.seq, error=wire.error_object(
+            wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
 
     def _complete(self, c, gen, seq, result=None, error=None):
         """Any thread: queues the answer for the I/O thread. A result with
