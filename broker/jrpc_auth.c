@@ -47,6 +47,14 @@ int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char
     if (key_out)
         *key_out = NULL;
 
+    if (req->bearer.n) {
+        const jrpc_key_t *key = jrpc_keys_find_bearer(k, req->bearer);
+        if (key == NULL)
+            return JRPC_AUTH_EBEARER;
+        if (key_out)
+            *key_out = key;
+        return 0;
+    }
     if (req->key.n == 0 || req->nonce.n == 0 || req->signature.n == 0 ||
         (!req->has_timestamp && req->timestamp_text.n == 0))
         return JRPC_AUTH_EUNSIGNED;
@@ -54,6 +62,8 @@ int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char
     const jrpc_key_t *key = jrpc_keys_find(k, req->key);
     if (key == NULL)
         return JRPC_AUTH_EUNKNOWN_KEY;
+    if (jrpc_key_is_bearer(key))
+        return JRPC_AUTH_ENOT_SIGNING;
 
     int64_t ts;
     if (req->has_timestamp)
@@ -95,6 +105,11 @@ const char *jrpc_auth_strerror(int rc)
         return "nonce must be 16 to 64 characters of [A-Za-z0-9_-]";
     case JRPC_AUTH_ESIGNATURE:
         return "signature does not match";
+    case JRPC_AUTH_EBEARER:
+        return "unknown bearer token";
+    case JRPC_AUTH_ENOT_SIGNING:
+        return "this key is a bearer key: send Authorization: Bearer with its token, "
+               "it cannot sign";
     default:
         return "unauthorized";
     }

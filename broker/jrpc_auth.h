@@ -21,6 +21,7 @@ typedef struct jrpc_auth_req {
     bool        has_timestamp;    /* timestamp is set (ZeroMQ) */
     jrpc_span_t nonce;
     jrpc_span_t signature;
+    jrpc_span_t bearer;           /* HTTP: the token of "Authorization: Bearer TOKEN" */
 } jrpc_auth_req_t;
 
 /* Why a request is refused: what jrpc_auth_check returns, 0 being "signed
@@ -32,12 +33,17 @@ enum {
     JRPC_AUTH_ESTALE       = -6004,  /* outside now ± skew */
     JRPC_AUTH_ENONCE       = -6005,  /* not 16..64 of [A-Za-z0-9_-] */
     JRPC_AUTH_ESIGNATURE   = -6006,  /* does not match */
+    JRPC_AUTH_EBEARER      = -6007,  /* no bearer key has that token */
+    JRPC_AUTH_ENOT_SIGNING = -6008,  /* the key named is a bearer key: it cannot sign */
 };
 
 /* Runs the checks that need no I/O, cheapest first: headers present → known
  * key → timestamp well-formed and within [now - skew, now + skew] → nonce
  * well-formed → signature (constant-time). Returns 0, *key_out (when not
  * NULL) then the key; or the first JRPC_AUTH_E* that fails, *key_out NULL.
+ * A request with a bearer token is checked by its token alone (the signing
+ * fields are not read): 0 and the bearer key it is the token of, which
+ * claims no nonce (jrpc_key_is_bearer), or JRPC_AUTH_EBEARER.
  * Never touches Redis. */
 int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char *body,
                     size_t len, int64_t now, uint32_t skew, const jrpc_key_t **key_out);

@@ -484,6 +484,8 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
         return false;
     }
     keep_key_id(x->key_id, &x->key_id_n, jrpc_key_id(key));
+    if (jrpc_key_is_bearer(key))   /* a token: nothing to claim (docs/SIGNING.md) */
+        return true;
     x->claiming = true;
     rc = jrpc_replay_claim(b->replay, req->key, req->nonce, signed_at(req), on_claimed, x);
     if (rc < 0) {
@@ -676,6 +678,11 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
                  jrpc_auth_strerror(rc), (long long)now);
         auth_refuse(b, a, -EACCES, data);
+        free(a);
+        return 0;
+    }
+    if (jrpc_key_is_bearer(key)) {   /* a token: nothing to claim */
+        fn(ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0, jrpc_key_id(key));
         free(a);
         return 0;
     }

@@ -37,7 +37,9 @@
 
 enum phase { PH_IDLE, PH_HEADERS, PH_BODY };
 /* How a request's answers go out (Accept, docs/STREAMING.md). */
-enum smode { S_NONE, S_SSE, S_NDJSON, S_JSONL };
+/* S_MCP: MCP's SSE, one "message" event per answer and no end event
+ * (docs/MCP.md); the others docs/STREAMING.md. */
+enum smode { S_NONE, S_SSE, S_NDJSON, S_JSONL, S_MCP };
 enum rstate { R_PARSING, R_SUBMITTED, R_READY };
 enum tmode { T_NONE, T_IDLE, T_HEADERS, T_BODY, T_WRITE, T_LINGER, T_HANDSHAKE, T_NMODES };
 /* A connection sits in up to two timeout queues at once: one for what the
@@ -391,7 +393,7 @@ static const char *extra_lines(unsigned status)
 {
     switch (status) {
     case 405: return "Allow: POST\r\n";
-    case 401: return "WWW-Authenticate: JRPC-HMAC-SHA256\r\n";
+    case 401: return "WWW-Authenticate: JRPC-HMAC-SHA256\r\nWWW-Authenticate: Bearer realm=\"jrpc\"\r\n";
     case 415: return "Accept-Encoding: identity\r\n";
     case 503: return "Retry-After: 1\r\n";
     case 426: return "Sec-WebSocket-Version: 13\r\n";   /* RFC 6455 4.4 */
@@ -531,8 +533,9 @@ static bool stream_flush(conn_t *c, req_t *r)
 
 static const char *const stream_type[] = {
     [S_SSE] = "text/event-stream", [S_NDJSON] = "application/x-ndjson",
-    [S_JSONL] = "application/jsonl",
+    [S_JSONL] = "application/jsonl", [S_MCP] = "text/event-stream",
 };
+#define IS_SSE(m) ((m) == S_SSE || (m) == S_MCP)
 
 /* Appends one chunk of chunked transfer coding: a, p, z one after another. */
 static int chunk_put(jrpc_buf_t *b, const char *a, size_t an, const char *p, size_t n,
@@ -563,7 +566,7 @@ static int stream_begin(conn_t *c, req_t *r)
     char hdr[512], xbuf[448];   /* (room for the CORS lines) */
     if (c->closing && r->next == NULL)
         r->close = true;
-    const char *extra = r->stream == S_SSE ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+    const char *extra = IS_SSE(r->stream) ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
                                            : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
     if (r->cors)
         extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
@@ -579,7 +582,7 @@ static int stream_begin(conn_t *c, req_t *r)
     assert(n > 0);
     r->s_started = true;
     f->nstreams++;
-    if (r->stream == S_SSE && f->opts.stream_ping_ms && !uv_is_active((uv_handle_t *)&f->ping))
+    if (IS_SSE(r->stream) && f->opts.stream_ping_ms && !uv_is_active((uv_handle_t *)&f->ping))
         uv_timer_start(&f->ping, on_ping, f->opts.stream_ping_ms, f->opts.stream_ping_ms);
     return jrpc_buf_append(&r->s_out, hdr, (size_t)n);
 }
@@ -625,6 +628,8 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
         char id[32];
         int n = snprintf(id, sizeof id, "id: %u\ndata: ", pos);
         rc = chunk_put(&r->s_out, id, (size_t)n, json, len, "\n\n", 2);
+    } else if (rc == 0 && r->stream == S_MCP) {
+        rc = chunk_put(&r->s_out, "event: message\ndata: ", 21, json, len, "\n\n", 2);
     } else if (rc == 0) {
         rc = chunk_put(&r->s_out, "", 0, json, len, "\n", 1);
     }
@@ -634,7 +639,7 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 }
 
 /* The end of a streamed body: SSE's end event with the counts, NDJSON's
- * counts in the trailer; then the last chunk. */
+ * counts in the trailer, MCP's nothing; then the last chunk. */
 static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
 {
     int rc = r->s_started ? 0 : stream_begin(c, r);
@@ -642,6 +647,8 @@ static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summa
         rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len, "\n\n", 2);
         if (rc == 0)
             rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
+    } else if (rc == 0 && r->stream == S_MCP) {
+        rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0) {
         char t[96];
         int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n\r\n",
@@ -665,7 +672,7 @@ static void on_ping(uv_timer_t *t)
     for (conn_t *c = f->conns, *next; c != NULL; c = next) {
         next = c->next;
         req_t *r = c->head;
-        if (r == NULL || r->stream != S_SSE || !r->s_started || r->s_ended)
+        if (r == NULL || !IS_SSE(r->stream) || !r->s_started || r->s_ended)
             continue;
         if (chunk_put(&r->s_out, ": ping\n\n", 8, "", 0, "", 0) < 0)
             c->broken = true;
@@ -790,7 +797,9 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
-    if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
+    if (r->stream == S_MCP && !r->s_started && out.cls <= JRPC_BODY_INVALID)
+        len = 0;   /* a notification, no answer: MCP's 202, not an empty stream */
+    else if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
         if (stream_end(c, r, out, reply, len) < 0)
             c->broken = true;
         mark_dirty(c);
@@ -1111,6 +1120,36 @@ static jrpc_span_t auth_value(const jrpc_http_head_t *h, jrpc_http_field_t f)
     return (jrpc_span_t){ v.p, v.n };
 }
 
+/* The token of "Authorization: Bearer TOKEN" (RFC 6750: the scheme in any
+ * case, then spaces). Empty when there is no Authorization header or it
+ * has another scheme (meant for someone else, say a proxy: ignored); when
+ * the header is given twice, cut, or Bearer has no token, a value that no
+ * key has as its token. */
+static jrpc_span_t bearer_value(const jrpc_http_head_t *h)
+{
+    static const char invalid[JRPC_KEYS_TOKEN_MAX + 1];
+    jrpc_http_value_t v = jrpc_http_head_value(h, JRPC_HTTP_F_AUTHORIZATION);
+    if (v.count == 0 || v.n < 6 || !eq_nocase(v.p, 6, "bearer") ||
+        (v.n > 6 && v.p[6] != ' ' && v.p[6] != '\t'))
+        return (jrpc_span_t){ "", 0 };
+    const char *p = v.p + 6;
+    size_t n = v.n - 6;
+    jrpc_http_trim(&p, &n);
+    if (v.count > 1 || v.cut || n == 0)
+        return (jrpc_span_t){ invalid, sizeof invalid };
+    return (jrpc_span_t){ p, n };
+}
+
+/* What a request carries to prove who sent it (docs/SIGNING.md). */
+static jrpc_auth_req_t auth_req(const jrpc_http_head_t *h)
+{
+    return (jrpc_auth_req_t){ .key = auth_value(h, JRPC_HTTP_F_KEY),
+                              .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
+                              .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
+                              .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE),
+                              .bearer = bearer_value(h) };
+}
+
 /* A refusal that ends the connection: answered in order, then closed. */
 static void refuse_close(conn_t *c, int status, int code, const char *why)
 {
@@ -1192,15 +1231,24 @@ static bool mcp_version_ok(const jrpc_http_head_t *h)
     return false;
 }
 
-/* The answer is application/json, so an Accept must allow it (q > 0; the
- * ranges of any type and of any application type count). text/event-stream
- * is not required even though the spec has clients list it: this endpoint
- * never streams, and refusing a client for a type it will never get helps
- * no one. No Accept at all is anything (RFC 9110 12.5.1). */
+/* How a request on the MCP path is answered: MCP's SSE when the Accept
+ * header prefers text/event-stream to application/json (as on /rpc, a tie
+ * is JSON: the SDKs send "application/json, text/event-stream"), else JSON. */
+static uint8_t mcp_stream_mode(const jrpc_http_head_t *h)
+{
+    return stream_mode(h) == S_SSE ? S_MCP : S_NONE;
+}
+
+/* The answer is application/json or text/event-stream, so an Accept must
+ * allow one of them (q > 0; the ranges of any type and of any application
+ * type count). The spec has clients list both; one is enough here:
+ * refusing a client for a type it will not get helps no one. No Accept at
+ * all is anything (RFC 9110 12.5.1). */
 static bool mcp_accept_ok(const jrpc_http_head_t *h)
 {
     jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
-    return a.count == 0 || (!a.cut && jrpc_http_accept_q(a.p, a.n, "application/json", true) > 0);
+    return a.count == 0 || mcp_stream_mode(h) == S_MCP ||
+           (!a.cut && jrpc_http_accept_q(a.p, a.n, "application/json", true) > 0);
 }
 
 /* True when p[0..n) is a JSON-RPC response: an object with "result" or
@@ -1393,10 +1441,7 @@ static void ws_upgrade(conn_t *c, const jrpc_http_head_t *h, bool origin_ok)
     read_stop(c);   /* until the session starts (the nonce claim may wait for Redis) */
     jrpc_admit_t ad = {
         .transport = JRPC_TRANSPORT_WS,
-        .auth = { .key = auth_value(h, JRPC_HTTP_F_KEY),
-                  .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
-                  .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
-                  .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
+        .auth = auth_req(h),
         .peer = { c->peer, c->peer_len },
         .key_id = cert_key_id(c),
     };
@@ -1486,7 +1531,7 @@ static void headers_done(conn_t *c)
     }
     r->ka10 = !v11 && h->keep_alive;
     r->mcp = c->mcp;
-    r->stream = c->mcp ? S_NONE : stream_mode(h);   /* MCP: JSON, which the spec allows */
+    r->stream = c->mcp ? mcp_stream_mode(h) : stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
@@ -1565,10 +1610,7 @@ static void message_done(conn_t *c)
     jrpc_admit_t ad = {
         .transport = JRPC_TRANSPORT_HTTP,
         .timeout_ms = c->timeout_ms,
-        .auth = { .key = auth_value(h, JRPC_HTTP_F_KEY),
-                  .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
-                  .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
-                  .signature = auth_value(h, JRPC_HTTP_F_SIGNATURE) },
+        .auth = auth_req(h),
         /* one, whole: a second one makes both invalid (W3C: no picking) */
         .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
                                                 : (jrpc_span_t){ "", 0 },

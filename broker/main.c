@@ -483,8 +483,10 @@ int main(int argc, char **argv)
         { "max-queue", U, "N", "100000", "calls waiting for worker credit before -32000",
           .dest = &o.workers.max_queue, .min = 0, .max = 100000000 },
         { "max-open", U, "N", "10000", "bodies waiting for answers before -32000", .dest = &o.max_open, .min = 1, .max = 100000000 },
-        { "keys", S, "FILE", NULL, "signing keys: '<key id> <secret> [method-glob ...]' per line;\n"
-          "every body must then be signed (docs/SIGNING.md); unset: open", .dest = &keys_path },
+        { "keys", S, "FILE", NULL, "signing keys: '<key id> <secret> [method-glob ...]' per line\n"
+          "(or bearer keys: '<key id> bearer-sha256:<hex> [method-glob ...]');\n"
+          "every body must then be signed or carry a bearer token\n"
+          "(docs/SIGNING.md); unset: open", .dest = &keys_path },
         { "skew", U, "N", "300", "accepted clock difference of a signed body, seconds", .dest = &o.skew_s, .min = 1, .max = 86400 },
         { "redis", S, "URL", "redis://127.0.0.1:6379",
           "nonce store with --keys: redis://[user:password@]host:port[/db]\n"

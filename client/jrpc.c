@@ -1,17 +1,22 @@
 /* jrpc — the command-line client: call, notify, or send raw bytes. */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_curve.h"
 #include "jrpc_json.h"
 #include "jrpc_keys.h"
+#include "jrpc_sign.h"
 #include "jrpc_trace.h"
 
 
@@ -27,6 +32,7 @@ static const char usage_text[] =
 "  jrpc [OPTIONS] notify METHOD [PARAMS_JSON]\n"
 "  jrpc [OPTIONS] send [--stream] [FILE]\n"
 "  jrpc keygen FILE\n"
+"  jrpc bearer-key ID FILE [METHOD_GLOB ...]\n"
 "  jrpc --help | --version\n"
 "\n"
 "Sends JSON-RPC 2.0 requests to a jrpc broker and prints the answer.\n"
@@ -53,6 +59,12 @@ static const char usage_text[] =
 "                              --worker-keys, or to give as --server-key /\n"
 "                              --broker-key); prints the public key. Never\n"
 "                              overwrites a file.\n"
+"  bearer-key ID FILE [GLOB...] Make a bearer key: a new random token, printed\n"
+"                              (give it to the client: it is not kept), and\n"
+"                              the line 'ID bearer-sha256:<hex> [GLOB...]'\n"
+"                              appended to the key file FILE (created, mode\n"
+"                              0600), which holds only the token's SHA-256.\n"
+"                              Send SIGHUP to the broker to take it.\n"
 "\n"
 "PARAMS_JSON must be a JSON array or object; it is checked before anything\n"
 "is sent. Omit it to send no \"params\" member.\n"
@@ -84,6 +96,10 @@ static const char usage_text[] =
 "                         A key needs both an id and a secret; flags win over\n"
 "                         $JRPC_KEY_ID and $JRPC_SECRET. With no key at all,\n"
 "                         requests go unsigned.\n"
+"      --bearer TOKEN     http:// and https://: send 'Authorization: Bearer\n"
+"                         TOKEN' (a bearer key's token, jrpc bearer-key)\n"
+"                         instead of signing (default: $JRPC_BEARER). Not\n"
+"                         with a signing key.\n"
 "      --curve-secret FILE  Encrypt with CURVE using this client's keypair\n"
 "                         (jrpc keygen FILE); its public key must be in the\n"
 "                         broker's --client-keys. tcp:// and ipc:// only.\n"
@@ -190,6 +206,9 @@ static int key_from_file(const char *path, const char *want, char **id_out, char
         fprintf(stderr, "jrpc: key '%s' is not in %s\n", want, path);
     } else if (key == NULL) {
         fprintf(stderr, "jrpc: no key in %s\n", path);
+    } else if (jrpc_key_is_bearer(key)) {
+        fprintf(stderr, "jrpc: key '%s' in %s is a bearer key: it cannot sign (send its token "
+                "with --bearer)\n", want, path);
     } else {
         jrpc_span_t id = jrpc_key_id(key), secret = jrpc_key_secret(key);
         *id_out = strndup(id.p, id.n);
@@ -344,7 +363,68 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
 }
 
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
-       OPT_CERT, OPT_KEY };
+       OPT_CERT, OPT_KEY, OPT_BEARER };
+
+/* A bearer token as RFC 6750 has it (b64token), at most 240 characters. */
+static bool bearer_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > JRPC_KEYS_TOKEN_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)t[i]) && strchr("-._~+/=", t[i]) == NULL)
+            return false;
+    return true;
+}
+
+/* jrpc bearer-key ID FILE [GLOB...]: a new token on stdout, its hash's line
+ * appended to FILE (created 0600). The token is the nonce alphabet, 43
+ * characters: 258 random bits. */
+static int bearer_key(int nargs, char **args)
+{
+    if (nargs < 2)
+        return usage_error("usage: jrpc bearer-key ID FILE [METHOD_GLOB ...]%s", "");
+    char token[44], line[JRPC_KEYS_ID_MAX + 128];
+    if (jrpc_sign_new_nonce(token, 43) < 0) {
+        fprintf(stderr, "jrpc: no randomness\n");
+        return EXIT_FAIL;
+    }
+    token[43] = '\0';
+    int n = jrpc_keys_bearer_line((jrpc_span_t){ args[0], strlen(args[0]) },
+                                  (jrpc_span_t){ token, 43 }, line, sizeof line);
+    if (n < 0)
+        return usage_error("bearer-key: '%s' is not a key id (1 to 64 of [A-Za-z0-9_.-])", args[0]);
+    for (int g = 2; g < nargs; g++)
+        for (const char *c = args[g]; *c; c++)
+            if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '#')
+                return usage_error("bearer-key: method glob '%s' has a space, control "
+                                   "character or '#'", args[g]);
+    int fd = open(args[1], O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    struct stat st;
+    char last = '\n';
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
+        last = '\n';
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "a");
+    if (f == NULL) {
+        fprintf(stderr, "jrpc: cannot open %s: %s\n", args[1], strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EXIT_FAIL;
+    }
+    if (last != '\n')   /* a last line without its newline stays a line of its own */
+        fputc('\n', f);
+    fputs(line, f);
+    for (int g = 2; g < nargs; g++)
+        fprintf(f, " %s", args[g]);
+    fputc('\n', f);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "jrpc: cannot write %s: %s\n", args[1], strerror(errno));
+        return EXIT_FAIL;
+    }
+    fprintf(stderr, "jrpc: appended bearer key '%s' to %s (reload the broker: SIGHUP)\n",
+            args[0], args[1]);
+    return write_line(token, 43);
+}
 
 /* jrpc keygen FILE: writes FILE and FILE.pub, prints the public key. */
 static int keygen(int nargs, char **args)
@@ -376,6 +456,7 @@ int main(int argc, char **argv)
         { "insecure",   no_argument,       NULL, OPT_INSECURE },
         { "cert",       required_argument, NULL, OPT_CERT },
         { "key",        required_argument, NULL, OPT_KEY },
+        { "bearer",     required_argument, NULL, OPT_BEARER },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -447,6 +528,9 @@ int main(int argc, char **argv)
         case OPT_KEY:
             opts.key = optarg;
             break;
+        case OPT_BEARER:
+            opts.bearer = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return EXIT_OK;
@@ -464,9 +548,19 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return usage_error("missing command%s (call, notify, send or keygen)", "");
+        return usage_error("missing command%s (call, notify, send, keygen or bearer-key)", "");
     if (strcmp(argv[optind], "keygen") == 0)
         return keygen(argc - optind - 1, argv + optind + 1);
+    if (strcmp(argv[optind], "bearer-key") == 0)
+        return bearer_key(argc - optind - 1, argv + optind + 1);
+    if (opts.bearer == NULL)
+        opts.bearer = nonempty_env("JRPC_BEARER");
+    if (opts.bearer && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return usage_error("--bearer ($JRPC_BEARER) is for http:// and https:// URLs, not '%s'",
+                           url);
+    if (opts.bearer && !bearer_ok(opts.bearer))
+        return usage_error("--bearer: a token is 1 to 240 characters of "
+                           "[A-Za-z0-9._~+/=-]%s", "");
     if ((curve_secret == NULL) != (server_key == NULL))
         return usage_error("--curve-secret and --server-key go together%s", "");
     if (curve_secret && strncmp(url, "tcp://", 6) != 0 && strncmp(url, "ipc://", 6) != 0)
@@ -487,6 +581,10 @@ int main(int argc, char **argv)
     }
     if (resolve_key(&key, &key_id, &secret) < 0)
         goto out;
+    if (opts.bearer && key_id) {
+        usage_error("--bearer and a signing key are exclusive (one proves who calls)%s", "");
+        goto out;
+    }
 
     const char *cmd = argv[optind++];
     int nargs = argc - optind;

@@ -117,6 +117,10 @@ typedef struct jrpc_client_opts {
     const char *key;         /* PEM private key of cert; NULL: in cert's file */
     int insecure;            /* non-zero: no verification of the server's
                                 certificate nor of its name (curl -k) */
+    /* http:// and https:// only: a bearer key's token, sent as
+       "Authorization: Bearer TOKEN" with every request (docs/SIGNING.md);
+       NULL: none. Copied. */
+    const char *bearer;
 } jrpc_client_opts_t;
 
 /* Creates a client for url; over ZeroMQ it starts connecting in the

@@ -33,6 +33,7 @@ typedef struct hconn {
     jrpc_buf_t     out;        /* https://: head and a small body in one TLS write */
     jrpc_buf_t     sse_line;   /* streamed answers: the event-stream line being read */
     jrpc_buf_t     sse_data;   /* ... and the event's data */
+    char          *bearer;     /* opts->bearer's copy; NULL: none */
 } hconn_t;
 
 #define set_err(c, ...) jrpc_client_errf((c)->client, __VA_ARGS__)
@@ -250,6 +251,10 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
     }
     if ((rc = put_header_line(b, "X-JRPC-Nonce", hdr->nonce)) < 0
         || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0)
+        goto out;
+    if (c->bearer && ((rc = jrpc_buf_puts(b, "Authorization: Bearer ")) < 0
+                      || (rc = jrpc_buf_puts(b, c->bearer)) < 0
+                      || (rc = jrpc_buf_puts(b, "\r\n")) < 0))
         goto out;
     rc = jrpc_buf_puts(b, "\r\n");
 out:
@@ -659,6 +664,10 @@ static void transport_close(void *state)
     jrpc_buf_dispose(&c->out);
     jrpc_buf_dispose(&c->sse_line);
     jrpc_buf_dispose(&c->sse_data);
+    if (c->bearer) {
+        explicit_bzero(c->bearer, strlen(c->bearer));
+        free(c->bearer);
+    }
     free(c);
 }
 
@@ -677,6 +686,15 @@ static int transport_open(jrpc_client_t *client, const char *url,
     int rc = jrpc_client_url_parse(url, &c->url);
     if (rc == 0 && c->url.tls && (c->tls = jrpc_client_tls_new(opts, c->url.host)) == NULL)
         rc = -ENOMEM;
+    if (rc == 0 && opts && opts->bearer) {
+        for (const char *t = opts->bearer; *t && rc == 0; t++)
+            if ((unsigned char)*t <= 0x20 || *t == 0x7f)   /* no header injection */
+                rc = -EINVAL;
+        if (rc == 0 && opts->bearer[0] == '\0')
+            rc = -EINVAL;
+        if (rc == 0 && (c->bearer = strdup(opts->bearer)) == NULL)
+            rc = -ENOMEM;
+    }
     if (rc < 0) {
         transport_close(c);
         return rc;

@@ -42,10 +42,11 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_WS_PROTOCOL]  = { 1056, 128, true },
     [JRPC_HTTP_F_ORIGIN]       = { 1184, 256, false },
     [JRPC_HTTP_F_MCP_VERSION]  = { 1440, 32, false },
+    [JRPC_HTTP_F_AUTHORIZATION] = { 1472, 256, false },
 };
-_Static_assert(1440 + 32 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(1472 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
-    0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440,
+    0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440, 1472,
 };
 
 static jrpc_http_reader_t *reader_of(http_parser *p)
@@ -187,6 +188,7 @@ static uint8_t classify(const jrpc_http_reader_t *r)
         if (IS(n, l, "content-type")) return H_KEPT + JRPC_HTTP_F_CONTENT_TYPE;
         if (IS(n, l, "x-jrpc-nonce")) return H_KEPT + JRPC_HTTP_F_NONCE;
         return H_OTHER;
+    case 13: return IS(n, l, "authorization") ? H_KEPT + JRPC_HTTP_F_AUTHORIZATION : H_OTHER;
     case 14: return IS(n, l, "content-length") ? H_CL : H_OTHER;
     case 16:
         if (IS(n, l, "content-encoding")) return H_CE;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <openssl/evp.h>
 #include "jrpc_errors.h"
 
 #define METHOD_STACK 256   /* methods up to this long are matched without malloc */
@@ -21,11 +22,15 @@ struct jrpc_key {
     char  **globs;    /* fnmatch(3) patterns; none = every method */
     size_t  nglobs;   /* entries in globs */
     unsigned line;    /* where it was defined: duplicate messages, jrpc_keys_first */
+    bool    bearer;   /* a bearer key: hash is set, secret is "" */
+    unsigned char hash[32]; /* bearer: SHA-256 of the token */
 };
 
 struct jrpc_keys {
     jrpc_key_t *keys; /* sorted by id (memcmp order, then length) for bsearch */
     size_t      n;    /* entries in keys */
+    const jrpc_key_t **bearers; /* the bearer keys, sorted by hash for bsearch */
+    size_t      nbearers;
 };
 
 /* ---- the key file ---- */
@@ -51,6 +56,7 @@ void jrpc_keys_destroy(jrpc_keys_t **self_p)
     for (size_t i = 0; i < k->n; i++)
         key_dispose(&k->keys[i]);
     free(k->keys);
+    free(k->bearers);
     free(k);
     *self_p = NULL;
 }
@@ -125,6 +131,25 @@ static size_t split_fields(char *line, char **fields)
 
 /* Parses one line into key; returns 1 when it defined a key, 0 for a blank
  * or comment line, -EINVAL with err set for a bad line, -ENOMEM. */
+/* 64 lower-case hex digits, then the end: their 32 bytes in out. */
+static bool hex32(const char *s, unsigned char out[32])
+{
+    for (size_t i = 0; i < 64; i++) {
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return false;
+        out[i / 2] = (unsigned char)(i % 2 ? out[i / 2] | v : v << 4);
+    }
+    return s[64] == '\0';
+}
+
+static int hash_cmp(const void *a, const void *b)
+{
+    const jrpc_key_t *x = *(const jrpc_key_t *const *)a, *y = *(const jrpc_key_t *const *)b;
+    return memcmp(x->hash, y->hash, sizeof x->hash);
+}
+
 static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
                       size_t secret_min, jrpc_key_t *key, char *err, size_t errlen)
 {
@@ -158,6 +183,17 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
     }
     const char *secret = fields[1];
     size_t secret_n = strlen(secret);
+    unsigned char hash[32];
+    bool bearer = strncmp(secret, JRPC_KEYS_BEARER, sizeof JRPC_KEYS_BEARER - 1) == 0;
+    if (bearer) {
+        if (!hex32(secret + sizeof JRPC_KEYS_BEARER - 1, hash)) {
+            jrpc_errf(err, errlen, "%s:%u: bearer key \"%s\" needs %s and 64 lower-case hex "
+                    "digits (jrpc bearer-key writes the line)", path, lineno, id, JRPC_KEYS_BEARER);
+            goto out;
+        }
+        secret = "";
+        secret_n = 0;
+    }
     for (size_t i = 0; i < secret_n; i++) {
         unsigned char c = (unsigned char)secret[i];
         if (c <= 0x20 || c >= 0x7f) {
@@ -166,7 +202,7 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
             goto out;
         }
     }
-    if (secret_n < secret_min) {
+    if (!bearer && secret_n < secret_min) {
         jrpc_errf(err, errlen, "%s:%u: secret of key \"%s\" is %zu characters, at least %zu "
                 "are required", path, lineno, id, secret_n, secret_min);
         goto out;
@@ -186,6 +222,9 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
     key->line = lineno;
     key->id_n = id_n;
     key->secret_n = secret_n;
+    key->bearer = bearer;
+    if (bearer)
+        memcpy(key->hash, hash, sizeof hash);
     if ((key->id = strdup(id)) == NULL || (key->secret = strdup(secret)) == NULL)
         goto fail;
     if (n > 2) {
@@ -281,6 +320,24 @@ int jrpc_keys_load(const char *path, const jrpc_keys_opts_t *opts, jrpc_keys_t *
             goto out;
         }
     }
+    for (size_t i = 0; i < k->n; i++)
+        k->nbearers += k->keys[i].bearer;
+    if (k->nbearers) {
+        if ((k->bearers = calloc(k->nbearers, sizeof *k->bearers)) == NULL)
+            goto nomem;
+        for (size_t i = 0, j = 0; i < k->n; i++)
+            if (k->keys[i].bearer)
+                k->bearers[j++] = &k->keys[i];
+        qsort(k->bearers, k->nbearers, sizeof *k->bearers, hash_cmp);
+        for (size_t i = 1; i < k->nbearers; i++) {
+            if (hash_cmp(&k->bearers[i - 1], &k->bearers[i]) == 0) {
+                /* one token, two keys: which key's ACL would it get? */
+                jrpc_errf(err, errlen, "%s:%u: bearer key \"%s\" has the same token as \"%s\"",
+                        path, k->bearers[i]->line, k->bearers[i]->id, k->bearers[i - 1]->id);
+                goto out;
+            }
+        }
+    }
     rc = 0;
     goto out;
 nomem:
@@ -314,13 +371,53 @@ const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id)
     return bsearch(&id, k->keys, k->n, sizeof *k->keys, find_cmp);
 }
 
+static int find_hash_cmp(const void *needle, const void *elem)
+{
+    const jrpc_key_t *key = *(const jrpc_key_t *const *)elem;
+    return memcmp(needle, key->hash, sizeof key->hash);
+}
+
+const jrpc_key_t *jrpc_keys_find_bearer(const jrpc_keys_t *k, jrpc_span_t token)
+{
+    unsigned char hash[EVP_MAX_MD_SIZE];
+    unsigned int hn = 0;
+    if (k->nbearers == 0 || token.n == 0 || token.n > JRPC_KEYS_TOKEN_MAX ||
+        EVP_Digest(token.p, token.n, hash, &hn, EVP_sha256(), NULL) != 1)
+        return NULL;
+    const jrpc_key_t *const *hit = bsearch(hash, k->bearers, k->nbearers, sizeof *k->bearers,
+                                           find_hash_cmp);
+    return hit ? *hit : NULL;
+}
+
 const jrpc_key_t *jrpc_keys_first(const jrpc_keys_t *k)
 {
     const jrpc_key_t *first = NULL;
     for (size_t i = 0; i < k->n; i++)
-        if (first == NULL || k->keys[i].line < first->line)
+        if (!k->keys[i].bearer && (first == NULL || k->keys[i].line < first->line))
             first = &k->keys[i];
     return first;
+}
+
+bool jrpc_key_is_bearer(const jrpc_key_t *key)
+{
+    return key->bearer;
+}
+
+int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t outlen)
+{
+    unsigned char hash[EVP_MAX_MD_SIZE];
+    unsigned int hn = 0;
+    if (!id_ok(id.p, id.n) || token.n == 0 || token.n > JRPC_KEYS_TOKEN_MAX)
+        return -EINVAL;
+    if (EVP_Digest(token.p, token.n, hash, &hn, EVP_sha256(), NULL) != 1)
+        return -ENOMEM;
+    size_t need = id.n + 1 + sizeof JRPC_KEYS_BEARER - 1 + 64;
+    if (need + 1 > outlen)
+        return -ENOSPC;
+    int n = snprintf(out, outlen, "%.*s %s", (int)id.n, id.p, JRPC_KEYS_BEARER);
+    for (unsigned i = 0; i < 32; i++)
+        n += snprintf(out + n, outlen - (size_t)n, "%02x", hash[i]);
+    return n;
 }
 
 jrpc_span_t jrpc_key_id(const jrpc_key_t *key)

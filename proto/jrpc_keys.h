@@ -10,6 +10,11 @@
  * is printable ASCII without spaces; the globs (fnmatch(3) patterns) are the
  * methods the key may call, none meaning all.
  *
+ * A secret of the form "bearer-sha256:" and 64 lower-case hex digits makes
+ * a bearer key instead (docs/SIGNING.md "Bearer keys"): the file holds the
+ * SHA-256 of a token the client sends as "Authorization: Bearer TOKEN", not
+ * the token; such a key cannot sign, and a signing key is no bearer token.
+ *
  * Pure code apart from reading the file with stdio: no sockets, no loop.
  * Secrets never appear in a message, and the lines read are wiped. */
 #ifndef JRPC_KEYS_H
@@ -21,6 +26,8 @@
 
 #define JRPC_KEYS_ID_MAX     64   /* longest key id */
 #define JRPC_KEYS_SECRET_MIN 16   /* shortest secret the broker accepts */
+#define JRPC_KEYS_BEARER     "bearer-sha256:"   /* the secret field's prefix of a bearer key */
+#define JRPC_KEYS_TOKEN_MAX  240  /* longest bearer token looked up */
 
 typedef struct jrpc_keys jrpc_keys_t;
 typedef struct jrpc_key  jrpc_key_t;
@@ -50,13 +57,28 @@ size_t jrpc_keys_count(const jrpc_keys_t *k);
 /* The key with this id, or NULL. Borrowed from k. */
 const jrpc_key_t *jrpc_keys_find(const jrpc_keys_t *k, jrpc_span_t id);
 
-/* The key defined first in the file, or NULL when there is none. */
+/* The bearer key whose hash is SHA-256(token), or NULL (none, a token of
+ * more than JRPC_KEYS_TOKEN_MAX bytes, or out of memory). Borrowed from k.
+ * The comparison is on hashes, so its timing says nothing about a token. */
+const jrpc_key_t *jrpc_keys_find_bearer(const jrpc_keys_t *k, jrpc_span_t token);
+
+/* The signing key defined first in the file (bearer keys are skipped), or
+ * NULL when there is none. */
 const jrpc_key_t *jrpc_keys_first(const jrpc_keys_t *k);
 
 /* The key's id and secret, borrowed from its set (the secret is never to
- * be logged; the set wipes it when destroyed). */
+ * be logged; the set wipes it when destroyed). A bearer key's secret is
+ * empty. */
 jrpc_span_t jrpc_key_id(const jrpc_key_t *key);
 jrpc_span_t jrpc_key_secret(const jrpc_key_t *key);
+
+/* True for a bearer key (it authenticates by token, never by signature). */
+bool jrpc_key_is_bearer(const jrpc_key_t *key);
+
+/* The line a key file holds for a bearer key id with this token:
+ * "<id> bearer-sha256:<hex>" (no newline) in out. Returns its length, or
+ * -EINVAL (a bad id, an empty token) / -ENOSPC. For `jrpc bearer-key`. */
+int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t outlen);
 
 /* True when the key may call method (its globs, or no globs at all). */
 bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);

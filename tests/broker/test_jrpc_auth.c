@@ -297,6 +297,39 @@ static void test_strerror(void **state)
     assert_string_equal(jrpc_auth_strerror(-EACCES), "unauthorized");
 }
 
+/* A bearer token is checked alone (the signing fields are not read); a
+ * bearer key's id in signing headers is refused, whatever the signature. */
+static void test_bearer(void **state)
+{
+    (void)state;
+    jrpc_keys_t *k = load_text("tok bearer-sha256:"
+                               "965b04f03a8200d4bff70f6df635c1d4d3e9c9a1d164d415efc95b9304bfbaf2\n"
+                               "demo s3cr3t-s3cr3t-s3cr3t\n");
+    const jrpc_key_t *got = NULL;
+    jrpc_auth_req_t req = { .bearer = SPAN("alice-token-0123456789") };
+    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
+    assert_ptr_equal(got, jrpc_keys_find(k, SPAN("tok")));
+    /* with stale signing fields beside it: still the token alone */
+    req.key = SPAN("demo");
+    req.timestamp_text = SPAN("1");
+    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
+    req = (jrpc_auth_req_t){ .bearer = SPAN("alice-token-012345678") };
+    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
+                     JRPC_AUTH_EBEARER);
+    assert_null(got);
+    /* the bearer key's id, signed with its (empty) secret: refused */
+    char sig[JRPC_SIGN_HEX_LEN + 1], ts[24];
+    snprintf(ts, sizeof ts, "%lld", (long long)NOW);
+    assert_int_equal(jrpc_sign_compute(sig, SPAN(""), SPAN("tok"), NOW, SPAN(NONCE), BODY,
+                                       sizeof BODY - 1), 0);
+    req = (jrpc_auth_req_t){ .key = SPAN("tok"), .timestamp_text = { ts, strlen(ts) },
+                             .nonce = SPAN(NONCE), .signature = { sig, JRPC_SIGN_HEX_LEN } };
+    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
+                     JRPC_AUTH_ENOT_SIGNING);
+    assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_EBEARER), "unknown bearer token");
+    jrpc_keys_destroy(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_timestamp_text),
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_bearer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -86,9 +86,9 @@ echo > "$E2E_TMP/none"
 refused "unsigned" "$E2E_TMP/none" "$E2E_TMP/b1" "request is not signed"
 check "no refused request wrote to Redis" "$before" "$(dbsize)"
 check "server_time in error.data" 1 "$(post "$E2E_TMP/b1" "$E2E_TMP/none" | grep -c '"server_time":[0-9]')"
-check "401 carries WWW-Authenticate" 1 \
+check "401 carries WWW-Authenticate: the signature, and bearer tokens" "JRPC-HMAC-SHA256 Bearer" \
     "$(curl -s -i -H 'Content-Type: application/json' --data-binary @"$E2E_TMP/b1" "$HTTP_URL/rpc" |
-        grep -ci '^WWW-Authenticate: ')"
+        grep -i '^WWW-Authenticate: ' | awk '{print $2}' | tr -d '\r' | tr '\n' ' ' | sed 's/ $//')"
 
 # The ACL: a batch mixing allowed and forbidden methods.
 printf '%s' '[{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1},{"jsonrpc":"2.0","method":"subtract","params":[5,1],"id":2},{"jsonrpc":"2.0","method":"sum","params":[1,2,3],"id":3}]' > "$E2E_TMP/acl"

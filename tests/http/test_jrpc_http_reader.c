@@ -56,7 +56,7 @@ static void tr_flush_body(trace_t *t)
 
 static const char *const field_names[JRPC_HTTP_NFIELDS] = {
     "ct", "accept", "upgrade", "timeout", "tp", "key", "ts", "nonce", "sig",
-    "wskey", "wsver", "wsproto", "origin", "mcpver",
+    "wskey", "wsver", "wsproto", "origin", "mcpver", "authz",
 };
 
 static void tr_head(trace_t *t, const jrpc_http_reader_t *r)
@@ -352,6 +352,11 @@ static void kept_values(void **state)
     expect("GET / HTTP/1.1\r\n" HOST "Sec-WebSocket-Key: 0123456789012345678901234567890123456789\r\n"
            "Origin: null\r\nSec-WebSocket-Versions: 13\r\nSec-WebSocket-Protocolx: a\r\n\r\n",
            "H GET / 1.1 ka wskey=01234567890123456789012345678901~ origin=null|E|idle");
+    /* Authorization (bearer keys): kept trimmed, a second one counted */
+    expect(POSTH "AUTHORIZATION:  Bearer abc.DEF-123 \r\nAuthorizations: x\r\n\r\n",
+           "H POST /rpc 1.1 ka authz=Bearer abc.DEF-123|E|idle");
+    expect(POSTH "Authorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n",
+           "H POST /rpc 1.1 ka authz=Bearer a#2|E|idle");
 }
 
 /* A WebSocket upgrade: at HEAD the caller takes the connection over, and

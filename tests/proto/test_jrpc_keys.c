@@ -259,6 +259,71 @@ static void test_acl(void **state)
     jrpc_keys_destroy(&k);
 }
 
+/* Bearer keys: the file holds SHA-256(token); a token finds its key, the
+ * hash itself or a near token does not; bearer keys never sign and are not
+ * "the first key"; a malformed hash or one token for two keys is refused. */
+#define ALICE_HASH "965b04f03a8200d4bff70f6df635c1d4d3e9c9a1d164d415efc95b9304bfbaf2"
+#define BOB_HASH   "7e875e1af05facc87c6a24cde83d270e00e03acf38b117e6778f9ac7d9536d8e"
+static void test_bearer(void **state)
+{
+    (void)state;
+    opts = NULL;
+    jrpc_keys_t *k = load_text("alice bearer-sha256:" ALICE_HASH " ping tools/*\n"
+                               "signer s3cr3t-s3cr3t-s3cr3t\n"
+                               "bob bearer-sha256:" BOB_HASH "\n");
+    assert_non_null(k);
+    assert_int_equal(jrpc_keys_count(k), 3);
+    const jrpc_key_t *a = jrpc_keys_find_bearer(k, SPAN("alice-token-0123456789"));
+    assert_non_null(a);
+    assert_true(jrpc_key_is_bearer(a));
+    assert_ptr_equal(a, jrpc_keys_find(k, SPAN("alice")));
+    assert_int_equal(jrpc_key_secret(a).n, 0);
+    assert_true(jrpc_key_allows(a, SPAN("tools/call")));
+    assert_false(jrpc_key_allows(a, SPAN("prompts/get")));
+    const jrpc_key_t *b = jrpc_keys_find_bearer(k, SPAN("bob-token-abcdefghij"));
+    assert_non_null(b);
+    assert_memory_equal(jrpc_key_id(b).p, "bob", 3);
+    assert_null(jrpc_keys_find_bearer(k, SPAN("alice-token-012345678")));
+    assert_null(jrpc_keys_find_bearer(k, SPAN("alice-token-01234567890")));
+    assert_null(jrpc_keys_find_bearer(k, SPAN(ALICE_HASH)));
+    assert_null(jrpc_keys_find_bearer(k, SPAN("s3cr3t-s3cr3t-s3cr3t")));   /* a secret is no token */
+    assert_null(jrpc_keys_find_bearer(k, SPAN("")));
+    assert_false(jrpc_key_is_bearer(jrpc_keys_find(k, SPAN("signer"))));
+    /* the first key is the first that can sign */
+    assert_memory_equal(jrpc_key_id(jrpc_keys_first(k)).p, "signer", 6);
+    jrpc_keys_destroy(&k);
+
+    k = load_text("bob bearer-sha256:" BOB_HASH "\n");
+    assert_non_null(k);
+    assert_null(jrpc_keys_first(k));
+    assert_null(jrpc_keys_find_bearer(k, SPAN("alice-token-0123456789")));
+    jrpc_keys_destroy(&k);
+    k = load_text("s s3cr3t-s3cr3t-s3cr3t\n");   /* no bearer key at all */
+    assert_null(jrpc_keys_find_bearer(k, SPAN("alice-token-0123456789")));
+    jrpc_keys_destroy(&k);
+
+    expect_error("x bearer-sha256:" "965B04F03A8200D4BFF70F6DF635C1D4D3E9C9A1D164D415EFC95B9304BFBAF2\n",
+                 "1: bearer key \"x\" needs bearer-sha256: and 64 lower-case hex digits "
+                 "(jrpc bearer-key writes the line)");
+    expect_error("x bearer-sha256:" ALICE_HASH "0\n",
+                 "1: bearer key \"x\" needs bearer-sha256: and 64 lower-case hex digits "
+                 "(jrpc bearer-key writes the line)");
+    expect_error("x bearer-sha256:\n",
+                 "1: bearer key \"x\" needs bearer-sha256: and 64 lower-case hex digits "
+                 "(jrpc bearer-key writes the line)");
+    expect_error("a bearer-sha256:" BOB_HASH "\n\nb bearer-sha256:" BOB_HASH "\n",
+                 "3: bearer key \"b\" has the same token as \"a\"");
+
+    /* the line jrpc bearer-key writes is the line the loader takes */
+    char line[160];
+    int n = jrpc_keys_bearer_line(SPAN("alice"), SPAN("alice-token-0123456789"), line, sizeof line);
+    assert_int_equal(n, (int)strlen("alice bearer-sha256:" ALICE_HASH));
+    assert_string_equal(line, "alice bearer-sha256:" ALICE_HASH);
+    assert_int_equal(jrpc_keys_bearer_line(SPAN("al ice"), SPAN("t"), line, sizeof line), -EINVAL);
+    assert_int_equal(jrpc_keys_bearer_line(SPAN("alice"), SPAN(""), line, sizeof line), -EINVAL);
+    assert_int_equal(jrpc_keys_bearer_line(SPAN("alice"), SPAN("t"), line, 40), -ENOSPC);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_load_options),
         cmocka_unit_test(test_acl),
+        cmocka_unit_test(test_bearer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
