@@ -841,6 +841,7 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .redis_failures = rs.failures, .replays = bs.replays,
         .signature_failures = bs.unauthorized, .acl_denied = bs.acl_denied,
         .late_answers = ws.late, .redispatched = ws.redispatched, .calls_lost = ws.lost,
+        .hedges = ws.hedges, .hedges_won = ws.hedges_won,
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
         .each_credit = each_credit, .src = b->workers,

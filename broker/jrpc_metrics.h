@@ -162,7 +162,7 @@ typedef struct jrpc_metrics_read {
     uint32_t bodies_open, calls_inflight, calls_queued, workers_connected;
     int      redis_up;                  /* 0 or 1 */
     uint64_t redis_failures, replays, signature_failures, acl_denied;
-    uint64_t late_answers, redispatched, calls_lost, frames_malformed;
+    uint64_t late_answers, redispatched, calls_lost, frames_malformed, hedges, hedges_won;
     uint32_t methods;                   /* method names known to the worker side */
     uint64_t ready_refused, ejections;  /* READYs refused; workers ejected */
     /* Calls emit(emit_arg, label, credit) once per worker; NULL: none. */

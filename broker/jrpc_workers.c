@@ -19,7 +19,16 @@
  * it: m->refs) and is freed at the next safe point after the last goes
  * (method_sweep), so READYs with new names in turn do not grow the table.
  * Liveness counts heartbeat ticks without a message, so a long callback
- * (which delays the ticks as well as the reading) cannot expire a worker. */
+ * (which delays the ticks as well as the reading) cannot expire a worker.
+ *
+ * Hedging (opts.hedge_budget_pct): a call sent to a worker that declared
+ * its method idempotent joins the watch list (slots linked in the order
+ * they were sent); a timer walks it from the oldest and gives a call that
+ * has waited past its method's threshold a twin slot: the same owner,
+ * index and params, sent to another worker. The two slots point at each
+ * other; the first answer finishes the call and takes the owner from the
+ * other, whose answer is then dropped when it comes (so credit stays
+ * exact), and a twin whose worker is lost simply goes away. */
 #include "jrpc_workers.h"
 
 #include <errno.h>
@@ -47,8 +56,18 @@
  * REQUESTs outstanding at a worker, so only a worker that stopped reading
  * (heartbeats pile up) gets near it; by then liveness has removed it. */
 #define WORKER_HWM 100000
+/* Answer times per method, for the hedging threshold: LAT_BUCKETS buckets
+ * of a quarter octave from LAT_BASE_US (so a p95 within 19 %), halved when
+ * LAT_DECAY answers are counted (the last few thousand answers count). */
+#define LAT_BUCKETS 64
+#define LAT_BASE_US 50
+#define LAT_DECAY   2048
+#define LAT_MIN_N   20       /* answers seen before the p95 is trusted */
+#define HEDGE_COST  100      /* budget units a hedge spends; a call earns budget_pct */
+#define HEDGE_BURST (20 * HEDGE_COST)   /* budget kept at most: 20 hedges at once */
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_SENT };
+enum { SL_HEDGE = 1, SL_LOST_RACE = 2, SL_WATCHED = 4 };   /* slot_t.flags */
 
 typedef struct worker worker_t;
 typedef struct method method_t;
@@ -69,6 +88,10 @@ typedef struct slot {
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
     uint32_t    bytes;      /* SLOT_SENT: its bytes in the REQUEST (worker->bytes) */
+    uint8_t     flags;      /* SL_*: a hedge copy; lost the race; on the watch list */
+    uint32_t    twin;       /* the other copy of a hedged call, or NIL */
+    uint32_t    wprev, wnext; /* the watch list (SL_WATCHED) */
+    uint64_t    sent_ms;    /* SL_WATCHED: loop ms when sent */
 } slot_t;
 
 struct method {
@@ -86,6 +109,9 @@ struct method {
     uint32_t    nejected;   /* of workers[], those ejected */
     bool        in_gc;      /* on the jrpc_workers gc list */
     method_t   *gc_next;    /* gc list */
+    uint32_t   *lat;        /* hedging: answer times, LAT_BUCKETS counts (lazy) */
+    uint32_t    nlat;       /* answers in lat */
+    uint32_t    p95_ms;     /* the hedging threshold, refreshed every 32 answers; 0: unknown */
 };
 
 struct worker {
@@ -142,6 +168,11 @@ struct jrpc_workers {
     uint64_t        ejections;     /* workers ejected */
     msgpack_zone    zone;          /* for decoding one frame at a time */
     jrpc_buf_t      scratch;       /* encoding of small messages */
+    uv_timer_t      hedge_timer;   /* walks the watch list while it is not empty */
+    uint32_t        whead, wtail;  /* the watch list, oldest first */
+    uint32_t        hedge_budget;  /* units: a first send earns budget_pct, a hedge costs 100 */
+    uint64_t        hedges, hedges_won;
+    uint32_t        lat_edge[LAT_BUCKETS]; /* upper edge of each bucket, us */
 };
 
 static uint64_t now_ms(jrpc_workers_t *w)
@@ -251,6 +282,7 @@ static void method_sweep(jrpc_workers_t *w)
         *pp = m->next;
         w->nmethods--;
         free(m->workers);
+        free(m->lat);
         free(m->name);
         free(m);
     }
@@ -293,13 +325,21 @@ static int slot_alloc(jrpc_workers_t *w, uint32_t *idx)
     memset(s, 0, sizeof *s);
     s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
     s->next = NIL;
+    s->twin = s->wprev = s->wnext = NIL;
     *idx = i;
     return 0;
 }
 
+static void watch_del(jrpc_workers_t *w, uint32_t i);
+
 static void slot_free(jrpc_workers_t *w, uint32_t i)
 {
     slot_t *s = &w->slots[i];
+    watch_del(w, i);
+    if (s->twin != NIL) {   /* the other copy goes on alone */
+        w->slots[s->twin].twin = NIL;
+        s->twin = NIL;
+    }
     if (s->method) {
         method_unref(w, s->method);
         s->method = NULL;
@@ -363,6 +403,189 @@ static int send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type
     return 0;
 }
 
+/* ---- hedging ---- */
+
+static void on_hedge_tick(uv_timer_t *t);
+static bool worker_has_room(const jrpc_workers_t *w, const worker_t *wk);
+static bool worker_eligible(const worker_t *wk, const method_t *m);
+static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i);
+
+static void watch_del(jrpc_workers_t *w, uint32_t i)
+{
+    slot_t *s = &w->slots[i];
+    if (!(s->flags & SL_WATCHED))
+        return;
+    s->flags &= (uint8_t)~SL_WATCHED;
+    if (s->wprev == NIL)
+        w->whead = s->wnext;
+    else
+        w->slots[s->wprev].wnext = s->wnext;
+    if (s->wnext == NIL)
+        w->wtail = s->wprev;
+    else
+        w->slots[s->wnext].wprev = s->wprev;
+    s->wprev = s->wnext = NIL;
+}
+
+static bool worker_idempotent(const worker_t *wk, const method_t *m);
+
+/* Call i was just given to wk: a first send earns hedging budget, and a
+ * call of a method wk declared idempotent is watched (at the tail: the
+ * list stays in the order of sending). */
+static void hedge_watch(jrpc_workers_t *w, worker_t *wk, uint32_t i)
+{
+    slot_t *s = &w->slots[i];
+    if (s->flags & SL_HEDGE)
+        return;
+    if (s->resent == 0 && w->hedge_budget < HEDGE_BURST)
+        w->hedge_budget += w->opts.hedge_budget_pct;
+    watch_del(w, i);   /* sent again: watched from now */
+    if (s->twin != NIL || !worker_idempotent(wk, s->method))
+        return;
+    s->flags |= SL_WATCHED;
+    s->sent_ms = now_ms(w);
+    s->wprev = w->wtail;
+    s->wnext = NIL;
+    if (w->wtail == NIL)
+        w->whead = i;
+    else
+        w->slots[w->wtail].wnext = i;
+    w->wtail = i;
+    if (!uv_is_active((uv_handle_t *)&w->hedge_timer)) {
+        uint64_t tick = w->opts.hedge_min_ms / 2 ? w->opts.hedge_min_ms / 2 : 1;
+        uv_timer_start(&w->hedge_timer, on_hedge_tick, tick, tick);
+    }
+}
+
+/* The hedging defaults and tables (the rest of w is zero). */
+static void hedge_init(jrpc_workers_t *w)
+{
+    static const uint32_t quarter[4] = { 1000, 1189, 1414, 1682 };   /* 2^(k/4), per mille */
+    if (w->opts.hedge_min_ms == 0)
+        w->opts.hedge_min_ms = 10;
+    if (w->opts.hedge_max_ms < w->opts.hedge_min_ms)
+        w->opts.hedge_max_ms = w->opts.hedge_min_ms > 1000 ? w->opts.hedge_min_ms : 1000;
+    w->whead = w->wtail = NIL;
+    for (uint32_t b = 0; b < LAT_BUCKETS; b++)   /* LAT_BASE_US × 2^((b+1)/4) */
+        w->lat_edge[b] = (uint32_t)((uint64_t)LAT_BASE_US * quarter[(b + 1) % 4] / 1000
+                                    << ((b + 1) / 4));
+}
+
+/* An answer of m came ns after its REQUEST left: counted for m's p95. */
+static void lat_observe(jrpc_workers_t *w, method_t *m, uint64_t ns)
+{
+    if (m->lat == NULL && (m->lat = calloc(LAT_BUCKETS, sizeof *m->lat)) == NULL)
+        return;
+    uint64_t us = ns / 1000;
+    uint32_t lo = 0, hi = LAT_BUCKETS - 1;   /* the first bucket whose edge is >= us */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (w->lat_edge[mid] >= us)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    m->lat[lo]++;
+    if (++m->nlat >= LAT_DECAY) {
+        m->nlat = 0;
+        for (uint32_t b = 0; b < LAT_BUCKETS; b++)
+            m->nlat += (m->lat[b] /= 2);
+    }
+    if (m->nlat % 32 == 0 && m->nlat >= LAT_MIN_N) {
+        uint32_t want = m->nlat - m->nlat / 20, cum = 0, b = 0;   /* 95 % of them */
+        while (b < LAT_BUCKETS - 1 && (cum += m->lat[b]) < want)
+            b++;
+        m->p95_ms = (w->lat_edge[b] + 999) / 1000;
+    }
+}
+
+/* How long a call of m may wait before it is hedged. */
+static uint64_t hedge_after_ms(const jrpc_workers_t *w, const method_t *m)
+{
+    uint64_t t = m->p95_ms ? m->p95_ms : w->opts.hedge_max_ms;
+    if (t < w->opts.hedge_min_ms)
+        t = w->opts.hedge_min_ms;
+    return t > w->opts.hedge_max_ms ? w->opts.hedge_max_ms : t;
+}
+
+/* Gives call i a twin at another worker that declared its method
+ * idempotent and has room. Returns 0, or -ENOENT (none), -ENOMEM. */
+static int hedge(jrpc_workers_t *w, uint32_t i)
+{
+    method_t *m = w->slots[i].method;
+    worker_t *held = w->slots[i].worker, *best = NULL;
+    uint32_t best_free = 0;
+    for (uint32_t k = 0; k < m->nworkers; k++) {
+        worker_t *wk = m->workers[k];
+        uint32_t fr = wk->credit - wk->inflight;
+        if (wk != held && worker_has_room(w, wk) && worker_eligible(wk, m) && fr > best_free &&
+            worker_idempotent(wk, m)) {
+            best = wk;
+            best_free = fr;
+        }
+    }
+    uint32_t j;
+    if (best == NULL)
+        return -ENOENT;
+    if (slot_alloc(w, &j) < 0)   /* may move the slots */
+        return -ENOMEM;
+    slot_t *s = &w->slots[i], *h = &w->slots[j];
+    h->owner = s->owner;
+    h->index = s->index;
+    h->method = m;
+    m->refs++;
+    h->params = s->params;
+    h->trace = s->trace;
+    h->deadline = s->deadline;
+    h->t_ns = jrpc_metrics.now;
+    h->flags = SL_HEDGE;
+    if (worker_add_call(w, best, j) < 0) {
+        slot_free(w, j);
+        return -ENOMEM;
+    }
+    w->slots[i].twin = j;
+    w->slots[j].twin = i;
+    w->hedge_budget -= HEDGE_COST;
+    w->hedges++;
+    return 0;
+}
+
+/* Walks the watch list from its oldest call: those past their method's
+ * threshold are hedged while the budget lasts; the walk stops at the first
+ * call younger than hedge_min_ms (all after it are younger still). A call
+ * that cannot be hedged now (no budget, no other worker with room) is
+ * tried again at the next tick, until it is 2 × hedge_max_ms old. */
+static void on_hedge_tick(uv_timer_t *t)
+{
+    jrpc_workers_t *w = t->data;
+    uint64_t now = now_ms(w);
+    bool sent = false;
+    jrpc_metrics_tick();
+    for (uint32_t i = w->whead, next; i != NIL; i = next) {
+        slot_t *s = &w->slots[i];
+        next = s->wnext;
+        uint64_t age = now - s->sent_ms;
+        if (age < w->opts.hedge_min_ms)
+            break;
+        if (s->owner == NULL || s->twin != NIL) {
+            watch_del(w, i);
+            continue;
+        }
+        if (age < hedge_after_ms(w, s->method))
+            continue;
+        if (w->hedge_budget >= HEDGE_COST && hedge(w, i) == 0) {
+            sent = true;
+            watch_del(w, i);
+        } else if (age > 2 * (uint64_t)w->opts.hedge_max_ms) {
+            watch_del(w, i);
+        }
+    }
+    if (sent)
+        jrpc_workers_flush(w);
+    if (w->whead == NIL)
+        uv_timer_stop(t);
+}
+
 /* Adds call i (its method, params and deadline are in the slot) to the
  * worker's REQUEST under construction. */
 static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
@@ -395,12 +618,14 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     wk->out_n++;
     wk->inflight++;
     w->inflight++;
-    if (s->resent == 0)
+    if (s->resent == 0 && !(s->flags & SL_HEDGE))
         jrpc_hist_observe(&jrpc_metrics.queue, jrpc_metrics_since(s->t_ns));
     s->t_ns = jrpc_metrics.now;   /* it leaves at the flush ending this loop turn */
     s->state = SLOT_SENT;
     s->worker = wk;
     s->flush_no = wk->flushes;
+    if (w->opts.hedge_budget_pct)
+        hedge_watch(w, wk, i);
     return 0;
 }
 
@@ -565,7 +790,7 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
         slot_t *s = &w->slots[i];
         if (s->state != SLOT_SENT || s->worker != wk)
             continue;
-        if (s->owner == NULL) { /* cancelled: nobody waits for it */
+        if (s->owner == NULL || s->twin != NIL) { /* cancelled, or its twin goes on alone */
             slot_free(w, i);
             continue;
         }
@@ -807,7 +1032,10 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
             continue;
         held_end(w, wk, s);
         calls++;
-        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
+        if (s->twin != NIL)   /* its twin may still answer */
+            slot_free(w, i);
+        else
+            slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
     }
     JRPC_LOG(JRPC_LOG_WARN, "workers",
              "event=request_rejected worker=%s request=%llu calls=%u inflight=%u", wk->name,
@@ -834,11 +1062,23 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
             continue;
         }
         held_end(w, wk, s);
-        jrpc_hist_observe(&jrpc_metrics.worker, jrpc_metrics_since(s->t_ns));
-        if (s->owner == NULL)
-            w->late++;
-        else
+        uint64_t took = jrpc_metrics_since(s->t_ns);
+        jrpc_hist_observe(&jrpc_metrics.worker, took);
+        if (w->opts.hedge_budget_pct)
+            lat_observe(w, s->method, took);
+        if (s->owner == NULL) {
+            if (!(s->flags & SL_LOST_RACE))   /* a hedge's loser is no late answer */
+                w->late++;
+        } else {
             wk->timeouts = 0;   /* answered in time */
+            if (s->twin != NIL) {   /* first of two: the other is dropped when it comes */
+                slot_t *o = &w->slots[s->twin];
+                o->owner = NULL;
+                o->flags |= SL_LOST_RACE;
+                if (s->flags & SL_HEDGE)
+                    w->hedges_won++;
+            }
+        }
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
     }
     worker_pull(w, wk);
@@ -1013,6 +1253,7 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
         w->opts.max_worker_bytes = JRPC_WORKERS_MAX_WORKER_BYTES;
     if (w->opts.eject_ms == 0)
         w->opts.eject_ms = JRPC_WORKERS_EJECT_MS;
+    hedge_init(w);
     w->mtab_size = 256;
     w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
     jrpc_buf_init(&w->scratch);
@@ -1042,6 +1283,8 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
         goto fail;
     uv_timer_init(loop, &w->heartbeat);
     w->heartbeat.data = w;
+    uv_timer_init(loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
     uv_timer_start(&w->heartbeat, on_heartbeat, opts->heartbeat_ms, opts->heartbeat_ms);
     w->grace_until = now_ms(w) + (uint64_t)opts->heartbeat_ms * opts->liveness;
     JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s curve=%s", opts->endpoint,
@@ -1104,6 +1347,8 @@ void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
     if (s->owner == NULL)
         return;
     s->owner = NULL;
+    if (s->twin != NIL)   /* a hedged call: both copies */
+        w->slots[s->twin].owner = NULL;
     if (s->state == SLOT_QUEUED)
         w->queued--; /* the slot is freed when it reaches the head of its queue */
     worker_t *wk = s->worker;
@@ -1155,6 +1400,8 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->methods = w->nmethods;
     st->ready_refused = w->ready_refused;
     st->ejections = w->ejections;
+    st->hedges = w->hedges;
+    st->hedges_won = w->hedges_won;
 }
 
 bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
@@ -1200,6 +1447,7 @@ static void on_closed_handle(uv_handle_t *h)
             method_t *m = w->mtab[b];
             w->mtab[b] = m->next;
             free(m->workers);
+            free(m->lat);
             free(m->name);
             free(m);
         }
@@ -1223,7 +1471,8 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p)
     if (w == NULL)
         return;
     *self_p = NULL;
-    w->closing = 2;
+    w->closing = 3;
     uv_close((uv_handle_t *)&w->heartbeat, on_closed_handle);
+    uv_close((uv_handle_t *)&w->hedge_timer, on_closed_handle);
     jrpc_zwatch_stop(&w->watch, on_closed_watch);
 }

@@ -57,6 +57,16 @@ typedef struct jrpc_workers_opts {
     uint32_t    eject_ms;      /* how long an ejected worker gets no new calls
                                   (unless every worker of the method is
                                   ejected) [30000] */
+    /* Hedged calls (docs/ARCHITECTURE.md "Hedged calls"): a call of a
+     * method its worker declared idempotent that has waited longer than the
+     * method's observed p95 answer time, bounded by [hedge_min_ms,
+     * hedge_max_ms], gets a second copy at another worker that declared it
+     * idempotent too; the first answer wins, the other is dropped when it
+     * comes (its credit returns then). At most hedge_budget_pct copies per
+     * 100 calls sent, over time. 0: no hedging. */
+    uint32_t    hedge_budget_pct;
+    uint32_t    hedge_min_ms;  /* [10] */
+    uint32_t    hedge_max_ms;  /* [1000] */
 } jrpc_workers_opts_t;
 
 #define JRPC_WORKERS_MAX_WORKER_METHODS 1024
@@ -132,6 +142,8 @@ typedef struct jrpc_workers_stats {
     uint32_t methods;      /* method names known (entries in the method table) */
     uint64_t ready_refused; /* READYs refused (too many methods) */
     uint64_t ejections;    /* workers ejected after eject_after timeouts in a row */
+    uint64_t hedges;       /* second copies sent */
+    uint64_t hedges_won;   /* of them, answered before the first copy */
 } jrpc_workers_stats_t;
 
 void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);

@@ -399,6 +399,8 @@ static jrpc_conf_t *conf;
 int main(int argc, char **argv)
 {
     const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
+    bool hedge = false;
+    uint32_t hedge_budget = 5;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
     jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
     jrpc_conf_list_t cors = { 0 };           /* --cors-origin */
@@ -527,6 +529,16 @@ int main(int argc, char **argv)
           .dest = &o.workers.eject_after, .min = 0, .max = 1000000 },
         { "eject-ms", U, "N", "30000", "how long an ejected worker gets no new calls",
           .dest = &o.workers.eject_ms, .min = 1, .max = 86400000 },
+        { "hedge", B, "on|off", "off", "hedged calls: a call of a method its worker declared\n"
+          "idempotent, waiting longer than the method's p95, gets a\n"
+          "second copy at another worker; the first answer wins", .dest = &hedge },
+        { "hedge-budget", U, "PCT", "5", "with --hedge on: hedges sent at most, per 100 calls",
+          .dest = &hedge_budget, .min = 1, .max = 100 },
+        { "hedge-min-ms", U, "N", "10", "with --hedge on: never hedge a call younger than this",
+          .dest = &o.workers.hedge_min_ms, .min = 1, .max = 3600000 },
+        { "hedge-max-ms", U, "N", "1000", "with --hedge on: hedge a call this old whatever the p95\n"
+          "(and before the p95 of its method is known)",
+          .dest = &o.workers.hedge_max_ms, .min = 1, .max = 3600000 },
         JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
@@ -584,6 +596,11 @@ int main(int argc, char **argv)
     if (ho.mcp_path && strcmp(ho.mcp_path, "none") == 0)
         ho.mcp_path = NULL;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
+    o.workers.hedge_budget_pct = hedge ? hedge_budget : 0;
+    if (hedge && o.workers.hedge_max_ms < o.workers.hedge_min_ms) {
+        jrpc_conf_error(conf, "hedge-max-ms", "must be at least --hedge-min-ms");
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* a is static: the loop and the handles stay reachable when start-up
      * fails and main returns 1 early (no false leak report, nothing

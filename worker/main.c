@@ -135,6 +135,11 @@ static void invalid_params(jrpc_wcall_t *call)
 
 /* ---- methods ---- */
 
+/* --slow-percent, --slow-ms: a demo of a worker with a slow tail (bench/
+ * hedge.sh): that share of the quick methods' answers is held back. */
+static uint32_t slow_percent, slow_ms;
+static void answer(jrpc_wcall_t *call, void *arg);
+
 static void m_subtract(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
     msgpack_object pair[2];
@@ -154,7 +159,7 @@ static void m_subtract(jrpc_wcall_t *call, const msgpack_object *params, void *a
     }
     if (!pack_sum(jrpc_wcall_result(call), pair, sign, 2))
         { invalid_params(call); return; }
-    jrpc_wcall_finish(call);
+    answer(call, arg);
 }
 
 static void m_sum(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -163,7 +168,7 @@ static void m_sum(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
         { invalid_params(call); return; }
     if (!pack_sum(jrpc_wcall_result(call), params->via.array.ptr, NULL, params->via.array.size))
         { invalid_params(call); return; }
-    jrpc_wcall_finish(call);
+    answer(call, arg);
 }
 
 static void m_add(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -180,18 +185,18 @@ static void m_get_data(jrpc_wcall_t *call, const msgpack_object *params, void *a
     msgpack_pack_str(pk, 5);
     msgpack_pack_str_body(pk, "hello", 5);
     msgpack_pack_int(pk, 5);
-    jrpc_wcall_finish(call);
+    answer(call, arg);
 }
 
 static void m_null(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
-    jrpc_wcall_finish(call); /* nothing packed: null */
+    answer(call, arg); /* nothing packed: null */
 }
 
 static void m_echo(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
     msgpack_pack_object(jrpc_wcall_result(call), *params);
-    jrpc_wcall_finish(call);
+    answer(call, arg);
 }
 
 /* sleep: one timer per call, in a list so that a stop can cancel them. */
@@ -199,7 +204,7 @@ typedef struct sleeper {
     uv_timer_t      timer;
     jrpc_wcall_t   *call;
     uint64_t        ms;    /* the answer */
-    bool            null;  /* slow_update: answer null instead */
+    bool            null;  /* slow_update: answer null instead; --slow-ms: packed already */
     struct sleeper *prev;  /* pending list */
     struct sleeper *next;
 } sleeper_t;
@@ -231,19 +236,15 @@ static void on_sleep_done(uv_timer_t *t)
     uv_close((uv_handle_t *)&s->timer, on_sleeper_closed);
 }
 
-static void start_sleep(jrpc_wcall_t *call, const msgpack_object *params, jrpc_worker_t *w,
-                        bool null)
+/* Finishes call ms from now (answering ms, or with what is packed when
+ * null). Returns 0 or -ENOMEM. */
+static int finish_later(jrpc_wcall_t *call, jrpc_worker_t *w, uint64_t ms, bool null)
 {
-    const msgpack_object *ms = jrpc_mpack_map_get(params, "ms");
-    if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SLEEP_MAX_MS)
-        { invalid_params(call); return; }
     sleeper_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        jrpc_wcall_error(call, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
-        return;
-    }
+    if (s == NULL)
+        return -ENOMEM;
     s->call = call;
-    s->ms = ms->via.u64;
+    s->ms = ms;
     s->null = null;
     uv_timer_init(jrpc_worker_loop(w), &s->timer);
     s->timer.data = s;
@@ -251,7 +252,36 @@ static void start_sleep(jrpc_wcall_t *call, const msgpack_object *params, jrpc_w
     if (sleepers)
         sleepers->prev = s;
     sleepers = s;
-    uv_timer_start(&s->timer, on_sleep_done, s->ms, 0);
+    uv_timer_start(&s->timer, on_sleep_done, ms, 0);
+    return 0;
+}
+
+static void start_sleep(jrpc_wcall_t *call, const msgpack_object *params, jrpc_worker_t *w,
+                        bool null)
+{
+    const msgpack_object *ms = jrpc_mpack_map_get(params, "ms");
+    if (ms == NULL || ms->type != MSGPACK_OBJECT_POSITIVE_INTEGER || ms->via.u64 > SLEEP_MAX_MS)
+        { invalid_params(call); return; }
+    if (finish_later(call, w, ms->via.u64, null) < 0)
+        jrpc_wcall_error(call, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+}
+
+/* Finishes a quick method's call: at once, or --slow-ms later for
+ * --slow-percent of them (the result is packed already). */
+static void answer(jrpc_wcall_t *call, void *arg)
+{
+    static uint64_t x;   /* xorshift64: a fair share, no libc state */
+    if (slow_percent == 0) {
+        jrpc_wcall_finish(call);
+        return;
+    }
+    if (x == 0)
+        x = (uint64_t)uv_hrtime() | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (x % 100 >= slow_percent || finish_later(call, arg, slow_ms, true) < 0)
+        jrpc_wcall_finish(call);
 }
 
 static void m_sleep(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -409,6 +439,11 @@ int main(int argc, char **argv)
           "worker reconnects", .dest = &opts.liveness, .min = 1, .max = 100 },
         { "drain-timeout-ms", U, "N", "30000", "on SIGTERM, how long to wait at most for the\n"
           "calls held to finish", .dest = &drain_timeout_ms, .min = 0, .max = 86400000 },
+        { "slow-percent", U, "P", "0", "demo of a slow tail: hold back this share of the answers\n"
+          "of the quick methods (all but sleep, slow_update, spin)\n"
+          "by --slow-ms (bench/hedge.sh)", .dest = &slow_percent, .min = 0, .max = 100 },
+        { "slow-ms", U, "N", "100", "how long --slow-percent answers are held back",
+          .dest = &slow_ms, .min = 0, .max = SLEEP_MAX_MS },
         { "curve-secret", S, "FILE", NULL, "this worker's CURVE keypair (jrpc keygen FILE); its\n"
           "public key must be in the broker's --worker-keys", .dest = &curve_secret },
         { "broker-key", S, "FILE", NULL, "the broker's public key (the .pub of its keypair);\n"

@@ -87,6 +87,7 @@ static jrpc_workers_t *make(uint32_t eject_after)
     msgpack_zone_init(&w->zone, 4096);
     w->sock = G.router;
     w->heartbeat.data = w;
+    hedge_init(w);
     return w;
 }
 
@@ -108,6 +109,7 @@ static void destroy(jrpc_workers_t *w)
             method_t *m = w->mtab[b];
             w->mtab[b] = m->next;
             free(m->workers);
+            free(m->lat);
             free(m->name);
             free(m);
         }
@@ -301,6 +303,184 @@ static void test_ejection(void **state)
     destroy(w);
 }
 
+/* READY from id for method "m", idempotent or not, credit 8. */
+static void ready_m(jrpc_workers_t *w, char id, bool idem)
+{
+    static const char *const names[] = { "m" };
+    jrpc_wire_ready_opts_t o = { .idempotent = names, .nidempotent = idem ? 1 : 0 };
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, names, 1, &o), 0);
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+/* A RESPONSE from id answering seq with null. */
+static void answer_from(jrpc_workers_t *w, char id, uint64_t seq)
+{
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_response_begin(&b), 0);
+    assert_int_equal(jrpc_wire_put_result_head(&b, seq), 0);
+    assert_int_equal(jrpc_buf_append(&b, "\xc0", 1), 0);
+    jrpc_wire_put_response_end(&b, 1);
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+/* Hedged calls (issue 17): a call older than hedge_max_ms (no p95 known
+ * yet) gets a twin at the other worker; the first answer is the one the
+ * owner gets, once; the other is dropped (no late answer) and its credit
+ * comes back. Never for a method a worker did not declare idempotent, never
+ * past the budget, and a twin whose worker is lost leaves the call alone. */
+static void test_hedge(void **state)
+{
+    (void)state;
+    static const char params[] = { (char)0x90 };
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    jrpc_workers_t *w = make(0);
+    G.done = 0;
+    w->opts.hedge_budget_pct = 100;   /* a hedge per call earned */
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 20;
+    uv_timer_init(&G.loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
+    ready_m(w, 'A', true);
+    ready_m(w, 'B', true);
+    worker_t *a = find(w, 'A'), *b = find(w, 'B');
+    uint32_t h;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 7, &h), 0);
+    worker_t *first = w->slots[h].worker, *other = first == a ? b : a;
+    char first_id = first == a ? 'A' : 'B', other_id = first == a ? 'B' : 'A';
+    uint64_t seq = w->slots[h].seq;
+    jrpc_workers_flush(w);
+    assert_true(w->slots[h].flags & SL_WATCHED);
+    /* young: nothing */
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 0);
+    /* past hedge_max_ms: a twin at the other worker */
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 1);
+    uint32_t t = w->slots[h].twin;
+    assert_true(t != NIL);
+    assert_ptr_equal(w->slots[t].worker, other);
+    assert_int_equal(w->slots[t].index, 7);
+    assert_int_equal(other->inflight, 1);
+    assert_false(w->slots[h].flags & SL_WATCHED);   /* hedged once only */
+    w->slots[t].sent_ms -= 100;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 1);
+    /* the twin answers first: the owner hears once */
+    uint64_t tseq = w->slots[t].seq;
+    answer_from(w, other_id, tseq);
+    assert_int_equal(G.done, 1);
+    assert_int_equal(w->hedges_won, 1);
+    assert_int_equal(other->inflight, 0);
+    assert_int_equal(first->inflight, 1);   /* until its answer comes */
+    answer_from(w, first_id, seq);
+    assert_int_equal(G.done, 1);
+    assert_int_equal(w->late, 0);           /* a lost race is no late answer */
+    assert_int_equal(first->inflight, 0);
+    assert_int_equal(w->inflight, 0);
+
+    /* the first copy wins: the twin's answer is dropped */
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 8, &h), 0);
+    jrpc_workers_flush(w);
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 2);
+    t = w->slots[h].twin;
+    seq = w->slots[h].seq;
+    tseq = w->slots[t].seq;
+    first = w->slots[h].worker;
+    first_id = first == a ? 'A' : 'B';
+    other_id = first == a ? 'B' : 'A';
+    answer_from(w, first_id, seq);
+    assert_int_equal(G.done, 2);
+    assert_int_equal(w->hedges_won, 1);
+    answer_from(w, other_id, tseq);
+    assert_int_equal(G.done, 2);
+    assert_int_equal(w->inflight, 0);
+
+    /* the twin's worker is lost: the call goes on at the first, no -32004 */
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 9, &h), 0);
+    jrpc_workers_flush(w);
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 3);
+    t = w->slots[h].twin;
+    seq = w->slots[h].seq;
+    first = w->slots[h].worker;
+    first_id = first == a ? 'A' : 'B';
+    worker_kill(w, w->slots[t].worker, "test");
+    assert_int_equal(G.done, 2);
+    assert_int_equal(w->slots[h].twin, NIL);
+    answer_from(w, first_id, seq);
+    assert_int_equal(G.done, 3);
+    assert_int_equal(w->lost, 0);
+    reap(w);
+
+    /* the budget: none left, no hedge (and a cancelled call drops off) */
+    w->hedge_budget = 0;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 10, &h), 0);
+    jrpc_workers_flush(w);
+    w->hedge_budget = 0;
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 3);
+    jrpc_workers_cancel(w, h, JRPC_CANCEL_GONE);
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->whead, NIL);
+    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
+    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy(w);
+
+    /* not declared idempotent by the worker holding it: never hedged */
+    w = make(0);
+    w->opts.hedge_budget_pct = 100;
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 20;
+    uv_timer_init(&G.loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
+    ready_m(w, 'A', false);
+    ready_m(w, 'B', false);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 11, &h), 0);
+    jrpc_workers_flush(w);
+    assert_false(w->slots[h].flags & SL_WATCHED);
+    assert_int_equal(w->whead, NIL);
+    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
+    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy(w);
+}
+
+/* The p95 of a method's answer times, and the threshold it gives. */
+static void test_hedge_p95(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 1000;
+    method_t meth = { 0 };
+    assert_int_equal(hedge_after_ms(w, &meth), 1000);   /* unknown: the max */
+    for (int i = 0; i < 950; i++)
+        lat_observe(w, &meth, 2000000);     /* 2 ms */
+    for (int i = 0; i < 50; i++)
+        lat_observe(w, &meth, 300000000);   /* 300 ms */
+    lat_observe(w, &meth, 2000000);
+    /* ~95 % at 2 ms: the p95 is the 2 ms bucket's edge, within a quarter octave */
+    assert_true(meth.p95_ms >= 2 && meth.p95_ms <= 3);
+    assert_int_equal(hedge_after_ms(w, &meth), 5);       /* the min */
+    for (int i = 0; i < 2000; i++)
+        lat_observe(w, &meth, 40000000);    /* 40 ms now: old answers fade */
+    assert_true(meth.p95_ms >= 40 && meth.p95_ms <= 48);
+    assert_true(hedge_after_ms(w, &meth) == meth.p95_ms);
+    free(meth.lat);
+    destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +489,8 @@ int main(void)
         cmocka_unit_test(test_ready_churn_frees_methods),
         cmocka_unit_test(test_credit_cap_and_name),
         cmocka_unit_test(test_ejection),
+        cmocka_unit_test(test_hedge),
+        cmocka_unit_test(test_hedge_p95),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

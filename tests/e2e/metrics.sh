@@ -85,6 +85,8 @@ jrpc_acl_denied_total counter
 jrpc_late_answers_total counter
 jrpc_redispatched_total counter
 jrpc_calls_lost_total counter
+jrpc_hedges_total counter
+jrpc_hedges_won_total counter
 jrpc_worker_frames_malformed_total counter
 jrpc_http_connections gauge
 jrpc_methods gauge
@@ -99,7 +101,7 @@ jrpc_reload_last_success_timestamp_seconds gauge
 FAM
 check "every family of the contract, with its type" "$(sort "$E2E_TMP/expected")" \
     "$(sed -n 's/^# TYPE //p' "$E2E_TMP/m" | sort)"
-check "a HELP line for each" 33 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
+check "a HELP line for each" 35 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
 check "docs/METRICS.md lists exactly these families" "$(cut -d' ' -f1 "$E2E_TMP/expected" | sort)" \
     "$(grep -o '^| `jrpc_[a-z_]*`' "$DOC" | tr -d '|` ' | sort)"
 
@@ -111,7 +113,7 @@ import re, sys
 from prometheus_client.parser import text_string_to_metric_families
 text = open(sys.argv[1]).read()
 fams = list(text_string_to_metric_families(text))
-assert len(fams) == 33, len(fams)
+assert len(fams) == 35, len(fams)
 cur, seen, series = None, set(), set()
 for line in text.splitlines():
     m = re.match(r'# (HELP|TYPE) (\S+) (.+)$', line)
