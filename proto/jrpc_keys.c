@@ -24,6 +24,11 @@ struct jrpc_key {
     unsigned line;    /* where it was defined: duplicate messages, jrpc_keys_first */
     bool    bearer;   /* a bearer key: hash is set, secret is "" */
     unsigned char hash[32]; /* bearer: SHA-256 of the token */
+    bool    has_rate; /* rate= given: rate and burst replace the broker's default */
+    uint32_t rate, burst; /* burst 0: not given */
+    char  **cost_globs; /* cost=GLOB:N, in file order */
+    uint32_t *costs;
+    size_t  ncosts;
 };
 
 struct jrpc_keys {
@@ -45,6 +50,10 @@ static void key_dispose(jrpc_key_t *key)
     for (size_t i = 0; i < key->nglobs; i++)
         free(key->globs[i]);
     free(key->globs);
+    for (size_t i = 0; i < key->ncosts; i++)
+        free(key->cost_globs[i]);
+    free(key->cost_globs);
+    free(key->costs);
     memset(key, 0, sizeof *key);
 }
 
@@ -131,6 +140,20 @@ static size_t split_fields(char *line, char **fields)
 
 /* Parses one line into key; returns 1 when it defined a key, 0 for a blank
  * or comment line, -EINVAL with err set for a bad line, -ENOMEM. */
+/* A decimal integer of at least min, within uint32 (digits only). */
+static bool parse_u32(const char *s, uint32_t min, uint32_t *out)
+{
+    uint64_t v = 0;
+    if (*s == '\0')
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || (v = v * 10 + (uint64_t)(*s - '0')) > UINT32_MAX)
+            return false;
+    }
+    *out = (uint32_t)v;
+    return v >= min;
+}
+
 /* 64 lower-case hex digits, then the end: their 32 bytes in out. */
 static bool hex32(const char *s, unsigned char out[32])
 {
@@ -216,6 +239,43 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
             }
         }
     }
+    /* rate=N, burst=N, cost=GLOB:N among the globs (docs/SIGNING.md "Rate limits") */
+    size_t nglobs = 0, ncosts = 0;
+    uint32_t rate = 0, burst = 0;
+    bool has_rate = false;
+    for (size_t g = 2; g < n; g++) {
+        const char *f = fields[g];
+        uint32_t v;
+        if (strncmp(f, "rate=", 5) == 0 || strncmp(f, "burst=", 6) == 0) {
+            bool is_rate = f[0] == 'r';
+            if (!parse_u32(f + (is_rate ? 5 : 6), is_rate ? 0 : 1, &v)) {
+                jrpc_errf(err, errlen, "%s:%u: key \"%s\": %s wants %s calls (an integer up to "
+                        "4294967295)", path, lineno, id, is_rate ? "rate=" : "burst=",
+                        is_rate ? "0 (no limit) or more" : "1 or more");
+                goto out;
+            }
+            if (is_rate) {
+                rate = v;
+                has_rate = true;
+            } else {
+                burst = v;
+            }
+        } else if (strncmp(f, "cost=", 5) == 0) {
+            const char *colon = strrchr(f + 5, ':');
+            if (colon == NULL || colon == f + 5 || !parse_u32(colon + 1, 0, &v)) {
+                jrpc_errf(err, errlen, "%s:%u: key \"%s\": cost= wants METHOD_GLOB:N, N an integer "
+                        "(0 for free)", path, lineno, id);
+                goto out;
+            }
+            ncosts++;
+        } else {
+            nglobs++;
+        }
+    }
+    if (burst && !has_rate) {
+        jrpc_errf(err, errlen, "%s:%u: key \"%s\": burst= without rate=", path, lineno, id);
+        goto out;
+    }
 
     rc = -ENOMEM;
     memset(key, 0, sizeof *key);
@@ -227,12 +287,26 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
         memcpy(key->hash, hash, sizeof hash);
     if ((key->id = strdup(id)) == NULL || (key->secret = strdup(secret)) == NULL)
         goto fail;
-    if (n > 2) {
-        if ((key->globs = calloc(n - 2, sizeof *key->globs)) == NULL)
-            goto fail;
-        for (size_t g = 2; g < n; g++, key->nglobs++)
-            if ((key->globs[g - 2] = strdup(fields[g])) == NULL)
+    key->has_rate = has_rate;
+    key->rate = rate;
+    key->burst = burst;
+    if ((nglobs && (key->globs = calloc(nglobs, sizeof *key->globs)) == NULL) ||
+        (ncosts && ((key->cost_globs = calloc(ncosts, sizeof *key->cost_globs)) == NULL ||
+                    (key->costs = calloc(ncosts, sizeof *key->costs)) == NULL)))
+        goto fail;
+    for (size_t g = 2; g < n; g++) {
+        const char *f = fields[g];
+        if (strncmp(f, "rate=", 5) == 0 || strncmp(f, "burst=", 6) == 0)
+            continue;
+        if (strncmp(f, "cost=", 5) == 0) {
+            const char *colon = strrchr(f + 5, ':');
+            parse_u32(colon + 1, 0, &key->costs[key->ncosts]);
+            if ((key->cost_globs[key->ncosts] = strndup(f + 5, (size_t)(colon - f - 5))) == NULL)
                 goto fail;
+            key->ncosts++;
+        } else if ((key->globs[key->nglobs++] = strdup(f)) == NULL) {
+            goto fail;
+        }
     }
     rc = 1;
     goto out;
@@ -430,26 +504,46 @@ jrpc_span_t jrpc_key_secret(const jrpc_key_t *key)
     return (jrpc_span_t){ key->secret, key->secret_n };
 }
 
-bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method)
+/* The index of the first of globs[0..n) the method matches, or -1. fnmatch
+ * needs a C string; a method with a NUL inside cannot be one faithfully,
+ * so it matches nothing (fail closed; out of memory too). */
+static long glob_match(char *const *globs, size_t n, jrpc_span_t method)
 {
-    if (key->nglobs == 0)
-        return true;
-    /* fnmatch needs a C string; a method with a NUL inside cannot be one
-     * faithfully, so it matches nothing (fail closed). */
-    if (method.n > 0 && memchr(method.p, '\0', method.n) != NULL)
-        return false;
+    if (n == 0 || (method.n > 0 && memchr(method.p, '\0', method.n) != NULL))
+        return -1;
     char stack[METHOD_STACK];
     char *name = stack;
     if (method.n >= sizeof stack && (name = malloc(method.n + 1)) == NULL)
-        return false;
+        return -1;
     if (method.n > 0)
         memcpy(name, method.p, method.n);
     name[method.n] = '\0';
-    bool allowed = false;
-    for (size_t i = 0; i < key->nglobs && !allowed; i++)
-        allowed = fnmatch(key->globs[i], name, 0) == 0;
+    long hit = -1;
+    for (size_t i = 0; i < n && hit < 0; i++)
+        if (fnmatch(globs[i], name, 0) == 0)
+            hit = (long)i;
     if (name != stack)
         free(name);
-    return allowed;
+    return hit;
+}
+
+bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method)
+{
+    return key->nglobs == 0 || glob_match(key->globs, key->nglobs, method) >= 0;
+}
+
+bool jrpc_key_rate(const jrpc_key_t *key, uint32_t *rate, uint32_t *burst)
+{
+    if (!key->has_rate)
+        return false;
+    *rate = key->rate;
+    *burst = key->burst;
+    return true;
+}
+
+uint32_t jrpc_key_cost(const jrpc_key_t *key, jrpc_span_t method)
+{
+    long i = glob_match(key->cost_globs, key->ncosts, method);
+    return i < 0 ? 1 : key->costs[i];
 }
 

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "jrpc_buf.h"
 
 #define JRPC_KEYS_ID_MAX     64   /* longest key id */
@@ -82,5 +83,14 @@ int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t o
 
 /* True when the key may call method (its globs, or no globs at all). */
 bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);
+
+/* Rate limits (docs/SIGNING.md "Rate limits"): fields rate=N (calls per
+ * second, 0: no limit), burst=N (>= 1, only with rate=) and cost=GLOB:N (a
+ * call of a matching method counts N, 0 for free; the first match wins)
+ * may stand among a key's method globs. jrpc_key_rate: true when the key
+ * has rate=, with *burst 0 when it gave none (the broker's default applies).
+ * jrpc_key_cost: the cost of one call of method, 1 when no cost= matches. */
+bool jrpc_key_rate(const jrpc_key_t *key, uint32_t *rate, uint32_t *burst);
+uint32_t jrpc_key_cost(const jrpc_key_t *key, jrpc_span_t method);
 
 #endif

@@ -324,6 +324,53 @@ static void test_bearer(void **state)
     assert_int_equal(jrpc_keys_bearer_line(SPAN("alice"), SPAN("t"), line, 40), -ENOSPC);
 }
 
+/* rate=, burst=, cost=GLOB:N among the globs: they set the key's limit and
+ * its method costs, and are no globs themselves. */
+static void test_rate_fields(void **state)
+{
+    (void)state;
+    opts = NULL;
+    jrpc_keys_t *k = load_text("a s3cr3t-s3cr3t-s3cr3t rate=1000 burst=50 cost=search*:10 "
+                               "cost=ping:0 add search*\n"
+                               "b s3cr3t-s3cr3t-s3cr3t rate=0\n"
+                               "c s3cr3t-s3cr3t-s3cr3t cost=x:3\n");
+    assert_non_null(k);
+    const jrpc_key_t *a = jrpc_keys_find(k, SPAN("a"));
+    uint32_t rate = 7, burst = 7;
+    assert_true(jrpc_key_rate(a, &rate, &burst));
+    assert_int_equal(rate, 1000);
+    assert_int_equal(burst, 50);
+    assert_int_equal(jrpc_key_cost(a, SPAN("search_all")), 10);
+    assert_int_equal(jrpc_key_cost(a, SPAN("ping")), 0);
+    assert_int_equal(jrpc_key_cost(a, SPAN("add")), 1);
+    assert_true(jrpc_key_allows(a, SPAN("add")));
+    assert_true(jrpc_key_allows(a, SPAN("searchx")));
+    assert_false(jrpc_key_allows(a, SPAN("ping")));   /* a cost is no permission */
+    assert_false(jrpc_key_allows(a, SPAN("rate=1000")));
+    const jrpc_key_t *b = jrpc_keys_find(k, SPAN("b"));
+    assert_true(jrpc_key_rate(b, &rate, &burst));
+    assert_int_equal(rate, 0);
+    assert_int_equal(burst, 0);
+    assert_true(jrpc_key_allows(b, SPAN("anything")));
+    const jrpc_key_t *c = jrpc_keys_find(k, SPAN("c"));
+    assert_false(jrpc_key_rate(c, &rate, &burst));
+    assert_int_equal(jrpc_key_cost(c, SPAN("x")), 3);
+    assert_true(jrpc_key_allows(c, SPAN("y")));       /* only a cost: every method */
+    jrpc_keys_destroy(&k);
+
+    expect_error("a s3cr3t-s3cr3t-s3cr3t rate=x\n",
+                 "1: key \"a\": rate= wants 0 (no limit) or more calls (an integer up to 4294967295)");
+    expect_error("a s3cr3t-s3cr3t-s3cr3t rate=10 burst=0\n",
+                 "1: key \"a\": burst= wants 1 or more calls (an integer up to 4294967295)");
+    expect_error("a s3cr3t-s3cr3t-s3cr3t rate=4294967296\n",
+                 "1: key \"a\": rate= wants 0 (no limit) or more calls (an integer up to 4294967295)");
+    expect_error("a s3cr3t-s3cr3t-s3cr3t burst=5\n", "1: key \"a\": burst= without rate=");
+    expect_error("a s3cr3t-s3cr3t-s3cr3t cost=add\n",
+                 "1: key \"a\": cost= wants METHOD_GLOB:N, N an integer (0 for free)");
+    expect_error("a s3cr3t-s3cr3t-s3cr3t cost=:4\n",
+                 "1: key \"a\": cost= wants METHOD_GLOB:N, N an integer (0 for free)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_load_options),
         cmocka_unit_test(test_acl),
         cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_rate_fields),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

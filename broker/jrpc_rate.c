@@ -1,0 +1,59 @@
+/* jrpc_rate — GCRA and the local budget (jrpc_rate.h). */
+#include "jrpc_rate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define US_PER_S 1000000u
+
+uint64_t jrpc_rate_gcra(int64_t *tat_us, int64_t now_us, jrpc_rate_limit_t lim, uint64_t n)
+{
+    if (lim.rate == 0 || n == 0)
+        return 0;
+    if (n > lim.burst)
+        return UINT64_MAX;
+    /* n × T and burst × T computed whole, so that T = 1 s / rate is not
+     * rounded once per call (n <= burst < 2^32: no overflow). */
+    int64_t inc = (int64_t)(n * US_PER_S / lim.rate);
+    int64_t dvt = (int64_t)((uint64_t)lim.burst * US_PER_S / lim.rate);
+    int64_t tat = *tat_us > now_us ? *tat_us : now_us;
+    int64_t next = tat + inc;
+    if (next - now_us > dvt)
+        return (uint64_t)(next - dvt - now_us);
+    *tat_us = next;
+    return 0;
+}
+
+int jrpc_rate_local_init(jrpc_rate_local_t *l, uint32_t share_pct)
+{
+    l->share_pct = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
+    l->tat = calloc(JRPC_RATE_LOCAL_CELLS, sizeof *l->tat);
+    return l->tat ? 0 : -ENOMEM;
+}
+
+void jrpc_rate_local_dispose(jrpc_rate_local_t *l)
+{
+    free(l->tat);
+    l->tat = NULL;
+}
+
+uint64_t jrpc_rate_local(jrpc_rate_local_t *l, jrpc_span_t id, int64_t now_us,
+                         jrpc_rate_limit_t lim, uint64_t n)
+{
+    if (lim.rate == 0)
+        return 0;
+    if (n > lim.burst)
+        return UINT64_MAX;
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < id.n; i++)
+        h = (h ^ (uint8_t)id.p[i]) * 16777619u;
+    jrpc_rate_limit_t part = {
+        .rate = (uint32_t)((uint64_t)lim.rate * l->share_pct / 100),
+        .burst = (uint32_t)((uint64_t)lim.burst * l->share_pct / 100),
+    };
+    if (part.rate == 0)
+        part.rate = 1;
+    if (part.burst < n)
+        part.burst = (uint32_t)n;
+    return jrpc_rate_gcra(&l->tat[h & (JRPC_RATE_LOCAL_CELLS - 1)], now_us, part, n);
+}
