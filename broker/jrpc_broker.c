@@ -66,6 +66,8 @@ struct jrpc_broker {
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
     bool              draining;    /* jrpc_broker_drain was called */
+    jrpc_rate_local_t rate_local;  /* the local budget (tat NULL until first used) */
+    jrpc_rate_counts_t rate_counts; /* calls refused per identity (metrics) */
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -133,7 +135,7 @@ static void batch_free(bbatch_t *x)
 static const int log_status[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_OK] = 200, [JRPC_BODY_INVALID] = 200, [JRPC_BODY_BUSY] = 503,
     [JRPC_BODY_UNAUTHORIZED] = 401, [JRPC_BODY_REPLAYED] = 409,
-    [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_CANCELLED] = 499 };
+    [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429, [JRPC_BODY_CANCELLED] = 499 };
 
 /* The access line of a body (x NULL: refused before it was kept, busy).
  * errors counts the error objects in the reply, read from the calls'
@@ -197,8 +199,10 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
         }
         bytes_out = b->out.len;
     }
-    jrpc_outcome_t out = { x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK, x->req.body_code,
-                           x->answer ? x->streamed : x->req.nanswers, x->timed_out };
+    jrpc_outcome_t out = { .cls = x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK,
+                           .code = x->req.body_code,
+                           .answered = x->answer ? x->streamed : x->req.nanswers,
+                           .timed_out = x->timed_out };
     access_log(b, x, NULL, out.cls, bytes_out);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
@@ -208,10 +212,9 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
  * with one error object, id null, data_json as its "data"; through the same
  * reply function as answers. x is NULL for a body refused before it was
  * kept (busy): ad, fn and ctx say where it goes. */
-static void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
-                   void *ctx, int rc, const char *data_json)
+static void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
+                       void *ctx, jrpc_outcome_t out, const char *data_json)
 {
-    jrpc_outcome_t out = jrpc_outcome_refused(rc);
     uint64_t t0 = x ? x->t0 : jrpc_metrics_tick();
     int transport = x ? x->transport : ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
     if (x) {
@@ -225,6 +228,12 @@ static void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_r
     access_log(b, x, ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
     fn(ctx, out, b->out.p, b->out.len);
+}
+
+static void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
+                   void *ctx, int rc, const char *data_json)
+{
+    refuse_out(b, x, ad, fn, ctx, jrpc_outcome_refused(rc), data_json);
 }
 
 /* Replies when the last answer is in; frees when no worker holds a call. */
@@ -460,20 +469,109 @@ static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
     refuse(b, x, NULL, NULL, NULL, -EACCES, data);
 }
 
+/* ---- rate limits (docs/SIGNING.md "Rate limits") ---- */
+
+/* The identity a body is limited as: its key's id, or for a body without a
+ * key the client's address without its port (ad->peer, "1.2.3.4:5" or
+ * "[::1]:5"). Written to buf. */
+static jrpc_span_t rate_who(const bbatch_t *x, const jrpc_admit_t *ad, char *buf, size_t cap)
+{
+    if (x->key_id_n)
+        return (jrpc_span_t){ x->key_id, x->key_id_n };
+    jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
+    const char *colon = p.n ? memrchr(p.p, ':', p.n) : NULL;
+    size_t n = colon ? (size_t)(colon - p.p) : p.n;
+    const char *s = p.p;
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    int k = snprintf(buf, cap, "addr:%.*s", (int)n, n ? s : "unknown");
+    return (jrpc_span_t){ buf, k > 0 && (size_t)k < cap ? (size_t)k : cap - 1 };
+}
+
+/* The limit of key (NULL: none) and the cost of x's calls under it.
+ * Returns false when no limit applies. */
+static bool rate_of(const jrpc_broker_t *b, const bbatch_t *x, const jrpc_key_t *key,
+                    jrpc_rate_limit_t *lim, uint64_t *cost)
+{
+    *lim = b->opts.rate;
+    uint32_t rate, burst;
+    if (key && jrpc_key_rate(key, &rate, &burst)) {
+        lim->rate = rate;
+        lim->burst = burst ? burst : b->opts.rate.burst;
+    }
+    if (lim->rate == 0)
+        return false;
+    if (lim->burst == 0)
+        lim->burst = lim->rate;   /* one second's worth */
+    *cost = 0;
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        const jrpc_call_t *c = &x->req.calls[i];
+        *cost += key && c->method.n ? jrpc_key_cost(key, c->method) : 1;
+    }
+    return true;
+}
+
+/* Refuses x for its rate limit: 429 / -32007, retry_us from now (UINT64_MAX:
+ * the body alone is more than the burst, it never passes). */
+static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, jrpc_span_t who, jrpc_rate_limit_t lim,
+                           uint64_t cost, uint64_t retry_us)
+{
+    char data[320];
+    jrpc_outcome_t out = jrpc_outcome_refused(-EDQUOT);
+    if (retry_us == UINT64_MAX) {
+        snprintf(data, sizeof data, "{\"reason\":\"this body costs %llu calls, more than the burst "
+                 "of its rate limit (%u): it never passes; send it in smaller parts\",\"cost\":%llu,"
+                 "\"burst\":%u}", (unsigned long long)cost, lim.burst, (unsigned long long)cost,
+                 lim.burst);
+    } else {
+        uint64_t ms = (retry_us + 999) / 1000;
+        out.retry_after_s = (uint32_t)((ms + 999) / 1000);
+        snprintf(data, sizeof data, "{\"reason\":\"rate limit: %u calls/s, burst %u\","
+                 "\"cost\":%llu,\"retry_after_ms\":%llu}", lim.rate, lim.burst,
+                 (unsigned long long)cost, (unsigned long long)ms);
+    }
+    jrpc_rate_count(&b->rate_counts, x->key_id_n ? who : (jrpc_span_t){ "-", 1 }, cost);
+    refuse_out(b, x, NULL, NULL, NULL, out, data);
+}
+
+/* The rate limit, checked on this broker's local budget. Returns false
+ * when x was refused. */
+static bool rate_admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
+                       const jrpc_key_t *key)
+{
+    jrpc_rate_limit_t lim;
+    uint64_t cost;
+    char buf[96];
+    if (!rate_of(b, x, key, &lim, &cost))
+        return true;
+    if (b->rate_local.tat == NULL &&
+        jrpc_rate_local_init(&b->rate_local, b->opts.rate_local_pct) < 0)
+        return true;   /* out of memory at the first limited body: no limit (logged once) */
+    jrpc_span_t who = rate_who(x, ad, buf, sizeof buf);
+    uint64_t wait = jrpc_rate_local(&b->rate_local, who, (int64_t)(uv_hrtime() / 1000), lim, cost);
+    if (wait == 0)
+        return true;
+    refuse_limited(b, x, who, lim, cost, wait);
+    return false;
+}
+
 /* The checks that need no I/O; then the nonce goes to Redis. Returns true
  * when the body may go on at once (open broker, or a connection's key). */
 static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (b->opts.keys == NULL)
-        return true;
+        return rate_admit(b, x, ad, NULL);
     int64_t now = (int64_t)time(NULL);
     if (ad && ad->key_id.n) {   /* authenticated with its connection */
-        if (jrpc_keys_find(b->opts.keys, ad->key_id) == NULL) {   /* removed by a reload */
+        const jrpc_key_t *key = jrpc_keys_find(b->opts.keys, ad->key_id);
+        if (key == NULL) {   /* removed by a reload */
             refuse_auth(b, x, JRPC_AUTH_EUNKNOWN_KEY, now);
             return false;
         }
         keep_key_id(x->key_id, &x->key_id_n, ad->key_id);
-        return true;
+        return rate_admit(b, x, ad, key);
     }
     static const jrpc_auth_req_t none;
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
@@ -484,6 +582,8 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
         return false;
     }
     keep_key_id(x->key_id, &x->key_id_n, jrpc_key_id(key));
+    if (!rate_admit(b, x, ad, key))
+        return false;
     if (jrpc_key_is_bearer(key))   /* a token: nothing to claim (docs/SIGNING.md) */
         return true;
     x->claiming = true;
@@ -792,6 +892,8 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     }
     jrpc_workers_destroy(&b->workers);
     jrpc_replay_destroy(&b->replay);
+    jrpc_rate_local_dispose(&b->rate_local);
+    jrpc_rate_counts_dispose(&b->rate_counts);
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
 
@@ -822,6 +924,16 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
         jrpc_workers_stats(b->workers, wst);
 }
 
+static void each_limited(void *src, jrpc_metrics_count_fn emit, void *arg)
+{
+    const jrpc_rate_counts_t *c = src;
+    for (uint32_t i = 0; c->e && i < JRPC_RATE_COUNTS; i++)
+        if (c->e[i].id[0])
+            emit(arg, c->e[i].id, c->e[i].calls);
+    if (c->other)
+        emit(arg, "other", c->other);
+}
+
 static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
 {
     jrpc_workers_each_credit(src, emit, arg);
@@ -845,6 +957,7 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
         .each_credit = each_credit, .src = b->workers,
+        .each_limited = each_limited, .limited_src = &b->rate_counts,
     };
 }
 

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "jrpc_auth.h"
+#include "jrpc_rate.h"
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
 #include "jrpc_metrics.h"
@@ -36,6 +37,9 @@ typedef struct jrpc_broker_opts {
     uint32_t            skew_s;      /* timestamp window, ± seconds */
     jrpc_replay_opts_t  replay;      /* Redis, used when keys is set */
     bool                access_log;  /* one line per body at info (--access-log on) */
+    jrpc_rate_limit_t   rate;        /* every identity's limit (--rate-limit, --rate-burst;
+                                        a key's rate= replaces it); rate 0: none */
+    uint32_t            rate_local_pct; /* the local budget while Redis is down, % */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */

@@ -69,6 +69,7 @@ typedef struct req {
     bool         s_started;   /* streamed: the head is queued (first answer or the end) */
     bool         s_ended;     /* streamed: the last chunk is queued */
     uint16_t     status;      /* HTTP status of the answer */
+    uint32_t     retry_after; /* 429: seconds for Retry-After (0: none, never passes) */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
     char        *heap;        /* owned copy of a long body, or NULL */
@@ -286,6 +287,7 @@ static req_t *rec_new(conn_t *c)
     jrpc_buf_init(&r->s_wr);
     r->head = c->is_head;
     r->status = 0;
+    r->retry_after = 0;
     r->body = NULL;
     r->blen = 0;
     r->heap = NULL;
@@ -426,8 +428,12 @@ static void build_header(conn_t *c, req_t *r)
     /* The last answer of a pausing front closes its connection. */
     if (c->closing && r->next == NULL)
         r->close = true;
-    char xbuf[448];
+    char xbuf[448], retry[40];
     const char *extra = extra_lines(r->status);
+    if (r->status == 429 && r->retry_after) {
+        snprintf(retry, sizeof retry, "Retry-After: %u\r\n", r->retry_after);
+        extra = retry;
+    }
     if (r->cors)
         extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
@@ -786,7 +792,7 @@ static void flush(conn_t *c)
 static const uint16_t status_of[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_OK] = 200,           [JRPC_BODY_INVALID] = 200,
     [JRPC_BODY_BUSY] = 503,         [JRPC_BODY_UNAUTHORIZED] = 401,
-    [JRPC_BODY_REPLAYED] = 409,     [JRPC_BODY_UNAVAILABLE] = 503,
+    [JRPC_BODY_REPLAYED] = 409,     [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429,
     [JRPC_BODY_CANCELLED] = 500,    /* never replied */
 };
 
@@ -812,6 +818,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
         r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {
         r->status = status_of[out.cls];
+        r->retry_after = out.retry_after_s;
         if (len > INLINE_BODY && r == c->head && !c->writing) {
             /* Fast path: written from the broker's buffer, copied only if
              * the socket does not take it all (flush does that). */

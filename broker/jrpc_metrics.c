@@ -210,17 +210,28 @@ static int scalars(jrpc_buf_t *out, const scalar_t *v, size_t n)
 }
 
 
+/* Samples of one family with one label, emitted by another module. */
 typedef struct credit_ctx {
     jrpc_buf_t *out;
     int         rc;
+    const char *family, *label;
 } credit_ctx_t;
+
+static void put_labelled(credit_ctx_t *cx, const char *value, double v)
+{
+    const char *lab[2] = { cx->label, value };
+    if (cx->rc == 0)
+        cx->rc = jrpc_expo_sample(cx->out, cx->family, lab, 1, v);
+}
 
 static void put_credit(void *arg, const char *worker, uint32_t credit_left)
 {
-    credit_ctx_t *cx = arg;
-    const char *lab[2] = { "worker", worker };
-    if (cx->rc == 0)
-        cx->rc = jrpc_expo_sample(cx->out, "jrpc_worker_credit", lab, 1, credit_left);
+    put_labelled(arg, worker, credit_left);
+}
+
+static void put_count(void *arg, const char *label, uint64_t n)
+{
+    put_labelled(arg, label, (double)n);
 }
 
 int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
@@ -331,8 +342,17 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
                               "Credit left per worker (its READY name, else its routing id "
                               "in hex).");
     if (rc == 0 && rd->each_credit) {
-        credit_ctx_t cx = { out, 0 };
+        credit_ctx_t cx = { out, 0, "jrpc_worker_credit", "worker" };
         rd->each_credit(rd->src, put_credit, &cx);
+        rc = cx.rc;
+    }
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_rate_limited_calls_total", "counter",
+                              "Calls of bodies refused by a rate limit (-32007), by key id "
+                              "(\"-\": bodies without a key; \"other\": past 1024 ids).");
+    if (rc == 0 && rd->each_limited) {
+        credit_ctx_t cx = { out, 0, "jrpc_rate_limited_calls_total", "key" };
+        rd->each_limited(rd->limited_src, put_count, &cx);
         rc = cx.rc;
     }
     if (rc == 0)

@@ -158,6 +158,7 @@ int jrpc_expo_hist(jrpc_buf_t *out, const char *name, const char *help, const jr
 
 /* What the page shows that other modules count: read at scrape time. */
 typedef void (*jrpc_metrics_credit_fn)(void *arg, const char *label, uint32_t credit_left);
+typedef void (*jrpc_metrics_count_fn)(void *arg, const char *label, uint64_t n);
 typedef struct jrpc_metrics_read {
     uint32_t bodies_open, calls_inflight, calls_queued, workers_connected;
     int      redis_up;                  /* 0 or 1 */
@@ -168,6 +169,10 @@ typedef struct jrpc_metrics_read {
     /* Calls emit(emit_arg, label, credit) once per worker; NULL: none. */
     void   (*each_credit)(void *src, jrpc_metrics_credit_fn emit, void *emit_arg);
     void    *src;
+    /* Calls emit(emit_arg, key id, calls) once per identity a rate limit
+     * refused; NULL: none. */
+    void   (*each_limited)(void *src, jrpc_metrics_count_fn emit, void *emit_arg);
+    void    *limited_src;
 } jrpc_metrics_read_t;
 
 /* Appends the whole page: every family of the contract, in a fixed order,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define US_PER_S 1000000u
 
@@ -56,4 +57,40 @@ uint64_t jrpc_rate_local(jrpc_rate_local_t *l, jrpc_span_t id, int64_t now_us,
     if (part.burst < n)
         part.burst = (uint32_t)n;
     return jrpc_rate_gcra(&l->tat[h & (JRPC_RATE_LOCAL_CELLS - 1)], now_us, part, n);
+}
+
+void jrpc_rate_count(jrpc_rate_counts_t *c, jrpc_span_t id, uint64_t calls)
+{
+    if (c->e == NULL && (c->e = calloc(JRPC_RATE_COUNTS, sizeof *c->e)) == NULL) {
+        c->other += calls;
+        return;
+    }
+    if (id.n == 0 || id.n >= sizeof c->e[0].id) {
+        c->other += calls;
+        return;
+    }
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < id.n; i++)
+        h = (h ^ (uint8_t)id.p[i]) * 16777619u;
+    for (uint32_t k = 0; k < JRPC_RATE_COUNTS; k++) {   /* open addressing, never removed */
+        struct jrpc_rate_count *e = &c->e[(h + k) & (JRPC_RATE_COUNTS - 1)];
+        if (e->id[0] == '\0') {
+            if (c->used >= JRPC_RATE_COUNTS / 4 * 3)
+                break;
+            memcpy(e->id, id.p, id.n);
+            e->id[id.n] = '\0';
+            c->used++;
+        }
+        if (strlen(e->id) == id.n && memcmp(e->id, id.p, id.n) == 0) {
+            e->calls += calls;
+            return;
+        }
+    }
+    c->other += calls;
+}
+
+void jrpc_rate_counts_dispose(jrpc_rate_counts_t *c)
+{
+    free(c->e);
+    memset(c, 0, sizeof *c);
 }

@@ -54,4 +54,18 @@ void jrpc_rate_local_dispose(jrpc_rate_local_t *l);
 uint64_t jrpc_rate_local(jrpc_rate_local_t *l, jrpc_span_t id, int64_t now_us,
                          jrpc_rate_limit_t lim, uint64_t n);
 
+/* Calls refused per identity, for the metrics: at most JRPC_RATE_COUNTS
+ * identities by name (key ids are bounded by the key file; unsigned
+ * traffic counts under one name), the rest under "other". */
+#define JRPC_RATE_COUNTS 1024
+
+typedef struct jrpc_rate_counts {
+    struct jrpc_rate_count { char id[72]; uint64_t calls; } *e;   /* JRPC_RATE_COUNTS, lazily */
+    uint32_t used;
+    uint64_t other;
+} jrpc_rate_counts_t;
+
+void jrpc_rate_count(jrpc_rate_counts_t *c, jrpc_span_t id, uint64_t calls);
+void jrpc_rate_counts_dispose(jrpc_rate_counts_t *c);
+
 #endif

@@ -496,6 +496,17 @@ int main(int argc, char **argv)
           .flags = JRPC_CONF_SECRET },
         { "redis-timeout-ms", U, "N", "500", "a Redis answer later than this fails closed (503)",
           .dest = &o.replay.timeout_ms, .min = 10, .max = 600000 },
+        { "rate-limit", U, "N", "0", "calls per second per key (unsigned bodies: per client\n"
+          "address), counted by the calls in a body, shared by every\n"
+          "broker on the Redis; over it: 429 / -32007. A key's rate=\n"
+          "in the key file replaces it; 0: no limit", .dest = &o.rate.rate,
+          .min = 0, .max = 100000000 },
+        { "rate-burst", U, "N", "0", "calls admitted at once under --rate-limit (a larger body\n"
+          "is refused whole); 0: one second's worth",
+          .dest = &o.rate.burst, .min = 0, .max = 100000000 },
+        { "rate-local-share", U, "PCT", "10", "while Redis is unavailable each broker admits this\n"
+          "share of every rate limit by itself (never unlimited)",
+          .dest = &o.rate_local_pct, .min = 1, .max = 100 },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval to and from workers",
           .dest = &o.workers.heartbeat_ms, .min = 10, .max = 3600000 },
         { "liveness", U, "N", "3", "missed heartbeats before a worker is dead",

@@ -29,6 +29,7 @@ const char *jrpc_error_message(int code)
     case JRPC_WORKER_FAILED:     return "Worker failed";
     case JRPC_REPLAYED:          return "Replay detected";
     case JRPC_REPLAY_DOWN:       return "Replay protection unavailable";
+    case JRPC_RATE_LIMITED:      return "Rate limited";
     default:                     return "Server error";
     }
 }
@@ -36,7 +37,8 @@ const char *jrpc_error_message(int code)
 const char *jrpc_body_class_name(int cls)
 {
     static const char *const names[JRPC_BODY_NOUTCOMES] = {
-        "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "cancelled" };
+        "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "limited",
+        "cancelled" };
     return cls >= 0 && cls < JRPC_BODY_NOUTCOMES ? names[cls] : "ok";
 }
 
@@ -46,6 +48,7 @@ jrpc_outcome_t jrpc_outcome_refused(int rc)
     case -EBUSY:  return (jrpc_outcome_t){ .cls = JRPC_BODY_BUSY, .code = JRPC_SERVER_BUSY };
     case -EACCES: return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAUTHORIZED, .code = JRPC_UNAUTHORIZED };
     case -EEXIST: return (jrpc_outcome_t){ .cls = JRPC_BODY_REPLAYED, .code = JRPC_REPLAYED };
+    case -EDQUOT: return (jrpc_outcome_t){ .cls = JRPC_BODY_LIMITED, .code = JRPC_RATE_LIMITED };
     default:      return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAVAILABLE, .code = JRPC_REPLAY_DOWN };
     }
 }

@@ -76,6 +76,7 @@ jrpc_calls_inflight gauge
 jrpc_calls_queued gauge
 jrpc_workers_connected gauge
 jrpc_worker_credit gauge
+jrpc_rate_limited_calls_total counter
 jrpc_redis_up gauge
 jrpc_redis_rtt_seconds histogram
 jrpc_redis_failures_total counter
@@ -101,7 +102,7 @@ jrpc_reload_last_success_timestamp_seconds gauge
 FAM
 check "every family of the contract, with its type" "$(sort "$E2E_TMP/expected")" \
     "$(sed -n 's/^# TYPE //p' "$E2E_TMP/m" | sort)"
-check "a HELP line for each" 35 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
+check "a HELP line for each" 36 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
 check "docs/METRICS.md lists exactly these families" "$(cut -d' ' -f1 "$E2E_TMP/expected" | sort)" \
     "$(grep -o '^| `jrpc_[a-z_]*`' "$DOC" | tr -d '|` ' | sort)"
 
@@ -113,7 +114,7 @@ import re, sys
 from prometheus_client.parser import text_string_to_metric_families
 text = open(sys.argv[1]).read()
 fams = list(text_string_to_metric_families(text))
-assert len(fams) == 35, len(fams)
+assert len(fams) == 36, len(fams)
 cur, seen, series = None, set(), set()
 for line in text.splitlines():
     m = re.match(r'# (HELP|TYPE) (\S+) (.+)$', line)
