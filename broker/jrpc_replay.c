@@ -628,7 +628,12 @@ static void on_poll(uv_poll_t *h, int status, int events)
     conn_t *conn = r->conn;
     assert(conn != NULL && &conn->poll == h);
     if (status < 0) {
-        conn_drop(r, conn->connected ? "disconnected" : "connect_failed", uv_strerror(status));
+        /* libuv says EBADF for POLLERR: the socket knows the real reason. */
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(conn->c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        conn_drop(r, conn->connected ? "disconnected" : "connect_failed",
+                  err != 0 ? strerror(err) : uv_strerror(status));
         return;
     }
     if (!conn->connected) {
