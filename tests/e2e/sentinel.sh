@@ -62,13 +62,12 @@ EOF
     redis-sentinel "$TMP/s$i/sentinel.conf" >>"$TMP/sentinel$i.log" 2>&1 &
     E2E_PIDS+=($!)
 done
-# Ready when both replicas are in sync (WAIT counts only those) and every
-# sentinel knows both replicas and both other sentinels.
+# Ready when the master counts both replicas online with an acknowledged
+# offset (what WAIT counts: 0 until a replica's first ACK after its sync)
+# and every sentinel knows both replicas and both other sentinels.
 sentinel_ready() {
     local i
-    for i in 1 2; do
-        cli "${R[$i]}" $MPASS info replication | grep -q 'master_link_status:up' || return 1
-    done
+    [ "$(cli "${R[0]}" $MPASS info replication | grep -c 'state=online,offset=[1-9]')" = 2 ] || return 1
     for i in 0 1 2; do
         [ "$(cli "${S[$i]}" $SPASS sentinel replicas $NAME | grep -c '^name$')" = 2 ] || return 1
         [ "$(cli "${S[$i]}" $SPASS sentinel sentinels $NAME | grep -c '^name$')" = 2 ] || return 1
