@@ -335,8 +335,9 @@ static int read_password_file(jrpc_sentinel_t *s, const char *path, char *err, s
     char buf[JRPC_REDIS_PASS_MAX + 3];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
-    buf[n] = '\0';
-    size_t len = strcspn(buf, "\r\n");
+    size_t len = 0;   /* the first line's (strcspn would stop at a NUL) */
+    while (len < n && buf[len] != '\r' && buf[len] != '\n')
+        len++;
     int rc = 0;
     if (memchr(buf, '\0', len) != NULL || len == 0)
         rc = -EINVAL, jrpc_errf(err, errlen, "--redis-password-file: %s: the first line must be "
