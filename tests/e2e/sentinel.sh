@@ -161,5 +161,9 @@ wait "$W1" "$W2"
 calls=$(cat "$TMP"/worker*.log | grep -o 'event=stopped.*calls=[0-9]*' | sed 's/.*calls=//' |
         awk '{ s += $1 } END { print s }')
 check "the workers ran each accepted body once, nothing refused" "$((ok + 1))" "$calls"
-check "the broker is still running" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
+kill -TERM "$BROKER_PID"
+timeout 10 tail --pid="$BROKER_PID" -f /dev/null
+wait "$BROKER_PID"
+check "the broker exits 0 after SIGTERM" 0 $?
+check "no leak reported (LeakSanitizer, sanitizer builds)" 0 "$(grep -c LeakSanitizer "$TMP/broker.log")"
 e2e_finish
