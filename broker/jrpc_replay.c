@@ -518,7 +518,7 @@ static void handle_ask(jrpc_replay_t *r, const redisReply *rep)
     char sentinel[sizeof r->target];
     snprintf(sentinel, sizeof sentinel, "%s", r->target);
     int rc = jrpc_sentinel_answer(r->where, rep);
-    free(conn_detach(r));   /* the FIFO held this question only */
+    fail_list(r, conn_detach(r), -EAGAIN);   /* the question was the last in the FIFO */
     if (rc < 0) {
         JRPC_LOG(JRPC_LOG_WARN, COMP, "event=sentinel_no_master sentinel=%s master_name=%s "
                  "reason=\"%.200s\"", sentinel, jrpc_sentinel_name(r->where),
