@@ -47,8 +47,10 @@
 #include "jrpc_errors.h"
 #include "jrpc_sentinel.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +144,10 @@ struct jrpc_replay {
     char               ttl[24];     /* 2 × window_s, decimal */
     char               dbs[24];     /* database index, decimal */
     jrpc_sentinel_t   *where;       /* the URL: a fixed address, or the master through Sentinel */
+    jrpc_redis_node_t  dest;        /* where conn goes (a copy: Sentinel reorders its list) */
+    uv_getaddrinfo_t  *lookup;      /* dest's host name being looked up, NULL: none */
+    int                nlookups;    /* lookups not called back yet (given-up ones too) */
+    uint64_t           open_ns;     /* uv_hrtime() when the connection was begun */
     char               target[300]; /* the address conn is to, for logs */
     jrpc_replay_stats_t st;         /* counters for jrpc_replay_stats() */
 };
@@ -278,6 +284,10 @@ static pending_t *conn_detach(jrpc_replay_t *r)
     r->unwaited = 0;
     r->up = false;
     uv_timer_stop(&r->watchdog);
+    if (r->lookup != NULL) {   /* given up: its callback sees it is no longer ours */
+        uv_cancel((uv_req_t *)r->lookup);
+        r->lookup = NULL;
+    }
     if (conn != NULL)
         conn_close(conn);
     return list;
@@ -309,6 +319,10 @@ static void conn_drop(jrpc_replay_t *r, const char *event, const char *error)
 static void on_watchdog(uv_timer_t *t)
 {
     jrpc_replay_t *r = t->data;
+    if (r->lookup != NULL && uv_hrtime() - r->open_ns >= r->timeout_ns) {
+        conn_drop(r, "resolve_timeout", "no address in time");
+        return;
+    }
     if (r->head == NULL || uv_hrtime() - r->head->sent_ns < r->timeout_ns)
         return;
     conn_drop(r, r->up ? "timeout" : "connect_timeout", "no answer in time");
@@ -755,28 +769,44 @@ static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
     return rc;
 }
 
-/* Opens a connection to nd (the master, or a sentinel while r->asking)
- * and arms the watchdog. Returns 0, or -1 when it could not even start
- * (logged; r->conn stays NULL). */
-static int conn_open(jrpc_replay_t *r, const jrpc_redis_node_t *nd)
+/* Queues what a new connection sends first: to a sentinel AUTH and the
+ * question; to the master AUTH, SELECT, then SCRIPT LOAD and the epoch, or
+ * with Sentinel ROLE first (the rest follows once it says master). Its age
+ * runs from the start of the connection, so a connect that never completes
+ * times out through the watchdog like any command. */
+static int send_opening(jrpc_replay_t *r)
 {
-    assert(r->conn == NULL && r->head == NULL && r->held == NULL);
-    snprintf(r->target, sizeof r->target, "%s", nd->name);
-    JRPC_LOG(r->attempts > 1 ? JRPC_LOG_DEBUG : JRPC_LOG_INFO, COMP,
-             "event=connecting target=%s%s attempt=%llu", r->target,
-             r->asking ? " role=sentinel" : "", (unsigned long long)r->attempts);
-    redisContext *c = nd->path[0] ? redisConnectUnixNonBlock(nd->path)
-                                  : redisConnectNonBlock(nd->host, nd->port);
+    const jrpc_redis_auth_t *a = r->asking ? jrpc_sentinel_auth(r->where)
+                                           : jrpc_sentinel_master_auth(r->where);
+    int rc = a->pass != NULL ? send_handshake(r, CMD_AUTH, r->open_ns) : 0;
+    if (r->asking)
+        return rc == 0 ? send_handshake(r, CMD_ASK, r->open_ns) : rc;
+    if (rc == 0 && jrpc_sentinel_db(r->where) != 0)
+        rc = send_handshake(r, CMD_SELECT, r->open_ns);
+    if (jrpc_sentinel_enabled(r->where))
+        return rc == 0 ? send_handshake(r, CMD_ROLE, r->open_ns) : rc;
+    if (rc == 0)
+        rc = send_handshake(r, CMD_LOAD, r->open_ns);
+    return rc == 0 ? send_handshake(r, CMD_HELLO, r->open_ns) : rc;
+}
+
+/* Connects to r->dest (ip: its numeric address; NULL for a unix socket)
+ * and queues the opening. */
+static void conn_connect(jrpc_replay_t *r, const char *ip)
+{
+    redisContext *c = ip ? redisConnectNonBlock(ip, r->dest.port)
+                         : redisConnectUnixNonBlock(r->dest.path);
     conn_t *conn = c != NULL && !c->err ? calloc(1, sizeof *conn) : NULL;
     if (conn != NULL && uv_poll_init_socket(r->loop, &conn->poll, c->fd) < 0) {
         free(conn);
         conn = NULL;
     }
     if (conn == NULL) {
-        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=connect_failed target=%s error=\"%s\"", r->target,
-                 c && c->err ? c->errstr : "out of memory or uv_poll_init");
+        char why[128];
+        snprintf(why, sizeof why, "%s", c && c->err ? c->errstr : "out of memory or uv_poll_init");
         redisFree(c);
-        return -1;
+        conn_drop(r, "connect_failed", why);
+        return;
     }
     conn->c = c;
     conn->rd = c->reader;
@@ -788,65 +818,97 @@ static int conn_open(jrpc_replay_t *r, const jrpc_redis_node_t *nd)
     r->warned_reply = false;
     r->next_tag = 1;
     r->sha[0] = '\0';
-    uint64_t tick = r->timeout_ns / 4000000;
-    tick = tick < 5 ? 5 : tick > 250 ? 250 : tick;
-    uv_timer_start(&r->watchdog, on_watchdog, tick, tick);
-    return 0;
-}
-
-/* Connects to the master and pipelines the handshake before anything
- * else: AUTH, SELECT, then SCRIPT LOAD and the epoch, or with Sentinel
- * ROLE first (the rest follows once it says master). The handshake's age
- * is measured from now, so a connect that never completes times out
- * through the watchdog like any command. */
-static void master_connect(jrpc_replay_t *r)
-{
-    r->asking = false;
-    if (conn_open(r, jrpc_sentinel_master(r->where)) < 0) {
-        schedule_retry(r);
-        return;
-    }
-    uint64_t now = uv_hrtime();
-    int rc = 0;
-    if (jrpc_sentinel_master_auth(r->where)->pass != NULL)
-        rc = send_handshake(r, CMD_AUTH, now);
-    if (rc == 0 && jrpc_sentinel_db(r->where) != 0)
-        rc = send_handshake(r, CMD_SELECT, now);
-    if (jrpc_sentinel_enabled(r->where)) {
-        if (rc == 0)
-            rc = send_handshake(r, CMD_ROLE, now);
-    } else {
-        if (rc == 0)
-            rc = send_handshake(r, CMD_LOAD, now);
-        if (rc == 0)
-            rc = send_handshake(r, CMD_HELLO, now);
-    }
-    if (rc < 0)
+    if (send_opening(r) < 0)
         conn_drop(r, "connect_failed", "cannot queue the handshake");
 }
 
-/* Finding the master: asks the sentinel the round is at (AUTH, then
- * SENTINEL get-master-addr-by-name), skipping those that cannot even be
- * connected to. A round where none is left fails closed until the retry. */
+static void free_self(jrpc_replay_t *r);
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    jrpc_replay_t *r = req->data;
+    bool ours = r->lookup == req;
+    free(req);
+    r->nlookups--;
+    char ip[INET6_ADDRSTRLEN + 16] = "";
+    if (ours && status == 0 && res != NULL &&
+        getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) != 0)
+        ip[0] = '\0';
+    uv_freeaddrinfo(res);
+    if (r->closing) {
+        if (--r->nclosing == 0)
+            free_self(r);
+        return;
+    }
+    if (!ours)   /* given up (timed out, or the connection dropped) */
+        return;
+    r->lookup = NULL;
+    if (ip[0] == '\0') {
+        conn_drop(r, "resolve_failed", status < 0 ? uv_strerror(status) : "no address");
+        return;
+    }
+    conn_connect(r, ip);
+}
+
+/* Begins a connection to nd (a sentinel while r->asking, else the master):
+ * a host name is looked up off the loop first (hiredis would call
+ * getaddrinfo() itself, and block the loop on DNS). Every failure goes
+ * through conn_drop(): the next sentinel, or the retry timer. */
+static void conn_open(jrpc_replay_t *r, const jrpc_redis_node_t *nd)
+{
+    assert(r->conn == NULL && r->head == NULL && r->held == NULL && r->lookup == NULL);
+    r->dest = *nd;
+    r->open_ns = uv_hrtime();
+    snprintf(r->target, sizeof r->target, "%s", nd->name);
+    JRPC_LOG(r->attempts > 1 ? JRPC_LOG_DEBUG : JRPC_LOG_INFO, COMP,
+             "event=connecting target=%s%s attempt=%llu", r->target,
+             r->asking ? " role=sentinel" : "", (unsigned long long)r->attempts);
+    uint64_t tick = r->timeout_ns / 4000000;
+    tick = tick < 5 ? 5 : tick > 250 ? 250 : tick;
+    uv_timer_start(&r->watchdog, on_watchdog, tick, tick);
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (nd->path[0] != '\0') {
+        conn_connect(r, NULL);
+        return;
+    }
+    if (inet_pton(AF_INET, nd->host, addr) == 1 || inet_pton(AF_INET6, nd->host, addr) == 1) {
+        conn_connect(r, nd->host);
+        return;
+    }
+    uv_getaddrinfo_t *req = malloc(sizeof *req);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    int rc = UV_ENOMEM;
+    if (req != NULL) {
+        req->data = r;
+        rc = uv_getaddrinfo(r->loop, req, on_resolved, nd->host, NULL, &hints);
+    }
+    if (rc < 0) {
+        free(req);
+        conn_drop(r, "resolve_failed", uv_strerror(rc));
+        return;
+    }
+    r->lookup = req;
+    r->nlookups++;
+}
+
+static void master_connect(jrpc_replay_t *r)
+{
+    r->asking = false;
+    conn_open(r, jrpc_sentinel_master(r->where));
+}
+
+/* Finding the master: asks the sentinel the round is at; a failure asks
+ * the next one (conn_drop), so this recurses at most once per sentinel. A
+ * round where none is left fails closed until the retry. */
 static void sentinel_ask(jrpc_replay_t *r)
 {
     if (r->closing)
         return;
-    const jrpc_redis_node_t *nd;
-    while ((nd = jrpc_sentinel_asking(r->where)) != NULL) {
+    const jrpc_redis_node_t *nd = jrpc_sentinel_asking(r->where);
+    if (nd != NULL) {
         r->asking = true;
-        if (conn_open(r, nd) == 0) {
-            uint64_t now = uv_hrtime();
-            int rc = 0;
-            if (jrpc_sentinel_auth(r->where)->pass != NULL)
-                rc = send_handshake(r, CMD_AUTH, now);
-            if (rc == 0)
-                rc = send_handshake(r, CMD_ASK, now);
-            if (rc == 0)
-                return;
-            fail_list(r, conn_detach(r), -EAGAIN);   /* handshake items only */
-        }
-        jrpc_sentinel_failed(r->where);
+        conn_open(r, nd);
+        return;
     }
     r->asking = false;
     JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=no_sentinel master_name=%s sentinels=%zu retry_ms=%llu "
@@ -952,7 +1014,7 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     assert(!r->closing);
     r->closing = true;
     pending_t *list = conn_detach(r);
-    r->nclosing = 2;
+    r->nclosing = 2 + r->nlookups;   /* each lookup still owes its callback */
     uv_close((uv_handle_t *)&r->watchdog, on_timer_closed);
     uv_close((uv_handle_t *)&r->retry, on_timer_closed);
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=closed target=%s", r->target);

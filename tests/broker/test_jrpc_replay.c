@@ -1617,6 +1617,38 @@ static void test_wait_replicas(void **state)
     assert_int_equal(claim_wait(&f->loop, f->r, "kw", "w-4"), -EAGAIN);
 }
 
+/* Host names are looked up off the loop (uv_getaddrinfo), for the master
+ * and for the sentinels alike; one that does not resolve is skipped like
+ * a sentinel that is down; destroying the module while a lookup is out
+ * waits for it (the teardown's uv_loop_close proves nothing is left). */
+static void test_host_names(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[256];
+    snprintf(url, sizeof url, "redis://localhost:%d", f->srv.port);
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kh", "host-1"), 0);
+    jrpc_replay_destroy(&f->r);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+
+    f->fk = fakes_start(f->srv.port, "");
+    snprintf(url, sizeof url, "sentinel://nonexistent.invalid:1,localhost:%d/mymaster",
+             f->fk->s[0].port);
+    capture_t cap;
+    capture_start(&cap);
+    make_up(f, url, 1000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kh", "host-2"), 0);
+    char *log = capture_end(&cap);
+    assert_true(strstr(log, "event=resolve_failed target=nonexistent.invalid:1") != NULL ||
+                strstr(log, "event=resolve_timeout target=nonexistent.invalid:1") != NULL);
+    free(log);
+    jrpc_replay_destroy(&f->r);
+
+    f->r = make(f, url, 1000);   /* destroyed with its first lookup still out */
+    run_for(&f->loop, 0);
+}
+
 int main(void)
 {
     jrpc_log_init("test_jrpc_replay");
@@ -1645,6 +1677,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sentinel_readonly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sentinel_passwords, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_replicas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
