@@ -28,14 +28,29 @@
  * brokers' wall clocks (the clock that checks the timestamps), never
  * Redis' TIME.
  *
- * States: down (conn == NULL, retry timer armed), connecting (conn set, the
- * handshake AUTH/SELECT/SCRIPT LOAD/hello in the FIFO), up (hello answered).
- * Claims are accepted only when up; otherwise they fail at once with -EAGAIN. */
+ * States: down (conn == NULL, retry timer armed), asking (sentinel://
+ * only: conn is to a sentinel, AUTH and SENTINEL get-master-addr-by-name in
+ * the FIFO; a failure moves on to the next sentinel at once, and a round
+ * where none answered waits for the retry timer), connecting (conn to the
+ * master, the handshake AUTH/SELECT[/ROLE]/SCRIPT LOAD/hello in the FIFO;
+ * with sentinel:// the script is loaded only once ROLE said master), up
+ * (hello answered). Claims are accepted only when up; otherwise they fail
+ * at once with -EAGAIN. With sentinel://, every drop of the master
+ * connection (error, -READONLY, timeout) re-discovers on the next attempt.
+ *
+ * --redis-wait-replicas N: a WAIT N follows the claims written in one go
+ * (one WAIT per write, however many claims it carries: WAIT waits for
+ * every write the connection made before it). A claim the script answered
+ * OK waits on the `held` list for that WAIT's count: at least N is fresh,
+ * fewer fails closed (-EAGAIN; the nonce stays claimed on the master). */
 #include "jrpc_replay.h"
 #include "jrpc_errors.h"
+#include "jrpc_sentinel.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +67,13 @@
 #define COMP "replay"
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
-#define UNIX_PATH_MAX 108     /* sizeof(struct sockaddr_un.sun_path) on Linux */
+/* With Sentinel a failover is expected and asking a sentinel is cheap: a
+ * lower ceiling shortens the 503s after the new master is announced. */
+#define BACKOFF_MAX_SENTINEL_MS 1000
 #define EPOCH_KEY "jrpc:epoch"
 #define EPOCH_MAX 64          /* longest epoch value we accept from Redis */
 #define MAX_ELEMENTS 8        /* our replies have at most 3; bigger arrays are refused unbuilt */
+#define MAX_ROLE_ELEMENTS 1024/* ROLE lists a master's replicas: allowed for its reply only */
 #define MAX_BUFFERED (1u << 20) /* unparsed reply bytes before the connection is dropped */
 
 /* KEYS[1] the epoch key, KEYS[2] the nonce key (absent: hello, which only
@@ -70,7 +88,7 @@ static const char CLAIM_LUA[] =
     "if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then return {ARGV[4], 'OK'} end "
     "return {ARGV[4], 'DUP'}";
 
-enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_LOAD, CMD_HELLO };
+enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK };
 
 /* One command written to the current connection and not yet answered. */
 typedef struct pending {
@@ -101,16 +119,23 @@ struct jrpc_replay {
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
     size_t             npending;    /* length of the FIFO */
+    pending_t         *held;        /* claims answered OK, waiting for their WAIT's count */
+    pending_t         *held_tail;   /* youngest of them */
+    size_t             unwaited;    /* claims written since the last WAIT was queued */
     bool               up;          /* handshake answered, claims accepted */
+    bool               asking;      /* conn is to a sentinel (finding the master) */
     bool               closing;     /* destroy called; freed when nclosing hits 0 */
     bool               warned_reply;/* an error reply to a claim was logged on this connection */
     bool               had_epoch;   /* epoch holds a value read from Redis */
     int                nclosing;    /* our handles still closing */
     uint64_t           backoff_ms;  /* delay before the next reconnect */
+    uint64_t           backoff_max; /* its ceiling */
     uint64_t           attempts;    /* connection attempts started */
     uint64_t           timeout_ns;  /* opts->timeout_ms in ns */
     uint64_t           next_tag;    /* tag of the next script call on this connection */
     uint32_t           window_s;    /* opts->window_s */
+    uint32_t           wait_n;      /* opts->wait_replicas (0: no WAIT) */
+    uint32_t           wait_ms;     /* WAIT's own timeout: half the command timeout */
     int64_t            refuse_to;   /* bodies signed at or before this are refused (INT64_MIN: none) */
     int64_t            lost_at;     /* when Redis last lost its memory, as far as we know (0: never) */
     char               epoch[EPOCH_MAX + 1]; /* the epoch value we know, "" before the first */
@@ -118,16 +143,12 @@ struct jrpc_replay {
     char               sha[41];     /* SCRIPT LOAD's answer on this connection */
     char               ttl[24];     /* 2 × window_s, decimal */
     char               dbs[24];     /* database index, decimal */
-    /* Where to connect, parsed from the URL. */
-    char              *host;        /* TCP host (NULL for a unix socket) */
-    int                port;        /* TCP port */
-    char              *path;        /* unix socket path (NULL for TCP) */
-    char              *user;        /* AUTH user (NULL: password only) */
-    size_t             user_n;      /* its length (percent-decoding may give any byte) */
-    char              *pass;        /* AUTH password (NULL: no AUTH); never logged */
-    size_t             pass_n;      /* its length */
-    unsigned long      db;          /* SELECT when not 0 */
-    char               target[300]; /* host:port or the socket path, for logs */
+    jrpc_sentinel_t   *where;       /* the URL: a fixed address, or the master through Sentinel */
+    jrpc_redis_node_t  dest;        /* where conn goes (a copy: Sentinel reorders its list) */
+    uv_getaddrinfo_t  *lookup;      /* dest's host name being looked up, NULL: none */
+    int                nlookups;    /* lookups not called back yet (given-up ones too) */
+    uint64_t           open_ns;     /* uv_hrtime() when the connection was begun */
+    char               target[300]; /* the address conn is to, for logs */
     jrpc_replay_stats_t st;         /* counters for jrpc_replay_stats() */
 };
 
@@ -136,203 +157,6 @@ static void conn_start(jrpc_replay_t *r);
 static void on_retry(uv_timer_t *t)
 {
     conn_start(t->data);
-}
-
-/* ---- URL parsing --------------------------------------------------------- */
-
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes s[0..n) into a new NUL-terminated string (*out_n bytes
- * before the NUL). Returns 0, -EINVAL on a bad escape, -ENOMEM. */
-static int pct_decode(const char *s, size_t n, char **out, size_t *out_n)
-{
-    char *d = malloc(n + 1);
-    if (d == NULL)
-        return -ENOMEM;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] != '%') {
-            d[k++] = s[i];
-            continue;
-        }
-        int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-        int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-        if (hi < 0 || lo < 0) {
-            free(d);
-            return -EINVAL;
-        }
-        d[k++] = (char)(hi << 4 | lo);
-        i += 2;
-    }
-    d[k] = '\0';
-    *out = d;
-    *out_n = k;
-    return 0;
-}
-
-/* Parses decimal digits s[0..n) into *v, at most max. Returns 0 or -EINVAL. */
-static int parse_num(const char *s, size_t n, unsigned long max, unsigned long *v)
-{
-    if (n == 0 || n > 10)
-        return -EINVAL;
-    unsigned long x = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -EINVAL;
-        x = x * 10 + (unsigned long)(s[i] - '0');
-    }
-    if (x > max)
-        return -EINVAL;
-    *v = x;
-    return 0;
-}
-
-static bool host_ok(const char *h, size_t n, bool bracketed)
-{
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = h[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '-' || c == '_' || (bracketed && (c == ':' || c == '%'));
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* redis://[user:password@]host:port[/db] — fills r->host/port/user/pass/db.
- * Messages never quote the URL: it may hold a password. */
-static int parse_redis_url(jrpc_replay_t *r, const char *s, char *err, size_t errlen)
-{
-    const char *aend = strchr(s, '/');
-    if (aend == NULL)
-        aend = s + strlen(s);
-    const char *at = NULL;
-    for (const char *p = s; p < aend; p++)
-        if (*p == '@')
-            at = p;
-    const char *hp = s;
-    if (at != NULL) {
-        const char *colon = memchr(s, ':', (size_t)(at - s));
-        if (colon == NULL || colon + 1 == at) {
-            jrpc_errf(err, errlen, "--redis: credentials must be user:password@ or :password@");
-            return -EINVAL;
-        }
-        int rc = 0;
-        if (colon > s)
-            rc = pct_decode(s, (size_t)(colon - s), &r->user, &r->user_n);
-        if (rc == 0)
-            rc = pct_decode(colon + 1, (size_t)(at - colon - 1), &r->pass, &r->pass_n);
-        if (rc == -ENOMEM) {
-            jrpc_errf(err, errlen, "--redis: out of memory");
-            return rc;
-        }
-        if (rc < 0) {
-            jrpc_errf(err, errlen, "--redis: bad %%-escape in the credentials");
-            return rc;
-        }
-        hp = at + 1;
-    }
-
-    const char *host = hp, *colon;
-    size_t host_n;
-    bool bracketed = false;
-    if (*hp == '[') {
-        const char *rb = memchr(hp, ']', (size_t)(aend - hp));
-        if (rb == NULL) {
-            jrpc_errf(err, errlen, "--redis: unterminated [IPv6] host");
-            return -EINVAL;
-        }
-        host = hp + 1;
-        host_n = (size_t)(rb - host);
-        colon = rb + 1 < aend && rb[1] == ':' ? rb + 1 : NULL;
-        if (colon == NULL && rb + 1 != aend) {
-            jrpc_errf(err, errlen, "--redis: expected :port after the [IPv6] host");
-            return -EINVAL;
-        }
-        bracketed = true;
-    } else {
-        colon = memchr(hp, ':', (size_t)(aend - hp));
-        host_n = (size_t)((colon ? colon : aend) - hp);
-        if (colon != NULL && memchr(colon + 1, ':', (size_t)(aend - colon - 1)) != NULL) {
-            jrpc_errf(err, errlen, "--redis: IPv6 hosts need [brackets]");
-            return -EINVAL;
-        }
-    }
-    if (!host_ok(host, host_n, bracketed)) {
-        jrpc_errf(err, errlen, "--redis: missing or invalid host");
-        return -EINVAL;
-    }
-    if (colon == NULL) {
-        jrpc_errf(err, errlen, "--redis: missing :port (expected redis://[user:password@]host:port[/db])");
-        return -EINVAL;
-    }
-    unsigned long port;
-    if (parse_num(colon + 1, (size_t)(aend - colon - 1), 65535, &port) < 0 || port == 0) {
-        jrpc_errf(err, errlen, "--redis: port must be a number in 1..65535");
-        return -EINVAL;
-    }
-    r->port = (int)port;
-    if ((r->host = strndup(host, host_n)) == NULL) {
-        jrpc_errf(err, errlen, "--redis: out of memory");
-        return -ENOMEM;
-    }
-    snprintf(r->target, sizeof r->target, bracketed ? "[%s]:%d" : "%s:%d", r->host, r->port);
-
-    r->db = 0;
-    if (*aend == '/' && aend[1] != '\0' &&
-        parse_num(aend + 1, strlen(aend + 1), 2147483647UL, &r->db) < 0) {
-        jrpc_errf(err, errlen, "--redis: database must be a number (redis://host:port/<db>)");
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int parse_url(jrpc_replay_t *r, const char *url, char *err, size_t errlen)
-{
-    if (url == NULL || *url == '\0') {
-        jrpc_errf(err, errlen, "--redis: empty URL");
-        return -EINVAL;
-    }
-    if (strpbrk(url, "?# \t\r\n") != NULL) {
-        jrpc_errf(err, errlen, "--redis: query, fragment or blanks in the URL are not supported "
-                             "(percent-encode them in a password)");
-        return -EINVAL;
-    }
-    if (strncmp(url, "redis://", 8) == 0)
-        return parse_redis_url(r, url + 8, err, errlen);
-    if (strncmp(url, "unix://", 7) == 0) {
-        const char *path = url + 7;
-        size_t n = strlen(path);
-        if (path[0] != '/' || n < 2 || n >= UNIX_PATH_MAX) {
-            jrpc_errf(err, errlen, "--redis: expected unix:///absolute/path.sock (under %d bytes)",
-                    UNIX_PATH_MAX);
-            return -EINVAL;
-        }
-        if ((r->path = strdup(path)) == NULL) {
-            jrpc_errf(err, errlen, "--redis: out of memory");
-            return -ENOMEM;
-        }
-        snprintf(r->target, sizeof r->target, "unix:%s", r->path);
-        return 0;
-    }
-    if (strncmp(url, "rediss://", 9) == 0) {
-        jrpc_errf(err, errlen, "--redis: TLS (rediss://) is not supported");
-        return -EINVAL;
-    }
-    jrpc_errf(err, errlen, "--redis: expected redis://[user:password@]host:port[/db] or unix:///path");
-    return -EINVAL;
 }
 
 /* ---- the FIFO ------------------------------------------------------------ */
@@ -380,13 +204,19 @@ static void fail_list(jrpc_replay_t *r, pending_t *list, int rc)
 
 /* hiredis' own reply functions, except that arrays longer than ours can be
  * are refused before they are allocated (a "*2000000000" header would
- * otherwise ask calloc for 16 GB): the reader then reports an error. */
+ * otherwise ask calloc for 16 GB): the reader then reports an error. ROLE's
+ * reply lists a master's replicas, so while ROLE heads the FIFO (the reply
+ * being parsed answers the head: replies are taken one at a time) its
+ * arrays may be longer. The reader's privdata is the jrpc_replay_t (NULL in
+ * the fuzz target's readers). */
 static redisReplyObjectFunctions reply_fns;          /* what our readers use */
 static const redisReplyObjectFunctions *default_fns; /* hiredis' own, copied once */
 
 static void *create_array(const redisReadTask *task, int elements)
 {
-    if (elements > MAX_ELEMENTS)
+    const jrpc_replay_t *r = task->privdata;
+    bool role = r != NULL && r->head != NULL && r->head->kind == CMD_ROLE;
+    if (elements > (role ? MAX_ROLE_ELEMENTS : MAX_ELEMENTS))
         return NULL;
     return default_fns->createArray(task, elements);
 }
@@ -434,37 +264,65 @@ static void schedule_retry(jrpc_replay_t *r)
     if (r->closing)
         return;
     uint64_t delay = r->backoff_ms;
-    r->backoff_ms = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
+    r->backoff_ms = delay * 2 > r->backoff_max ? r->backoff_max : delay * 2;
     uv_timer_start(&r->retry, on_retry, delay, 0);
 }
 
-/* Gives up the current connection: detaches it and the FIFO, closes it,
- * fails every pending claim with -EAGAIN, arms the reconnect. Safe from
- * inside the reply loop: the loop stops when r->conn changes. */
-static void conn_drop(jrpc_replay_t *r, const char *event, const char *error)
+/* Detaches the current connection, closes it, and returns what was waiting
+ * on it (the FIFO, then the held claims) for fail_list(). */
+static pending_t *conn_detach(jrpc_replay_t *r)
 {
     conn_t *conn = r->conn;
     pending_t *list = r->head;
-    size_t n = r->npending;
-    bool was_up = r->up;
-
+    if (r->tail != NULL)
+        r->tail->next = r->held;
+    else
+        list = r->held;
     r->conn = NULL;
-    r->head = r->tail = NULL;
+    r->head = r->tail = r->held = r->held_tail = NULL;
     r->npending = 0;
+    r->unwaited = 0;
     r->up = false;
     uv_timer_stop(&r->watchdog);
+    if (r->lookup != NULL) {   /* given up: its callback sees it is no longer ours */
+        uv_cancel((uv_req_t *)r->lookup);
+        r->lookup = NULL;
+    }
     if (conn != NULL)
         conn_close(conn);
-    JRPC_LOG(JRPC_LOG_WARN, COMP, "event=%s target=%s was_up=%d pending=%zu retry_ms=%llu error=\"%.200s\"",
-             event, r->target, was_up, n, (unsigned long long)r->backoff_ms,
-             error ? error : "-");
-    schedule_retry(r);
+    return list;
+}
+
+static void sentinel_ask(jrpc_replay_t *r);
+
+/* Gives up the current connection: detaches it and the FIFO, closes it,
+ * fails every pending claim with -EAGAIN, and either asks the next
+ * sentinel (while finding the master) or arms the reconnect. Safe from
+ * inside the reply loop: the loop stops when r->conn changes. */
+static void conn_drop(jrpc_replay_t *r, const char *event, const char *error)
+{
+    size_t n = r->npending;
+    bool was_up = r->up, asking = r->asking;
+    pending_t *list = conn_detach(r);
+    JRPC_LOG(JRPC_LOG_WARN, COMP, "event=%s target=%s%s was_up=%d pending=%zu retry_ms=%llu "
+             "error=\"%.200s\"", event, r->target, asking ? " role=sentinel" : "", was_up, n,
+             asking ? 0ULL : (unsigned long long)r->backoff_ms, error ? error : "-");
+    if (asking) {
+        jrpc_sentinel_failed(r->where);
+        sentinel_ask(r);
+    } else {
+        schedule_retry(r);
+    }
     fail_list(r, list, -EAGAIN);
 }
 
 static void on_watchdog(uv_timer_t *t)
 {
     jrpc_replay_t *r = t->data;
+    if (r->lookup != NULL && uv_hrtime() - r->open_ns >= r->timeout_ns) {
+        conn_drop(r, "resolve_timeout", "no address in time");
+        return;
+    }
     if (r->head == NULL || uv_hrtime() - r->head->sent_ns < r->timeout_ns)
         return;
     conn_drop(r, r->up ? "timeout" : "connect_timeout", "no answer in time");
@@ -563,33 +421,40 @@ static int adopt_epoch(jrpc_replay_t *r, const char *v, size_t n)
     return 0;
 }
 
-/* The claim's answer: 0, -EEXIST, -EAGAIN, -ESTALE; or 1 when the reply
- * does not answer this claim (the connection must go). */
+/* The claim's answer: 0, -EEXIST, -EAGAIN, -ESTALE; or DROP_DESYNC when
+ * the reply does not answer this claim, DROP_READONLY when Redis says it
+ * is not a master (the connection must go either way). */
+enum { DROP_DESYNC = 1, DROP_READONLY = 2 };
+
 static int claim_result(jrpc_replay_t *r, const redisReply *rep, const pending_t *p)
 {
     if (rep->type == REDIS_REPLY_ERROR) {
         int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
         r->warned_reply = true;
         JRPC_LOG(level, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target, rep->str);
+        /* -READONLY: a replica now (a failover demoted it); find the master. */
+        if (jrpc_sentinel_is_readonly(rep))
+            return DROP_READONLY;
         /* NOSCRIPT (SCRIPT FLUSH): the next connection loads it again. */
-        return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? 1 : -EAGAIN;
+        return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? DROP_DESYNC : -EAGAIN;
     }
     const redisReply *word = script_word(rep, p);
     if (word == NULL)
-        return 1;
+        return DROP_DESYNC;
     if (str_is(word, "OK"))
         return 0;
     if (str_is(word, "DUP"))
         return -EEXIST;
     const redisReply *v = rep->element[2];
     if (adopt_epoch(r, v->str, v->len) < 0)
-        return 1;
+        return DROP_DESYNC;
     return p->ts <= r->refuse_to ? -ESTALE : -EAGAIN;
 }
 
-static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
+/* Counts, frees and answers one claim. The callback may claim again or
+ * destroy r (which stays allocated until its close callbacks). */
+static void claim_done(jrpc_replay_t *r, pending_t *p, int rc)
 {
-    int rc = claim_result(r, rep, p);
     uint64_t rtt_ns = jrpc_metrics_tick() - p->sent_ns;
     jrpc_hist_observe(&jrpc_metrics.redis_rtt, rtt_ns);
     r->st.rtt_us_sum += rtt_ns / 1000;
@@ -605,26 +470,100 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     jrpc_replay_cb cb = p->cb;
     void *arg = p->arg;
     free(p);
-    if (rc == 1) {
+    cb(arg, rc);
+}
+
+static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
+{
+    int rc = claim_result(r, rep, p);
+    if (rc > 0) {
         /* Unanswered for sure: fail it closed with the rest of the FIFO. */
-        conn_drop(r, "desync", "a reply that does not answer the command sent");
-        cb(arg, -EAGAIN);
+        conn_drop(r, rc == DROP_READONLY ? "not_master" : "desync",
+                  rc == DROP_READONLY ? "READONLY: Redis is a replica now"
+                                      : "a reply that does not answer the command sent");
+        claim_done(r, p, -EAGAIN);
         return;
     }
-    cb(arg, rc);   /* may claim again or destroy r */
+    if (rc == 0 && r->wait_n > 0) {   /* fresh once its WAIT counts enough replicas */
+        p->next = NULL;
+        if (r->held_tail != NULL)
+            r->held_tail->next = p;
+        else
+            r->held = p;
+        r->held_tail = p;
+        return;
+    }
+    claim_done(r, p, rc);
+}
+
+/* WAIT's reply: how many replicas have every write before it, so every
+ * held claim is fresh (enough) or fails closed. */
+static void handle_wait(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
+{
+    free(p);
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        conn_drop(r, "wait_failed", rep->type == REDIS_REPLY_ERROR ? rep->str : "not a count");
+        return;
+    }
+    pending_t *list = r->held;
+    r->held = r->held_tail = NULL;
+    int rc = rep->integer >= (long long)r->wait_n ? 0 : -EAGAIN;
+    if (rc < 0 && list != NULL) {
+        int level = r->st.wait_short == 0 ? JRPC_LOG_WARN : JRPC_LOG_DEBUG;
+        JRPC_LOG(level, COMP, "event=wait_short target=%s replicas=%lld want=%u detail=\"fewer "
+                 "replicas acknowledged the claims than --redis-wait-replicas: refused (503)\"",
+                 r->target, rep->integer, r->wait_n);
+    }
+    while (list != NULL) {
+        pending_t *c = list;
+        list = c->next;
+        r->st.wait_short += rc < 0;
+        claim_done(r, c, rc);
+    }
+}
+
+static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now);
+static void master_connect(jrpc_replay_t *r);
+
+/* A sentinel's answer to get-master-addr-by-name: connect to the master it
+ * names, or ask the next sentinel. */
+static void handle_ask(jrpc_replay_t *r, const redisReply *rep)
+{
+    char sentinel[sizeof r->target];
+    snprintf(sentinel, sizeof sentinel, "%s", r->target);
+    int rc = jrpc_sentinel_answer(r->where, rep);
+    fail_list(r, conn_detach(r), -EAGAIN);   /* the question was the last in the FIFO */
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=sentinel_no_master sentinel=%s master_name=%s "
+                 "reason=\"%.200s\"", sentinel, jrpc_sentinel_name(r->where),
+                 rc == -ENOENT ? "this sentinel does not know the master"
+                 : rc == -EACCES ? rep->str : "not a host and port");
+        sentinel_ask(r);
+        return;
+    }
+    r->st.masters_found++;
+    JRPC_LOG(rc == 1 ? JRPC_LOG_INFO : JRPC_LOG_DEBUG, COMP,
+             "event=master_found sentinel=%s master_name=%s master=%s changed=%d", sentinel,
+             jrpc_sentinel_name(r->where), jrpc_sentinel_master(r->where)->name, rc);
+    master_connect(r);
 }
 
 static void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
 {
     enum cmd_kind kind = p->kind;
     const redisReply *word = kind == CMD_HELLO ? script_word(rep, p) : NULL;
+    uint64_t sent_ns = p->sent_ns;
     free(p);
+    if (kind == CMD_ASK) {
+        handle_ask(r, rep);
+        return;
+    }
     if (kind == CMD_HELLO && word != NULL && str_is(word, "EPOCH") &&
         adopt_epoch(r, rep->element[2]->str, rep->element[2]->len) == 0) {
         r->up = true;
         r->backoff_ms = BACKOFF_MIN_MS;
-        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=up target=%s db=%lu attempts=%llu", r->target, r->db,
-                 (unsigned long long)r->attempts);
+        JRPC_LOG(JRPC_LOG_INFO, COMP, "event=up target=%s db=%lu attempts=%llu", r->target,
+                 jrpc_sentinel_db(r->where), (unsigned long long)r->attempts);
         return;
     }
     if (kind == CMD_LOAD && rep->type == REDIS_REPLY_STRING && rep->len == 40) {
@@ -634,13 +573,30 @@ static void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *r
     }
     if ((kind == CMD_AUTH || kind == CMD_SELECT) && reply_is(rep, "OK"))
         return;
+    char role[40] = "";
+    if (kind == CMD_ROLE && jrpc_sentinel_role(rep, role, sizeof role) == 0) {
+        /* A master: now the script and the epoch (never written to a replica). */
+        int rc = send_handshake(r, CMD_LOAD, sent_ns);
+        if (rc == 0)
+            rc = send_handshake(r, CMD_HELLO, sent_ns);
+        if (rc < 0)
+            conn_drop(r, "connect_failed", "cannot queue the handshake");
+        return;
+    }
+    if (kind == CMD_ROLE && role[0] != '\0') {
+        /* The guide: not the master (yet, or any more): pause, find it again. */
+        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=not_master target=%s role=%s", r->target, role);
+        conn_drop(r, "not_master", role);
+        return;
+    }
     /* Redis' own error text, which never contains the password. */
     const char *why = rep->type == REDIS_REPLY_ERROR || rep->type == REDIS_REPLY_STATUS
                       ? rep->str : "unexpected reply";
     const char *event = kind == CMD_AUTH ? "auth_failed" : kind == CMD_SELECT ? "select_failed"
+                      : kind == CMD_ROLE ? "role_failed"
                       : kind == CMD_LOAD ? "script_load_failed" : "epoch_failed";
-    JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=%s target=%s db=%lu reason=\"%.200s\"", event,
-             r->target, r->db, why);
+    JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=%s target=%s%s db=%lu reason=\"%.200s\"", event,
+             r->target, r->asking ? " role=sentinel" : "", jrpc_sentinel_db(r->where), why);
     conn_drop(r, "handshake_failed", event);
 }
 
@@ -667,6 +623,8 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
         }
         if (p->kind == CMD_CLAIM)
             handle_claim(r, p, reply);
+        else if (p->kind == CMD_WAIT)
+            handle_wait(r, p, reply);
         else
             handle_handshake(r, p, reply);
         freeReplyObject(reply);
@@ -676,6 +634,7 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
 }
 
 static void set_writing(conn_t *conn, bool on);
+static int send_wait(jrpc_replay_t *r);
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
@@ -683,7 +642,12 @@ static void on_poll(uv_poll_t *h, int status, int events)
     conn_t *conn = r->conn;
     assert(conn != NULL && &conn->poll == h);
     if (status < 0) {
-        conn_drop(r, conn->connected ? "disconnected" : "connect_failed", uv_strerror(status));
+        /* libuv says EBADF for POLLERR: the socket knows the real reason. */
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(conn->c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        conn_drop(r, conn->connected ? "disconnected" : "connect_failed",
+                  err != 0 ? strerror(err) : uv_strerror(status));
         return;
     }
     if (!conn->connected) {
@@ -702,6 +666,10 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     if (events & UV_WRITABLE) {
         int done = 0;
+        if (r->unwaited > 0 && send_wait(r) < 0) {
+            conn_drop(r, "disconnected", "cannot queue WAIT");
+            return;
+        }
         if (redisBufferWrite(conn->c, &done) != REDIS_OK) {
             conn_drop(r, "disconnected", conn->c->errstr);
             return;
@@ -750,6 +718,22 @@ static void proposal(const jrpc_replay_t *r, char *buf, size_t n)
     snprintf(buf, n, "%s:%lld", r->id, r->had_epoch ? (long long)time(NULL) : 0LL);
 }
 
+/* One WAIT after the claims written since the last one (see the top). */
+static int send_wait(jrpc_replay_t *r)
+{
+    pending_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return -ENOMEM;
+    p->kind = CMD_WAIT;
+    p->sent_ns = uv_hrtime();
+    int rc = send_cmd(r, p, "WAIT %u %u", r->wait_n, r->wait_ms);
+    if (rc < 0)
+        free(p);
+    else
+        r->unwaited = 0;
+    return rc;
+}
+
 static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
 {
     pending_t *p = calloc(1, sizeof *p);
@@ -757,13 +741,19 @@ static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
         return -ENOMEM;
     p->kind = kind;
     p->sent_ns = now;
+    const jrpc_redis_auth_t *a = r->asking ? jrpc_sentinel_auth(r->where)
+                                           : jrpc_sentinel_master_auth(r->where);
     int rc;
-    if (kind == CMD_AUTH && r->user != NULL) {
-        rc = send_cmd(r, p, "AUTH %b %b", r->user, r->user_n, r->pass, r->pass_n);
+    if (kind == CMD_AUTH && a->user != NULL) {
+        rc = send_cmd(r, p, "AUTH %b %b", a->user, a->user_n, a->pass, a->pass_n);
     } else if (kind == CMD_AUTH) {
-        rc = send_cmd(r, p, "AUTH %b", r->pass, r->pass_n);
+        rc = send_cmd(r, p, "AUTH %b", a->pass, a->pass_n);
+    } else if (kind == CMD_ASK) {
+        rc = send_cmd(r, p, "SENTINEL get-master-addr-by-name %s", jrpc_sentinel_name(r->where));
     } else if (kind == CMD_SELECT) {
         rc = send_cmd(r, p, "SELECT %s", r->dbs);
+    } else if (kind == CMD_ROLE) {
+        rc = send_cmd(r, p, "ROLE");
     } else if (kind == CMD_LOAD) {
         rc = send_cmd(r, p, "SCRIPT LOAD %s", CLAIM_LUA);
     } else {
@@ -779,86 +769,183 @@ static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
     return rc;
 }
 
-/* Starts a connection and pipelines the handshake (AUTH, SELECT, SCRIPT
- * LOAD, the epoch) before anything else. Runs from the retry timer. */
-static void conn_start(jrpc_replay_t *r)
+/* Queues what a new connection sends first: to a sentinel AUTH and the
+ * question; to the master AUTH, SELECT, then SCRIPT LOAD and the epoch, or
+ * with Sentinel ROLE first (the rest follows once it says master). Its age
+ * runs from the start of the connection, so a connect that never completes
+ * times out through the watchdog like any command. */
+static int send_opening(jrpc_replay_t *r)
 {
-    assert(r->conn == NULL && r->head == NULL);
-    if (r->attempts++ > 0)
-        r->st.reconnects++;
-    JRPC_LOG(r->attempts > 1 ? JRPC_LOG_DEBUG : JRPC_LOG_INFO, COMP,
-             "event=connecting target=%s attempt=%llu", r->target,
-             (unsigned long long)r->attempts);
-    redisContext *c = r->path ? redisConnectUnixNonBlock(r->path)
-                              : redisConnectNonBlock(r->host, r->port);
+    const jrpc_redis_auth_t *a = r->asking ? jrpc_sentinel_auth(r->where)
+                                           : jrpc_sentinel_master_auth(r->where);
+    int rc = a->pass != NULL ? send_handshake(r, CMD_AUTH, r->open_ns) : 0;
+    if (r->asking)
+        return rc == 0 ? send_handshake(r, CMD_ASK, r->open_ns) : rc;
+    if (rc == 0 && jrpc_sentinel_db(r->where) != 0)
+        rc = send_handshake(r, CMD_SELECT, r->open_ns);
+    if (jrpc_sentinel_enabled(r->where))
+        return rc == 0 ? send_handshake(r, CMD_ROLE, r->open_ns) : rc;
+    if (rc == 0)
+        rc = send_handshake(r, CMD_LOAD, r->open_ns);
+    return rc == 0 ? send_handshake(r, CMD_HELLO, r->open_ns) : rc;
+}
+
+/* Connects to r->dest (ip: its numeric address; NULL for a unix socket)
+ * and queues the opening. */
+static void conn_connect(jrpc_replay_t *r, const char *ip)
+{
+    redisContext *c = ip ? redisConnectNonBlock(ip, r->dest.port)
+                         : redisConnectUnixNonBlock(r->dest.path);
     conn_t *conn = c != NULL && !c->err ? calloc(1, sizeof *conn) : NULL;
+    if (conn != NULL && uv_poll_init_socket(r->loop, &conn->poll, c->fd) < 0) {
+        free(conn);
+        conn = NULL;
+    }
     if (conn == NULL) {
-        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=connect_failed target=%s retry_ms=%llu error=\"%s\"",
-                 r->target, (unsigned long long)r->backoff_ms,
-                 c && c->err ? c->errstr : "out of memory");
+        char why[128];
+        snprintf(why, sizeof why, "%s", c && c->err ? c->errstr : "out of memory or uv_poll_init");
         redisFree(c);
-        schedule_retry(r);
+        conn_drop(r, "connect_failed", why);
         return;
     }
     conn->c = c;
     conn->rd = c->reader;
     conn->rd->fn = &reply_fns;
-    if (uv_poll_init_socket(r->loop, &conn->poll, c->fd) < 0) {
-        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=connect_failed target=%s error=\"uv_poll_init\"",
-                 r->target);
-        redisFree(c);
-        free(conn);
-        schedule_retry(r);
-        return;
-    }
+    conn->rd->privdata = r;   /* create_array() looks at the FIFO's head */
     conn->polled = true;
     conn->poll.data = r;
     r->conn = conn;
     r->warned_reply = false;
     r->next_tag = 1;
     r->sha[0] = '\0';
+    if (send_opening(r) < 0)
+        conn_drop(r, "connect_failed", "cannot queue the handshake");
+}
 
-    /* The handshake's age is measured from now, so a connect that never
-     * completes times out through the watchdog like any command. */
-    uint64_t now = uv_hrtime();
-    int rc = 0;
-    if (r->pass != NULL)
-        rc = send_handshake(r, CMD_AUTH, now);
-    if (rc == 0 && r->db != 0)
-        rc = send_handshake(r, CMD_SELECT, now);
-    if (rc == 0)
-        rc = send_handshake(r, CMD_LOAD, now);
-    if (rc == 0)
-        rc = send_handshake(r, CMD_HELLO, now);
+static void free_self(jrpc_replay_t *r);
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    jrpc_replay_t *r = req->data;
+    bool ours = r->lookup == req;
+    free(req);
+    r->nlookups--;
+    char ip[INET6_ADDRSTRLEN + 16] = "";
+    if (ours && status == 0 && res != NULL &&
+        getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0, NI_NUMERICHOST) != 0)
+        ip[0] = '\0';
+    uv_freeaddrinfo(res);
+    if (r->closing) {
+        if (--r->nclosing == 0)
+            free_self(r);
+        return;
+    }
+    if (!ours)   /* given up (timed out, or the connection dropped) */
+        return;
+    r->lookup = NULL;
+    if (ip[0] == '\0') {
+        conn_drop(r, "resolve_failed", status < 0 ? uv_strerror(status) : "no address");
+        return;
+    }
+    conn_connect(r, ip);
+}
+
+/* Begins a connection to nd (a sentinel while r->asking, else the master):
+ * a host name is looked up off the loop first (hiredis would call
+ * getaddrinfo() itself, and block the loop on DNS). Every failure goes
+ * through conn_drop(): the next sentinel, or the retry timer. */
+static void conn_open(jrpc_replay_t *r, const jrpc_redis_node_t *nd)
+{
+    assert(r->conn == NULL && r->head == NULL && r->held == NULL && r->lookup == NULL);
+    r->dest = *nd;
+    r->open_ns = uv_hrtime();
+    snprintf(r->target, sizeof r->target, "%s", nd->name);
+    JRPC_LOG(r->attempts > 1 ? JRPC_LOG_DEBUG : JRPC_LOG_INFO, COMP,
+             "event=connecting target=%s%s attempt=%llu", r->target,
+             r->asking ? " role=sentinel" : "", (unsigned long long)r->attempts);
     uint64_t tick = r->timeout_ns / 4000000;
     tick = tick < 5 ? 5 : tick > 250 ? 250 : tick;
     uv_timer_start(&r->watchdog, on_watchdog, tick, tick);
-    if (rc < 0)
-        conn_drop(r, "connect_failed", "cannot queue the handshake");
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (nd->path[0] != '\0') {
+        conn_connect(r, NULL);
+        return;
+    }
+    if (inet_pton(AF_INET, nd->host, addr) == 1 || inet_pton(AF_INET6, nd->host, addr) == 1) {
+        conn_connect(r, nd->host);
+        return;
+    }
+    uv_getaddrinfo_t *req = malloc(sizeof *req);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    int rc = UV_ENOMEM;
+    if (req != NULL) {
+        req->data = r;
+        rc = uv_getaddrinfo(r->loop, req, on_resolved, nd->host, NULL, &hints);
+    }
+    if (rc < 0) {
+        free(req);
+        conn_drop(r, "resolve_failed", uv_strerror(rc));
+        return;
+    }
+    r->lookup = req;
+    r->nlookups++;
+}
+
+static void master_connect(jrpc_replay_t *r)
+{
+    r->asking = false;
+    conn_open(r, jrpc_sentinel_master(r->where));
+}
+
+/* Finding the master: asks the sentinel the round is at; a failure asks
+ * the next one (conn_drop), so this recurses at most once per sentinel. A
+ * round where none is left fails closed until the retry. */
+static void sentinel_ask(jrpc_replay_t *r)
+{
+    if (r->closing)
+        return;
+    const jrpc_redis_node_t *nd = jrpc_sentinel_asking(r->where);
+    if (nd != NULL) {
+        r->asking = true;
+        conn_open(r, nd);
+        return;
+    }
+    r->asking = false;
+    JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=no_sentinel master_name=%s sentinels=%zu retry_ms=%llu "
+             "detail=\"no sentinel named the master: signed bodies are refused (503)\"",
+             jrpc_sentinel_name(r->where), jrpc_sentinel_count(r->where),
+             (unsigned long long)r->backoff_ms);
+    schedule_retry(r);
+}
+
+/* Runs from the retry timer: a new connection, through Sentinel when the
+ * URL says so (every reconnect finds the master again). */
+static void conn_start(jrpc_replay_t *r)
+{
+    assert(r->conn == NULL && r->head == NULL);
+    if (r->attempts++ > 0)
+        r->st.reconnects++;
+    if (jrpc_sentinel_enabled(r->where)) {
+        jrpc_sentinel_round_start(r->where);
+        sentinel_ask(r);
+    } else {
+        master_connect(r);
+    }
 }
 
 /* ---- API ----------------------------------------------------------------- */
 
 static void free_self(jrpc_replay_t *r)
 {
-    free(r->host);
-    free(r->path);
-    free(r->user);
-    if (r->pass != NULL)
-        explicit_bzero(r->pass, r->pass_n);
-    free(r->pass);
+    jrpc_sentinel_destroy(&r->where);
     free(r);
 }
 
-int jrpc_replay_check_url(const char *url, char *err, size_t errlen)
+int jrpc_replay_check_url(const char *url, const char *password_file, char *err, size_t errlen)
 {
-    jrpc_replay_t *r = calloc(1, sizeof *r);
-    if (r == NULL) {
-        jrpc_errf(err, errlen, "--redis: out of memory");
-        return -ENOMEM;
-    }
-    int rc = parse_url(r, url, err, errlen);
-    free_self(r);
+    jrpc_sentinel_t *s = NULL;
+    int rc = jrpc_sentinel_parse(url, password_file, &s, err, errlen);
+    jrpc_sentinel_destroy(&s);
     return rc;
 }
 
@@ -890,7 +977,7 @@ jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
         jrpc_errf(err, errlen, "replay: getrandom: %s", strerror(errno));
         return NULL;
     }
-    if (parse_url(r, opts->url, err, errlen) < 0) {
+    if (jrpc_sentinel_parse(opts->url, opts->password_file, &r->where, err, errlen) < 0) {
         free_self(r);
         return NULL;
     }
@@ -901,8 +988,13 @@ jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
     r->window_s = opts->window_s;
     r->refuse_to = INT64_MIN;
     r->backoff_ms = BACKOFF_MIN_MS;
+    r->backoff_max = jrpc_sentinel_enabled(r->where) ? BACKOFF_MAX_SENTINEL_MS : BACKOFF_MAX_MS;
+    r->wait_n = opts->wait_replicas;
+    r->wait_ms = opts->timeout_ms / 2 > 0 ? opts->timeout_ms / 2 : 1;   /* WAIT 0 never ends */
     snprintf(r->ttl, sizeof r->ttl, "%llu", 2ULL * opts->window_s);
-    snprintf(r->dbs, sizeof r->dbs, "%lu", r->db);
+    snprintf(r->dbs, sizeof r->dbs, "%lu", jrpc_sentinel_db(r->where));
+    const jrpc_redis_node_t *m = jrpc_sentinel_master(r->where);
+    snprintf(r->target, sizeof r->target, "%s", m ? m->name : jrpc_sentinel_node(r->where, 0)->name);
     uv_timer_init(loop, &r->watchdog);
     uv_timer_init(loop, &r->retry);
     r->watchdog.data = r->retry.data = r;
@@ -921,15 +1013,8 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     *self_p = NULL;
     assert(!r->closing);
     r->closing = true;
-    conn_t *conn = r->conn;
-    pending_t *list = r->head;
-    r->conn = NULL;
-    r->head = r->tail = NULL;
-    r->npending = 0;
-    r->up = false;
-    if (conn != NULL)
-        conn_close(conn);
-    r->nclosing = 2;
+    pending_t *list = conn_detach(r);
+    r->nclosing = 2 + r->nlookups;   /* each lookup still owes its callback */
     uv_close((uv_handle_t *)&r->watchdog, on_timer_closed);
     uv_close((uv_handle_t *)&r->retry, on_timer_closed);
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=closed target=%s", r->target);
@@ -969,6 +1054,8 @@ int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int6
         r->st.failures++;
         return rc;
     }
+    if (r->wait_n > 0)
+        r->unwaited++;   /* its WAIT is queued when the buffer is written */
     return 0;
 }
 

@@ -14,7 +14,9 @@
  * not its async API): Redis down, slow, answering nonsense or out of step
  * (a reply no command is waiting for) fails closed (the caller answers
  * 503); the module drops the connection and reconnects by itself with
- * backoff. docs/SIGNING.md states what is promised. */
+ * backoff. With sentinel:// every (re)connection first finds the master
+ * through Sentinel (jrpc_sentinel.h). docs/SIGNING.md states what is
+ * promised. */
 #ifndef JRPC_REPLAY_H
 #define JRPC_REPLAY_H
 
@@ -26,27 +28,33 @@
 typedef struct jrpc_replay jrpc_replay_t;
 
 typedef struct jrpc_replay_opts {
-    const char *url;          /* redis://[user:password@]host:port[/db] or unix:///path */
+    const char *url;          /* redis://, unix:// or sentinel:// (jrpc_sentinel.h) */
+    const char *password_file;/* the master's password, first line (NULL: none or in the URL) */
     uint32_t    window_s;     /* the timestamp window (--skew); keys live 2 × this */
     uint32_t    timeout_ms;   /* a command not answered within this fails (and reconnects) */
+    uint32_t    wait_replicas;/* a claim is fresh only once WAIT counts this many replicas */
 } jrpc_replay_opts_t;
 
-/* Validates the URL (-EINVAL with a message in err) and starts connecting
- * (the connection may come up later). NULL on error. */
+/* Validates the URL and reads the password file (-EINVAL with a message in
+ * err) and starts connecting (the connection may come up later). NULL on
+ * error. */
 jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
                                char *err, size_t errlen);
-/* Only the URL check of jrpc_replay_new(), for --check-config: 0, or
- * -EINVAL / -ENOMEM with a message in err ("--redis: ...", never the URL,
- * which may hold a password). Connects nothing. */
-int jrpc_replay_check_url(const char *url, char *err, size_t errlen);
+/* Only the checks of jrpc_replay_new(), for the option table and
+ * --check-config: the URL, and the password file when not NULL. 0, or
+ * -EINVAL / -ENOMEM with a message in err ("--redis: ...", never the URL
+ * nor a password). Connects nothing. */
+int jrpc_replay_check_url(const char *url, const char *password_file, char *err, size_t errlen);
 
 /* Fails pending claims with -ECANCELED, closes, frees from close callbacks. */
 void jrpc_replay_destroy(jrpc_replay_t **self_p);
 
-/* Called exactly once per claim: rc 0 = fresh (claimed now), -EEXIST =
+/* Called exactly once per claim: rc 0 = fresh (claimed now, and with
+ * wait_replicas N, WAIT counted at least N replicas that have it), -EEXIST =
  * replay, -ESTALE = Redis lost its memory and the body is signed too early
  * to tell (see jrpc_replay_refuse_to), -EAGAIN = Redis unavailable (down,
- * timed out, error reply, protocol out of step), -ECANCELED = module
+ * being found through Sentinel, not a master, timed out, error reply,
+ * protocol out of step, fewer replicas than asked), -ECANCELED = module
  * destroyed. */
 typedef void (*jrpc_replay_cb)(void *arg, int rc);
 
@@ -76,6 +84,8 @@ typedef struct jrpc_replay_stats {
     uint64_t stale;        /* -ESTALE given (signed before a loss of Redis' memory) */
     uint64_t epoch_changes;/* losses of Redis' memory noticed */
     uint64_t reconnects;
+    uint64_t wait_short;   /* fresh claims refused: WAIT counted too few replicas (in failures) */
+    uint64_t masters_found;/* Sentinel rounds that gave an address */
     uint64_t rtt_us_sum;   /* round-trip time of answered commands, summed */
     uint64_t rtt_count;
 } jrpc_replay_stats_t;

@@ -348,15 +348,22 @@ static bool load_curve(const char *const files[3], jrpc_curve_keypair_t *kp,
 }
 
 
-/* --redis syntax, as the broker will read it (messages without the URL). */
-static int redis_url_ok(const char *url, char *err, size_t errlen)
+/* --redis syntax, and the password file when given, as the broker will read
+ * them (messages without the URL or a password, and without the option's
+ * name: the caller says which option). */
+static int redis_check(const char *url, const char *password_file, char *err, size_t errlen)
 {
-    char msg[256];
-    if (jrpc_replay_check_url(url, msg, sizeof msg) == 0)
+    char msg[512];
+    if (jrpc_replay_check_url(url, password_file, msg, sizeof msg) == 0)
         return 0;
-    const char *m = strncmp(msg, "--redis: ", 9) == 0 ? msg + 9 : msg;
+    const char *m = strncmp(msg, "--", 2) == 0 && strstr(msg, ": ") ? strstr(msg, ": ") + 2 : msg;
     snprintf(err, errlen, "%s", m);
     return -1;
+}
+
+static int redis_url_ok(const char *url, char *err, size_t errlen)
+{
+    return redis_check(url, NULL, err, errlen);
 }
 
 /* --mcp-path: none, or an absolute path of printable bytes without '?'
@@ -491,11 +498,19 @@ int main(int argc, char **argv)
           "(docs/SIGNING.md); unset: open", .dest = &keys_path },
         { "skew", U, "N", "300", "accepted clock difference of a signed body, seconds", .dest = &o.skew_s, .min = 1, .max = 86400 },
         { "redis", S, "URL", "redis://127.0.0.1:6379",
-          "nonce store with --keys: redis://[user:password@]host:port[/db]\n"
-          "or unix:///path/to/redis.sock", .dest = &o.replay.url, .check = redis_url_ok,
-          .flags = JRPC_CONF_SECRET },
+          "nonce store with --keys: redis://[user:password@]host:port[/db],\n"
+          "unix:///path/to/redis.sock, or a master found through\n"
+          "Sentinel: sentinel://[[user]:password@]host:port[,host:port\n"
+          "...]/MASTER_NAME[/db] (that password is the sentinels')",
+          .dest = &o.replay.url, .check = redis_url_ok, .flags = JRPC_CONF_SECRET },
+        { "redis-password-file", S, "FILE", NULL, "the Redis master's password: the first line of\n"
+          "FILE (with sentinel://, or instead of one in the URL)",
+          .dest = &o.replay.password_file },
         { "redis-timeout-ms", U, "N", "500", "a Redis answer later than this fails closed (503)",
           .dest = &o.replay.timeout_ms, .min = 10, .max = 600000 },
+        { "redis-wait-replicas", U, "N", "0", "a nonce counts as claimed only once WAIT says N\n"
+          "replicas have it (within half --redis-timeout-ms);\n"
+          "fewer: 503. 0: no WAIT", .dest = &o.replay.wait_replicas, .min = 0, .max = 1000 },
         { "rate-limit", U, "N", "0", "calls per second per key (unsigned bodies: per client\n"
           "address), counted by the calls in a body, shared by every\n"
           "broker on the Redis; over it: 429 / -32007. A key's rate=\n"
@@ -573,6 +588,14 @@ int main(int argc, char **argv)
             return 2;
         }
         o.keys = keys;
+    }
+    if (o.replay.password_file) {
+        char err[512];
+        if (redis_check(o.replay.url, o.replay.password_file, err, sizeof err) < 0) {
+            jrpc_conf_error(conf, "redis-password-file", err);
+            jrpc_keys_destroy(&keys);
+            return 2;
+        }
     }
     jrpc_tls_ctx_t *tls = NULL;
     if (tls_o.cert || tls_o.key || tls_o.client_ca) {

@@ -12,10 +12,11 @@ set -eu
 runtime=(libzmq5 libmsgpackc2 libuv1 libwslay1 libhiredis0.14 libhttp-parser2.9 libssl3 libinih1 curl)
 build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev libwslay-dev
        libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev)
-# The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
-# many-hosts test), systemd-analyze and docker-compose (deploy/ checks),
-# testssl.sh (the TLS scan, tests/tls_scan.sh).
-suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
+# The suite also runs Redis and Redis Sentinel (e2e_sentinel), curl,
+# python3, clang (fuzzing), iproute2 (the many-hosts test), systemd-analyze
+# and docker-compose (deploy/ checks), testssl.sh (the TLS scan,
+# tests/tls_scan.sh).
+suite=(redis-server redis-sentinel curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
        gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets
        testssl.sh)
 clean=no
