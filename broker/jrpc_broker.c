@@ -38,7 +38,12 @@ struct bbatch {
     bool           replied;
     bool           listed;       /* on the deadline list */
     bool           busy;         /* being submitted: not to be freed yet */
-    bool           claiming;     /* waiting for Redis to claim the nonce */
+    bool           claiming;     /* waiting for Redis: the nonce and/or the rate limit */
+    bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
+    uint8_t        rwho_n;       /* rate limits: rwho's length; 0: no limit applies */
+    char           rwho[JRPC_KEYS_ID_MAX + 8]; /* ... who: a key id, or "addr:<ip>" */
+    jrpc_rate_limit_t rlim;      /* ... its limit */
+    uint64_t       rcost;        /* ... and what this body costs */
     bool           cancelled;    /* the client left while claiming */
     uint8_t        key_id_n;     /* key_id's length; 0 when open */
     char           key_id[JRPC_KEYS_ID_MAX]; /* the signing key's id: looked up (ACL) when
@@ -428,7 +433,13 @@ static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
     refuse(b, x, NULL, NULL, NULL, rc, data);
 }
 
-static void on_claimed(void *arg, int rc)
+static bool rate_local_ok(jrpc_broker_t *b, bbatch_t *x);
+static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us);
+
+/* Redis answered a body's claim (jrpc_replay_admit): its nonce, its rate
+ * limit, or both. A body without a nonce whose rate could not be asked
+ * falls back to the local budget; a signed one fails closed. */
+static void on_admitted(void *arg, int rc, uint64_t wait_us)
 {
     bbatch_t *x = arg;
     jrpc_broker_t *b = x->broker;
@@ -442,6 +453,14 @@ static void on_claimed(void *arg, int rc)
         refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
         settle(b, x);
+    } else if (rc == -EDQUOT) {
+        refuse_limited(b, x, wait_us);
+        settle(b, x);
+    } else if (!x->signed_body) {
+        if (rate_local_ok(b, x))
+            start(b, x);
+        else
+            settle(b, x);
     } else {
         refuse_unavailable(b, x, rc);
         settle(b, x);
@@ -471,90 +490,121 @@ static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
 
 /* ---- rate limits (docs/SIGNING.md "Rate limits") ---- */
 
-/* The identity a body is limited as: its key's id, or for a body without a
- * key the client's address without its port (ad->peer, "1.2.3.4:5" or
- * "[::1]:5"). Written to buf. */
-static jrpc_span_t rate_who(const bbatch_t *x, const jrpc_admit_t *ad, char *buf, size_t cap)
+/* Decides whether a limit applies to x (key: its key, NULL for none) and
+ * keeps what the check needs in x: who (its key's id, or for a body
+ * without a key the client's address without its port: ad->peer is
+ * "1.2.3.4:5" or "[::1]:5"), the limit, and the cost of its calls (each
+ * its method's cost= under key, else 1). Returns true when one applies. */
+static bool rate_prepare(const jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
+                         const jrpc_key_t *key)
 {
-    if (x->key_id_n)
-        return (jrpc_span_t){ x->key_id, x->key_id_n };
+    jrpc_rate_limit_t lim = b->opts.rate;
+    uint32_t rate, burst;
+    if (key && jrpc_key_rate(key, &rate, &burst)) {
+        lim.rate = rate;
+        lim.burst = burst ? burst : b->opts.rate.burst;
+    }
+    if (lim.rate == 0)
+        return false;
+    if (lim.burst == 0)
+        lim.burst = lim.rate;   /* one second's worth */
+    x->rlim = lim;
+    x->rcost = 0;
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        const jrpc_call_t *c = &x->req.calls[i];
+        x->rcost += key && c->method.n ? jrpc_key_cost(key, c->method) : 1;
+    }
+    if (x->key_id_n) {
+        memcpy(x->rwho, x->key_id, x->key_id_n);
+        x->rwho_n = x->key_id_n;
+        return true;
+    }
     jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
     const char *colon = p.n ? memrchr(p.p, ':', p.n) : NULL;
     size_t n = colon ? (size_t)(colon - p.p) : p.n;
-    const char *s = p.p;
-    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-        s++;
+    const char *a = p.p;
+    if (n >= 2 && a[0] == '[' && a[n - 1] == ']') {
+        a++;
         n -= 2;
     }
-    int k = snprintf(buf, cap, "addr:%.*s", (int)n, n ? s : "unknown");
-    return (jrpc_span_t){ buf, k > 0 && (size_t)k < cap ? (size_t)k : cap - 1 };
-}
-
-/* The limit of key (NULL: none) and the cost of x's calls under it.
- * Returns false when no limit applies. */
-static bool rate_of(const jrpc_broker_t *b, const bbatch_t *x, const jrpc_key_t *key,
-                    jrpc_rate_limit_t *lim, uint64_t *cost)
-{
-    *lim = b->opts.rate;
-    uint32_t rate, burst;
-    if (key && jrpc_key_rate(key, &rate, &burst)) {
-        lim->rate = rate;
-        lim->burst = burst ? burst : b->opts.rate.burst;
-    }
-    if (lim->rate == 0)
-        return false;
-    if (lim->burst == 0)
-        lim->burst = lim->rate;   /* one second's worth */
-    *cost = 0;
-    for (uint32_t i = 0; i < x->req.ncalls; i++) {
-        const jrpc_call_t *c = &x->req.calls[i];
-        *cost += key && c->method.n ? jrpc_key_cost(key, c->method) : 1;
-    }
+    int k = snprintf(x->rwho, sizeof x->rwho, "addr:%.*s", (int)n, n ? a : "unknown");
+    x->rwho_n = (uint8_t)(k > 0 && (size_t)k < sizeof x->rwho ? (size_t)k : sizeof x->rwho - 1);
     return true;
 }
 
 /* Refuses x for its rate limit: 429 / -32007, retry_us from now (UINT64_MAX:
  * the body alone is more than the burst, it never passes). */
-static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, jrpc_span_t who, jrpc_rate_limit_t lim,
-                           uint64_t cost, uint64_t retry_us)
+static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us)
 {
     char data[320];
     jrpc_outcome_t out = jrpc_outcome_refused(-EDQUOT);
     if (retry_us == UINT64_MAX) {
         snprintf(data, sizeof data, "{\"reason\":\"this body costs %llu calls, more than the burst "
                  "of its rate limit (%u): it never passes; send it in smaller parts\",\"cost\":%llu,"
-                 "\"burst\":%u}", (unsigned long long)cost, lim.burst, (unsigned long long)cost,
-                 lim.burst);
+                 "\"burst\":%u}", (unsigned long long)x->rcost, x->rlim.burst,
+                 (unsigned long long)x->rcost, x->rlim.burst);
     } else {
         uint64_t ms = (retry_us + 999) / 1000;
         out.retry_after_s = (uint32_t)((ms + 999) / 1000);
         snprintf(data, sizeof data, "{\"reason\":\"rate limit: %u calls/s, burst %u\","
-                 "\"cost\":%llu,\"retry_after_ms\":%llu}", lim.rate, lim.burst,
-                 (unsigned long long)cost, (unsigned long long)ms);
+                 "\"cost\":%llu,\"retry_after_ms\":%llu}", x->rlim.rate, x->rlim.burst,
+                 (unsigned long long)x->rcost, (unsigned long long)ms);
     }
-    jrpc_rate_count(&b->rate_counts, x->key_id_n ? who : (jrpc_span_t){ "-", 1 }, cost);
+    jrpc_rate_count(&b->rate_counts, x->key_id_n ? (jrpc_span_t){ x->key_id, x->key_id_n }
+                                                 : (jrpc_span_t){ "-", 1 }, x->rcost);
     refuse_out(b, x, NULL, NULL, NULL, out, data);
 }
 
-/* The rate limit, checked on this broker's local budget. Returns false
- * when x was refused. */
-static bool rate_admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
-                       const jrpc_key_t *key)
+/* x on this broker's local budget (Redis unavailable). Returns false when
+ * x was refused. */
+static bool rate_local_ok(jrpc_broker_t *b, bbatch_t *x)
 {
-    jrpc_rate_limit_t lim;
-    uint64_t cost;
-    char buf[96];
-    if (!rate_of(b, x, key, &lim, &cost))
-        return true;
     if (b->rate_local.tat == NULL &&
-        jrpc_rate_local_init(&b->rate_local, b->opts.rate_local_pct) < 0)
-        return true;   /* out of memory at the first limited body: no limit (logged once) */
-    jrpc_span_t who = rate_who(x, ad, buf, sizeof buf);
-    uint64_t wait = jrpc_rate_local(&b->rate_local, who, (int64_t)(uv_hrtime() / 1000), lim, cost);
+        jrpc_rate_local_init(&b->rate_local, b->opts.rate_local_pct) < 0) {
+        refuse(b, x, NULL, NULL, NULL, -EAGAIN,
+               "{\"reason\":\"the rate limit cannot be checked (out of memory)\"}");
+        return false;
+    }
+    uint64_t wait = jrpc_rate_local(&b->rate_local, (jrpc_span_t){ x->rwho, x->rwho_n },
+                                    (int64_t)(uv_hrtime() / 1000), x->rlim, x->rcost);
     if (wait == 0)
         return true;
-    refuse_limited(b, x, who, lim, cost, wait);
+    refuse_limited(b, x, wait);
     return false;
+}
+
+/* What jrpc_replay_admit takes for x's limit (rate_prepare said one
+ * applies). NULL when x is over the burst whatever Redis says: x refused. */
+static const jrpc_replay_rate_t *rate_args(jrpc_broker_t *b, bbatch_t *x, jrpc_replay_rate_t *rr)
+{
+    if (x->rcost > x->rlim.burst) {
+        refuse_limited(b, x, UINT64_MAX);
+        return NULL;
+    }
+    *rr = (jrpc_replay_rate_t){ .who = { x->rwho, x->rwho_n },
+                                .cost_us = x->rcost * 1000000u / x->rlim.rate,
+                                .burst_us = (uint64_t)x->rlim.burst * 1000000u / x->rlim.rate };
+    return rr;
+}
+
+/* The rate limit of a body without a nonce: asked of Redis (shared by
+ * every broker), or on the local budget while Redis is unavailable.
+ * Returns true when x may go on at once; false when it was refused or
+ * waits for Redis (on_admitted). */
+static bool rate_shared(jrpc_broker_t *b, bbatch_t *x)
+{
+    jrpc_replay_rate_t rr;
+    if (rate_args(b, x, &rr) == NULL)
+        return false;
+    if (b->replay) {
+        x->claiming = true;
+        int rc = jrpc_replay_admit(b->replay, (jrpc_span_t){ NULL, 0 }, (jrpc_span_t){ NULL, 0 },
+                                   0, &rr, on_admitted, x);
+        if (rc == 0)
+            return false;
+        x->claiming = false;
+    }
+    return rate_local_ok(b, x);
 }
 
 /* The checks that need no I/O; then the nonce goes to Redis. Returns true
@@ -562,7 +612,7 @@ static bool rate_admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
 static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (b->opts.keys == NULL)
-        return rate_admit(b, x, ad, NULL);
+        return !rate_prepare(b, x, ad, NULL) || rate_shared(b, x);
     int64_t now = (int64_t)time(NULL);
     if (ad && ad->key_id.n) {   /* authenticated with its connection */
         const jrpc_key_t *key = jrpc_keys_find(b->opts.keys, ad->key_id);
@@ -571,7 +621,7 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
             return false;
         }
         keep_key_id(x->key_id, &x->key_id_n, ad->key_id);
-        return rate_admit(b, x, ad, key);
+        return !rate_prepare(b, x, ad, key) || rate_shared(b, x);
     }
     static const jrpc_auth_req_t none;
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
@@ -582,12 +632,16 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
         return false;
     }
     keep_key_id(x->key_id, &x->key_id_n, jrpc_key_id(key));
-    if (!rate_admit(b, x, ad, key))
+    bool limited = rate_prepare(b, x, ad, key);
+    if (jrpc_key_is_bearer(key))   /* a token: no nonce to claim (docs/SIGNING.md) */
+        return !limited || rate_shared(b, x);
+    jrpc_replay_rate_t rr;
+    if (limited && rate_args(b, x, &rr) == NULL)
         return false;
-    if (jrpc_key_is_bearer(key))   /* a token: nothing to claim (docs/SIGNING.md) */
-        return true;
     x->claiming = true;
-    rc = jrpc_replay_claim(b->replay, req->key, req->nonce, signed_at(req), on_claimed, x);
+    x->signed_body = true;
+    rc = jrpc_replay_admit(b->replay, req->key, req->nonce, signed_at(req), limited ? &rr : NULL,
+                           on_admitted, x);
     if (rc < 0) {
         x->claiming = false;
         refuse_unavailable(b, x, rc);
@@ -826,7 +880,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
         free(b);
         return NULL;
     }
-    if (opts->keys) {
+    if (opts->keys || opts->rate.rate) {   /* nonces; rate limits shared by the brokers */
         char err[256];
         b->replay = jrpc_replay_new(loop, &opts->replay, err, sizeof err);
         if (b->replay == NULL) {

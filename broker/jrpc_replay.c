@@ -76,17 +76,45 @@
 #define MAX_ROLE_ELEMENTS 1024/* ROLE lists a master's replicas: allowed for its reply only */
 #define MAX_BUFFERED (1u << 20) /* unparsed reply bytes before the connection is dropped */
 
-/* KEYS[1] the epoch key, KEYS[2] the nonce key (absent: hello, which only
- * reads or creates the epoch). ARGV: known epoch ("" before the first),
- * proposal (written when the epoch is missing), TTL seconds, tag (echoed so
- * a reply is matched to its command). Replies: {tag,'OK'}, {tag,'DUP'},
- * {tag,'EPOCH',value}. */
+/* KEYS[1] the epoch key, KEYS[2] the nonce key or (mode r) the rate key,
+ * KEYS[3] (mode nr) the rate key; only KEYS[1]: hello, which only reads or
+ * creates the epoch. ARGV: known epoch ("" before the first), proposal
+ * (written when the epoch is missing), TTL seconds, tag (echoed so a reply
+ * is matched to its command), mode ('n' the nonce, 'nr' the nonce then the
+ * rate limit, 'r' the rate limit alone: a body without a nonce), then for
+ * the rate limit the cost as microseconds (n × 1 s / rate) and the burst's
+ * (burst × 1 s / rate). The rate limit is GCRA on Redis' own clock (TIME:
+ * the brokers' clocks need not agree; jrpc_rate.h), the TAT stored as
+ * decimal microseconds with a TTL that ends when it is in the past. A nonce
+ * is checked before the rate (a replay costs its key nothing) and released
+ * when the rate refuses the body (it ran nowhere: the same signed body may
+ * come again). Replies: {tag,'OK'}, {tag,'DUP'}, {tag,'EPOCH',value},
+ * {tag,'LIMITED',microseconds until it would pass}. */
 static const char CLAIM_LUA[] =
     "local e = redis.call('GET', KEYS[1]) "
     "if not e then redis.call('SET', KEYS[1], ARGV[2]) e = ARGV[2] end "
-    "if e ~= ARGV[1] or #KEYS < 2 then return {ARGV[4], 'EPOCH', e} end "
-    "if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then return {ARGV[4], 'OK'} end "
-    "return {ARGV[4], 'DUP'}";
+    "if #KEYS < 2 then return {ARGV[4], 'EPOCH', e} end "
+    "local m = ARGV[5] "
+    "if m ~= 'r' then "
+    "  if e ~= ARGV[1] then return {ARGV[4], 'EPOCH', e} end "
+    "  if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then "
+    "    return {ARGV[4], 'DUP'} end "
+    "end "
+    "if m ~= 'n' then "
+    "  local k = KEYS[#KEYS] "
+    "  local t = redis.call('TIME') "
+    "  local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "  local tat = tonumber(redis.call('GET', k) or '0') or 0 "
+    "  if tat < now then tat = now end "
+    "  local nxt = tat + tonumber(ARGV[6]) "
+    "  local over = nxt - now - tonumber(ARGV[7]) "
+    "  if over > 0 then "
+    "    if m ~= 'r' then redis.call('DEL', KEYS[2]) end "
+    "    return {ARGV[4], 'LIMITED', string.format('%.0f', over)} "
+    "  end "
+    "  redis.call('SET', k, string.format('%.0f', nxt), 'PX', math.floor((nxt - now) / 1000) + 1) "
+    "end "
+    "return {ARGV[4], 'OK'}";
 
 enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK };
 
@@ -96,8 +124,11 @@ typedef struct pending {
     uint64_t        sent_ns;  /* uv_hrtime() when queued (connect start for the handshake) */
     uint64_t        tag;      /* echoed by the script (claims and hello) */
     int64_t         ts;       /* the body's signed timestamp (claims) */
-    jrpc_replay_cb  cb;       /* caller's callback (claims only) */
+    jrpc_replay_cb  cb;       /* caller's callback (claims only) ... */
+    jrpc_replay_admit_cb acb; /* ... or this one (jrpc_replay_admit) */
     void           *arg;      /* its argument */
+    uint64_t        wait_us;  /* LIMITED: microseconds until the body would pass */
+    bool            nonce;    /* a nonce is claimed (WAIT counts it) */
     enum cmd_kind   kind;     /* what the reply answers */
 } pending_t;
 
@@ -194,7 +225,10 @@ static void fail_list(jrpc_replay_t *r, pending_t *list, int rc)
         if (p->kind == CMD_CLAIM) {
             if (rc == -EAGAIN)
                 r->st.failures++;
-            p->cb(p->arg, rc);
+            if (p->acb)
+                p->acb(p->arg, rc, 0);
+            else
+                p->cb(p->arg, rc);
         }
         free(p);
     }
@@ -355,7 +389,7 @@ static const redisReply *script_word(const redisReply *rep, const pending_t *p)
         return NULL;
     if (rep->elements == 2 && (str_is(word, "OK") || str_is(word, "DUP")))
         return word;
-    if (rep->elements == 3 && str_is(word, "EPOCH") &&
+    if (rep->elements == 3 && (str_is(word, "EPOCH") || str_is(word, "LIMITED")) &&
         rep->element[2]->type == REDIS_REPLY_STRING)
         return word;
     return NULL;
@@ -426,7 +460,7 @@ static int adopt_epoch(jrpc_replay_t *r, const char *v, size_t n)
  * is not a master (the connection must go either way). */
 enum { DROP_DESYNC = 1, DROP_READONLY = 2 };
 
-static int claim_result(jrpc_replay_t *r, const redisReply *rep, const pending_t *p)
+static int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
 {
     if (rep->type == REDIS_REPLY_ERROR) {
         int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
@@ -446,6 +480,18 @@ static int claim_result(jrpc_replay_t *r, const redisReply *rep, const pending_t
     if (str_is(word, "DUP"))
         return -EEXIST;
     const redisReply *v = rep->element[2];
+    if (str_is(word, "LIMITED")) {
+        uint64_t us = 0;
+        for (size_t i = 0; i < v->len && i < 19; i++) {
+            if (v->str[i] < '0' || v->str[i] > '9')
+                return DROP_DESYNC;
+            us = us * 10 + (uint64_t)(v->str[i] - '0');
+        }
+        if (v->len == 0 || v->len > 19)
+            return DROP_DESYNC;
+        p->wait_us = us ? us : 1;
+        return -EDQUOT;
+    }
     if (adopt_epoch(r, v->str, v->len) < 0)
         return DROP_DESYNC;
     return p->ts <= r->refuse_to ? -ESTALE : -EAGAIN;
@@ -465,12 +511,19 @@ static void claim_done(jrpc_replay_t *r, pending_t *p, int rc)
         r->st.replays++;
     else if (rc == -ESTALE)
         r->st.stale++;
+    else if (rc == -EDQUOT)
+        r->st.limited++;
     else
         r->st.failures++;
     jrpc_replay_cb cb = p->cb;
+    jrpc_replay_admit_cb acb = p->acb;
     void *arg = p->arg;
+    uint64_t wait_us = p->wait_us;
     free(p);
-    cb(arg, rc);
+    if (acb)
+        acb(arg, rc, wait_us);
+    else
+        cb(arg, rc);
 }
 
 static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
@@ -484,7 +537,7 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
         claim_done(r, p, -EAGAIN);
         return;
     }
-    if (rc == 0 && r->wait_n > 0) {   /* fresh once its WAIT counts enough replicas */
+    if (rc == 0 && r->wait_n > 0 && p->nonce) {   /* fresh once its WAIT counts enough replicas */
         p->next = NULL;
         if (r->held_tail != NULL)
             r->held_tail->next = p;
@@ -1021,15 +1074,19 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     fail_list(r, list, -ECANCELED);
 }
 
-int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
-                      jrpc_replay_cb cb, void *arg)
+/* One claim: the nonce (nonce.n > 0), the rate limit (rate != NULL), or
+ * both, in one EVALSHA. */
+static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
+                 const jrpc_replay_rate_t *rate, jrpc_replay_cb cb, jrpc_replay_admit_cb acb,
+                 void *arg)
 {
-    assert(r != NULL && cb != NULL && !r->closing);
+    assert(r != NULL && (cb != NULL || acb != NULL) && !r->closing);
+    assert(nonce.n > 0 || rate != NULL);
     if (!r->up || r->conn == NULL) {
         r->st.failures++;
         return -EAGAIN;
     }
-    if (ts <= r->refuse_to) {
+    if (nonce.n && ts <= r->refuse_to) {
         r->st.stale++;
         return -ESTALE;
     }
@@ -1038,25 +1095,51 @@ int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int6
         return -ENOMEM;
     p->kind = CMD_CLAIM;
     p->cb = cb;
+    p->acb = acb;
     p->arg = arg;
     p->ts = ts;
+    p->nonce = nonce.n > 0;
     p->sent_ns = uv_hrtime();
     p->tag = r->next_tag++;
-    char prop[EPOCH_MAX + 1], tag[24];
+    char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
     proposal(r, prop, sizeof prop);
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
+    if (rate) {
+        snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
+        snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
+    }
     /* %b: binary-safe, the spans need no NUL. */
-    int rc = send_cmd(r, p, "EVALSHA %s 2 " EPOCH_KEY " jrpc:nonce:%b:%b %s %s %s %s", r->sha,
-                      key.n ? key.p : "", key.n, nonce.n ? nonce.p : "", nonce.n, r->epoch, prop,
-                      r->ttl, tag);
+    int rc;
+    if (rate == NULL)
+        rc = send_cmd(r, p, "EVALSHA %s 2 " EPOCH_KEY " jrpc:nonce:%b:%b %s %s %s %s n", r->sha,
+                      key.n ? key.p : "", key.n, nonce.p, nonce.n, r->epoch, prop, r->ttl, tag);
+    else if (nonce.n)
+        rc = send_cmd(r, p, "EVALSHA %s 3 " EPOCH_KEY " jrpc:nonce:%b:%b jrpc:rate:%b %s %s %s %s "
+                      "nr %s %s", r->sha, key.n ? key.p : "", key.n, nonce.p, nonce.n,
+                      rate->who.p, rate->who.n, r->epoch, prop, r->ttl, tag, inc, dvt);
+    else
+        rc = send_cmd(r, p, "EVALSHA %s 2 " EPOCH_KEY " jrpc:rate:%b %s %s %s %s r %s %s", r->sha,
+                      rate->who.p, rate->who.n, r->epoch, prop, r->ttl, tag, inc, dvt);
     if (rc < 0) {
         free(p);
         r->st.failures++;
         return rc;
     }
-    if (r->wait_n > 0)
+    if (r->wait_n > 0 && p->nonce)
         r->unwaited++;   /* its WAIT is queued when the buffer is written */
     return 0;
+}
+
+int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
+                      jrpc_replay_cb cb, void *arg)
+{
+    return claim(r, key, nonce, ts, NULL, cb, NULL, arg);
+}
+
+int jrpc_replay_admit(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
+                      const jrpc_replay_rate_t *rate, jrpc_replay_admit_cb cb, void *arg)
+{
+    return claim(r, key, nonce, ts, rate, NULL, cb, arg);
 }
 
 bool jrpc_replay_up(const jrpc_replay_t *r)

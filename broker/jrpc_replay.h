@@ -65,6 +65,27 @@ typedef void (*jrpc_replay_cb)(void *arg, int rc);
 int jrpc_replay_claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
                       jrpc_replay_cb cb, void *arg);
 
+/* The rate limit a claim also checks (jrpc_rate.h): who is limited, what
+ * the body costs (n × 1 s / rate) and the burst (burst × 1 s / rate), both
+ * in microseconds. */
+typedef struct jrpc_replay_rate {
+    jrpc_span_t who;        /* key id, or "addr:<ip>"; the Redis key jrpc:rate:<who> */
+    uint64_t    cost_us;
+    uint64_t    burst_us;
+} jrpc_replay_rate_t;
+
+/* As jrpc_replay_cb, and rc -EDQUOT = over the rate limit, wait_us the
+ * microseconds until the body would pass (Redis' clock). */
+typedef void (*jrpc_replay_admit_cb)(void *arg, int rc, uint64_t wait_us);
+
+/* jrpc_replay_claim and the rate limit in the same round trip: the nonce
+ * first (a replay costs nothing), then GCRA on jrpc:rate:<who>; a body the
+ * rate refuses gets its nonce released. nonce.n == 0: the rate limit alone
+ * (a body without a signature; key and ts are not read, no epoch check, no
+ * WAIT). rate NULL: jrpc_replay_claim. Returns as jrpc_replay_claim. */
+int jrpc_replay_admit(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
+                      const jrpc_replay_rate_t *rate, jrpc_replay_admit_cb cb, void *arg);
+
 /* Bodies signed at or before this Unix second are refused (-ESTALE): the
  * last loss of Redis' memory this broker knows of, plus the window.
  * INT64_MIN when no loss is known. */
@@ -82,6 +103,7 @@ typedef struct jrpc_replay_stats {
     uint64_t replays;      /* -EEXIST */
     uint64_t failures;     /* -EAGAIN given */
     uint64_t stale;        /* -ESTALE given (signed before a loss of Redis' memory) */
+    uint64_t limited;      /* -EDQUOT given (over a rate limit) */
     uint64_t epoch_changes;/* losses of Redis' memory noticed */
     uint64_t reconnects;
     uint64_t wait_short;   /* fresh claims refused: WAIT counted too few replicas (in failures) */
