@@ -4,6 +4,7 @@
  * appended at the tail, since deadlines mostly grow with arrival); one timer
  * is armed for the head. */
 #include "jrpc_broker.h"
+#include "jrpc_sign.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -40,6 +41,12 @@ struct bbatch {
     bool           busy;         /* being submitted: not to be freed yet */
     bool           claiming;     /* waiting for Redis: the nonce and/or the rate limit */
     bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
+    bool           idem_run;     /* its idempotency key is claimed: store the reply */
+    bool           detached;     /* idem_run, and the client left: run on, store, tell no one */
+    bool           waiting;      /* on the idempotency wait list (another run holds the key) */
+    bbatch_t      *wnext;        /* ... its link */
+    jrpc_span_t    idem;         /* the idempotency key (in body[] after peer), or empty */
+    char           fp[64];       /* ... and the body's fingerprint: SHA-256, hex */
     uint8_t        rwho_n;       /* rate limits: rwho's length; 0: no limit applies */
     char           rwho[JRPC_KEYS_ID_MAX + 8]; /* ... who: a key id, or "addr:<ip>" */
     jrpc_rate_limit_t rlim;      /* ... its limit */
@@ -72,6 +79,8 @@ struct jrpc_broker {
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
     bool              draining;    /* jrpc_broker_drain was called */
     jrpc_rate_local_t rate_local;  /* the local budget (tat NULL until first used) */
+    bbatch_t         *waiters;     /* bodies whose idempotency key another run holds */
+    uv_timer_t        idem_timer;  /* asks again for them, while there are any */
     jrpc_rate_counts_t rate_counts; /* calls refused per identity (metrics) */
 };
 
@@ -140,7 +149,8 @@ static void batch_free(bbatch_t *x)
 static const int log_status[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_OK] = 200, [JRPC_BODY_INVALID] = 200, [JRPC_BODY_BUSY] = 503,
     [JRPC_BODY_UNAUTHORIZED] = 401, [JRPC_BODY_REPLAYED] = 409,
-    [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429, [JRPC_BODY_CANCELLED] = 499 };
+    [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429, [JRPC_BODY_MISMATCH] = 422,
+    [JRPC_BODY_INPROGRESS] = 409, [JRPC_BODY_CANCELLED] = 499 };
 
 /* The access line of a body (x NULL: refused before it was kept, busy).
  * errors counts the error objects in the reply, read from the calls'
@@ -208,6 +218,16 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
                            .code = x->req.body_code,
                            .answered = x->answer ? x->streamed : x->req.nanswers,
                            .timed_out = x->timed_out };
+    if (x->idem_run && b->replay) {   /* kept for a retry under the same key */
+        int rc = jrpc_replay_idem_store(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem,
+                                        x->fp, b->out.p, b->out.len, b->opts.idem_ttl_s);
+        if (rc < 0)
+            JRPC_LOG(JRPC_LOG_WARN, "broker", "event=idem_store_failed bytes=%zu error=\"%s\"",
+                     b->out.len, rc == -EMSGSIZE ? "reply larger than 8 MiB: not kept"
+                                                 : "Redis unavailable");
+    }
+    if (x->detached)   /* its client left; logged as cancelled then */
+        return;
     access_log(b, x, NULL, out.cls, bytes_out);
     jrpc_metrics_reply(x->transport, &x->req, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
@@ -433,6 +453,138 @@ static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
     refuse(b, x, NULL, NULL, NULL, rc, data);
 }
 
+/* ---- idempotency keys (docs/SIGNING.md "Idempotency keys") ---- */
+
+#define IDEM_RUN_SLACK_MS 5000   /* a run holds its key this long past its deadline */
+#define IDEM_POLL_MS      20     /* how often a body whose key another run holds asks again */
+
+static void on_idem(void *arg, int rc, const char *reply, size_t n);
+
+/* 1 to 255 bytes of printable ASCII, no space. */
+static bool idem_key_ok(jrpc_span_t k)
+{
+    if (k.n == 0 || k.n > 255)
+        return false;
+    for (size_t i = 0; i < k.n; i++)
+        if ((unsigned char)k.p[i] <= 0x20 || (unsigned char)k.p[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+/* Runs x — first claiming its idempotency key, when it has one: the first
+ * body under the key runs, a later one with the same bytes gets the kept
+ * reply (or waits while the first runs), another body is refused. */
+static void go(jrpc_broker_t *b, bbatch_t *x)
+{
+    if (x->idem.n == 0) {
+        start(b, x);
+        return;
+    }
+    int rc = -EAGAIN;
+    if (b->replay) {
+        uint64_t now = uv_now(b->loop);
+        uint64_t run = (x->deadline > now ? x->deadline - now : 0) + IDEM_RUN_SLACK_MS;
+        x->claiming = true;
+        rc = jrpc_replay_idem_claim(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem, x->fp,
+                                    run > UINT32_MAX ? UINT32_MAX : (uint32_t)run, on_idem, x);
+        if (rc == 0)
+            return;
+        x->claiming = false;
+    }
+    refuse(b, x, NULL, NULL, NULL, -EAGAIN, b->replay
+           ? "{\"reason\":\"idempotency keys are unavailable (Redis), retry later\"}"
+           : "{\"reason\":\"idempotency keys need Redis: this broker has none (--redis)\"}");
+    settle(b, x);
+}
+
+static void on_idem_timer(uv_timer_t *t);
+
+/* x waits: another run holds its key. Asked again every IDEM_POLL_MS. */
+static void wait_add(jrpc_broker_t *b, bbatch_t *x)
+{
+    x->waiting = true;
+    x->wnext = b->waiters;
+    b->waiters = x;
+    if (!uv_is_active((uv_handle_t *)&b->idem_timer))
+        uv_timer_start(&b->idem_timer, on_idem_timer, IDEM_POLL_MS, IDEM_POLL_MS);
+}
+
+static void wait_del(jrpc_broker_t *b, bbatch_t *x)
+{
+    for (bbatch_t **pp = &b->waiters; *pp; pp = &(*pp)->wnext)
+        if (*pp == x) {
+            *pp = x->wnext;
+            break;
+        }
+    x->waiting = false;
+}
+
+/* Each waiting body asks again, or past its deadline is refused: the first
+ * run of its key still runs (409 / -32008). */
+static void on_idem_timer(uv_timer_t *t)
+{
+    jrpc_broker_t *b = t->data;
+    bbatch_t *list = b->waiters;
+    b->waiters = NULL;
+    uint64_t now = uv_now(b->loop);
+    jrpc_metrics_tick();
+    while (list) {
+        bbatch_t *x = list;
+        list = x->wnext;
+        x->waiting = false;
+        if (now >= x->deadline) {
+            refuse(b, x, NULL, NULL, NULL, -EINPROGRESS,
+                   "{\"reason\":\"the first body sent with this idempotency key is still running: "
+                   "retry later for its reply\"}");
+            settle(b, x);
+        } else {
+            go(b, x);
+        }
+    }
+    if (b->waiters == NULL)
+        uv_timer_stop(t);
+}
+
+/* Redis answered the claim of x's idempotency key. */
+static void on_idem(void *arg, int rc, const char *reply, size_t n)
+{
+    bbatch_t *x = arg;
+    jrpc_broker_t *b = x->broker;
+    x->claiming = false;
+    jrpc_metrics_tick();
+    if (rc == 0) {   /* ours: run it, keep its reply */
+        x->idem_run = true;
+        if (x->cancelled) {   /* its client left meanwhile: run on for the retry */
+            x->cancelled = false;
+            x->detached = true;
+            x->replied = false;
+        }
+        start(b, x);
+    } else if (x->cancelled) {
+        settle(b, x);
+    } else if (rc == 1) {   /* it ran: its reply, marked */
+        jrpc_outcome_t out = { .cls = JRPC_BODY_OK, .replayed = true };
+        x->replied = true;
+        access_log(b, x, NULL, out.cls, n);
+        jrpc_metrics_body(x->transport, out.cls);
+        x->fn(x->ctx, out, reply, n);
+        settle(b, x);
+    } else if (rc == -EBUSY) {
+        if (uv_now(b->loop) >= x->deadline)
+            on_idem(x, -EINPROGRESS, NULL, 0);
+        else
+            wait_add(b, x);
+    } else {
+        refuse(b, x, NULL, NULL, NULL, rc == -EILSEQ || rc == -EINPROGRESS ? rc : -EAGAIN,
+               rc == -EILSEQ ? "{\"reason\":\"this idempotency key was used with another body\"}"
+               : rc == -EINPROGRESS
+                   ? "{\"reason\":\"the first body sent with this idempotency key is still "
+                     "running: retry later for its reply\"}"
+                   : "{\"reason\":\"idempotency keys are unavailable (Redis), retry later\"}");
+        settle(b, x);
+    }
+}
+
 static bool rate_local_ok(jrpc_broker_t *b, bbatch_t *x);
 static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us);
 
@@ -448,7 +600,7 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     if (x->cancelled) {
         settle(b, x);
     } else if (rc == 0) {
-        start(b, x);
+        go(b, x);
     } else if (rc == -EEXIST) {
         refuse(b, x, NULL, NULL, NULL, rc,
                "{\"reason\":\"this nonce was used before: sign each body with a new nonce\"}");
@@ -458,7 +610,7 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
         settle(b, x);
     } else if (!x->signed_body) {
         if (rate_local_ok(b, x))
-            start(b, x);
+            go(b, x);
         else
             settle(b, x);
     } else {
@@ -490,14 +642,39 @@ static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
 
 /* ---- rate limits (docs/SIGNING.md "Rate limits") ---- */
 
+/* Who x is to its rate limit and its idempotency key: its key's id, or
+ * for a body without a key the client's address without its port. */
+static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
+{
+    if (x->key_id_n) {
+        memcpy(x->rwho, x->key_id, x->key_id_n);
+        x->rwho_n = x->key_id_n;
+        return;
+    }
+    /* "1.2.3.4:5" and "[::1]:5" (HTTP) lose their port; "1.2.3.4" and
+     * "::1" (ZeroMQ's Peer-Address) are kept whole. */
+    jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
+    const char *a = p.p, *colon = p.n ? memchr(p.p, ':', p.n) : NULL;
+    size_t n = p.n;
+    if (n && a[0] == '[') {
+        const char *end = memchr(a, ']', n);
+        n = end ? (size_t)(end - a - 1) : n - 1;
+        a++;
+    } else if (colon && memchr(colon + 1, ':', p.n - (size_t)(colon - p.p) - 1) == NULL) {
+        n = (size_t)(colon - a);
+    }
+    int k = snprintf(x->rwho, sizeof x->rwho, "addr:%.*s", (int)n, n ? a : "unknown");
+    x->rwho_n = (uint8_t)(k > 0 && (size_t)k < sizeof x->rwho ? (size_t)k : sizeof x->rwho - 1);
+}
+
 /* Decides whether a limit applies to x (key: its key, NULL for none) and
- * keeps what the check needs in x: who (its key's id, or for a body
- * without a key the client's address without its port: ad->peer is
- * "1.2.3.4:5" or "[::1]:5"), the limit, and the cost of its calls (each
- * its method's cost= under key, else 1). Returns true when one applies. */
+ * keeps what the check needs in x: the limit, and the cost of its calls
+ * (each its method's cost= under key, else 1). Returns true when one
+ * applies. */
 static bool rate_prepare(const jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
                          const jrpc_key_t *key)
 {
+    keep_who(x, ad);
     jrpc_rate_limit_t lim = b->opts.rate;
     uint32_t rate, burst;
     if (key && jrpc_key_rate(key, &rate, &burst)) {
@@ -514,21 +691,6 @@ static bool rate_prepare(const jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t
         const jrpc_call_t *c = &x->req.calls[i];
         x->rcost += key && c->method.n ? jrpc_key_cost(key, c->method) : 1;
     }
-    if (x->key_id_n) {
-        memcpy(x->rwho, x->key_id, x->key_id_n);
-        x->rwho_n = x->key_id_n;
-        return true;
-    }
-    jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
-    const char *colon = p.n ? memrchr(p.p, ':', p.n) : NULL;
-    size_t n = colon ? (size_t)(colon - p.p) : p.n;
-    const char *a = p.p;
-    if (n >= 2 && a[0] == '[' && a[n - 1] == ']') {
-        a++;
-        n -= 2;
-    }
-    int k = snprintf(x->rwho, sizeof x->rwho, "addr:%.*s", (int)n, n ? a : "unknown");
-    x->rwho_n = (uint8_t)(k > 0 && (size_t)k < sizeof x->rwho ? (size_t)k : sizeof x->rwho - 1);
     return true;
 }
 
@@ -665,7 +827,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     if (tp.n && !jrpc_traceparent_valid(tp.p, tp.n))
         tp.n = 0;
     jrpc_span_t peer = ad && b->opts.access_log ? ad->peer : (jrpc_span_t){ NULL, 0 };
-    bbatch_t *x = malloc(sizeof *x + len + tp.n + peer.n);
+    jrpc_span_t idem = ad ? ad->idem_key : (jrpc_span_t){ NULL, 0 };
+    bbatch_t *x = malloc(sizeof *x + len + tp.n + peer.n + idem.n);
     if (x == NULL)
         return -ENOMEM;
     memset(x, 0, sizeof *x);
@@ -678,6 +841,10 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     if (peer.n) {
         memcpy(x->body + len + tp.n, peer.p, peer.n);
         x->peer = (jrpc_span_t){ x->body + len + tp.n, peer.n };
+    }
+    if (idem.n) {
+        memcpy(x->body + len + tp.n + peer.n, idem.p, idem.n);
+        x->idem = (jrpc_span_t){ x->body + len + tp.n + peer.n, idem.n };
     }
     x->broker = b;
     x->fn = fn;
@@ -704,10 +871,24 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     if (timeout_ms == 0 || timeout_ms > b->opts.timeout_ms)
         timeout_ms = b->opts.timeout_ms;
     x->deadline = uv_now(b->loop) + timeout_ms;
-    bool go = admit(b, x, ad);
+    char fp[JRPC_SIGN_HEX_LEN + 1];
+    bool ok;
+    if (x->idem.n && !idem_key_ok(x->idem)) {
+        refuse(b, x, NULL, NULL, NULL, -EINVAL,
+               "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
+               "without spaces\"}");
+        ok = false;
+    } else if (x->idem.n && jrpc_sign_body_hash(fp, x->body, len) < 0) {
+        refuse(b, x, NULL, NULL, NULL, -EAGAIN, "{\"reason\":\"out of memory\"}");
+        ok = false;
+    } else {
+        if (x->idem.n)
+            memcpy(x->fp, fp, sizeof x->fp);
+        ok = admit(b, x, ad);
+    }
     x->busy = false;
-    if (go)
-        start(b, x);
+    if (ok)
+        go(b, x);
     else
         settle(b, x);
     return 0;
@@ -715,14 +896,20 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
 
 void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
 {
-    assert(!x->replied);
+    assert(!x->replied && !x->detached);
     access_log(b, x, NULL, JRPC_BODY_CANCELLED, 0);
     jrpc_metrics_body(x->transport, JRPC_BODY_CANCELLED);
+    if (x->idem_run) {   /* its key is claimed: run on, keep the reply for the retry */
+        x->detached = true;
+        return;
+    }
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
         x->cancelled = true;
         return;
     }
+    if (x->waiting)
+        wait_del(b, x);
     withdraw(b, x, 0);
     settle(b, x);
 }
@@ -880,7 +1067,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
         free(b);
         return NULL;
     }
-    if (opts->keys || opts->rate.rate) {   /* nonces; rate limits shared by the brokers */
+    if (opts->keys || opts->rate.rate || opts->redis) {   /* nonces, rate limits, idempotency */
         char err[256];
         b->replay = jrpc_replay_new(loop, &opts->replay, err, sizeof err);
         if (b->replay == NULL) {
@@ -892,6 +1079,8 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     }
     uv_timer_init(loop, &b->timer);
     b->timer.data = b;
+    uv_timer_init(loop, &b->idem_timer);
+    b->idem_timer.data = b;
     return b;
 }
 
@@ -917,6 +1106,10 @@ void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg)
 static void on_timer_closed(uv_handle_t *h)
 {
     jrpc_broker_t *b = h->data;
+    if (!uv_is_closing((uv_handle_t *)&b->idem_timer)) {   /* the second of two */
+        uv_close((uv_handle_t *)&b->idem_timer, on_timer_closed);
+        return;
+    }
     jrpc_buf_dispose(&b->out);
     jrpc_buf_dispose(&b->one);
     free(b);
@@ -942,6 +1135,11 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     while (b->head) {
         bbatch_t *x = b->head;
         list_remove(b, x);
+        batch_free(x);
+    }
+    while (b->waiters) {
+        bbatch_t *x = b->waiters;
+        b->waiters = x->wnext;
         batch_free(x);
     }
     jrpc_workers_destroy(&b->workers);

@@ -40,6 +40,10 @@ typedef struct jrpc_broker_opts {
     jrpc_rate_limit_t   rate;        /* every identity's limit (--rate-limit, --rate-burst;
                                         a key's rate= replaces it); rate 0: none */
     uint32_t            rate_local_pct; /* the local budget while Redis is down, % */
+    bool                redis;       /* connect to Redis (opts.replay) even without keys and
+                                        rate limits: idempotency keys (--redis given) */
+    uint32_t            idem_ttl_s;  /* how long a body's reply is kept under its
+                                        idempotency key (--idempotency-ttl) */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */
@@ -73,6 +77,11 @@ typedef struct jrpc_admit {
                                     now: a key a reload removed is refused unauthorized
                                     ("unknown key"), a changed ACL applies. Ignored when
                                     the broker has no keys */
+    jrpc_span_t     idem_key;    /* the client's idempotency key (HTTP Idempotency-Key, the
+                                    ZeroMQ header frame's idempotency_key); empty: none.
+                                    1 to 255 bytes of printable ASCII, else the body is
+                                    refused -32600. A front that sets it must not ask for
+                                    streamed answers (a kept reply is one reply) */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held

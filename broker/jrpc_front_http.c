@@ -70,6 +70,7 @@ typedef struct req {
     bool         s_ended;     /* streamed: the last chunk is queued */
     uint16_t     status;      /* HTTP status of the answer */
     uint32_t     retry_after; /* 429: seconds for Retry-After (0: none, never passes) */
+    bool         replayed;    /* the kept reply of an idempotency key: say so */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
     char        *heap;        /* owned copy of a long body, or NULL */
@@ -288,6 +289,7 @@ static req_t *rec_new(conn_t *c)
     r->head = c->is_head;
     r->status = 0;
     r->retry_after = 0;
+    r->replayed = false;
     r->body = NULL;
     r->blen = 0;
     r->heap = NULL;
@@ -409,7 +411,7 @@ static const char *extra_lines(unsigned status)
     "Access-Control-Allow-Methods: POST\r\n"                                                \
     "Access-Control-Allow-Headers: Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, "    \
     "X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent, "                      \
-    "MCP-Protocol-Version\r\n"                                                              \
+    "MCP-Protocol-Version, Authorization, Idempotency-Key\r\n"                               \
     "Access-Control-Max-Age: 7200\r\n"
 
 /* base's lines, then the CORS lines of r's listed origin, in buf. */
@@ -433,6 +435,8 @@ static void build_header(conn_t *c, req_t *r)
     if (r->status == 429 && r->retry_after) {
         snprintf(retry, sizeof retry, "Retry-After: %u\r\n", r->retry_after);
         extra = retry;
+    } else if (r->replayed) {
+        extra = "Idempotent-Replayed: true\r\n";
     }
     if (r->cors)
         extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
@@ -793,6 +797,7 @@ static const uint16_t status_of[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_OK] = 200,           [JRPC_BODY_INVALID] = 200,
     [JRPC_BODY_BUSY] = 503,         [JRPC_BODY_UNAUTHORIZED] = 401,
     [JRPC_BODY_REPLAYED] = 409,     [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429,
+    [JRPC_BODY_MISMATCH] = 422,     [JRPC_BODY_INPROGRESS] = 409,
     [JRPC_BODY_CANCELLED] = 500,    /* never replied */
 };
 
@@ -814,6 +819,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     r->stream = S_NONE;   /* refused whole, before any answer: a plain JSON answer */
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
+    r->replayed = out.replayed;
     if (len == 0) {
         r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {
@@ -1145,6 +1151,21 @@ static jrpc_span_t bearer_value(const jrpc_http_head_t *h)
     if (v.count > 1 || v.cut || n == 0)
         return (jrpc_span_t){ invalid, sizeof invalid };
     return (jrpc_span_t){ p, n };
+}
+
+/* Idempotency-Key (docs/SIGNING.md "Idempotency keys"): its value, the
+ * quotes of a structured-field string (the IETF draft's form) removed;
+ * twice or cut: a value the broker refuses (a space in it). */
+static jrpc_span_t idem_value(const jrpc_http_head_t *h)
+{
+    jrpc_http_value_t v = jrpc_http_head_value(h, JRPC_HTTP_F_IDEM_KEY);
+    if (v.count == 0)
+        return (jrpc_span_t){ NULL, 0 };
+    if (v.count > 1 || v.cut || v.n == 0)
+        return (jrpc_span_t){ " ", 1 };
+    if (v.n >= 2 && v.p[0] == '"' && v.p[v.n - 1] == '"')
+        return (jrpc_span_t){ v.p + 1, (size_t)v.n - 2 };
+    return (jrpc_span_t){ v.p, v.n };
 }
 
 /* What a request carries to prove who sent it (docs/SIGNING.md). */
@@ -1538,7 +1559,8 @@ static void headers_done(conn_t *c)
     }
     r->ka10 = !v11 && h->keep_alive;
     r->mcp = c->mcp;
-    r->stream = c->mcp ? mcp_stream_mode(h) : stream_mode(h);
+    /* A body with an idempotency key gets one reply (a kept reply is one). */
+    r->stream = idem_value(h).n ? S_NONE : c->mcp ? mcp_stream_mode(h) : stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
@@ -1624,6 +1646,7 @@ static void message_done(conn_t *c)
         .peer = { c->peer, c->peer_len },
         .answer = r->stream ? on_answer : NULL,
         .key_id = cert_key_id(c),
+        .idem_key = idem_value(h),
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);

@@ -158,7 +158,8 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
                                      .has_timestamp = h.timestamp != 0, .nonce = h.nonce,
                                      .signature = h.signature };
         ad.traceparent = h.traceparent;
-        if (h.stream) {
+        ad.idem_key = h.idem_key;
+        if (h.stream && h.idem_key.n == 0) {   /* a kept reply is one reply: not streamed */
             ad.answer = on_answer;
             r->stream = true;
         }

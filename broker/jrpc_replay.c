@@ -74,7 +74,8 @@
 #define EPOCH_MAX 64          /* longest epoch value we accept from Redis */
 #define MAX_ELEMENTS 8        /* our replies have at most 3; bigger arrays are refused unbuilt */
 #define MAX_ROLE_ELEMENTS 1024/* ROLE lists a master's replicas: allowed for its reply only */
-#define MAX_BUFFERED (1u << 20) /* unparsed reply bytes before the connection is dropped */
+#define MAX_BUFFERED (JRPC_REPLAY_IDEM_MAX + (1u << 20)) /* unparsed reply bytes before the
+                                  connection is dropped: a stored reply and then some */
 
 /* KEYS[1] the epoch key, KEYS[2] the nonce key or (mode r) the rate key,
  * KEYS[3] (mode nr) the rate key; only KEYS[1]: hello, which only reads or
@@ -116,7 +117,27 @@ static const char CLAIM_LUA[] =
     "end "
     "return {ARGV[4], 'OK'}";
 
-enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK };
+enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK,
+                CMD_IDEM, CMD_STORE };
+
+/* Idempotency keys (jrpc_replay_idem_*): KEYS[1] jrpc:idem:<who>:<key>;
+ * ARGV tag, the body's fingerprint (64 hex), how long a run may hold the
+ * key (ms). The value is "run:<fp>" while the body runs, "done:<fp>:<the
+ * reply>" once it answered (jrpc_replay_idem_store, with --idempotency-ttl).
+ * Replies: {tag,'RUN'} (claimed now: run it), {tag,'WAIT'} (running
+ * elsewhere), {tag,'MISMATCH'} (another body under this key), {tag,'DONE',
+ * reply}. Sent with EVAL (Redis caches the script by its hash). */
+static const char IDEM_LUA[] =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then "
+    "  redis.call('SET', KEYS[1], 'run:' .. ARGV[2], 'PX', ARGV[3]) "
+    "  return {ARGV[1], 'RUN'} "
+    "end "
+    "local run = string.sub(v, 1, 4) == 'run:' "
+    "local fp = run and string.sub(v, 5, 68) or string.sub(v, 6, 69) "
+    "if fp ~= ARGV[2] then return {ARGV[1], 'MISMATCH'} end "
+    "if run then return {ARGV[1], 'WAIT'} end "
+    "return {ARGV[1], 'DONE', string.sub(v, 71)}";
 
 /* One command written to the current connection and not yet answered. */
 typedef struct pending {
@@ -128,6 +149,7 @@ typedef struct pending {
     jrpc_replay_admit_cb acb; /* ... or this one (jrpc_replay_admit) */
     void           *arg;      /* its argument */
     uint64_t        wait_us;  /* LIMITED: microseconds until the body would pass */
+    jrpc_replay_idem_cb icb;  /* CMD_IDEM's callback */
     bool            nonce;    /* a nonce is claimed (WAIT counts it) */
     enum cmd_kind   kind;     /* what the reply answers */
 } pending_t;
@@ -222,7 +244,9 @@ static void fail_list(jrpc_replay_t *r, pending_t *list, int rc)
     while (list != NULL) {
         pending_t *p = list;
         list = p->next;
-        if (p->kind == CMD_CLAIM) {
+        if (p->kind == CMD_IDEM) {
+            p->icb(p->arg, -EAGAIN, NULL, 0);
+        } else if (p->kind == CMD_CLAIM) {
             if (rc == -EAGAIN)
                 r->st.failures++;
             if (p->acb)
@@ -653,6 +677,61 @@ static void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *r
     conn_drop(r, "handshake_failed", event);
 }
 
+/* The answer to an idempotency claim or store. A reply that is not one of
+ * the script's (or not +OK to a store) fails it closed and drops the
+ * connection, as for claims. */
+static void handle_idem(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
+{
+    int rc = -EAGAIN;
+    const char *v = NULL;
+    size_t n = 0;
+    bool desync = true;
+    if (p->kind == CMD_STORE) {
+        free(p);
+        if (rep->type == REDIS_REPLY_ERROR)
+            JRPC_LOG(JRPC_LOG_WARN, COMP, "event=idem_store_failed target=%s error=\"%.200s\"",
+                     r->target, rep->str);
+        else if (rep->type != REDIS_REPLY_STATUS || !str_is(rep, "OK"))
+            conn_drop(r, "desync", "a reply that does not answer the command sent");
+        return;
+    }
+    char want[24];
+    snprintf(want, sizeof want, "%llu", (unsigned long long)p->tag);
+    if (rep->type == REDIS_REPLY_ERROR) {
+        desync = jrpc_sentinel_is_readonly(rep);
+        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target,
+                 rep->str);
+    } else if (rep->type == REDIS_REPLY_ARRAY && (rep->elements == 2 || rep->elements == 3) &&
+               rep->element[0]->type == REDIS_REPLY_STRING && str_is(rep->element[0], want) &&
+               rep->element[1]->type == REDIS_REPLY_STRING) {
+        const redisReply *w = rep->element[1];
+        desync = false;
+        if (rep->elements == 2 && str_is(w, "RUN"))
+            rc = 0;
+        else if (rep->elements == 2 && str_is(w, "WAIT"))
+            rc = -EBUSY;
+        else if (rep->elements == 2 && str_is(w, "MISMATCH"))
+            rc = -EILSEQ;
+        else if (rep->elements == 3 && str_is(w, "DONE") &&
+                 rep->element[2]->type == REDIS_REPLY_STRING) {
+            rc = 1;
+            v = rep->element[2]->str;
+            n = rep->element[2]->len;
+        } else {
+            desync = true;
+        }
+    }
+    jrpc_replay_idem_cb cb = p->icb;
+    void *arg = p->arg;
+    free(p);
+    if (desync) {
+        conn_drop(r, "desync", "a reply that does not answer the command sent");
+        cb(arg, -EAGAIN, NULL, 0);
+        return;
+    }
+    cb(arg, rc, v, n);
+}
+
 /* Matches every complete reply in conn's reader with the head of the FIFO.
  * Stops when the connection is dropped (a callback may even destroy r,
  * which stays allocated until its close callbacks). */
@@ -678,6 +757,8 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
             handle_claim(r, p, reply);
         else if (p->kind == CMD_WAIT)
             handle_wait(r, p, reply);
+        else if (p->kind == CMD_IDEM || p->kind == CMD_STORE)
+            handle_idem(r, p, reply);
         else
             handle_handshake(r, p, reply);
         freeReplyObject(reply);
@@ -1140,6 +1221,62 @@ int jrpc_replay_admit(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int6
                       const jrpc_replay_rate_t *rate, jrpc_replay_admit_cb cb, void *arg)
 {
     return claim(r, key, nonce, ts, rate, NULL, cb, arg);
+}
+
+int jrpc_replay_idem_claim(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key,
+                           const char fp[64], uint32_t run_ms, jrpc_replay_idem_cb cb, void *arg)
+{
+    assert(r != NULL && cb != NULL && !r->closing);
+    if (!r->up || r->conn == NULL)
+        return -EAGAIN;
+    pending_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return -ENOMEM;
+    p->kind = CMD_IDEM;
+    p->icb = cb;
+    p->arg = arg;
+    p->sent_ns = uv_hrtime();
+    p->tag = r->next_tag++;
+    char tag[24], ms[16];
+    snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
+    snprintf(ms, sizeof ms, "%u", run_ms ? run_ms : 1);
+    int rc = send_cmd(r, p, "EVAL %s 1 jrpc:idem:%b:%b %s %b %s", IDEM_LUA, who.p, who.n, key.p,
+                      key.n, tag, fp, (size_t)64, ms);
+    if (rc < 0)
+        free(p);
+    return rc;
+}
+
+int jrpc_replay_idem_store(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key, const char fp[64],
+                           const char *reply, size_t len, uint32_t ttl_s)
+{
+    assert(r != NULL && !r->closing);
+    if (len > JRPC_REPLAY_IDEM_MAX)
+        return -EMSGSIZE;
+    if (!r->up || r->conn == NULL)
+        return -EAGAIN;
+    pending_t *p = calloc(1, sizeof *p);
+    char *v = malloc(5 + 64 + 1 + len + 1);
+    if (p == NULL || v == NULL) {
+        free(p);
+        free(v);
+        return -ENOMEM;
+    }
+    p->kind = CMD_STORE;
+    p->sent_ns = uv_hrtime();
+    memcpy(v, "done:", 5);
+    memcpy(v + 5, fp, 64);
+    v[69] = ':';
+    if (len)
+        memcpy(v + 70, reply, len);
+    char ttl[16];
+    snprintf(ttl, sizeof ttl, "%u", ttl_s ? ttl_s : 1);
+    int rc = send_cmd(r, p, "SET jrpc:idem:%b:%b %b EX %s", who.p, who.n, key.p, key.n, v,
+                      70 + len, ttl);
+    free(v);   /* hiredis copied it into its output buffer */
+    if (rc < 0)
+        free(p);
+    return rc;
 }
 
 bool jrpc_replay_up(const jrpc_replay_t *r)

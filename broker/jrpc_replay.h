@@ -86,6 +86,24 @@ typedef void (*jrpc_replay_admit_cb)(void *arg, int rc, uint64_t wait_us);
 int jrpc_replay_admit(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
                       const jrpc_replay_rate_t *rate, jrpc_replay_admit_cb cb, void *arg);
 
+/* Idempotency keys (docs/SIGNING.md "Idempotency keys"), under
+ * jrpc:idem:<who>:<key> (who: a key id or "addr:<ip>", so that one client
+ * never reads another's replies). jrpc_replay_idem_claim claims the key for
+ * a body of fingerprint fp (64 hex: the SHA-256 of its bytes) for run_ms;
+ * cb later gets rc 0 (claimed: run the body, then store its reply), 1 (it
+ * ran already: reply[0..n) is its stored reply), -EBUSY (running, under
+ * another claim: ask again later), -EILSEQ (the key holds another body),
+ * -EAGAIN (Redis unavailable). jrpc_replay_idem_store keeps a body's reply
+ * (at most JRPC_REPLAY_IDEM_MAX bytes: -EMSGSIZE) for ttl_s seconds; no
+ * callback (a failure is logged). Both return 0, -EAGAIN when Redis is
+ * known down, -ENOMEM. */
+#define JRPC_REPLAY_IDEM_MAX (8u << 20)
+typedef void (*jrpc_replay_idem_cb)(void *arg, int rc, const char *reply, size_t n);
+int jrpc_replay_idem_claim(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key,
+                           const char fp[64], uint32_t run_ms, jrpc_replay_idem_cb cb, void *arg);
+int jrpc_replay_idem_store(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key, const char fp[64],
+                           const char *reply, size_t len, uint32_t ttl_s);
+
 /* Bodies signed at or before this Unix second are refused (-ESTALE): the
  * last loss of Redis' memory this broker knows of, plus the window.
  * INT64_MIN when no loss is known. */

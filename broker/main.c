@@ -519,6 +519,10 @@ int main(int argc, char **argv)
         { "rate-burst", U, "N", "0", "calls admitted at once under --rate-limit (a larger body\n"
           "is refused whole); 0: one second's worth",
           .dest = &o.rate.burst, .min = 0, .max = 100000000 },
+        { "idempotency-ttl", U, "S", "86400", "how long a body's reply is kept in Redis under its\n"
+          "Idempotency-Key (HTTP) or idempotency_key (ZeroMQ); needs\n"
+          "Redis: --keys, --rate-limit or --redis given",
+          .dest = &o.idem_ttl_s, .min = 1, .max = 31536000 },
         { "rate-local-share", U, "PCT", "10", "while Redis is unavailable each broker admits this\n"
           "share of every rate limit by itself (never unlimited)",
           .dest = &o.rate_local_pct, .min = 1, .max = 100 },
@@ -631,6 +635,9 @@ int main(int argc, char **argv)
         ho.mcp_path = NULL;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */
     o.workers.hedge_budget_pct = hedge ? hedge_budget : 0;
+    /* Redis for idempotency keys (and per-address limits) without --keys:
+     * when --redis was given at all. */
+    o.redis = strcmp(jrpc_conf_source(conf, "redis"), "default") != 0;
     if (hedge && o.workers.hedge_max_ms < o.workers.hedge_min_ms) {
         jrpc_conf_error(conf, "hedge-max-ms", "must be at least --hedge-min-ms");
         return 2;

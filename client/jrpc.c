@@ -124,6 +124,11 @@ static const char usage_text[] =
 "                         failure (certificate not trusted, name mismatch,\n"
 "                         client certificate refused, unreadable file) is\n"
 "                         exit status 2.\n"
+"      --idempotency-key K  Send the body under this idempotency key (the\n"
+"                         Idempotency-Key HTTP header, or the ZeroMQ header\n"
+"                         frame): sent again with the same key and the same\n"
+"                         bytes, it gets the first run's reply instead of\n"
+"                         running twice (the broker needs Redis; docs/SIGNING.md)\n"
 "      --traceparent TP   Send this W3C trace context with the request (the\n"
 "                         traceparent HTTP header, or the ZeroMQ header frame),\n"
 "                         e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;\n"
@@ -363,7 +368,7 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
 }
 
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
-       OPT_CERT, OPT_KEY, OPT_BEARER };
+       OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM };
 
 /* A bearer token as RFC 6750 has it (b64token), at most 240 characters. */
 static bool bearer_ok(const char *t)
@@ -457,6 +462,7 @@ int main(int argc, char **argv)
         { "cert",       required_argument, NULL, OPT_CERT },
         { "key",        required_argument, NULL, OPT_KEY },
         { "bearer",     required_argument, NULL, OPT_BEARER },
+        { "idempotency-key", required_argument, NULL, OPT_IDEM },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -530,6 +536,11 @@ int main(int argc, char **argv)
             break;
         case OPT_BEARER:
             opts.bearer = optarg;
+            break;
+        case OPT_IDEM:
+            if (*optarg == '\0' || strlen(optarg) > 255)
+                return usage_error("--idempotency-key wants 1 to 255 characters%s", "");
+            hdr.idem_key = (jrpc_span_t){ optarg, strlen(optarg) };
             break;
         case 'h':
             fputs(usage_text, stdout);

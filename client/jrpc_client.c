@@ -212,7 +212,8 @@ static int send_body(jrpc_client_t *c, const char *body, size_t len,
     if (ch) {
         wh = (jrpc_header_t){ .key = ch->key, .timestamp = ch->timestamp,
                               .nonce = ch->nonce, .signature = ch->signature,
-                              .timeout_ms = ch->timeout_ms, .traceparent = ch->traceparent };
+                              .timeout_ms = ch->timeout_ms, .traceparent = ch->traceparent,
+                              .idem_key = ch->idem_key };
         hdr = &wh;
     }
     c->err[0] = '\0';

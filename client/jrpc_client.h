@@ -98,6 +98,7 @@ typedef struct jrpc_client_header {
     jrpc_span_t signature;    /* 64 lower-case hex digits (X-JRPC-Signature) */
     uint32_t    timeout_ms;   /* the body's deadline (X-JRPC-Timeout-Ms); 0: the broker's */
     jrpc_span_t traceparent;  /* W3C trace context (traceparent) */
+    jrpc_span_t idem_key;     /* idempotency key (Idempotency-Key; docs/SIGNING.md) */
 } jrpc_client_header_t;
 
 /* A zeroed struct (or NULL) gives every default. Fields are only ever added

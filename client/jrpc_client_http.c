@@ -219,8 +219,10 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
     if (hdr == NULL)
         hdr = &none;
     if (!header_value_ok(hdr->traceparent) || !header_value_ok(hdr->key)
-        || !header_value_ok(hdr->nonce) || !header_value_ok(hdr->signature)) {
-        set_err(c, "a header value holds control characters (traceparent or signing fields)");
+        || !header_value_ok(hdr->nonce) || !header_value_ok(hdr->signature)
+        || !header_value_ok(hdr->idem_key)) {
+        set_err(c, "a header value holds control characters (traceparent, signing fields or "
+                "idempotency key)");
         return -EINVAL;
     }
     jrpc_buf_reset(b);
@@ -250,7 +252,8 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
             goto out;
     }
     if ((rc = put_header_line(b, "X-JRPC-Nonce", hdr->nonce)) < 0
-        || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0)
+        || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0
+        || (rc = put_header_line(b, "Idempotency-Key", hdr->idem_key)) < 0)
         goto out;
     if (c->bearer && ((rc = jrpc_buf_puts(b, "Authorization: Bearer ")) < 0
                       || (rc = jrpc_buf_puts(b, c->bearer)) < 0

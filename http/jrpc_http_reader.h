@@ -99,11 +99,12 @@ typedef enum jrpc_http_field {
     JRPC_HTTP_F_ORIGIN,        /* Origin (256) */
     JRPC_HTTP_F_MCP_VERSION,   /* MCP-Protocol-Version (32; docs/MCP.md) */
     JRPC_HTTP_F_AUTHORIZATION, /* Authorization (256: "Bearer " and a token; docs/SIGNING.md) */
+    JRPC_HTTP_F_IDEM_KEY,      /* Idempotency-Key (264: 255 bytes, quoted; docs/SIGNING.md) */
     JRPC_HTTP_NFIELDS
 } jrpc_http_field_t;
 
 #define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
-#define JRPC_HTTP_STORE      1728 /* the rooms above, together */
+#define JRPC_HTTP_STORE      1992 /* the rooms above, together */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */

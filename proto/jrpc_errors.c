@@ -30,6 +30,7 @@ const char *jrpc_error_message(int code)
     case JRPC_REPLAYED:          return "Replay detected";
     case JRPC_REPLAY_DOWN:       return "Replay protection unavailable";
     case JRPC_RATE_LIMITED:      return "Rate limited";
+    case JRPC_IDEM_CONFLICT:     return "Idempotency conflict";
     default:                     return "Server error";
     }
 }
@@ -38,7 +39,7 @@ const char *jrpc_body_class_name(int cls)
 {
     static const char *const names[JRPC_BODY_NOUTCOMES] = {
         "ok", "invalid", "busy", "unauthorized", "replayed", "unavailable", "limited",
-        "cancelled" };
+        "mismatch", "inprogress", "cancelled" };
     return cls >= 0 && cls < JRPC_BODY_NOUTCOMES ? names[cls] : "ok";
 }
 
@@ -49,6 +50,10 @@ jrpc_outcome_t jrpc_outcome_refused(int rc)
     case -EACCES: return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAUTHORIZED, .code = JRPC_UNAUTHORIZED };
     case -EEXIST: return (jrpc_outcome_t){ .cls = JRPC_BODY_REPLAYED, .code = JRPC_REPLAYED };
     case -EDQUOT: return (jrpc_outcome_t){ .cls = JRPC_BODY_LIMITED, .code = JRPC_RATE_LIMITED };
+    case -EILSEQ: return (jrpc_outcome_t){ .cls = JRPC_BODY_MISMATCH, .code = JRPC_IDEM_CONFLICT };
+    case -EINPROGRESS:
+        return (jrpc_outcome_t){ .cls = JRPC_BODY_INPROGRESS, .code = JRPC_IDEM_CONFLICT };
+    case -EINVAL: return (jrpc_outcome_t){ .cls = JRPC_BODY_INVALID, .code = JRPC_INVALID_REQUEST };
     default:      return (jrpc_outcome_t){ .cls = JRPC_BODY_UNAVAILABLE, .code = JRPC_REPLAY_DOWN };
     }
 }

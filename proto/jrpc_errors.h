@@ -13,6 +13,7 @@
 #ifndef JRPC_ERRORS_H
 #define JRPC_ERRORS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum jrpc_code {
@@ -29,6 +30,8 @@ enum jrpc_code {
     JRPC_REPLAYED         = -32005, /* the nonce of a signed body was seen before */
     JRPC_REPLAY_DOWN      = -32006, /* replay protection (Redis) unavailable: fail closed */
     JRPC_RATE_LIMITED     = -32007, /* over the rate limit (docs/SIGNING.md "Rate limits") */
+    JRPC_IDEM_CONFLICT    = -32008, /* the idempotency key holds another body, or its body
+                                       is still running (docs/SIGNING.md "Idempotency keys") */
 };
 
 /* How a whole body ended: the transport-neutral class every front, the
@@ -42,6 +45,8 @@ enum jrpc_body_class {
     JRPC_BODY_REPLAYED,     /* refused: nonce seen before, -32005 */
     JRPC_BODY_UNAVAILABLE,  /* refused: replay protection down or lost its memory, -32006 */
     JRPC_BODY_LIMITED,      /* refused: over its rate limit, -32007 */
+    JRPC_BODY_MISMATCH,     /* refused: its idempotency key holds another body, -32008 */
+    JRPC_BODY_INPROGRESS,   /* refused: its idempotency key's body still runs, -32008 */
     JRPC_BODY_CANCELLED,    /* the client left before the reply (never replied) */
     JRPC_BODY_NOUTCOMES
 };
@@ -54,18 +59,21 @@ typedef struct jrpc_outcome {
     uint32_t answered;   /* ok/invalid: response objects in the reply (streamed: sent) */
     uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
     uint32_t retry_after_s; /* limited: when the body would pass (>= 1); 0 never */
+    bool     replayed;   /* ok/invalid: the stored reply of an idempotency key (it ran before) */
 } jrpc_outcome_t;
 
 /* The name of a class ("ok", "invalid", "busy", "unauthorized", "replayed",
- * "unavailable", "limited", "cancelled"): the metrics label and the access
- * line. */
+ * "unavailable", "limited", "mismatch", "inprogress", "cancelled"): the
+ * metrics label and the access line. */
 const char *jrpc_body_class_name(int cls);
 
 /* The one C-error → JSON-RPC mapping. For a refusal of a whole body:
  * -EBUSY (too many open) → busy/-32000, -EACCES (signature) →
  * unauthorized/-32002, -EEXIST (nonce seen) → replayed/-32005, -EDQUOT
- * (rate limit) → limited/-32007, -EAGAIN, -ESTALE and any other error of
- * the nonce store → unavailable/-32006. */
+ * (rate limit) → limited/-32007, -EILSEQ (idempotency key, other body) →
+ * mismatch/-32008, -EINPROGRESS (idempotency key, still running) →
+ * inprogress/-32008, -EINVAL → invalid/-32600, -EAGAIN, -ESTALE and any
+ * other error of the store → unavailable/-32006. */
 jrpc_outcome_t jrpc_outcome_refused(int rc);
 
 /* For one call that could not be dispatched: -ENOENT → -32601, -EBUSY →

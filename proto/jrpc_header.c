@@ -27,7 +27,7 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
     /* A known key given twice is refused: the header carries signing input,
      * and two readers must never disagree on which value counts. */
     enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32,
-           K_STREAM = 64 };
+           K_STREAM = 64, K_IDEM = 128 };
     unsigned seen = 0, bit = 0;
     for (uint32_t i = 0; i < root.via.map.size && rc == 0; i++) {
         const msgpack_object *k = &root.via.map.ptr[i].key;
@@ -62,6 +62,9 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
         } else if (jrpc_mpack_str_is(k, "traceparent")) {
             bit = K_TRACE;
             rc = get_span(v, &h->traceparent);
+        } else if (jrpc_mpack_str_is(k, "idempotency_key")) {
+            bit = K_IDEM;
+            rc = get_span(v, &h->idem_key);
         } else if (jrpc_mpack_str_is(k, "stream")) {
             bit = K_STREAM;
             if (v->type == MSGPACK_OBJECT_BOOLEAN)
@@ -92,7 +95,7 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
     size_t len0 = out->len;
     size_t nkeys = (h->key.n > 0) + (h->timestamp != 0) + (h->nonce.n > 0) +
                    (h->signature.n > 0) + (h->timeout_ms != 0) + (h->traceparent.n > 0) +
-                   h->stream;
+                   h->stream + (h->idem_key.n > 0);
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(msgpack_pack_map(&pk, nkeys));
@@ -123,6 +126,10 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
     if (h->stream) {
         PACK(jrpc_mpack_put_str(&pk, "stream", 6));
         PACK(msgpack_pack_true(&pk));
+    }
+    if (h->idem_key.n) {
+        PACK(jrpc_mpack_put_str(&pk, "idempotency_key", 15));
+        PACK(jrpc_mpack_put_str(&pk, h->idem_key.p, h->idem_key.n));
     }
     return 0;
 nomem:

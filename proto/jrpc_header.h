@@ -33,6 +33,7 @@ typedef struct jrpc_header {
     uint32_t    timeout_ms;   /* "timeout_ms": uint, 0 if absent */
     jrpc_span_t traceparent;  /* "traceparent": str (W3C trace context) */
     bool        stream;       /* "stream": bool, answers streamed as they complete (9.2) */
+    jrpc_span_t idem_key;     /* "idempotency_key": str (docs/SIGNING.md "Idempotency keys") */
 } jrpc_header_t;
 
 /* Decodes the header frame buf[0..n) into *h. Spans borrow from zone and

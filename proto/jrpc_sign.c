@@ -41,19 +41,27 @@ static void to_hex(char *hex, const unsigned char *bytes, size_t n)
     hex[2 * n] = '\0';
 }
 
-int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
-                     jrpc_span_t nonce, const char *body, size_t len)
+int jrpc_sign_body_hash(char hex[JRPC_SIGN_HEX_LEN + 1], const char *body, size_t len)
 {
     unsigned char digest[32];
     unsigned int dlen = 0;
-    char body_hex[2 * sizeof digest + 1];
-    char ts[24];
-
     /* EVP_Digest fails only when it cannot allocate its context. */
     if (EVP_Digest(len ? body : "", len, digest, &dlen, EVP_sha256(), NULL) != 1 ||
         dlen != sizeof digest)
         return -ENOMEM;
-    to_hex(body_hex, digest, sizeof digest);
+    to_hex(hex, digest, sizeof digest);
+    return 0;
+}
+
+int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
+                     jrpc_span_t nonce, const char *body, size_t len)
+{
+    unsigned char digest[32];
+    char body_hex[2 * sizeof digest + 1];
+    char ts[24];
+
+    if (jrpc_sign_body_hash(body_hex, body, len) < 0)
+        return -ENOMEM;
     int tn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
 
     size_t len0 = out->len;

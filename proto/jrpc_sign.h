@@ -23,6 +23,11 @@
 /* True when s[0..n) is a well-formed nonce (length and alphabet). */
 bool jrpc_sign_nonce_ok(const char *s, size_t n);
 
+/* The 64 lower-case hex digits of SHA-256(body) and a NUL into hex[65]
+ * (<body hash> of S; also a body's fingerprint under an idempotency key).
+ * Returns 0 or -ENOMEM. */
+int jrpc_sign_body_hash(char hex[JRPC_SIGN_HEX_LEN + 1], const char *body, size_t len);
+
 /* Appends the string S for these inputs to out. Returns 0 or -ENOMEM. */
 int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
                      jrpc_span_t nonce, const char *body, size_t len);

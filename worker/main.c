@@ -42,13 +42,15 @@ static const char usage_tail[] =
     "  sleep        {\"ms\": N}, 0 <= N <= 600000: answers N after N ms, without\n"
     "               holding up other calls\n"
     "  slow_update  {\"ms\": N}: like update, answers null after N ms\n"
+    "  count        any params: how many count calls this process has run,\n"
+    "               this one included (a call with an effect: not idempotent)\n"
     "  spin         {\"ms\": N}, 0 <= N <= 60000: burns N ms of CPU on libuv's\n"
     "               thread pool (up to 4 at once per worker; heartbeats go on),\n"
     "               answers {\"ms\": N, \"pid\": the worker's pid}\n"
     "\n"
     "Idempotent (the broker may re-run them on another worker when this one is\n"
     "lost mid-call): subtract, sum, add, get_data, echo, sleep, spin. Not idempotent:\n"
-    "update, slow_update, notify_hello, notify_sum (they stand for calls with\n"
+    "update, slow_update, count, notify_hello, notify_sum (they stand for calls with\n"
     "effects; a lost call of theirs is answered -32004, never run twice).\n"
     "\n"
     "Params are never logged, at any --log-level.\n"
@@ -191,6 +193,14 @@ static void m_get_data(jrpc_wcall_t *call, const msgpack_object *params, void *a
 static void m_null(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
     answer(call, arg); /* nothing packed: null */
+}
+
+static void m_count(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    static uint64_t runs;
+    (void)params;
+    msgpack_pack_uint64(jrpc_wcall_result(call), ++runs);
+    answer(call, arg);
 }
 
 static void m_echo(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -503,7 +513,7 @@ int main(int argc, char **argv)
         { "echo", m_echo, IDEM },         { "sleep", m_sleep, IDEM },
         { "update", m_null, 0 },          { "slow_update", m_slow_update, 0 },
         { "notify_hello", m_null, 0 },    { "notify_sum", m_null, 0 },
-        { "spin", m_spin, IDEM },
+        { "spin", m_spin, IDEM },         { "count", m_count, 0 },
     };
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
         if (jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags) < 0)

@@ -56,7 +56,7 @@ static void tr_flush_body(trace_t *t)
 
 static const char *const field_names[JRPC_HTTP_NFIELDS] = {
     "ct", "accept", "upgrade", "timeout", "tp", "key", "ts", "nonce", "sig",
-    "wskey", "wsver", "wsproto", "origin", "mcpver", "authz",
+    "wskey", "wsver", "wsproto", "origin", "mcpver", "authz", "idem",
 };
 
 static void tr_head(trace_t *t, const jrpc_http_reader_t *r)
@@ -357,6 +357,9 @@ static void kept_values(void **state)
            "H POST /rpc 1.1 ka authz=Bearer abc.DEF-123|E|idle");
     expect(POSTH "Authorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n",
            "H POST /rpc 1.1 ka authz=Bearer a#2|E|idle");
+    /* Idempotency-Key */
+    expect(POSTH "Idempotency-Key: \"8e03978e-40d5\"\r\n\r\n",
+           "H POST /rpc 1.1 ka idem=\"8e03978e-40d5\"|E|idle");
 }
 
 /* A WebSocket upgrade: at HEAD the caller takes the connection over, and
