@@ -14,8 +14,10 @@ build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev li
        libhiredis-dev libcmocka-dev libhttp-parser-dev libssl-dev libinih-dev)
 # The suite also runs Redis, curl, python3, clang (fuzzing), iproute2 (the
 # many-hosts test), systemd-analyze and docker-compose (deploy/ checks),
-# testssl.sh (the TLS scan, tests/tls_scan.sh).
-suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
+# testssl.sh (the TLS scan, tests/tls_scan.sh), dnsmasq (the many-brokers
+# test's DNS server: dnsmasq-base is Debian's dnsmasq binary without the
+# system service the dnsmasq package would install and start).
+suite=(redis-server curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose dnsmasq-base
        gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets
        testssl.sh)
 clean=no
