@@ -3,9 +3,11 @@
 # joined by a bridge in a namespace of its own (as many_hosts.sh does):
 # DNS (dnsmasq, serving the name brokers.test from a hosts file it re-reads
 # on SIGHUP), B1..B4 (brokers), W1 and W2 (a demo worker each, connected with
-# --connect dns+tcp://brokers.test:5556 and nothing else), C (the clients).
+# --connect dns+tcp://brokers.test:5556 and nothing else; W2 also runs the
+# Python SDK's example worker the same way), C (the clients).
 # It shows:
-#   (a) the workers find the three brokers of the name and serve each;
+#   (a) the workers (C and Python) find the three brokers of the name and
+#       serve each;
 #   (b) under load spread over B1..B3 (many_brokers_load.py: HTTP batches,
 #       every id accounted for), B1 is killed (SIGKILL) and B4 takes its
 #       place in the name: every id is answered exactly once except those
@@ -38,6 +40,9 @@ fi
 for tool in dnsmasq curl python3 timeout getent; do
     command -v "$tool" >/dev/null || { echo "many_brokers: $tool is not installed (deploy/deps.sh)"; exit 1; }
 done
+/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null ||
+    { echo "many_brokers: python3-zmq and python3-msgpack are not installed (deploy/deps.sh)"; exit 1; }
+PYSDK=$(cd "$HERE/../../worker/python" && pwd)
 
 # The whole script runs under a hard time bound (see many_hosts.sh): the
 # outer part removes what is left in this run's namespaces.
@@ -182,16 +187,26 @@ for w in w1 w2; do
     LOG="$w-worker" on "$w" "$JRPC_BIN/jrpc-worker" --connect "dns+tcp://$NAME:5556" \
         --resolve-ms "$RESOLVE_MS" --heartbeat-ms 200 --name "$w"
 done
-all_have() { local b; for b in "$@"; do [ "$(workers_of "$b")" = 2 ] || return 1; done; }
+LOG=w2-py on w2 env PYTHONPATH="$PYSDK" /usr/bin/python3 -m jrpc_worker \
+    --connect "dns+tcp://$NAME:5556" --resolve-ms "$RESOLVE_MS" --heartbeat-ms 200 --name w2-py \
+    "$PYSDK/examples/example_worker.py"
+NW=3   # workers each broker should see: two C, one Python
+all_have() { local b; for b in "$@"; do [ "$(workers_of "$b")" = $NW ] || return 1; done; }
 wait_for "all_have b1 b2 b3" 15
-check "(a) B1, B2 and B3 each see both workers" "2 2 2" \
+check "(a) B1, B2 and B3 each see the three workers" "$NW $NW $NW" \
     "$(workers_of b1) $(workers_of b2) $(workers_of b3)"
 call() { # HOST: add [40,2] through that broker's HTTP front, from C
     run_on c curl -s -m 5 -H 'Content-Type: application/json' \
         --data '{"jsonrpc":"2.0","method":"add","params":[40,2],"id":1}' "http://${IP[$1]}:8080/rpc"
 }
+py_call() { # HOST: py.mul [6,7] through that broker: only the Python worker serves it
+    run_on c curl -s -m 5 -H 'Content-Type: application/json' \
+        --data '{"jsonrpc":"2.0","method":"py.mul","params":[6,7],"id":2}' "http://${IP[$1]}:8080/rpc"
+}
 for b in b1 b2 b3; do
-    check "(a) $b answers through the workers" '{"jsonrpc":"2.0","result":42,"id":1}' "$(call "$b")"
+    check "(a) $b answers through the C workers" '{"jsonrpc":"2.0","result":42,"id":1}' "$(call "$b")"
+    check "(a) $b answers through the Python worker" '{"jsonrpc":"2.0","result":42,"id":2}' \
+        "$(py_call "$b")"
 done
 
 urls() { local h out=; for h in "$@"; do out+="http://${IP[$h]}:8080,"; done; echo "${out%,}"; }
@@ -223,16 +238,17 @@ t_resolvable=$(ms_now)
 wait_for "[ \"\$(resolves_to)\" = \"$(ips_of b2 b3 b4)\" ]" 5
 check "(b) $NAME resolves to B2 B3 B4" "$(ips_of b2 b3 b4)" "$(resolves_to)"
 # B4 serves once both workers found it: a call through it gets its result.
-serves_b4() { [ "$(workers_of b4)" = 2 ] && [ "$(call b4)" = '{"jsonrpc":"2.0","result":42,"id":1}' ]; }
+serves_b4() { [ "$(workers_of b4)" = $NW ] && [ "$(call b4)" = '{"jsonrpc":"2.0","result":42,"id":1}' ]; }
 BOUND_MS=$((RESOLVE_MS + 3000))
 wait_for serves_b4 $((BOUND_MS / 1000 + 5))
 took=$(( $(ms_now) - t_resolvable ))
-echo "many_brokers: B4 served through both workers ${took} ms after it became resolvable"
-check "(b) B4 has both workers and answers, within resolve-ms + 3 s (${BOUND_MS} ms)" 1 \
-    "$([ "$(workers_of b4)" = 2 ] && [ "$took" -le "$BOUND_MS" ] && echo 1 || echo 0)"
-wait_for "[ \$(cat $TMP/w1-worker.log $TMP/w2-worker.log | grep -c 'event=broker_dropped endpoint=tcp://${IP[b1]}:5556') = 2 ]" 5
-check "(b) both workers dropped B1 (gone from the name)" 2 \
-    "$(cat "$TMP/w1-worker.log" "$TMP/w2-worker.log" | grep -c "event=broker_dropped endpoint=tcp://${IP[b1]}:5556")"
+echo "many_brokers: B4 served through all workers ${took} ms after it became resolvable"
+check "(b) B4 has all three workers and answers, within resolve-ms + 3 s (${BOUND_MS} ms)" 1 \
+    "$([ "$(workers_of b4)" = $NW ] && [ "$took" -le "$BOUND_MS" ] && echo 1 || echo 0)"
+check "(b) B4 answers through the Python worker" '{"jsonrpc":"2.0","result":42,"id":2}' "$(py_call b4)"
+dropped_b1() { cat "$TMP"/w*-worker.log "$TMP/w2-py.log" | grep -c "event=broker_dropped endpoint=tcp://${IP[b1]}:5556"; }
+wait_for "[ \$(dropped_b1) = $NW ]" 5
+check "(b) every worker dropped B1 (gone from the name)" $NW "$(dropped_b1)"
 sleep 2
 touch "$TMP/stop-kill"
 wait "$LOAD_PID"
@@ -263,13 +279,13 @@ for b in b2 b3 b4; do
     fi
     wait "$pid"
     check "(c) $b exits 0 after SIGTERM" 0 $?
-    check "(c) $b told both workers it leaves (DISCONNECT)" 1 \
-        "$(grep -c 'event=disconnect_sent workers=2 of=2' "$TMP/$b.log")"
+    check "(c) $b told every worker it leaves (DISCONNECT)" 1 \
+        "$(grep -c "event=disconnect_sent workers=$NW of=$NW" "$TMP/$b.log")"
     n=$(grep -c 'event=listening' "$TMP/$b.log")
     start_broker "$b"
     wait_for "listening $b $((n + 3))" 10 || { echo "broker $b did not restart"; FAIL=1; exit 1; }
-    wait_for "[ \"\$(workers_of $b)\" = 2 ]" 10
-    check "(c) $b back with both workers" 2 "$(workers_of "$b")"
+    wait_for "[ \"\$(workers_of $b)\" = $NW ]" 10
+    check "(c) $b back with every worker" $NW "$(workers_of "$b")"
 done
 sleep 1
 touch "$TMP/stop-roll"
