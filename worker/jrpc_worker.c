@@ -48,6 +48,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "jrpc_dns.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_mpack.h"

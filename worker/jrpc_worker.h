@@ -31,7 +31,6 @@
 #include <msgpack.h>
 #include <uv.h>
 #include "jrpc_curve.h"
-#include "jrpc_dns.h"
 
 typedef struct jrpc_worker jrpc_worker_t;
 typedef struct jrpc_wcall  jrpc_wcall_t;   /* one call the worker is serving */
@@ -115,7 +114,7 @@ int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn 
  * wait for the broker: ZeroMQ connects (and reconnects) in the background.
  *
  * "dns+tcp://NAME:PORT" stands for every broker NAME resolves to (A and
- * AAAA, at most JRPC_DNS_ADDRS_MAX; a Kubernetes headless Service): each
+ * AAAA, at most 64 of them; a Kubernetes headless Service): each
  * address gets a session of its own, as if connected one by one. NAME is
  * resolved off the loop thread (uv_getaddrinfo) now, every opts.resolve_ms,
  * and when one of its brokers is lost; an address that appears gets a new
