@@ -104,6 +104,7 @@ struct resolver {
     uv_getaddrinfo_t  req;
     bool              busy;     /* req is running */
     bool              again;    /* asked for while busy: resolve once more after it */
+    uint32_t          failures; /* lookups in a row with no address (warn at the first) */
 };
 
 struct jrpc_wcall {
@@ -1064,10 +1065,16 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
     uv_freeaddrinfo(ai);
     if (n == 0) {
         /* A name that resolves to nothing is more likely a DNS hiccup than
-         * every broker gone: keep the sessions in force. */
-        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=resolve_failed name=%s err=\"%s\" action=keep",
-                 rs->url, status < 0 ? uv_strerror(status) : "no address");
+         * every broker gone: keep the sessions in force. Warned once per
+         * outage, not at every interval. */
+        JRPC_LOG(rs->failures++ ? JRPC_LOG_DEBUG : JRPC_LOG_WARN, "worker",
+                 "event=resolve_failed name=%s err=\"%s\" action=keep", rs->url,
+                 status < 0 ? uv_strerror(status) : "no address");
     } else {
+        if (rs->failures > 0)
+            JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resolve_recovered name=%s failures=%u",
+                     rs->url, rs->failures);
+        rs->failures = 0;
         if (cut)
             JRPC_LOG(JRPC_LOG_WARN, "worker", "event=resolve_truncated name=%s kept=%d", rs->url,
                      JRPC_DNS_ADDRS_MAX);

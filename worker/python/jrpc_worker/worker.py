@@ -45,6 +45,7 @@ class _Name:
         self.busy = False       # a lookup is running
         self.again = False      # asked for while busy: once more after it
         self.next_at = 0.0      # monotonic s of the next periodic lookup
+        self.failures = 0       # lookups in a row with no address (warn at the first)
 
 
 class _Conn:
@@ -607,9 +608,15 @@ class Worker:
         eps, truncated = dns.endpoints(answer or [], nm.port)
         if not eps:
             # More likely a DNS hiccup than every broker gone: keep the set.
-            log.warning("event=resolve_failed name=%s err=\"%s\" action=keep", nm.url,
-                        err or "no address")
+            # Warned once per outage, not at every interval.
+            log.log(logging.DEBUG if nm.failures else logging.WARNING,
+                    "event=resolve_failed name=%s err=\"%s\" action=keep", nm.url,
+                    err or "no address")
+            nm.failures += 1
         else:
+            if nm.failures:
+                log.info("event=resolve_recovered name=%s failures=%d", nm.url, nm.failures)
+            nm.failures = 0
             if truncated:
                 log.warning("event=resolve_truncated name=%s kept=%d", nm.url, dns.ADDRS_MAX)
             cur = [c for c in self._conns if c.name is nm and not c.leaving]
