@@ -25,121 +25,28 @@
 # changes the answer for every host at once.
 # Needs root, iproute2 (`ip netns`) and dnsmasq (deploy/deps.sh installs
 # dnsmasq-base); without root or `ip netns` it exits 77 (skipped). Creates
-# and removes its namespaces itself (unique names per run); bounded in time
-# (MANY_BROKERS_TIMEOUT_S, default 120 s, for the whole script).
+# and removes its namespaces itself (unique names per run, tests/e2e/netns.sh);
+# bounded in time (MANY_BROKERS_TIMEOUT_S, default 120 s, for the whole script).
 set -u
 : "${JRPC_BIN:?set JRPC_BIN to the build/bin directory}"
 HERE=$(cd "$(dirname "$0")" && pwd)
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP many_brokers: needs root (network namespaces)"; exit 77
-fi
-if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
-    echo "SKIP many_brokers: 'ip netns' (iproute2) is not available"; exit 77
-fi
-for tool in dnsmasq curl python3 timeout getent; do
-    command -v "$tool" >/dev/null || { echo "many_brokers: $tool is not installed (deploy/deps.sh)"; exit 1; }
-done
+source "$HERE/netns.sh"
+netns_start many_brokers "${MANY_BROKERS_TIMEOUT_S:-120}" dnsmasq curl python3 getent
 /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null ||
     { echo "many_brokers: python3-zmq and python3-msgpack are not installed (deploy/deps.sh)"; exit 1; }
 PYSDK=$(cd "$HERE/../../worker/python" && pwd)
 
-# The whole script runs under a hard time bound (see many_hosts.sh): the
-# outer part removes what is left in this run's namespaces.
-if [ -z "${MANY_BROKERS_PREFIX:-}" ]; then
-    export MANY_BROKERS_PREFIX="jrpcmb-$$-$RANDOM"
-    timeout --kill-after=10 "${MANY_BROKERS_TIMEOUT_S:-120}" bash "$0" "$@"
-    rc=$?
-    [ $rc -eq 124 ] && echo "many_brokers: timed out"
-    for left in $(ip netns list | awk '{ print $1 }' | grep "^$MANY_BROKERS_PREFIX-"); do
-        for pid in $(ip netns pids "$left" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-        ip netns del "$left" 2>/dev/null
-        echo "many_brokers: removed the leftover namespace $left"
-    done
-    exit $rc
-fi
-
-P=$MANY_BROKERS_PREFIX
-SW="$P-sw"
 NET="10.$((RANDOM % 200 + 20)).$((RANDOM % 250))"   # a /24 that exists only inside our namespaces
 declare -A IP=([dns]=$NET.2 [b1]=$NET.21 [b2]=$NET.22 [b3]=$NET.23 [b4]=$NET.24
                [w1]=$NET.31 [w2]=$NET.32 [c]=$NET.40)
-HOSTS=(dns b1 b2 b3 b4 w1 w2 c)
 NAME=brokers.test
 RESOLVE_MS=1000
-TMP=$(mktemp -d /tmp/jrpc-many-brokers.XXXXXX)
-PIDS=()
-PASS=0
-FAIL=0
-NS_MADE=()
-
-cleanup() {
-    local p ns
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    for ns in "${NS_MADE[@]}"; do ip netns del "$ns" 2>/dev/null; done
-    if [ "$FAIL" -gt 0 ] || [ -n "${E2E_KEEP:-}" ]; then
-        for f in "$TMP"/*.log "$TMP"/*.json; do
-            [ -f "$f" ] || continue
-            echo "---- $f (last 30 lines)"; tail -n 30 "$f"
-        done
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 3' INT TERM
-
-check() {
-    if [ "$2" == "$3" ]; then
-        PASS=$((PASS + 1)); echo "ok   $1"
-    else
-        FAIL=$((FAIL + 1)); echo "FAIL $1"; echo "  expected: $2"; echo "  actual:   $3"
-    fi
-}
-wait_for() { # COND [SECONDS]
-    local i
-    for ((i = 0; i < ${2:-10} * 10; i++)); do
-        eval "$1" && return 0
-        sleep 0.1
-    done
-    return 1
-}
 ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
-ns() { echo "$P-$1"; }
 # Every process sees the test's resolv.conf (the DNS host) through a bind
-# mount in the mount namespace `ip netns exec` makes for it: nothing outside
-# the test's namespaces changes.
-printf 'nameserver %s\noptions timeout:1 attempts:2\n' "${IP[dns]}" > "$TMP/resolv.conf"
-# on HOST CMD...: runs CMD in HOST's namespace in the background, logging to
-# $TMP/NAME.log where NAME is $LOG (default HOST); sets LAST_PID.
-on() {
-    local h=$1; shift
-    ip netns exec "$(ns "$h")" sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' \
-        "$TMP/resolv.conf" "$@" >>"$TMP/${LOG:-$h}.log" 2>&1 &
-    LAST_PID=$!
-    PIDS+=("$LAST_PID")
-}
-run_on() {
-    local h=$1; shift
-    ip netns exec "$(ns "$h")" sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' \
-        "$TMP/resolv.conf" "$@"
-}
-
-# ---- the network: a bridge in its own namespace, one veth per host --------
-ip netns add "$SW" || { echo "many_brokers: cannot create a namespace"; exit 1; }
-NS_MADE+=("$SW")
-ip -n "$SW" link set lo up
-ip -n "$SW" link add br0 type bridge
-ip -n "$SW" link set br0 up
-for h in "${HOSTS[@]}"; do
-    ip netns add "$(ns "$h")"
-    NS_MADE+=("$(ns "$h")")
-    ip -n "$(ns "$h")" link set lo up
-    ip -n "$SW" link add "port-$h" type veth peer name eth0 netns "$(ns "$h")"
-    ip -n "$SW" link set "port-$h" master br0 up
-    ip -n "$(ns "$h")" addr add "${IP[$h]}/24" dev eth0
-    ip -n "$(ns "$h")" link set eth0 up
-done
+# mount in the mount namespace `ip netns exec` makes for it (netns.sh).
+NETNS_RESOLV=$TMP/resolv.conf
+printf 'nameserver %s\noptions timeout:1 attempts:2\n' "${IP[dns]}" > "$NETNS_RESOLV"
+netns_network dns b1 b2 b3 b4 w1 w2 c
 check "C has no route outside the test network" 1 \
     "$(run_on c ip route get 1.1.1.1 >/dev/null 2>&1 && echo 0 || echo 1)"
 
@@ -298,5 +205,4 @@ check "(c) load ran on all three" "True True True" \
     "$(field roll "' '.join(str(s['per_broker'].get(u, 0) > 0) for u in '$(urls b2 b3 b4)'.split(','))")"
 echo "many_brokers: (c) bodies sent again after a refused connection: $(field roll "s['refused']"), after a close before any answer byte: $(field roll "s['closed_retried']")"
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+netns_finish
