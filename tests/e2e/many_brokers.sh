@@ -75,7 +75,7 @@ check "(a) $NAME resolves to B1 B2 B3" "$(ips_of b1 b2 b3)" "$(resolves_to)"
 start_broker() { # HOST
     LOG=$1 on "$1" "$JRPC_BIN/jrpc-broker" --zmq "tcp://${IP[$1]}:5555" \
         --workers "tcp://${IP[$1]}:5556" --http "${IP[$1]}:8080" --admin "${IP[$1]}:9090" \
-        --heartbeat-ms 200 --liveness 3 --timeout-ms 8000 --drain-delay-ms 400
+        --heartbeat-ms 200 --liveness 3 --timeout-ms 8000 --drain-delay-ms 1000
     eval "PID_$1=\$LAST_PID"
 }
 listening() { [ "$(grep -c 'event=listening' "$TMP/$1.log" 2>/dev/null)" -ge "${2:-3}" ]; }
@@ -181,9 +181,10 @@ for b in b2 b3 b4; do
     eval "pid=\$PID_$b"
     kill -TERM "$pid"
     if [ "$b" = b2 ]; then
-        # Within --drain-delay-ms: not ready, and still answering.
-        check "(c) $b: /readyz 503 at once after SIGTERM" 503 \
-            "$(run_on c curl -s -o /dev/null -w '%{http_code}' -m 2 "http://${IP[$b]}:9090/readyz")"
+        # Within --drain-delay-ms (1 s): not ready, and still answering.
+        readyz() { run_on c curl -s -o /dev/null -w '%{http_code}' -m 1 "http://${IP[$b]}:9090/readyz"; }
+        wait_for '[ "$(readyz)" = 503 ]' 1
+        check "(c) $b: /readyz 503 once SIGTERM is taken" 503 "$(readyz)"
         check "(c) $b: still answers during --drain-delay-ms" '{"jsonrpc":"2.0","result":42,"id":1}' \
             "$(call "$b")"
     fi
