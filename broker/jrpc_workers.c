@@ -52,6 +52,7 @@
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
 #define MAX_NAME 64          /* bytes of a worker's name kept for its metrics label */
+#define DISCONNECT_LINGER_MS 1000 /* shutdown: how long the DISCONNECTs may take to leave */
 /* ZMQ_SNDHWM/ZMQ_RCVHWM per worker, in messages. Credit already bounds the
  * REQUESTs outstanding at a worker, so only a worker that stopped reading
  * (heartbeats pile up) gets near it; by then liveness has removed it. */
@@ -1471,6 +1472,18 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p)
     if (w == NULL)
         return;
     *self_p = NULL;
+    /* "I am leaving" (PROTOCOL.md 6): each worker opens a fresh session at
+     * once, which reaches whichever broker comes back at this address
+     * (a rolling restart), instead of finding out by liveness; one that
+     * found us by name also resolves the name again. The linger lets the
+     * DISCONNECTs leave: zmq_ctx_term() waits for them, at most this long. */
+    uint32_t told = 0;
+    for (worker_t *wk = w->workers; wk != NULL; wk = wk->next)
+        if (!wk->dead && send_simple(w, wk->id, wk->idlen, JRPC_WIRE_DISCONNECT) == 0)
+            told++;
+    int linger = DISCONNECT_LINGER_MS;
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=disconnect_sent workers=%u of=%u", told, w->nworkers);
     w->closing = 3;
     uv_close((uv_handle_t *)&w->heartbeat, on_closed_handle);
     uv_close((uv_handle_t *)&w->hedge_timer, on_closed_handle);

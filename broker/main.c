@@ -31,8 +31,9 @@ static const char usage_head[] =
 
 static const char usage_tail[] =
     "Precedence: flags > JRPC_* environment > config file > defaults.\n"
-    "SIGINT or SIGTERM: stop taking requests, answer those in flight, exit 0;\n"
-    "a second one exits 1 at once. SIGHUP re-reads the files named at start (--keys,\n"
+    "SIGINT or SIGTERM: /readyz turns 503, then (after --drain-delay-ms) stop\n"
+    "taking requests, answer those in flight, send DISCONNECT to every worker,\n"
+    "exit 0; a second one exits 1 at once. SIGHUP re-reads the files named at start (--keys,\n"
     "--client-keys, --worker-keys), all or nothing: a bad one is logged and the old\n"
     "ones stay in force; open connections and calls in flight are kept.\n"
     "Under systemd (Type=notify) it sends READY=1 once every socket is bound and\n"
@@ -72,6 +73,9 @@ struct app {
     jrpc_reloadable_t  reload[JRPC_RELOAD_MAX];     /* what SIGHUP re-reads */
     size_t             nreload;
     int                stopping;
+    uint32_t           drain_delay_ms; /* --drain-delay-ms */
+    uv_timer_t         drain_delay;    /* SIGTERM: /readyz 503 first, the drain after it */
+    bool               leaving;        /* a signal came: /readyz says draining */
 };
 
 static void on_drained(void *arg)
@@ -89,8 +93,27 @@ static void on_drained(void *arg)
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
+    uv_close((uv_handle_t *)&a->drain_delay, NULL);
 }
 
+static void drain_start(app_t *a)
+{
+    jrpc_front_zmq_pause(a->front);
+    if (a->http)
+        jrpc_front_http_pause(a->http);
+    jrpc_broker_drain(a->broker, on_drained, a);
+}
+
+static void on_drain_delay(uv_timer_t *t)
+{
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=drain_delay_over");
+    drain_start(t->data);
+}
+
+/* The first SIGINT/SIGTERM: /readyz turns 503 at once; with
+ * --drain-delay-ms the fronts go on serving that long (a load balancer
+ * polling /readyz stops sending new clients meanwhile), then stop taking
+ * requests and the drain answers every body in flight. */
 static void on_signal(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
@@ -98,12 +121,14 @@ static void on_signal(uv_signal_t *s, int signum)
         JRPC_LOG(JRPC_LOG_WARN, "main", "event=second_signal action=exit");
         exit(1);
     }
-    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d", signum);
+    JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopping signal=%d drain_delay_ms=%u", signum,
+             a->drain_delay_ms);
     jrpc_sdnotify_log("STOPPING=1\nSTATUS=draining");
-    jrpc_front_zmq_pause(a->front);
-    if (a->http)
-        jrpc_front_http_pause(a->http);
-    jrpc_broker_drain(a->broker, on_drained, a);
+    a->leaving = true;
+    if (a->drain_delay_ms > 0)
+        uv_timer_start(&a->drain_delay, on_drain_delay, a->drain_delay_ms, 0);
+    else
+        drain_start(a);
 }
 
 /* ---- SIGHUP: the reloadables ----
@@ -246,6 +271,7 @@ static void on_sighup(uv_signal_t *s, int signum)
  * readiness for --ready-methods (joined "m1,m2"; NULL: any worker). */
 typedef struct probe {
     jrpc_broker_t *broker;
+    const bool    *leaving;      /* the app's: a stop has begun */
     char          *methods;      /* owned; NULL: any worker at all */
     char           reason[320];  /* the last not-ready reason */
 } probe_t;
@@ -264,6 +290,8 @@ static const char *probe_not_ready(void *arg)
 {
     probe_t *p = arg;
     jrpc_span_t m = { NULL, 0 };
+    if (*p->leaving) /* before the broker drains: --drain-delay-ms */
+        return jrpc_broker_strerror(JRPC_BROKER_EDRAINING);
     int rc = jrpc_broker_ready(p->broker, p->methods, &m);
     if (rc == 0)
         return NULL;
@@ -285,7 +313,8 @@ static void probe_free(probe_t **p_p)
 
 /* The admin listener, its probe with --ready-methods joined into "m1,m2". */
 static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
-                               const jrpc_conf_list_t *methods, probe_t **probe_p)
+                               const bool *leaving, const jrpc_conf_list_t *methods,
+                               probe_t **probe_p)
 {
     size_t len = 1;
     for (size_t i = 0; i < methods->n; i++)
@@ -303,6 +332,7 @@ static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_
         strcat(joined, methods->v[i]);
     }
     p->broker = b;
+    p->leaving = leaving;
     p->methods = joined[0] ? joined : NULL;
     if (p->methods == NULL)
         free(joined);
@@ -410,6 +440,7 @@ int main(int argc, char **argv)
     uint32_t hedge_budget = 5;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
     jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
+    uint32_t drain_delay_ms = 0;             /* --drain-delay-ms */
     jrpc_conf_list_t cors = { 0 };           /* --cors-origin */
     jrpc_conf_std_t std = { 0 };
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
@@ -543,6 +574,10 @@ int main(int argc, char **argv)
           .dest = &admin_listen, .check = hp_ok },
         { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
           "none: any worker", .dest = &ready_methods },
+        { "drain-delay-ms", U, "N", "0", "on SIGTERM, keep serving this long with /readyz\n"
+          "saying 503 (a load balancer stops sending new\n"
+          "clients) before the graceful stop begins",
+          .dest = &drain_delay_ms, .max = 600000 },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
         { "max-worker-methods", U, "N", "1024", "method names in one worker READY; more: refused",
           .dest = &o.workers.max_worker_methods, .min = 1, .max = 1000000 },
@@ -584,6 +619,7 @@ int main(int argc, char **argv)
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
     static app_t a;   /* static: see below */
+    a.drain_delay_ms = drain_delay_ms;
     jrpc_keys_t *keys = NULL;
     if (keys_path) {
         char err[512];
@@ -671,7 +707,8 @@ int main(int argc, char **argv)
      * the client ports are bound); destroyed in on_drained, so /readyz says
      * "draining" until the drain ends. */
     if (strcmp(admin_listen, "none") != 0 &&
-        (a.admin = admin_new(&a.loop, admin_listen, a.broker, &ready_methods, &a.probe)) == NULL)
+        (a.admin = admin_new(&a.loop, admin_listen, a.broker, &a.leaving, &ready_methods,
+                               &a.probe)) == NULL)
         return 1;
     jrpc_front_zmq_opts_t zo = { .endpoint = zmq_ep, .max_body = ho.max_body,
                                  .curve = curve ? &curve_kp : NULL };
@@ -695,6 +732,8 @@ int main(int argc, char **argv)
                      "listener does not speak TLS: keep it on localhost or a private network\"",
                      admin_listen);
     }
+    uv_timer_init(&a.loop, &a.drain_delay);
+    a.drain_delay.data = &a;
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sighup);

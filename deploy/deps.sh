@@ -15,8 +15,10 @@ build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev li
 # The suite also runs Redis and Redis Sentinel (e2e_sentinel), curl,
 # python3, clang (fuzzing), iproute2 (the many-hosts test), systemd-analyze
 # and docker-compose (deploy/ checks), testssl.sh (the TLS scan,
-# tests/tls_scan.sh).
-suite=(redis-server redis-sentinel curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose
+# tests/tls_scan.sh), dnsmasq (the many-brokers test's DNS server:
+# dnsmasq-base is Debian's dnsmasq binary without the system service the
+# dnsmasq package would install and start).
+suite=(redis-server redis-sentinel curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose dnsmasq-base
        gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets
        testssl.sh)
 clean=no

@@ -27,7 +27,19 @@
  * does not take a long call for a dead worker. Nothing reconnects: a conn
  * whose broker is lost or says DISCONNECT is closed (its calls have nobody
  * to answer to). The worker stops once no live call is left, or when every
- * live call is past its deadline, or at the drain timeout. */
+ * live call is past its deadline, or at the drain timeout.
+ *
+ * Brokers found by name (dns+tcp://NAME:PORT, issue 16): a resolver per
+ * name runs uv_getaddrinfo (the libuv thread pool: the loop never waits on
+ * DNS) at connect, every resolve_ms, and when one of its conns loses its
+ * broker. jrpc_dns (pure) turns the answer into a set of endpoints and
+ * compares it with the conns in force: an address that appears gets a conn
+ * of its own, exactly like one given to jrpc_worker_connect(); one that
+ * disappears is retired: DISCONNECT at once, then the conn is drained as a
+ * whole worker would be (its calls are served and answered, heartbeats go
+ * on) and closed when it holds none, or when its broker is lost. A retired
+ * conn is never reopened, and freed only when no call object points at it
+ * (refs): a call's answer must still find its endpoint and generation. */
 #include "jrpc_worker.h"
 
 #include <assert.h>
@@ -36,6 +48,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "jrpc_dns.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
 #include "jrpc_mpack.h"
@@ -56,9 +69,15 @@ typedef struct handler {
     unsigned        flags; /* JRPC_WORKER_* */
 } handler_t;
 
+typedef struct resolver resolver_t;
+
 typedef struct conn {
     jrpc_worker_t *w;
     char          *endpoint;   /* owned */
+    resolver_t    *rs;         /* the dns+tcp:// name it came from; NULL: given as is */
+    bool           retiring;   /* its address left the name: DISCONNECT sent, never reopened */
+    uint32_t       refs;       /* call objects pointing here (any generation) */
+    uint32_t       zclosing;   /* its sockets whose watcher is still closing */
     void          *sock;       /* the current DEALER; NULL when none */
     jrpc_zwatch_t *zw;         /* its watcher (heap; freed in on_sock_closed) */
     uint64_t       gen;        /* bumped per socket; calls of older ones are stale */
@@ -74,6 +93,19 @@ typedef struct conn {
     jrpc_buf_t     out;        /* RESPONSE being gathered */
     uint32_t       nout;       /* answers in out */
 } conn_t;
+
+/* One dns+tcp:// name and the lookups of it. Freed at destroy, once no
+ * lookup is running (its request is part of the struct). */
+struct resolver {
+    jrpc_worker_t    *w;
+    char             *url;      /* as given (owned), for the logs */
+    jrpc_dns_name_t   name;
+    uv_timer_t        timer;    /* every opts.resolve_ms */
+    uv_getaddrinfo_t  req;
+    bool              busy;     /* req is running */
+    bool              again;    /* asked for while busy: resolve once more after it */
+    uint32_t          failures; /* lookups in a row with no address (warn at the first) */
+};
 
 struct jrpc_wcall {
     jrpc_worker_t  *w;
@@ -103,6 +135,9 @@ struct jrpc_worker {
     size_t       nhandlers;
     conn_t     **conns;
     size_t       nconns;
+    resolver_t **resolvers;    /* dns+tcp:// names */
+    size_t       nresolvers;
+    int          nresolving;   /* lookups running (stop and destroy wait for them) */
     uv_timer_t   tick;         /* heartbeats and liveness, every heartbeat_ms */
     uv_idle_t    flush_idle;   /* flushes gathered answers at the end of a turn */
     uv_timer_t   drain_timer;  /* draining: the timeout, or the latest deadline */
@@ -127,6 +162,7 @@ struct jrpc_worker {
 
 static void conn_flush(conn_t *c);
 static void conn_reset(conn_t *c, const char *why);
+static void resolver_start(resolver_t *rs);
 static void drain_check(jrpc_worker_t *w);
 static void on_tick(uv_timer_t *t);
 
@@ -139,6 +175,7 @@ void jrpc_worker_opts_init(jrpc_worker_opts_t *o)
     o->heartbeat_ms = 1000;
     o->liveness = 3;
     o->linger_ms = 1000;
+    o->resolve_ms = 5000;
 }
 
 /* ---- sockets ---- */
@@ -231,6 +268,7 @@ static void on_sock_closed(jrpc_zwatch_t *zw)
 {
     conn_t *c = zw->data;
     zmq_close(zw->sock);
+    c->zclosing--;
     c->w->nclosing--;
     free(zw);
 }
@@ -244,6 +282,7 @@ static void conn_close(conn_t *c, int linger)
     conn_flush(c);
     zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
     c->w->nclosing++;
+    c->zclosing++;
     jrpc_zwatch_stop(c->zw, on_sock_closed);
     c->sock = NULL;
     c->zw = NULL;
@@ -264,7 +303,9 @@ static int conn_open(conn_t *c)
     if (sock == NULL)
         return -errno;
     int linger = 0, ivl = RECONNECT_IVL, ivl_max = RECONNECT_MAX;
+    int ipv6 = strchr(c->endpoint, '[') != NULL; /* libzmq connects to IPv6 only when told */
     if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        (ipv6 && zmq_setsockopt(sock, ZMQ_IPV6, &ipv6, sizeof ipv6) != 0) ||
         zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl) != 0 ||
         zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max) != 0 ||
         (w->curve && jrpc_curve_client(sock, &w->curve_kp, w->broker_public) != 0) ||
@@ -308,6 +349,14 @@ static void conn_reset(conn_t *c, const char *why)
 {
     if (c->w->stopping)
         return;
+    if (c->retiring) { /* its address left the name: this session was its last */
+        JRPC_LOG(c->inflight ? JRPC_LOG_WARN : JRPC_LOG_INFO, "worker",
+                 "event=retired_conn_lost endpoint=%s reason=%s inflight=%u", c->endpoint, why,
+                 c->inflight);
+        conn_close(c, 0);
+        drain_check(c->w);
+        return;
+    }
     if (c->w->paused) { /* no new session until resumed */
         conn_close(c, 0);
         return;
@@ -443,6 +492,7 @@ static jrpc_wcall_t *call_new(jrpc_worker_t *w)
 static void call_free(jrpc_wcall_t *wc)
 {
     jrpc_worker_t *w = wc->w;
+    wc->conn->refs--;
     if (wc->prev)
         wc->prev->next = wc->next;
     else
@@ -560,6 +610,7 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
     uint64_t now = uv_now(w->loop);
     const handler_t *h = find_handler(w, call->method);
     wc->conn = c;
+    c->refs++;
     wc->gen = c->gen;
     wc->seq = call->seq;
     wc->deadline = call->timeout_ms ? now + call->timeout_ms : UINT64_MAX;
@@ -643,6 +694,8 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
     case JRPC_WIRE_DISCONNECT: {
         uint64_t now = uv_now(w->loop);
         JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_received endpoint=%s", c->endpoint);
+        if (c->rs != NULL) /* leaving for good, or restarting: the name will tell */
+            resolver_start(c->rs);
         /* Reconnect at once, but not in a tight loop with a broker that keeps
          * refusing us: at most once per heartbeat interval. */
         if (w->draining || now - c->last_reset >= w->opts.heartbeat_ms)
@@ -702,14 +755,45 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 
 /* ---- heartbeats and liveness ---- */
 
+static void conn_free(conn_t *c)
+{
+    jrpc_buf_dispose(&c->out);
+    free(c->endpoint);
+    free(c);
+}
+
+/* A retired conn goes when its socket is closed (the watcher's close
+ * callback has run) and no call points at it. */
+static bool conn_remove_if_done(jrpc_worker_t *w, size_t i)
+{
+    conn_t *c = w->conns[i];
+    if (!c->retiring || c->sock != NULL || c->zclosing > 0 || c->refs > 0)
+        return false;
+    JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=conn_freed endpoint=%s", c->endpoint);
+    memmove(&w->conns[i], &w->conns[i + 1], (w->nconns - i - 1) * sizeof *w->conns);
+    w->nconns--;
+    conn_free(c);
+    return true;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     jrpc_worker_t *w = t->data;
     uint64_t now = uv_now(w->loop);
     for (size_t i = 0; i < w->nconns; i++) {
+        while (i < w->nconns && conn_remove_if_done(w, i))
+            ; /* the next conn moved into slot i */
+        if (i == w->nconns)
+            break;
         conn_t *c = w->conns[i];
         uint64_t hb = c->hb_ms;
-        if (c->sock == NULL) {
+        if (c->retiring && c->sock != NULL && c->inflight == 0) {
+            /* Every call of the session answered: the drain of this conn is over. */
+            JRPC_LOG(JRPC_LOG_INFO, "worker", "event=retired_conn_closed endpoint=%s", c->endpoint);
+            conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
+        } else if (c->sock == NULL) {
+            if (c->retiring)
+                continue; /* closed for good; freed once its calls are gone */
             /* a session a drain lost, or a pause closed, stays closed (and quiet) */
             if (!w->draining && !w->paused)
                 conn_reset(c, "retry");
@@ -722,6 +806,8 @@ static void on_tick(uv_timer_t *t)
             else
                 JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=broker_unreachable endpoint=%s",
                          c->endpoint);
+            if (c->rs != NULL && c->alive) /* gone from the name, perhaps: ask it again */
+                resolver_start(c->rs);
             conn_reset(c, "silence");
         } else if (now - c->last_send >= hb - hb / 10) {
             /* Timer ticks drift a little; a heartbeat slightly early is harmless. */
@@ -739,7 +825,7 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         jrpc_worker_opts_init(&o);
     else
         o = *opts;
-    if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0 ||
+    if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0 || (o.resolve_ms != 0 && o.resolve_ms < 100) ||
         (o.curve_keypair == NULL) != (o.broker_public == NULL) ||
         (o.broker_public && (!jrpc_curve_key_ok(o.broker_public) ||
                              !jrpc_curve_key_ok(o.curve_keypair->public_z85) ||
@@ -763,6 +849,8 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
     if (o.name)
         memcpy(w->name, o.name, strlen(o.name) + 1);
     o.name = NULL;   /* borrowed by the caller: not kept */
+    if (o.resolve_ms == 0) /* opts made by hand before the field existed */
+        o.resolve_ms = 5000;
     if (o.curve_keypair) {
         w->curve = true;
         w->curve_kp = *o.curve_keypair;
@@ -810,7 +898,7 @@ int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn 
 {
     if (method == NULL || method[0] == '\0' || fn == NULL || (flags & ~JRPC_WORKER_IDEMPOTENT))
         return -EINVAL;
-    if (w->nconns > 0)
+    if (w->nconns > 0 || w->nresolvers > 0)
         return -EBUSY;
     size_t len = strlen(method);
     if (find_handler(w, (jrpc_span_t){ method, len }) != NULL)
@@ -827,15 +915,25 @@ int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn 
     return 0;
 }
 
-int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
+static void tick_start(jrpc_worker_t *w)
 {
-    if (w->nhandlers == 0 || endpoint == NULL || w->stopping)
-        return -EINVAL;
+    if (w->tick_started)
+        return;
+    w->tick_ms = w->opts.heartbeat_ms;
+    uv_timer_start(&w->tick, on_tick, w->tick_ms, w->tick_ms);
+    w->tick_started = true;
+}
+
+/* A conn to endpoint (given, or an address of rs's name), opened at once
+ * unless paused (resume opens it). */
+static int conn_add(jrpc_worker_t *w, const char *endpoint, resolver_t *rs)
+{
     int rc = -ENOMEM;
     conn_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         goto out;
     c->w = w;
+    c->rs = rs;
     jrpc_buf_init(&c->out);
     if ((c->endpoint = strdup(endpoint)) == NULL)
         goto out;
@@ -843,24 +941,201 @@ int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
     if (cs == NULL)
         goto out;
     w->conns = cs;
-    if ((rc = conn_open(c)) < 0)
+    if (!w->paused && (rc = conn_open(c)) < 0)
         goto out;
     w->conns[w->nconns++] = c;
     c = NULL;
-    if (!w->tick_started) {
-        w->tick_ms = w->opts.heartbeat_ms;
-        uv_timer_start(&w->tick, on_tick, w->tick_ms, w->tick_ms);
-        w->tick_started = true;
-    }
-    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s credit=%u heartbeat_ms=%u curve=%s",
-             endpoint, w->opts.credit, w->opts.heartbeat_ms, w->curve ? "on" : "off");
+    tick_start(w);
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=connecting endpoint=%s name=%s credit=%u "
+             "heartbeat_ms=%u curve=%s", endpoint, rs ? rs->url : "-", w->opts.credit,
+             w->opts.heartbeat_ms, w->curve ? "on" : "off");
     rc = 0;
 out:
-    if (c != NULL) {
-        free(c->endpoint);
-        free(c);
-    }
+    if (c != NULL)
+        conn_free(c);
     return rc;
+}
+
+/* The address of c left its name: c leaves as a drain leaves (PROTOCOL.md
+ * 6), alone. The tick closes it once it holds no call, conn_reset() when
+ * its broker is lost or says DISCONNECT. */
+static void conn_retire(conn_t *c)
+{
+    jrpc_worker_t *w = c->w;
+    c->retiring = true;
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=broker_dropped endpoint=%s name=%s inflight=%u",
+             c->endpoint, c->rs->url, c->inflight);
+    if (c->sock == NULL)
+        return;
+    if (c->reset_due) { /* the broker does not know this session: nothing to finish */
+        conn_close(c, 0);
+        return;
+    }
+    conn_flush(c);
+    conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+    if (c->inflight == 0)
+        conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
+}
+
+/* ---- brokers found by name ---- */
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *ai);
+
+/* Starts a lookup of rs's name, or asks for one more after the one running. */
+static void resolver_start(resolver_t *rs)
+{
+    jrpc_worker_t *w = rs->w;
+    if (w->stopping || w->draining)
+        return;
+    if (rs->busy) {
+        rs->again = true;
+        return;
+    }
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;      /* A and AAAA */
+    hints.ai_socktype = SOCK_STREAM;  /* one entry per address, not one per socket type */
+    rs->req.data = rs;
+    int rc = uv_getaddrinfo(w->loop, &rs->req, on_resolved, rs->name.host, NULL, &hints);
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=resolve_failed name=%s err=\"%s\"", rs->url,
+                 uv_strerror(rc));
+        return;
+    }
+    rs->busy = true;
+    w->nresolving++;
+}
+
+/* Makes the conns of rs match the endpoints eps (n of them, from
+ * jrpc_dns_endpoints): new ones get a conn, gone ones are retired. */
+static void resolver_apply(resolver_t *rs, char (*eps)[JRPC_DNS_EP_MAX], size_t n)
+{
+    jrpc_worker_t *w = rs->w;
+    conn_t *oldc[JRPC_DNS_ADDRS_MAX];
+    const char *old[JRPC_DNS_ADDRS_MAX], *cur[JRPC_DNS_ADDRS_MAX];
+    bool gone[JRPC_DNS_ADDRS_MAX], added[JRPC_DNS_ADDRS_MAX];
+    size_t nold = 0, ngone = 0, nadded = 0;
+    /* The conns in force are the last answer's addresses: at most
+     * JRPC_DNS_ADDRS_MAX. */
+    for (size_t i = 0; i < w->nconns && nold < JRPC_DNS_ADDRS_MAX; i++) {
+        if (w->conns[i]->rs == rs && !w->conns[i]->retiring) {
+            oldc[nold] = w->conns[i];
+            old[nold++] = w->conns[i]->endpoint;
+        }
+    }
+    for (size_t j = 0; j < n; j++)
+        cur[j] = eps[j];
+    if (jrpc_dns_diff(old, nold, cur, n, gone, added) == 0) {
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=resolved name=%s addrs=%zu changed=0", rs->url, n);
+        return;
+    }
+    for (size_t i = 0; i < nold; i++) {
+        if (gone[i]) {
+            conn_retire(oldc[i]);
+            ngone++;
+        }
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (!added[j])
+            continue;
+        int rc = conn_add(w, cur[j], rs);
+        if (rc < 0)
+            JRPC_LOG(JRPC_LOG_ERROR, "worker", "event=connect_failed endpoint=%s name=%s err=\"%s\"",
+                     cur[j], rs->url, zmq_strerror(-rc));
+        else
+            nadded++;
+    }
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resolved name=%s addrs=%zu added=%zu dropped=%zu",
+             rs->url, n, nadded, ngone);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
+{
+    resolver_t *rs = req->data;
+    jrpc_worker_t *w = rs->w;
+    rs->busy = false;
+    w->nresolving--;
+    if (w->stopping || w->draining || status == UV_ECANCELED) {
+        uv_freeaddrinfo(ai);
+        return;
+    }
+    char eps[JRPC_DNS_ADDRS_MAX][JRPC_DNS_EP_MAX];
+    bool cut = false;
+    size_t n = status == 0 ? jrpc_dns_endpoints(ai, rs->name.port, eps, JRPC_DNS_ADDRS_MAX, &cut) : 0;
+    uv_freeaddrinfo(ai);
+    if (n == 0) {
+        /* A name that resolves to nothing is more likely a DNS hiccup than
+         * every broker gone: keep the sessions in force. Warned once per
+         * outage, not at every interval. */
+        JRPC_LOG(rs->failures++ ? JRPC_LOG_DEBUG : JRPC_LOG_WARN, "worker",
+                 "event=resolve_failed name=%s err=\"%s\" action=keep", rs->url,
+                 status < 0 ? uv_strerror(status) : "no address");
+    } else {
+        if (rs->failures > 0)
+            JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resolve_recovered name=%s failures=%u",
+                     rs->url, rs->failures);
+        rs->failures = 0;
+        if (cut)
+            JRPC_LOG(JRPC_LOG_WARN, "worker", "event=resolve_truncated name=%s kept=%d", rs->url,
+                     JRPC_DNS_ADDRS_MAX);
+        resolver_apply(rs, eps, n);
+    }
+    if (rs->again) {
+        rs->again = false;
+        resolver_start(rs);
+    }
+}
+
+static void on_resolve_timer(uv_timer_t *t)
+{
+    resolver_start(t->data);
+}
+
+static int resolver_add(jrpc_worker_t *w, const char *url)
+{
+    jrpc_dns_name_t name;
+    if (jrpc_dns_parse(url, &name) < 0)
+        return -EINVAL;
+    resolver_t **rss = realloc(w->resolvers, (w->nresolvers + 1) * sizeof *rss);
+    if (rss == NULL)
+        return -ENOMEM;
+    w->resolvers = rss;
+    resolver_t *rs = calloc(1, sizeof *rs);
+    if (rs == NULL || (rs->url = strdup(url)) == NULL) {
+        free(rs);
+        return -ENOMEM;
+    }
+    rs->w = w;
+    rs->name = name;
+    uv_timer_init(w->loop, &rs->timer);
+    rs->timer.data = rs;
+    uv_timer_start(&rs->timer, on_resolve_timer, w->opts.resolve_ms, w->opts.resolve_ms);
+    w->resolvers[w->nresolvers++] = rs;
+    tick_start(w);
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resolving name=%s resolve_ms=%u", url,
+             w->opts.resolve_ms);
+    resolver_start(rs);
+    return 0;
+}
+
+int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint)
+{
+    if (w->nhandlers == 0 || endpoint == NULL || w->stopping)
+        return -EINVAL;
+    if (jrpc_dns_is_name(endpoint))
+        return resolver_add(w, endpoint);
+    return conn_add(w, endpoint, NULL);
+}
+
+/* Lets the handles and sockets closed by jrpc_worker_stop() finish, and a
+ * lookup it could not cancel (already running in the thread pool): that
+ * one is waited for, not spun on. */
+static void stop_wait(jrpc_worker_t *w)
+{
+    while (w->nclosing > 0)
+        uv_run(w->loop, UV_RUN_NOWAIT);
+    while (w->nresolving > 0)
+        uv_run(w->loop, UV_RUN_ONCE);
 }
 
 int jrpc_worker_run(jrpc_worker_t *w)
@@ -868,9 +1143,7 @@ int jrpc_worker_run(jrpc_worker_t *w)
     int rc = 0;
     if (!w->stopping)
         rc = uv_run(w->loop, UV_RUN_DEFAULT);
-    /* Let the handles and sockets closed by jrpc_worker_stop() finish. */
-    while (w->nclosing > 0)
-        uv_run(w->loop, UV_RUN_NOWAIT);
+    stop_wait(w);
     return rc < 0 ? rc : 0;
 }
 
@@ -878,6 +1151,12 @@ static void on_handle_closed(uv_handle_t *h)
 {
     jrpc_worker_t *w = h->data;
     w->nclosing--;
+}
+
+static void on_resolve_timer_closed(uv_handle_t *h)
+{
+    resolver_t *rs = h->data;
+    rs->w->nclosing--;
 }
 
 void jrpc_worker_stop(jrpc_worker_t *w)
@@ -889,7 +1168,7 @@ void jrpc_worker_stop(jrpc_worker_t *w)
         if (c->sock == NULL)
             continue;
         conn_flush(c);
-        if (!w->draining) { /* a drain sent it already */
+        if (!w->draining && !c->retiring) { /* a drain or a retirement sent it already */
             conn_send_bare(c, JRPC_WIRE_DISCONNECT);
             JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u",
                      c->endpoint, c->inflight);
@@ -898,6 +1177,13 @@ void jrpc_worker_stop(jrpc_worker_t *w)
         conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
     }
     w->stopping = true;
+    for (size_t i = 0; i < w->nresolvers; i++) {
+        resolver_t *rs = w->resolvers[i];
+        w->nclosing++;
+        uv_close((uv_handle_t *)&rs->timer, on_resolve_timer_closed);
+        if (rs->busy)
+            uv_cancel((uv_req_t *)&rs->req); /* its callback still comes (UV_ECANCELED) */
+    }
     w->nclosing += 3;
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
     uv_close((uv_handle_t *)&w->flush_idle, on_handle_closed);
@@ -961,6 +1247,8 @@ void jrpc_worker_drain(jrpc_worker_t *w, uint32_t timeout_ms)
             conn_close(c, 0);
             continue;
         }
+        if (c->retiring) /* DISCONNECT sent already; its calls count below */
+            continue;
         conn_flush(c);
         conn_send_bare(c, JRPC_WIRE_DISCONNECT);
         JRPC_LOG(JRPC_LOG_INFO, "worker", "event=disconnect_sent endpoint=%s inflight=%u drain=1",
@@ -979,7 +1267,8 @@ void jrpc_worker_pause(jrpc_worker_t *w)
         if (c->sock == NULL)
             continue;
         conn_flush(c);
-        conn_send_bare(c, JRPC_WIRE_DISCONNECT);
+        if (!c->retiring) /* a retired conn sent it already */
+            conn_send_bare(c, JRPC_WIRE_DISCONNECT);
         JRPC_LOG(JRPC_LOG_INFO, "worker", "event=paused endpoint=%s inflight=%u", c->endpoint,
                  c->inflight);
         conn_close(c, c->alive ? (int)w->opts.linger_ms : 0);
@@ -993,7 +1282,7 @@ void jrpc_worker_resume(jrpc_worker_t *w)
     w->paused = false;
     for (size_t i = 0; i < w->nconns; i++) {
         conn_t *c = w->conns[i];
-        if (c->sock != NULL)
+        if (c->sock != NULL || c->retiring)
             continue;
         JRPC_LOG(JRPC_LOG_INFO, "worker", "event=resumed endpoint=%s", c->endpoint);
         conn_reset(c, "resume");
@@ -1017,8 +1306,7 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p)
         return;
     *self_p = NULL;
     jrpc_worker_stop(w);
-    while (w->nclosing > 0)
-        uv_run(w->loop, UV_RUN_NOWAIT);
+    stop_wait(w);
     while (w->calls) {
         JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=call_abandoned seq=%llu",
                  (unsigned long long)w->calls->seq);
@@ -1033,12 +1321,14 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p)
         jrpc_buf_dispose(&wc->result);
         free(wc);
     }
-    for (size_t i = 0; i < w->nconns; i++) {
-        jrpc_buf_dispose(&w->conns[i]->out);
-        free(w->conns[i]->endpoint);
-        free(w->conns[i]);
-    }
+    for (size_t i = 0; i < w->nconns; i++)
+        conn_free(w->conns[i]);
     free(w->conns);
+    for (size_t i = 0; i < w->nresolvers; i++) {
+        free(w->resolvers[i]->url);
+        free(w->resolvers[i]);
+    }
+    free(w->resolvers);
     for (size_t i = 0; i < w->nhandlers; i++)
         free(w->handlers[i].name);
     free(w->handlers);

@@ -21,7 +21,8 @@
  * survives broker restarts by itself (see proto/PROTOCOL.md). Everything runs on one
  * libuv loop, in one thread: no function here may be called from another
  * thread. Nothing here blocks, except jrpc_worker_run() and the final
- * flush in jrpc_worker_destroy() (bounded by the linger time). */
+ * flush in jrpc_worker_destroy() (bounded by the linger time, and by the
+ * system resolver's timeout when a dns+tcp:// name is being resolved). */
 #ifndef JRPC_WORKER_H
 #define JRPC_WORKER_H
 
@@ -54,6 +55,10 @@ typedef struct jrpc_worker_opts {
      * label (1..63 printable ASCII bytes, copied); NULL: none (the broker
      * names the worker by its routing id). */
     const char *name;
+    /* dns+tcp://NAME:PORT endpoints: how often NAME is resolved again
+     * (>= 100 ms; 0 or default: 5000). A broker lost to silence or
+     * DISCONNECT also asks for a resolution at once. */
+    uint32_t    resolve_ms;
 } jrpc_worker_opts_t;
 
 /* Fills o with the defaults. */
@@ -107,8 +112,19 @@ int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn 
 /* Connects to one broker's worker endpoint ("tcp://host:port", ...) with a
  * DEALER of its own and queues READY; call it once per broker. It does not
  * wait for the broker: ZeroMQ connects (and reconnects) in the background.
- * Returns 0, -EINVAL (no handler registered, or a bad endpoint), -ENOMEM, or
- * another -errno from ZeroMQ/libuv. */
+ *
+ * "dns+tcp://NAME:PORT" stands for every broker NAME resolves to (A and
+ * AAAA, at most 64 of them; a Kubernetes headless Service): each
+ * address gets a session of its own, as if connected one by one. NAME is
+ * resolved off the loop thread (uv_getaddrinfo) now, every opts.resolve_ms,
+ * and when one of its brokers is lost; an address that appears gets a new
+ * session, and one that disappears is left as a drain leaves it
+ * (DISCONNECT, its calls answered, then closed: nothing is served twice or
+ * dropped by the worker). An answer with no address, or a failed lookup,
+ * keeps the sessions in force (logged; retried at the next interval).
+ *
+ * Returns 0, -EINVAL (no handler registered, or a bad endpoint or URL),
+ * -ENOMEM, or another -errno from ZeroMQ/libuv. */
 int jrpc_worker_connect(jrpc_worker_t *w, const char *endpoint);
 
 /* Runs the loop until jrpc_worker_stop(). Returns 0, or a negative libuv

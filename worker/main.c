@@ -17,10 +17,10 @@
 #include "jrpc_log.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_mpack.h"
+#include "jrpc_connect_opt.h"
 #include "jrpc_stop.h"
 #include "jrpc_worker.h"
 
-#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
 #define SLEEP_MAX_MS     600000
 #define SPIN_MAX_MS      60000
 
@@ -435,9 +435,7 @@ int main(int argc, char **argv)
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
-        { "connect", L, "ENDPOINT", DEFAULT_ENDPOINT, "a broker's worker endpoint; repeat (or give\n"
-          "a comma list) for several brokers", .dest = &endpoints,
-          .check = jrpc_conf_check_zmq_endpoint },
+        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms),
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics\n"
           "(1..63 printable bytes, no spaces); unset: its routing id", .dest = &opts.name,
           .check = name_ok },

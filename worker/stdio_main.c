@@ -30,10 +30,10 @@
 #include "jrpc_mpack.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_stdio_frame.h"
+#include "jrpc_connect_opt.h"
 #include "jrpc_stop.h"
 #include "jrpc_worker.h"
 
-#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
 #define SWEEP_MS         50      /* deadline and hang checks */
 #define EXIT_GRACE_MS    200     /* after exit, how long stdout may still deliver */
 #define BACKOFF_MIN_MS   100
@@ -1150,9 +1150,7 @@ int main(int argc, char **argv)
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
-        { "connect", L, "ENDPOINT", DEFAULT_ENDPOINT, "a broker's worker endpoint; repeat (or give\n"
-          "a comma list) for several brokers", .dest = &endpoints,
-          .check = jrpc_conf_check_zmq_endpoint },
+        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms),
         { "method", L, "NAME[:idempotent]", NULL, "a method the children serve (repeat); with\n"
           ":idempotent, a call a lost child held is sent to another\n"
           "child instead of being answered -32004", .dest = &methods, .check = method_ok },

@@ -37,7 +37,7 @@ check "worker killed mid-call: -32004" \
 check "answered well before the deadline" 1 "$(( $(date +%s) - start < 10 ))"
 
 # SIGTERM with a call in flight: it is answered, then the broker exits 0.
-e2e_start_worker --heartbeat-ms 200
+e2e_start_worker --heartbeat-ms 200 --log-level debug   # debug: its event=call lines
 e2e_wait_workers 1
 send '{"jsonrpc":"2.0","method":"sleep","params":{"ms":500},"id":4}' > "$E2E_TMP/inflight.out" &
 SENDER=$!
@@ -48,4 +48,13 @@ wait "$SENDER"
 check "in-flight call answered during shutdown" '{"jsonrpc":"2.0","result":500,"id":4}' \
     "$(cat "$E2E_TMP/inflight.out")"
 check "broker exit status after SIGTERM" 0 "$status"
+# ... and only then tells its worker it leaves (PROTOCOL.md 6): the worker
+# opens a fresh session at once, without waiting for heartbeat x liveness.
+check "the leaving broker sent DISCONNECT to its worker" 1 \
+    "$(grep -c 'event=disconnect_sent workers=1 of=1' "$E2E_TMP/broker.log")"
+check "the worker got it and opened a fresh session" 1 \
+    "$(e2e_wait_for "grep -q 'event=disconnect_received' '$E2E_TMP/worker$E2E_NWORKERS.log'" 5 && echo 1)"
+check "the DISCONNECT came after the in-flight call was answered" "result disconnect_received" \
+    "$(grep -o 'event=call .*method=sleep outcome=[a-z]*\|event=disconnect_received' \
+       "$E2E_TMP/worker$E2E_NWORKERS.log" | sed 's/.*outcome=//; s/event=//' | paste -sd' ')"
 e2e_finish

@@ -17,102 +17,13 @@
 set -u
 : "${JRPC_BIN:?set JRPC_BIN to the build/bin directory}"
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/netns.sh"
+netns_start many_hosts "${MANY_HOSTS_TIMEOUT_S:-150}" redis-server curl python3
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP many_hosts: needs root (network namespaces)"; exit 77
-fi
-if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
-    echo "SKIP many_hosts: 'ip netns' (iproute2) is not available"; exit 77
-fi
-for tool in redis-server curl python3 timeout; do
-    command -v "$tool" >/dev/null || { echo "many_hosts: $tool is not installed"; exit 1; }
-done
-
-# The whole script runs under a hard time bound: the body runs again under
-# timeout(1); should it be killed before its own cleanup, this outer part
-# removes what is left in the namespaces of this run (only ours: the names
-# carry this run's prefix).
-if [ -z "${MANY_HOSTS_PREFIX:-}" ]; then
-    export MANY_HOSTS_PREFIX="jrpcmh-$$-$RANDOM"
-    timeout --kill-after=10 "${MANY_HOSTS_TIMEOUT_S:-150}" bash "$0" "$@"
-    rc=$?
-    [ $rc -eq 124 ] && echo "many_hosts: timed out"
-    for left in $(ip netns list | awk '{ print $1 }' | grep "^$MANY_HOSTS_PREFIX-"); do
-        for pid in $(ip netns pids "$left" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-        ip netns del "$left" 2>/dev/null
-        echo "many_hosts: removed the leftover namespace $left"
-    done
-    exit $rc
-fi
-
-P=$MANY_HOSTS_PREFIX               # namespace prefix, unique to this run
-SW="$P-sw"
+SW=$(ns sw)
 NET="10.$((RANDOM % 200 + 20)).$((RANDOM % 250))"   # a /24 that exists only inside our namespaces
 declare -A IP=([r]=$NET.10 [b1]=$NET.21 [b2]=$NET.22 [w1]=$NET.31 [w2]=$NET.32 [c]=$NET.40)
-HOSTS=(r b1 b2 w1 w2 c)
-TMP=$(mktemp -d /tmp/jrpc-many-hosts.XXXXXX)
-PIDS=()
-PASS=0
-FAIL=0
-NS_MADE=()
-
-cleanup() {
-    local p ns
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    for ns in "${NS_MADE[@]}"; do ip netns del "$ns" 2>/dev/null; done
-    if [ "$FAIL" -gt 0 ] || [ -n "${E2E_KEEP:-}" ]; then
-        for f in "$TMP"/*.log; do
-            [ -f "$f" ] || continue
-            echo "---- $f (last 30 lines)"; tail -n 30 "$f"
-        done
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 3' INT TERM
-
-check() {
-    if [ "$2" == "$3" ]; then
-        PASS=$((PASS + 1)); echo "ok   $1"
-    else
-        FAIL=$((FAIL + 1)); echo "FAIL $1"; echo "  expected: $2"; echo "  actual:   $3"
-    fi
-}
-wait_for() { # COND [SECONDS]
-    local i
-    for ((i = 0; i < ${2:-10} * 10; i++)); do
-        eval "$1" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-ns() { echo "$P-$1"; }
-# on HOST CMD...: runs CMD in HOST's namespace in the background, logging
-# to $TMP/NAME.log where NAME is $LOG (default HOST); sets LAST_PID.
-on() {
-    local h=$1; shift
-    ip netns exec "$(ns "$h")" "$@" >>"$TMP/${LOG:-$h}.log" 2>&1 &
-    LAST_PID=$!
-    PIDS+=("$LAST_PID")
-}
-run_on() { local h=$1; shift; ip netns exec "$(ns "$h")" "$@"; }
-
-# ---- the network: a bridge in its own namespace, one veth per host --------
-ip netns add "$SW" || { echo "many_hosts: cannot create a namespace"; exit 1; }
-NS_MADE+=("$SW")
-ip -n "$SW" link set lo up
-ip -n "$SW" link add br0 type bridge
-ip -n "$SW" link set br0 up
-for h in "${HOSTS[@]}"; do
-    ip netns add "$(ns "$h")"
-    NS_MADE+=("$(ns "$h")")
-    ip -n "$(ns "$h")" link set lo up
-    ip -n "$SW" link add "port-$h" type veth peer name eth0 netns "$(ns "$h")"
-    ip -n "$SW" link set "port-$h" master br0 up
-    ip -n "$(ns "$h")" addr add "${IP[$h]}/24" dev eth0
-    ip -n "$(ns "$h")" link set eth0 up
-done
+netns_network r b1 b2 w1 w2 c
 check "C has no route outside the test network" 1 \
     "$(run_on c ip route get 1.1.1.1 >/dev/null 2>&1 && echo 0 || echo 1)"
 
@@ -240,5 +151,4 @@ out=$(post b2)
 check "(d) B2 refuses the same bytes: HTTP 409" 409 "${out%% *}"
 check "(d) B2 refuses the same bytes: -32005" 1 "$(grep -c '"code":-32005' <<<"$out")"
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+netns_finish

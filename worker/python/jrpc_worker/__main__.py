@@ -66,8 +66,12 @@ def main(argv=None):
     p.add_argument("target", help="module:attr or file.py:attr (Methods, Worker or dict); "
                    "default attr: methods")
     p.add_argument("--connect", action="append", metavar="ENDPOINT",
-                   help="a broker's worker endpoint; repeat (or give a comma list) for several "
-                   "brokers (default tcp://127.0.0.1:5556)")
+                   help="a broker's worker endpoint, or dns+tcp://NAME:PORT for every broker "
+                   "NAME resolves to (A and AAAA, one session each); repeat (or give a comma "
+                   "list) for several (default tcp://127.0.0.1:5556)")
+    p.add_argument("--resolve-ms", type=_uint(100, 3600000), default=5000,
+                   help="how often dns+tcp:// names are resolved again; a broker lost also "
+                   "resolves its name at once (default 5000)")
     p.add_argument("--name", help="this worker's name in the broker's logs (READY's name)")
     p.add_argument("--credit", type=_uint(1, 1000000), default=64,
                    help="calls held at once per broker (default 64)")
@@ -110,9 +114,12 @@ def main(argv=None):
         endpoints.extend(e for e in v.split(",") if e)
     w = Worker(methods, credit=a.credit, heartbeat_ms=a.heartbeat_ms, liveness=a.liveness,
                name=a.name, curve_keypair=kp, broker_public=bp, threads=a.threads,
-               drain_timeout_ms=a.drain_timeout_ms)
+               drain_timeout_ms=a.drain_timeout_ms, resolve_ms=a.resolve_ms)
     for e in endpoints:
-        w.connect(e)
+        try:
+            w.connect(e)
+        except ValueError as err:
+            p.error(str(err))
     try:
         return w.run()
     except zmq.ZMQError as e:

@@ -1,6 +1,14 @@
 """The worker: one ZeroMQ DEALER per broker, the sessions of PROTOCOL.md
 (READY, credit, heartbeats, DISCONNECT, REJECT, drain), and the handlers.
 
+Brokers found by name (``dns+tcp://NAME:PORT``, issue 16): each address of
+NAME is a broker of its own; NAME is resolved at the start, every
+resolve_ms, and when one of its brokers is lost (socket.getaddrinfo in a
+short-lived thread: the I/O loop never waits on DNS). An address that
+appears gets a session; one that disappears is left as a drain leaves
+(DISCONNECT, its calls answered, then closed): nothing is served twice or
+dropped by the worker. An answer with no address keeps the set in force.
+
 Threads: every socket belongs to the thread that calls :meth:`Worker.run`
 (the I/O thread). Sync handlers run on a thread pool, ``async def`` handlers
 on an asyncio loop in a thread of its own; both hand their answers back
@@ -12,12 +20,13 @@ import concurrent.futures
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 
 import zmq
 
-from . import wire
+from . import dns, wire
 from .methods import CallInfo, JsonRpcError, Methods, _current
 
 log = logging.getLogger("jrpc_worker")
@@ -27,11 +36,24 @@ RECONNECT_IVL_MAX_MS = 1000
 RECV_BATCH = 256  # messages read from one socket per loop turn
 
 
+class _Name:
+    """One dns+tcp:// name: its lookups."""
+
+    def __init__(self, url):
+        self.url = url
+        self.host, self.port = dns.parse(url)
+        self.busy = False       # a lookup is running
+        self.again = False      # asked for while busy: once more after it
+        self.next_at = 0.0      # monotonic s of the next periodic lookup
+        self.failures = 0       # lookups in a row with no address (warn at the first)
+
+
 class _Conn:
     """One broker: its endpoint, its current DEALER and session."""
 
-    def __init__(self, endpoint):
+    def __init__(self, endpoint, name=None):
         self.endpoint = endpoint
+        self.name = name        # the _Name it came from, or None (given as is)
         self.sock = None
         self.gen = 0            # bumped at each fresh socket: answers of older ones are dropped
         self.requests = 0       # REQUESTs received on this socket (REJECT names them)
@@ -44,7 +66,7 @@ class _Conn:
         self.last_reset = float("-inf")
         self.reset_due = False  # DISCONNECT came too soon after a reset: reset at the next tick
         self.alive = False      # heard from the broker on this socket
-        self.leaving = False    # DISCONNECT sent (drain): no reconnect
+        self.leaving = False    # DISCONNECT sent (drain, or its address left the name): no reconnect
 
 
 class Worker:
@@ -59,17 +81,20 @@ class Worker:
     jrpc's key files); ``threads``: the sync handlers' pool (default
     min(credit, 32)); ``drain_timeout_ms``: how long a graceful stop waits
     for the calls held; ``linger_ms``: how long closing may wait to deliver
-    DISCONNECT."""
+    DISCONNECT; ``resolve_ms``: how often dns+tcp:// names are resolved
+    again."""
 
     def __init__(self, methods=None, *, credit=64, heartbeat_ms=1000, liveness=3, name=None,
                  curve_keypair=None, broker_public=None, threads=None,
-                 drain_timeout_ms=30000, linger_ms=1000, context=None):
+                 drain_timeout_ms=30000, linger_ms=1000, context=None, resolve_ms=5000):
         if not 1 <= credit <= wire.U32_MAX:
             raise ValueError("credit must be 1..2**32-1")
         if not 10 <= heartbeat_ms <= 3600000:
             raise ValueError("heartbeat_ms must be 10..3600000")
         if not 1 <= liveness <= 1000:
             raise ValueError("liveness must be 1..1000")
+        if not 100 <= resolve_ms <= 3600000:
+            raise ValueError("resolve_ms must be 100..3600000")
         if (curve_keypair is None) != (broker_public is None):
             raise ValueError("curve_keypair and broker_public go together")
         self.methods = methods if methods is not None else Methods()
@@ -82,10 +107,14 @@ class Worker:
         self.threads = threads or min(credit, 32)
         self.drain_timeout_ms = drain_timeout_ms
         self.linger_ms = linger_ms
+        self.resolve_ms = resolve_ms
         self._ctx = context
         self._own_ctx = context is None
         self._conns = []
+        self._names = []
         self._done = collections.deque()  # (conn, gen, seq, packed answer) from any thread
+        self._resolved = collections.deque()  # (name, answer or None, error text) from lookups
+        self._getaddrinfo = socket.getaddrinfo  # the resolver (tests replace it)
         self._wake_r = self._wake_w = None
         self._lock = threading.Lock()
         self._drain_asked = False
@@ -110,10 +139,15 @@ class Worker:
 
     def connect(self, endpoint):
         """Adds a broker's worker endpoint; call it once per broker, before
-        :meth:`run`. ZeroMQ connects (and reconnects) in the background."""
+        :meth:`run`. ZeroMQ connects (and reconnects) in the background.
+        ``dns+tcp://NAME:PORT`` stands for every broker NAME resolves to
+        (see the module's doc); a malformed one raises ValueError."""
         if self._running:
             raise RuntimeError("connect() before run()")
-        self._conns.append(_Conn(endpoint))
+        if dns.is_name(endpoint):
+            self._names.append(_Name(endpoint))
+        else:
+            self._conns.append(_Conn(endpoint))
 
     # ---- control, from any thread or a signal handler ----
 
@@ -146,7 +180,7 @@ class Worker:
         """Serves until stopped. In the main thread (or with
         install_signals=True) SIGTERM and SIGINT start a drain, and a second
         one stops at once."""
-        if not self._conns:
+        if not self._conns and not self._names:
             raise RuntimeError("connect() to at least one broker first")
         if len(self.methods) == 0:
             raise RuntimeError("no method registered")
@@ -179,6 +213,9 @@ class Worker:
                          c.endpoint, self.credit, self.heartbeat_ms,
                          "on" if self.curve_keypair else "off")
                 self._open(c, now)
+            for nm in self._names:
+                log.info("event=resolving name=%s resolve_ms=%d", nm.url, self.resolve_ms)
+                self._resolve(nm)
             self.started.set()
             self._loop()
         finally:
@@ -222,9 +259,11 @@ class Worker:
                         pass
                 except BlockingIOError:
                     pass
-            for c in self._conns:
+            for c in list(self._conns):
                 if c.sock is not None and c.sock in events:
                     self._read(c)
+            while self._resolved:
+                self._apply(*self._resolved.popleft())
             self._flush()
             self._tick(time.monotonic())
 
@@ -241,6 +280,8 @@ class Worker:
             due = min(due, c.last_sent + c.hb_s, silent)
             if c.reset_due:
                 due = min(due, next_reset)
+        for nm in self._names:
+            due = min(due, nm.next_at)
         if self._draining:
             due = min(due, self._drain_until)
         return max(0, int((due - now) * 1000) + 1)
@@ -253,6 +294,8 @@ class Worker:
         s.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
         s.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
         s.setsockopt(zmq.LINGER, 0)
+        if "[" in c.endpoint:
+            s.setsockopt(zmq.IPV6, 1)  # libzmq connects to IPv6 only when told
         if self.curve_keypair:
             public, secret = self.curve_keypair
             s.curve_publickey = public.encode() if isinstance(public, str) else public
@@ -357,6 +400,8 @@ class Worker:
                 self._adopt(c, m.heartbeat_ms, m.liveness)
         elif m.type == wire.DISCONNECT:
             log.info("event=disconnect_received endpoint=%s", c.endpoint)
+            if c.name is not None:
+                self._resolve(c.name)  # leaving for good, or restarting: the name will tell
             if self._draining or c.leaving:
                 log.info("event=session_closed endpoint=%s reason=disconnect lost_calls=%d",
                          c.endpoint, len(c.held))
@@ -500,7 +545,17 @@ class Worker:
     # ---- timers ----
 
     def _tick(self, now):
-        for c in self._conns:
+        for nm in self._names:
+            if now >= nm.next_at:
+                self._resolve(nm)
+        for c in list(self._conns):
+            if c.leaving and c.name is not None and not self._draining:
+                if c.sock is not None and not c.held:
+                    log.info("event=retired_conn_closed endpoint=%s", c.endpoint)
+                    self._close(c, self.linger_ms if c.alive else 0)
+                if c.sock is None:
+                    self._conns.remove(c)  # answers still queued for it are dropped by _flush
+                    continue
             if c.sock is None:
                 continue
             if c.reset_due and now - c.last_reset >= self.heartbeat_ms / 1000:
@@ -515,10 +570,87 @@ class Worker:
                 if now - c.last_reset >= self.heartbeat_ms / 1000:
                     log.warning("event=broker_silent endpoint=%s silent_ms=%d",
                                 c.endpoint, int((now - c.last_heard) * 1000))
+                    if c.name is not None and c.alive:
+                        self._resolve(c.name)  # gone from the name, perhaps
                     self._reset(c, "broker_silent", now)
                     continue
             if now - c.last_sent >= c.hb_s:
                 self._send(c, wire.encode_heartbeat())
+
+    # ---- brokers found by name ----
+
+    def _resolve(self, nm):
+        """Starts a lookup of nm in a thread of its own (the loop never
+        waits on DNS), or asks for one more after the one running."""
+        nm.next_at = time.monotonic() + self.resolve_ms / 1000
+        if self._draining or self._stop_asked:
+            return
+        if nm.busy:
+            nm.again = True
+            return
+        nm.busy = True
+
+        def lookup():
+            try:
+                answer, err = self._getaddrinfo(nm.host, None, type=socket.SOCK_STREAM), None
+            except (OSError, UnicodeError) as e:
+                answer, err = None, str(e)
+            self._resolved.append((nm, answer, err))
+            self._wake()
+
+        threading.Thread(target=lookup, name="jrpc-resolve", daemon=True).start()
+
+    def _apply(self, nm, answer, err):
+        """I/O thread: makes the sessions of nm match the lookup's answer."""
+        nm.busy = False
+        if self._draining or self._stop_asked:
+            return
+        eps, truncated = dns.endpoints(answer or [], nm.port)
+        if not eps:
+            # More likely a DNS hiccup than every broker gone: keep the set.
+            # Warned once per outage, not at every interval.
+            log.log(logging.DEBUG if nm.failures else logging.WARNING,
+                    "event=resolve_failed name=%s err=\"%s\" action=keep", nm.url,
+                    err or "no address")
+            nm.failures += 1
+        else:
+            if nm.failures:
+                log.info("event=resolve_recovered name=%s failures=%d", nm.url, nm.failures)
+            nm.failures = 0
+            if truncated:
+                log.warning("event=resolve_truncated name=%s kept=%d", nm.url, dns.ADDRS_MAX)
+            cur = [c for c in self._conns if c.name is nm and not c.leaving]
+            gone, added = dns.diff([c.endpoint for c in cur], eps)
+            now = time.monotonic()
+            for c in cur:
+                if c.endpoint in gone:
+                    self._retire(c)
+            for ep in added:
+                c = _Conn(ep, nm)
+                log.info("event=connecting endpoint=%s name=%s credit=%d heartbeat_ms=%d curve=%s",
+                         ep, nm.url, self.credit, self.heartbeat_ms,
+                         "on" if self.curve_keypair else "off")
+                self._conns.append(c)
+                self._open(c, now)
+            if gone or added:
+                log.info("event=resolved name=%s addrs=%d added=%d dropped=%d", nm.url, len(eps),
+                         len(added), len(gone))
+        if nm.again:
+            nm.again = False
+            self._resolve(nm)
+
+    def _retire(self, c):
+        """c's address left its name: c leaves as a drain leaves (PROTOCOL.md
+        6), alone; _tick closes it once it holds no call."""
+        log.info("event=broker_dropped endpoint=%s name=%s held=%d", c.endpoint, c.name.url,
+                 len(c.held))
+        c.leaving = True
+        if c.sock is not None:
+            if c.reset_due:  # the broker does not know this session: nothing to finish
+                self._close(c)
+                return
+            self._flush()
+            self._send(c, wire.encode_disconnect())
 
     # ---- draining and stopping ----
 
@@ -529,7 +661,8 @@ class Worker:
         held = 0
         for c in self._conns:
             if c.sock is not None:
-                self._send(c, wire.encode_disconnect())
+                if not c.leaving:  # a retired one sent it already
+                    self._send(c, wire.encode_disconnect())
                 c.leaving = True
                 held += len(c.held)
         log.info("event=draining held=%d timeout_ms=%d", held, self.drain_timeout_ms)

@@ -1,0 +1,32 @@
+/* jrpc_connect_opt — the options that say which brokers a worker program
+ * serves, shared by jrpc-worker and jrpc-stdio: --connect (an endpoint, or
+ * dns+tcp://NAME:PORT for every broker NAME resolves to) and --resolve-ms.
+ * One table row each and one syntax check, so that the two programs take
+ * and document the same thing. Not part of libjrpc-worker's API. */
+#ifndef JRPC_CONNECT_OPT_H
+#define JRPC_CONNECT_OPT_H
+
+#include <stddef.h>
+#include "jrpc_conf.h"
+
+#define JRPC_CONNECT_DEFAULT "tcp://127.0.0.1:5556"
+
+/* jrpc_conf's check for --connect: a ZeroMQ endpoint
+ * (jrpc_conf_check_zmq_endpoint) or a dns+tcp://NAME:PORT (jrpc_dns_parse).
+ * Returns 0, or -1 with the reason in err. */
+int jrpc_connect_check(const char *value, char *err, size_t errlen);
+
+/* The two rows, for a table: endpoints is a jrpc_conf_list_t *, resolve_ms
+ * a uint32_t * (jrpc_worker_opts_t.resolve_ms). */
+#define JRPC_CONNECT_OPTS(endpoints, resolve_ms)                                             \
+    { "connect", JRPC_CONF_LIST, "ENDPOINT", JRPC_CONNECT_DEFAULT,                          \
+      "a broker's worker endpoint, or dns+tcp://NAME:PORT for\n"                            \
+      "every broker NAME resolves to (A and AAAA, one session\n"                            \
+      "each); repeat (or give a comma list) for several",                                   \
+      .dest = (endpoints), .check = jrpc_connect_check },                                    \
+    { "resolve-ms", JRPC_CONF_UINT, "N", "5000",                                             \
+      "how often dns+tcp:// names are resolved again; a\n"                                  \
+      "broker lost also resolves its name at once",                                         \
+      .dest = (resolve_ms), .min = 100, .max = 3600000 }
+
+#endif
