@@ -1155,6 +1155,20 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     fail_list(r, list, -ECANCELED);
 }
 
+/* A command to queue: its kind, its callback's argument, sent now, and a
+ * tag for the scripts to echo. NULL when out of memory. */
+static pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg)
+{
+    pending_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->kind = kind;
+    p->arg = arg;
+    p->sent_ns = uv_hrtime();
+    p->tag = r->next_tag++;
+    return p;
+}
+
 /* One claim: the nonce (nonce.n > 0), the rate limit (rate != NULL), or
  * both, in one EVALSHA. */
 static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t ts,
@@ -1171,17 +1185,13 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
         r->st.stale++;
         return -ESTALE;
     }
-    pending_t *p = calloc(1, sizeof *p);
+    pending_t *p = pending_new(r, CMD_CLAIM, arg);
     if (p == NULL)
         return -ENOMEM;
-    p->kind = CMD_CLAIM;
     p->cb = cb;
     p->acb = acb;
-    p->arg = arg;
     p->ts = ts;
     p->nonce = nonce.n > 0;
-    p->sent_ns = uv_hrtime();
-    p->tag = r->next_tag++;
     char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
     proposal(r, prop, sizeof prop);
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
@@ -1229,14 +1239,10 @@ int jrpc_replay_idem_claim(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key,
     assert(r != NULL && cb != NULL && !r->closing);
     if (!r->up || r->conn == NULL)
         return -EAGAIN;
-    pending_t *p = calloc(1, sizeof *p);
+    pending_t *p = pending_new(r, CMD_IDEM, arg);
     if (p == NULL)
         return -ENOMEM;
-    p->kind = CMD_IDEM;
     p->icb = cb;
-    p->arg = arg;
-    p->sent_ns = uv_hrtime();
-    p->tag = r->next_tag++;
     char tag[24], ms[16];
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
     snprintf(ms, sizeof ms, "%u", run_ms ? run_ms : 1);
@@ -1255,15 +1261,13 @@ int jrpc_replay_idem_store(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key, c
         return -EMSGSIZE;
     if (!r->up || r->conn == NULL)
         return -EAGAIN;
-    pending_t *p = calloc(1, sizeof *p);
+    pending_t *p = pending_new(r, CMD_STORE, NULL);
     char *v = malloc(5 + 64 + 1 + len + 1);
     if (p == NULL || v == NULL) {
         free(p);
         free(v);
         return -ENOMEM;
     }
-    p->kind = CMD_STORE;
-    p->sent_ns = uv_hrtime();
     memcpy(v, "done:", 5);
     memcpy(v + 5, fp, 64);
     v[69] = ':';
