@@ -38,11 +38,11 @@ check "a quoted key (structured field) is the same key" "$first" "$(post '"k1"' 
 check "a key with a space: refused -32600, nothing ran" "1 4" \
     "$(post 'a b' "$B1" | grep -c -- '-32600') $(count)"
 
-# The client gives up (its connection closed at 300 ms); the body runs on
+# The client gives up (its connection closed at 500 ms); the body runs on
 # (a count, then a 1 s sleep), its reply is kept; the retry, sent while it
 # still runs, waits for it and gets it; the worker ran it once.
 B2='[{"jsonrpc":"2.0","method":"count","id":"c"},{"jsonrpc":"2.0","method":"sleep","params":{"ms":1000},"id":"s"}]'
-curl -s -o /dev/null --max-time 0.3 -H 'Content-Type: application/json' -H 'Idempotency-Key: k2' \
+curl -s -o /dev/null --max-time 0.5 -H 'Content-Type: application/json' -H 'Idempotency-Key: k2' \
     --data-binary "$B2" "$HTTP_URL/rpc"
 check "the client gave up (curl timed out: 28)" 28 $?
 out=$(post k2 "$B2")
@@ -66,7 +66,7 @@ check "... of one run (count 7), and the next count is 8" "1 8" \
 
 # A run that outlives its deadline: the retry waits until its own deadline.
 B4='[{"jsonrpc":"2.0","method":"sleep","params":{"ms":1500},"id":1}]'
-curl -s -o /dev/null --max-time 0.2 -H 'Content-Type: application/json' -H 'Idempotency-Key: k4' \
+curl -s -o /dev/null --max-time 0.5 -H 'Content-Type: application/json' -H 'Idempotency-Key: k4' \
     --data-binary "$B4" "$HTTP_URL/rpc"
 out=$(post k4 "$B4" -H 'X-JRPC-Timeout-Ms: 300')
 check "a retry whose deadline passes first: 409 -32008 (still running)" "409 -32008" \

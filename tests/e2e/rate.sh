@@ -16,7 +16,7 @@ command -v redis-server >/dev/null || { echo "redis-server is required"; exit 1;
 HERE=$(dirname "$JRPC_E2E_LIB")
 
 e2e_start_redis
-printf 'lim s3cr3t-s3cr3t-s3cr3t-lim rate=1000 burst=100 cost=sum:5\nfree s3cr3t-s3cr3t-s3cr3t-free\n' \
+printf 'lim s3cr3t-s3cr3t-s3cr3t-lim rate=1000 burst=100 cost=sum:5\nfree s3cr3t-s3cr3t-s3cr3t-free\nslow s3cr3t-s3cr3t-s3cr3t-slow rate=50 burst=100\n' \
     > "$E2E_TMP/keys"
 E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
     --access-log off --admin 127.0.0.1:0
@@ -64,8 +64,9 @@ check "metrics: refused calls counted for key lim, none for free" "1 0" \
     "$(curl -s "http://$ADMIN1/metrics" | awk '$1 == "jrpc_rate_limited_calls_total{key=\"lim\"}" { l = $2 } $1 == "jrpc_rate_limited_calls_total{key=\"free\"}" { f = $2 } END { print (l > 0), f + 0 }')"
 
 # ---- (b) the answer ----------------------------------------------------------------
-signed_post() {  # BODYFILE URL: status and body
-    python3 "$HERE/sign.py" --key lim --secret s3cr3t-s3cr3t-s3cr3t-lim --body-file "$1" > "$E2E_TMP/h"
+signed_post() {  # BODYFILE URL [KEY]: status and body
+    local k=${3:-lim}
+    python3 "$HERE/sign.py" --key "$k" --secret "s3cr3t-s3cr3t-s3cr3t-$k" --body-file "$1" > "$E2E_TMP/h"
     curl -s -D "$E2E_TMP/rh" -o "$E2E_TMP/rb" -H 'Content-Type: application/json' -H @"$E2E_TMP/h" \
         --data-binary @"$1" "$2/rpc"
     echo "$(head -n1 "$E2E_TMP/rh" | awk '{print $2}') $(cat "$E2E_TMP/rb")"
@@ -75,13 +76,18 @@ out=$(signed_post "$E2E_TMP/b101" "$B1_HTTP")
 check "a batch of 101 over a burst of 100: 429, -32007, never passes" "429 -32007 1" \
     "$(echo "$out" | awk '{print $1}') $(echo "$out" | grep -o '"code":-32007' | cut -d: -f2) $(echo "$out" | grep -c 'it never passes')"
 check "... and no Retry-After (it never passes)" 0 "$(grep -ci '^Retry-After' "$E2E_TMP/rh")"
+zout=$("$JRPC_BIN/jrpc" -u "$URL" -K "$E2E_TMP/keys" -k lim send "$E2E_TMP/b101")
+check "over ZeroMQ: the same error object (-32007, never passes)" "-32007 1" \
+    "$(echo "$zout" | grep -o '"code":-32007' | cut -d: -f2) $(echo "$zout" | grep -c 'it never passes')"
 python3 -c "import json; print(json.dumps([{'jsonrpc':'2.0','method':'add','params':[1,2],'id':i} for i in range(100)]))" > "$E2E_TMP/b100"
-signed_post "$E2E_TMP/b100" "$B1_HTTP" > /dev/null   # may pass or not: it drains the burst
-python3 "$HERE/sign.py" --key lim --secret s3cr3t-s3cr3t-s3cr3t-lim --body-file "$E2E_TMP/b100" > "$E2E_TMP/h100"
+# Key slow (50 calls/s, burst 100): a batch of 100 passes and drains the
+# burst; the next needs 2 s.
+check "key slow: a batch of 100 passes" 200 "$(signed_post "$E2E_TMP/b100" "$B1_HTTP" slow | cut -d' ' -f1)"
+python3 "$HERE/sign.py" --key slow --secret s3cr3t-s3cr3t-s3cr3t-slow --body-file "$E2E_TMP/b100" > "$E2E_TMP/h100"
 curl -s -D "$E2E_TMP/rh" -o "$E2E_TMP/rb" -H 'Content-Type: application/json' -H @"$E2E_TMP/h100" \
     --data-binary @"$E2E_TMP/b100" "$B2_HTTP/rpc"
-check "over the limit: 429 with Retry-After and retry_after_ms" "429 1 1" \
-    "$(head -n1 "$E2E_TMP/rh" | awk '{print $2}') $(grep -ci '^Retry-After: [1-9]' "$E2E_TMP/rh") $(grep -c '"retry_after_ms":[0-9]' "$E2E_TMP/rb")"
+check "over the limit: 429, Retry-After: 2, retry_after_ms about 2000" "429 1 1" \
+    "$(head -n1 "$E2E_TMP/rh" | awk '{print $2}') $(grep -ci '^Retry-After: 2' "$E2E_TMP/rh") $(grep -o '"retry_after_ms":[0-9]*' "$E2E_TMP/rb" | cut -d: -f2 | awk '{print ($1 > 1000 && $1 <= 2000)}')"
 wait_ms=$(grep -o '"retry_after_ms":[0-9]*' "$E2E_TMP/rb" | cut -d: -f2)
 sleep "$(awk -v m="$wait_ms" 'BEGIN { printf "%.3f", m / 1000 + 0.05 }')"
 curl -s -o "$E2E_TMP/rb" -w '%{http_code}' -H 'Content-Type: application/json' -H @"$E2E_TMP/h100" \
