@@ -22,14 +22,19 @@ E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$R
     --access-log off --admin 127.0.0.1:0
 B1_HTTP=$HTTP_URL B1_WORKERS=$WORKERS_EP B1_LOG=$E2E_TMP/broker.log
 ADMIN1=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$B1_LOG" | sed 's|.*admin://||')
-# The second broker, on the same Redis.
-B2_PORT=$(e2e_pick_port)
-"$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$B2_PORT" --workers "tcp://127.0.0.1:$((B2_PORT + 1))" \
-    --http "127.0.0.1:$((B2_PORT + 2))" --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
-    --access-log off > "$E2E_TMP/broker2.log" 2>&1 &
-E2E_PIDS+=($!)
+# The second broker, on the same Redis (new ports until they are free).
+for try in 1 2 3 4 5 6 7 8; do
+    B2_PORT=$(e2e_pick_port)
+    : > "$E2E_TMP/broker2.log"
+    "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$B2_PORT" --workers "tcp://127.0.0.1:$((B2_PORT + 1))" \
+        --http "127.0.0.1:$((B2_PORT + 2))" --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
+        --access-log off > "$E2E_TMP/broker2.log" 2>&1 &
+    B2_PID=$!
+    e2e_wait_for "! kill -0 $B2_PID 2>/dev/null || [ \$(grep -c 'event=listening' '$E2E_TMP/broker2.log') -ge 3 ]" 10
+    kill -0 "$B2_PID" 2>/dev/null && break
+done
+E2E_PIDS+=("$B2_PID")
 B2_HTTP=http://127.0.0.1:$((B2_PORT + 2))
-e2e_wait_for "grep -q 'event=listening endpoint=http' '$E2E_TMP/broker2.log'" 10
 "$JRPC_BIN/jrpc-worker" --connect "$B1_WORKERS,tcp://127.0.0.1:$((B2_PORT + 1))" --credit 256 \
     --log-level warn >> "$E2E_TMP/worker.log" 2>&1 &
 E2E_PIDS+=($!)
