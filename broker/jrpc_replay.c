@@ -151,6 +151,7 @@ typedef struct pending {
     uint64_t        wait_us;  /* LIMITED: microseconds until the body would pass */
     jrpc_replay_idem_cb icb;  /* CMD_IDEM's callback */
     bool            nonce;    /* a nonce is claimed (WAIT counts it) */
+    bool            rate;     /* a rate limit is checked (LIMITED is an answer) */
     enum cmd_kind   kind;     /* what the reply answers */
 } pending_t;
 
@@ -245,7 +246,7 @@ static void fail_list(jrpc_replay_t *r, pending_t *list, int rc)
         pending_t *p = list;
         list = p->next;
         if (p->kind == CMD_IDEM) {
-            p->icb(p->arg, -EAGAIN, NULL, 0);
+            p->icb(p->arg, rc, NULL, 0);
         } else if (p->kind == CMD_CLAIM) {
             if (rc == -EAGAIN)
                 r->st.failures++;
@@ -506,6 +507,8 @@ static int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
     const redisReply *v = rep->element[2];
     if (str_is(word, "LIMITED")) {
         uint64_t us = 0;
+        if (!p->rate)   /* an answer to a question not asked */
+            return DROP_DESYNC;
         for (size_t i = 0; i < v->len && i < 19; i++) {
             if (v->str[i] < '0' || v->str[i] > '9')
                 return DROP_DESYNC;
@@ -1192,6 +1195,7 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
     p->acb = acb;
     p->ts = ts;
     p->nonce = nonce.n > 0;
+    p->rate = rate != NULL;
     char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
     proposal(r, prop, sizeof prop);
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);

@@ -7,12 +7,17 @@
  * fed the input, in chunks of 1 + data[1] % 64 bytes, through the same
  * process_replies() the socket path uses. Waiting in the FIFO, chosen by
  * data[0]: optionally the handshake's SCRIPT LOAD and hello, then 1 to 4
- * claims with tags in sequence.
+ * claims with tags in sequence — plain claims, or (data[0] bits 5-6) claims
+ * with a rate limit (jrpc_replay_admit's), idempotency claims, or
+ * idempotency claims with a store queued after each.
  * Invariants (abort() on failure, which libFuzzer reports):
  *  - every claim's callback runs at most once before destroy and exactly
  *    once in all, with 0, -EEXIST, -ESTALE, -EAGAIN or (destroy) -ECANCELED;
  *  - 0 or -EEXIST only for a reply that really is {tag, "OK"|"DUP"} of that
- *    claim (checked by re-reading the bytes with a fresh reader);
+ *    claim (checked by re-reading the bytes with a fresh reader); -EDQUOT
+ *    only for a rate claim, with a wait of at least 1 us; an idempotency
+ *    claim's 0 only for {tag, "RUN"}, 1 only for {tag, "DONE", reply} (the
+ *    reply handed over whole);
  *  - the refusal horizon never moves past now + window;
  *  - no crash, leak or unbounded allocation (ASan, UBSan, -malloc_limit_mb). */
 #include <stdint.h>
@@ -39,6 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef struct seen {
     int calls;    /* callback runs */
     int rc;       /* the last rc */
+    uint64_t wait_us;   /* rate claims: what came with -EDQUOT */
+    size_t reply_n;     /* idempotency claims: the kept reply's length with 1 */
 } seen_t;
 
 static void on_claim(void *arg, int rc)
@@ -46,6 +53,27 @@ static void on_claim(void *arg, int rc)
     seen_t *s = arg;
     s->calls++;
     s->rc = rc;
+}
+
+static void on_admit(void *arg, int rc, uint64_t wait_us)
+{
+    seen_t *s = arg;
+    s->calls++;
+    s->rc = rc;
+    s->wait_us = wait_us;
+}
+
+static void on_idem_claim(void *arg, int rc, const char *reply, size_t n)
+{
+    seen_t *s = arg;
+    s->calls++;
+    s->rc = rc;
+    CHECK(rc == 1 ? reply != NULL || n == 0 : reply == NULL && n == 0);
+    volatile unsigned char touch = 0;
+    for (size_t i = 0; i < n; i++)   /* the whole of it is readable (ASan checks) */
+        touch ^= (unsigned char)reply[i];
+    (void)touch;
+    s->reply_n = n;
 }
 
 static uv_loop_t loop;
@@ -65,15 +93,20 @@ static size_t parse_all(const uint8_t *d, size_t n, redisReply **out, size_t max
     return k;
 }
 
-static bool is_answer(const redisReply *rep, uint64_t tag, const char *word)
+static bool is_answer_n(const redisReply *rep, uint64_t tag, const char *word, size_t elements)
 {
     char t[24];
     snprintf(t, sizeof t, "%llu", (unsigned long long)tag);
-    return rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+    return rep->type == REDIS_REPLY_ARRAY && rep->elements == elements &&
            rep->element[0]->type == REDIS_REPLY_STRING && strcmp(rep->element[0]->str, t) == 0 &&
            rep->element[0]->len == strlen(t) &&
            rep->element[1]->type == REDIS_REPLY_STRING && rep->element[1]->len == strlen(word) &&
            memcmp(rep->element[1]->str, word, strlen(word)) == 0;
+}
+
+static bool is_answer(const redisReply *rep, uint64_t tag, const char *word)
+{
+    return is_answer_n(rep, tag, word, 2);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -90,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     bool handshake = data[0] & 0x10;
+    int mix = (data[0] >> 5) & 3;   /* 0 claims, 1 rate claims, 2 idempotency, 3 with stores */
     int nclaims = 1 + (data[0] & 3);
     size_t chunk = 1 + data[1] % 64;
     const uint8_t *in = data + 2;
@@ -124,18 +158,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p->tag = r->next_tag++;
         fifo_push(r, p);
     }
-    seen_t seen[MAXC] = { { 0, 1 } };
+    seen_t seen[MAXC] = { { .calls = 0, .rc = 1 } };
     uint64_t tags[MAXC];
     for (int i = 0; i < nclaims; i++) {
-        pending_t *p = calloc(1, sizeof *p);
+        pending_t *p = pending_new(r, mix >= 2 ? CMD_IDEM : CMD_CLAIM, &seen[i]);
         CHECK(p != NULL);
-        p->kind = CMD_CLAIM;
-        p->cb = on_claim;
-        p->arg = &seen[i];
+        if (mix == 0)
+            p->cb = on_claim;
+        else if (mix == 1)
+            p->acb = on_admit;
+        else
+            p->icb = on_idem_claim;
+        p->nonce = mix < 2;
+        p->rate = mix == 1;
         p->ts = now - WINDOW + i * WINDOW;   /* before, at and after now */
-        p->tag = tags[i] = r->next_tag++;
-        p->sent_ns = uv_hrtime();
+        tags[i] = p->tag;
         fifo_push(r, p);
+        if (mix == 3) {   /* a store after it: +OK or an error, nothing else */
+            pending_t *st = pending_new(r, CMD_STORE, NULL);
+            CHECK(st != NULL);
+            fifo_push(r, st);
+        }
     }
 
     for (size_t off = 0; off < n && r->conn == conn; off += chunk) {
@@ -145,22 +188,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int i = 0; i < nclaims; i++) {
         CHECK(seen[i].calls <= 1);
-        if (seen[i].calls)
+        if (seen[i].calls && mix < 2)
             CHECK(seen[i].rc == 0 || seen[i].rc == -EEXIST || seen[i].rc == -ESTALE ||
-                  seen[i].rc == -EAGAIN);
+                  seen[i].rc == -EAGAIN || (mix == 1 && seen[i].rc == -EDQUOT));
+        if (seen[i].calls && mix >= 2)
+            CHECK(seen[i].rc == 0 || seen[i].rc == 1 || seen[i].rc == -EBUSY ||
+                  seen[i].rc == -EILSEQ || seen[i].rc == -EAGAIN);
+        if (seen[i].calls && seen[i].rc == -EDQUOT)
+            CHECK(seen[i].wait_us >= 1);
     }
     CHECK(r->refuse_to == INT64_MIN || r->refuse_to <= (int64_t)time(NULL) + WINDOW);
 
     /* 0 / -EEXIST only for the real answer in the claim's place. */
-    redisReply *reps[8] = { 0 };
-    size_t nrep = parse_all(in, n, reps, 8);
-    size_t first = handshake ? 2 : 0;
+    redisReply *reps[16] = { 0 };
+    size_t nrep = parse_all(in, n, reps, 16);
+    size_t first = handshake ? 2 : 0, step = mix == 3 ? 2 : 1;
     for (int i = 0; i < nclaims; i++) {
-        if (!seen[i].calls || (seen[i].rc != 0 && seen[i].rc != -EEXIST))
+        size_t at = first + (size_t)i * step;
+        if (!seen[i].calls)
             continue;
-        size_t at = first + (size_t)i;
-        CHECK(at < nrep);
-        CHECK(is_answer(reps[at], tags[i], seen[i].rc == 0 ? "OK" : "DUP"));
+        if (mix < 2 && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
+            CHECK(at < nrep);
+            CHECK(is_answer(reps[at], tags[i], seen[i].rc == 0 ? "OK" : "DUP"));
+        } else if (mix >= 2 && seen[i].rc == 0) {
+            CHECK(at < nrep);
+            CHECK(is_answer(reps[at], tags[i], "RUN"));
+        } else if (mix >= 2 && seen[i].rc == 1) {
+            CHECK(at < nrep);
+            CHECK(is_answer_n(reps[at], tags[i], "DONE", 3));
+            CHECK(reps[at]->element[2]->len == seen[i].reply_n);
+        }
     }
     for (size_t i = 0; i < nrep; i++)
         freeReplyObject(reps[i]);
