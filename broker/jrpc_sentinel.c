@@ -101,8 +101,11 @@ static void node_set(jrpc_redis_node_t *nd, const char *host, size_t host_n, int
     nd->host[host_n] = '\0';
     nd->port = port;
     nd->path[0] = '\0';
-    snprintf(nd->name, sizeof nd->name, memchr(host, ':', host_n) ? "[%s]:%d" : "%s:%d",
-             nd->host, port);
+    /* Through a local: GCC's -Wrestrict (Release) cannot tell nd->host from nd->name. */
+    char name[sizeof nd->name];
+    snprintf(name, sizeof name, memchr(host, ':', host_n) ? "[%.*s]:%d" : "%.*s:%d",
+             (int)host_n, host, port);
+    memcpy(nd->name, name, sizeof name);
 }
 
 /* "host:port" or "[v6]:port" in s[0..n) into nd. what names it in errors

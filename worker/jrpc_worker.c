@@ -1011,8 +1011,10 @@ static void resolver_start(resolver_t *rs)
 static void resolver_apply(resolver_t *rs, char (*eps)[JRPC_DNS_EP_MAX], size_t n)
 {
     jrpc_worker_t *w = rs->w;
-    conn_t *oldc[JRPC_DNS_ADDRS_MAX];
-    const char *old[JRPC_DNS_ADDRS_MAX], *cur[JRPC_DNS_ADDRS_MAX];
+    /* Zeroed: GCC's -Wmaybe-uninitialized (Release) cannot see that only
+     * the first nold are read. Not a hot path (one resolve). */
+    conn_t *oldc[JRPC_DNS_ADDRS_MAX] = { 0 };
+    const char *old[JRPC_DNS_ADDRS_MAX] = { 0 }, *cur[JRPC_DNS_ADDRS_MAX] = { 0 };
     bool gone[JRPC_DNS_ADDRS_MAX], added[JRPC_DNS_ADDRS_MAX];
     size_t nold = 0, ngone = 0, nadded = 0;
     /* The conns in force are the last answer's addresses: at most

@@ -793,7 +793,7 @@ static void on_chain(void *arg, int rc)
     c->calls++;
     c->bad += rc != 0;
     if (c->left-- > 0) {
-        char nonce[16];
+        char nonce[24];
         snprintf(nonce, sizeof nonce, "chain-%d", c->left);
         in_claim = true;
         int crc = jrpc_replay_claim(c->r, (jrpc_span_t){ "kch", 3 },

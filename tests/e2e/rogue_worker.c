@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     unsigned nextra = 0;
     uint32_t credit = UINT32_MAX;
     long nmethods = 0, readies = 1, hb_ms = 200, run_ms = -1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL)
             goto usage;
@@ -68,7 +68,6 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--hb-ms") == 0) hb_ms = atol(v);
         else if (strcmp(a, "--run-ms") == 0) run_ms = atol(v);
         else goto usage;
-        i++;
     }
     if (url == NULL || (nmethods == 0 && nextra == 0) || readies < 1 || hb_ms < 1 ||
         (strcmp(mode, "silent") != 0 && strcmp(mode, "noread") != 0))
