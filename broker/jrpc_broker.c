@@ -668,19 +668,22 @@ static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
 }
 
 /* Decides whether a limit applies to x (key: its key, NULL for none) and
- * keeps what the check needs in x: the limit, and the cost of its calls
- * (each its method's cost= under key, else 1). Returns true when one
- * applies. */
+ * keeps what the check needs in x: who it is (also for its idempotency
+ * key), the limit, and the cost of its calls (each its method's cost= under
+ * key, else 1). Returns true when a limit applies. */
 static bool rate_prepare(const jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad,
                          const jrpc_key_t *key)
 {
-    keep_who(x, ad);
     jrpc_rate_limit_t lim = b->opts.rate;
     uint32_t rate, burst;
     if (key && jrpc_key_rate(key, &rate, &burst)) {
         lim.rate = rate;
         lim.burst = burst ? burst : b->opts.rate.burst;
     }
+    /* Who x is, only when a limit or its idempotency key needs it: no
+     * formatting on the path of a body that needs neither. */
+    if (lim.rate || x->idem.n)
+        keep_who(x, ad);
     if (lim.rate == 0)
         return false;
     if (lim.burst == 0)

@@ -330,6 +330,20 @@ static void answer_from(jrpc_workers_t *w, char id, uint64_t seq)
     jrpc_buf_dispose(&b);
 }
 
+/* Dispatches call index of "m", sends it, makes it older than hedge_max_ms
+ * and runs a hedge tick. Returns its handle. */
+static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
+{
+    static const char params[] = { (char)0x90 };
+    uint32_t h;
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 1 },
+                                           (jrpc_span_t){ NULL, 0 }, 100000, 0, &G, index, &h), 0);
+    jrpc_workers_flush(w);
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    return h;
+}
+
 /* Hedged calls (issue 17): a call older than hedge_max_ms (no p95 known
  * yet) gets a twin at the other worker; the first answer is the one the
  * owner gets, once; the other is dropped (no late answer) and its credit
@@ -387,10 +401,7 @@ static void test_hedge(void **state)
     assert_int_equal(w->inflight, 0);
 
     /* the first copy wins: the twin's answer is dropped */
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 8, &h), 0);
-    jrpc_workers_flush(w);
-    w->slots[h].sent_ms -= 25;
-    on_hedge_tick(&w->hedge_timer);
+    h = old_call(w, 8);
     assert_int_equal(w->hedges, 2);
     t = w->slots[h].twin;
     seq = w->slots[h].seq;
@@ -406,10 +417,7 @@ static void test_hedge(void **state)
     assert_int_equal(w->inflight, 0);
 
     /* the twin's worker is lost: the call goes on at the first, no -32004 */
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 9, &h), 0);
-    jrpc_workers_flush(w);
-    w->slots[h].sent_ms -= 25;
-    on_hedge_tick(&w->hedge_timer);
+    h = old_call(w, 9);
     assert_int_equal(w->hedges, 3);
     t = w->slots[h].twin;
     seq = w->slots[h].seq;
