@@ -56,5 +56,5 @@ total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",
 echo "mode=$mode batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
 callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
     awk -v t="$total" -v top="$top" '/file:function/ { on = 1; next }
-        on && NF >= 2 && n < top && !/main|clone|start_thread|ld-linux/ { x = $1; gsub(",", "", x); if (x + 0 == 0) next;
+        on && NF >= 2 && n < top && !/:(main|clone3?|start_thread) |ld-linux/ { x = $1; gsub(",", "", x); if (x + 0 == 0) next;
             $1 = ""; sub(/^ +\([^)]*\) +/, ""); printf "%5.1f%%  %s\n", 100 * x / t, $0; n++ }'

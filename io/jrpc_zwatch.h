@@ -1,13 +1,16 @@
 /* jrpc_zwatch — a ZeroMQ socket in a libuv loop.
  *
- * ZMQ_FD is edge-triggered and only says "look at ZMQ_EVENTS": a send or a
+ * ZMQ_FD is edge-triggered and only says "look at the socket": a send or a
  * recv on the socket can consume the edge. So the watcher calls on_readable
- * whenever ZMQ_EVENTS has ZMQ_POLLIN — from the fd's poll callback, and again
- * in a prepare callback right before the loop blocks if the socket was used
- * (jrpc_zwatch_kick) since — and the callback reads with ZMQ_DONTWAIT.
- * (Each ZMQ_EVENTS costs libzmq a poll() and a getpid(): looking only when
- * the edge may have been eaten halves the syscalls of an HTTP call.) A callback that stops before EAGAIN (to be fair to other
- * sockets) returns 1, and the loop is kept from blocking until it is done.
+ * from the fd's poll callback, and again in a prepare callback right before
+ * the loop blocks if the socket was used (jrpc_zwatch_kick) since; the
+ * callback reads with ZMQ_DONTWAIT until EAGAIN. An EAGAIN recv processes
+ * the socket's pending commands (re-arming the fd) exactly as ZMQ_EVENTS
+ * would, so ZMQ_EVENTS is never asked: each look costs libzmq a poll() and a
+ * getpid(), and looking only when the edge may have been eaten, with the
+ * recv itself, keeps that to one per wake. A callback that stops before
+ * EAGAIN (to be fair to other sockets) returns 1, and the loop is kept from
+ * blocking until it is done.
  *
  * Handles are caller-owned; after jrpc_zwatch_stop() the memory may be freed
  * only from on_closed (libuv's rule). */
@@ -25,7 +28,7 @@ typedef void (*jrpc_zwatch_closed_cb)(jrpc_zwatch_t *w);
 
 struct jrpc_zwatch {
     uv_poll_t      poll;      /* on ZMQ_FD */
-    uv_prepare_t   prepare;   /* re-checks ZMQ_EVENTS before the loop blocks */
+    uv_prepare_t   prepare;   /* looks again before the loop blocks, if kicked */
     uv_idle_t      idle;      /* keeps the loop from blocking while work remains */
     void          *sock;      /* the ZeroMQ socket (borrowed) */
     jrpc_zwatch_cb on_readable;

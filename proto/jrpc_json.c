@@ -164,24 +164,18 @@ static int scan_escape(const uint8_t *p, const uint8_t *end)
     return 12;
 }
 
-int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain)
+/* Past the fast path of jrpc_jp_string (jrpc_json_internal.h): p is at a
+ * byte that is not plain, or fewer than eight bytes remain. */
+int jrpc_jp_string_rest(jrpc_jp_t *j, const char *s0, const char *p0, jrpc_span_t *raw, bool *plain)
 {
-    const uint8_t *s = (const uint8_t *)j->p + 1;
-    const uint8_t *p = s, *end = (const uint8_t *)j->end;
+    const uint8_t *s = (const uint8_t *)s0, *p = (const uint8_t *)p0;
+    const uint8_t *end = (const uint8_t *)j->end;
     bool esc = false;
     for (;;) {
-        while (end - p >= 4) {
-            if (scls[p[0]]) goto special;
-            if (scls[p[1]]) { p += 1; goto special; }
-            if (scls[p[2]]) { p += 2; goto special; }
-            if (scls[p[3]]) { p += 3; goto special; }
-            p += 4;
-        }
         while (p < end && scls[*p] == S_OK)
             p++;
         if (p == end)
             return JRPC_JSON_EINCOMPLETE;
-special:
         switch (scls[*p]) {
         case S_QUOTE:
             raw->p = (const char *)s;

@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <msgpack.h>
 #include "jrpc_buf.h"
 #include "jrpc_json.h"
@@ -56,10 +58,52 @@ static inline int jrpc_jp_next(jrpc_jp_t *j, char close)
  * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding). */
 int jrpc_jp_value(jrpc_jp_t *j, unsigned depth);
 
+/* The bytes of w (8, loaded little-endian) that end a run of plain string
+ * bytes — a control byte, '"', '\\' or any byte >= 0x80 — each as its top
+ * bit: (x - 0x01..) & ~x & 0x80.. finds the zero bytes of x, and
+ * (w - 0x20..) & ~w the bytes below 0x20; ~w's top bits are those of ~q and
+ * ~b, so one mask serves them all, and OR-ing w adds the bytes >= 0x80. A
+ * borrow can mark a byte above a true one, never below: the lowest set bit
+ * is always true, and it is the only one used (so little-endian only: a
+ * big-endian machine reads byte by byte). */
+static inline uint64_t jrpc_jp_special8(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return ((w - ones * 0x20) | (q - ones) | (b - ones) | w) & high;
+}
+
+/* The rest of jrpc_jp_string: from p, where its fast path stopped. */
+int jrpc_jp_string_rest(jrpc_jp_t *j, const char *s, const char *p, jrpc_span_t *raw, bool *plain);
+
 /* Scans the string at j->p (which is '"'), validating UTF-8 and escapes.
  * Sets *raw to the bytes between the quotes and *plain to true when they hold
- * no escape (so raw is the value itself). Returns 0 or a JRPC_JSON_E* code. */
-int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain);
+ * no escape (so raw is the value itself). Returns 0 or a JRPC_JSON_E* code.
+ * Inline, eight bytes a step, for the common string: plain ASCII with eight
+ * more bytes of body after it; anything else goes on in
+ * jrpc_jp_string_rest() from where the fast path stopped. */
+static inline int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain)
+{
+    const char *s = j->p + 1, *p = s, *end = j->end;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - p >= 8) {
+        uint64_t w, m;
+        memcpy(&w, p, sizeof w);
+        if ((m = jrpc_jp_special8(w)) != 0) {
+            p += __builtin_ctzll(m) >> 3;
+            if (*p != '"')
+                break;
+            raw->p = s;
+            raw->n = (size_t)(p - s);
+            *plain = true;
+            j->p = p + 1;
+            return 0;
+        }
+        p += 8;
+    }
+#endif
+    return jrpc_jp_string_rest(j, s, p, raw, plain);
+}
 
 /* Unescapes the raw body of a string jrpc_jp_string() accepted into dst
  * (room for n bytes suffices). Returns the number of bytes written. */

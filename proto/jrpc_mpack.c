@@ -20,28 +20,20 @@
 
 /* ---- the msgpack decoder ---- */
 
-/* A container being filled: its slots are the array's elements, or the
- * map's keys and values alternating (slot 2k is key k, 2k+1 its value). */
+/* A container being filled. A map's entries (msgpack_object_kv: key, then
+ * value) lie in memory exactly as twice as many msgpack_objects, so both
+ * kinds are filled as one flat run of slots: no branch on the kind per value. */
 typedef struct level {
-    msgpack_object *parent;  /* the ARRAY or MAP object, in the zone or *out */
-    uint64_t        next;    /* index of the next slot to fill */
+    msgpack_object *next;    /* the next slot to fill */
+    uint64_t        left;    /* slots still to fill */
 } level_t;
+
+_Static_assert(sizeof(msgpack_object_kv) == 2 * sizeof(msgpack_object) &&
+               offsetof(msgpack_object_kv, val) == sizeof(msgpack_object),
+               "a map's entries are filled as a flat run of objects");
 
 /* Levels kept on the C stack; deeper nesting moves the stack to the heap. */
 #define INLINE_LEVELS 32
-
-static uint64_t slot_count(const msgpack_object *o)
-{
-    return o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 2 * (uint64_t)o->via.map.size;
-}
-
-static msgpack_object *slot(const level_t *l)
-{
-    if (l->parent->type == MSGPACK_OBJECT_ARRAY)
-        return &l->parent->via.array.ptr[l->next];
-    msgpack_object_kv *kv = &l->parent->via.map.ptr[l->next / 2];
-    return (l->next & 1) ? &kv->val : &kv->key;
-}
 
 /* The header of one value at p[0..avail): sets *o for a scalar, or its type
  * and *count (elements, or entries of a map) for a container, whose slots the
@@ -274,18 +266,19 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
                     levels = nl;
                     cap = ncap;
                 }
-                levels[depth++] = (level_t){ .parent = dst, .next = 0 };
+                levels[depth++] = (level_t){ .next = dst->via.array.ptr, .left = slots };
                 owed += slots;
             }
         }
-        while (depth > 0 && levels[depth - 1].next == slot_count(levels[depth - 1].parent))
+        while (depth > 0 && levels[depth - 1].left == 0)
             depth--;
         if (depth == 0) {
             rc = pos == n ? 0 : JRPC_MPACK_EMALFORMED;
             goto out;
         }
-        dst = slot(&levels[depth - 1]);
-        levels[depth - 1].next++;
+        level_t *l = &levels[depth - 1];
+        dst = l->next++;
+        l->left--;
     }
 out:
     if (levels != inline_levels)

@@ -502,6 +502,66 @@ static void test_utf8_valid(void **state)
     }
 }
 
+/* jrpc_jp_string reads eight bytes a step: each byte value, at each of the
+ * first 20 positions of a string followed by more text (so that whole
+ * words are read around it), must stop the scan exactly where a byte-by-byte
+ * reading stops it: the closing quote's position, or the verdict. */
+static void test_string_scan_positions(void **state)
+{
+    (void)state;
+    for (unsigned pos = 0; pos < 20; pos++) {
+        for (unsigned v = 0; v < 256; v++) {
+            /* "aaaa..X..aaaa" then a tail, in a block of exactly its size */
+            char text[64];
+            size_t n = 0;
+            text[n++] = '"';
+            for (unsigned k = 0; k < 24; k++)
+                text[n++] = k == pos ? (char)v : 'a';
+            text[n++] = '"';
+            memcpy(text + n, ",\"tail\":1}", 11);
+            n += 11;
+            char *buf = exact(text, n);
+            jrpc_jp_t j = { .p = buf, .end = buf + n, .w = NULL, .max_depth = 8 };
+            jrpc_span_t raw;
+            bool plain;
+            int rc = jrpc_jp_string(&j, &raw, &plain);
+            if (v == '"') {          /* the string ends there */
+                assert_int_equal(rc, 0);
+                assert_int_equal(raw.n, pos);
+                assert_true(plain);
+            } else if (v < 0x20 || v >= 0x80) {   /* a control byte, or a lone non-ASCII byte */
+                assert_int_equal(rc, JRPC_JSON_EMALFORMED);
+            } else if (v == '\\') {  /* "\a" is no escape */
+                assert_int_equal(rc, JRPC_JSON_EMALFORMED);
+            } else {
+                assert_int_equal(rc, 0);
+                assert_int_equal(raw.n, 24);
+                assert_true(plain);
+                assert_ptr_equal(j.p, buf + 26);
+            }
+            free(buf);
+        }
+    }
+    /* a string cut anywhere before its quote is incomplete, never over-read */
+    static const char whole[] = "\"0123456789abcdefghij\\u00e9\xc3\xa9\"";
+    for (size_t cut = 1; cut < sizeof whole - 1; cut++) {
+        char *buf = exact(whole, cut);
+        jrpc_jp_t j = { .p = buf, .end = buf + cut, .w = NULL, .max_depth = 8 };
+        jrpc_span_t raw;
+        bool plain;
+        assert_int_equal(jrpc_jp_string(&j, &raw, &plain), JRPC_JSON_EINCOMPLETE);
+        free(buf);
+    }
+    char *buf = exact(whole, sizeof whole - 1);
+    jrpc_jp_t j = { .p = buf, .end = buf + sizeof whole - 1, .w = NULL, .max_depth = 8 };
+    jrpc_span_t raw;
+    bool plain = true;
+    assert_int_equal(jrpc_jp_string(&j, &raw, &plain), 0);
+    assert_false(plain);
+    assert_int_equal(raw.n, sizeof whole - 3);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_write_scalars),
         cmocka_unit_test(test_member),
         cmocka_unit_test(test_utf8_valid),
+        cmocka_unit_test(test_string_scan_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
