@@ -3,7 +3,10 @@
 # (servers, client libraries, gnuplot) and jayson from npm into
 # bench/peers/node_modules (local, gitignored; never a global install).
 # Skips apt when everything is there. No service is started: run.sh starts
-# its own servers, in a private network namespace.
+# its own servers, in a private network namespace. nginx serves two rows:
+# the fixed answer (http1-nginx) and the reverse proxy of the pool (proxy and
+# upstream keepalive are built-in modules, not add-on packages); the ZeroMQ
+# echo and forwarder need only libzmq, which jrpc itself builds with.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 pkgs=(nginx-light nats-server libnats-dev rabbitmq-server librabbitmq-dev libjsonrpccpp-dev

@@ -111,6 +111,11 @@ void peer_seen_mark_echo(peer_seen_t *s, uint64_t base, const char *req, int len
     seen_id(s, base, peer_request_id(req, len));
 }
 
+void peer_seen_mark_id(peer_seen_t *s, uint64_t base, uint64_t id)
+{
+    seen_id(s, base, id > INT64_MAX ? -1 : (int64_t)id);
+}
+
 void peer_seen_dispose(peer_seen_t *s)
 {
     free(s->v);
@@ -257,7 +262,7 @@ int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
     if (secs <= 0)
         secs = o_duration;
     loop_report_t rep = { ops->name, o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h, NULL };
     loop_print_report(&rep, o_json);
     if (o_json) {
         printf("\"peer\":\"%s\",\"ids_checked\":true,\"errors\":{},\"transport_failures\":%" PRIu64

@@ -64,6 +64,8 @@ void peer_seen_reset(peer_seen_t *s, int n);
 /* Marks the id of an answer (peer_answer's) or of an echoed request. */
 void peer_seen_mark(peer_seen_t *s, uint64_t base, const char *ans, int len);
 void peer_seen_mark_echo(peer_seen_t *s, uint64_t base, const char *req, int len);
+/* Marks one id, known answered some other way (a whole batch echoed whole). */
+void peer_seen_mark_id(peer_seen_t *s, uint64_t base, uint64_t id);
 void peer_seen_dispose(peer_seen_t *s);
 
 #endif

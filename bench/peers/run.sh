@@ -48,23 +48,31 @@ done
 # name|peer server|kind|threshold|goal text. Kinds: ge (ratio >= t), gt
 # (ratio > t), info (no goal), open (open loop: p50 and p99 ratios < 1).
 # Grouped by peer so that each peer server runs only while it is compared.
+# Peers with no server of their own: signed (the signed broker and Redis run
+# with jrpc), self (both sides are jrpc's unsigned broker).
 COMPARISONS=(
   "http1-nginx|nginx|ge|0.5|HTTP, 1 call per request, 32 connections: >= 0.5x nginx's fixed answer (floor)"
   "open-http1-nginx|nginx|open|1|open loop at half max: p50, p99 below nginx's"
-  "http1-jsonrpccpp|jsonrpccpp|gt|1|HTTP, 1 call per request, 32 connections: ahead of libjson-rpc-cpp"
+  "http1-jsonrpccpp|jsonrpccpp|ge|0.8|HTTP, 1 call per request, 32 connections: >= 0.8x the in-process libjson-rpc-cpp"
   "open-http1-jsonrpccpp|jsonrpccpp|open|1|open loop at half max: p50, p99 below libjson-rpc-cpp's (single calls)"
   "http100-jsonrpccpp|jsonrpccpp|ge|2|HTTP, batches of 100: calls/s >= 2x libjson-rpc-cpp"
   "open-http100-jsonrpccpp|jsonrpccpp|open|1|open loop at half max: p50, p99 below libjson-rpc-cpp's (batches)"
-  "http100-jayson|jayson|ge|2|HTTP, batches of 100: calls/s >= 2x jayson (Node)"
+  "http1-pool|pool|ge|2|HTTP, 1 call per request, 32 connections: >= 2x nginx -> 2 libjson-rpc-cpp (keepalive upstream)"
+  "open-http1-pool|pool|open|1|open loop at half max: p50, p99 below nginx -> libjson-rpc-cpp pool's (single calls)"
+  "http100-pool|pool|ge|2.5|HTTP, batches of 100, 4 connections: calls/s >= 2.5x nginx -> libjson-rpc-cpp pool"
+  "open-http100-pool|pool|open|1|open loop at half max: p50, p99 below the pool's (batches)"
+  "http100-jayson|jayson|ge|2.5|HTTP, batches of 100: calls/s >= 2.5x jayson (Node)"
   "open-http100-jayson|jayson|open|1|open loop at half max: p50, p99 below jayson's"
   "zmq100-nats|nats|ge|5|ZeroMQ, batches of 100: calls/s >= 5x NATS request-reply"
   "open-zmq100-nats|nats|open|1|open loop at half max: p50, p99 below NATS's"
   "zmq100-rabbitmq|rabbitmq|ge|25|ZeroMQ, batches of 100: calls/s >= 25x RabbitMQ RPC"
   "open-zmq100-rabbitmq|rabbitmq|open|1|open loop at half max: p50, p99 below RabbitMQ's"
-  "zmq100-echo|echo|gt|1|ZeroMQ, batches of 100: calls/s above the raw one-message-per-call echo (floor)"
+  "zmq100-echo|echo|ge|1.2|ZeroMQ, batches of 100: calls/s >= 1.2x the raw one-message-per-call echo (floor)"
   "open-zmq100-echo|echo|open|1|open loop at half max: p50, p99 below the raw echo's"
-  "signed100|signed|ge|0.9|signed with replay protection, batches of 100 over ZeroMQ: >= 0.9x unsigned"
-  "signed100-c16|signed|ge|0.9|the same with 16 connections (enough in flight to hide the Redis round trip: capacity)"
+  "zmq100-forwarder|forwarder|info|0|ZeroMQ, batches of 100: jrpc as a fraction of a raw two-hop forwarder (client -> zmq_proxy -> echo worker, same bytes, no JSON work): the floor for our shape"
+  "zmq1-http1|self|ge|1|ZeroMQ single calls vs HTTP single calls on the same jrpc broker, 4 connections: ZeroMQ >= HTTP"
+  "signed100|signed|ge|0.95|signed with replay protection, batches of 100 over ZeroMQ: >= 0.95x unsigned"
+  "signed100-c16|signed|ge|0.95|the same with 16 connections (enough in flight to hide the Redis round trip: capacity)"
   "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
   "nonce-p16|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 16 (floor)"
 )
@@ -183,6 +191,52 @@ EOF
     jsonrpccpp)
         start jsonrpccpp "$B/jrpc-peer-jsonrpccpp" 8280 "$(nproc)"
         wait_for 10 port_open 8280 || fail_start libjson-rpc-cpp jsonrpccpp ;;
+    pool)
+        # What a user would put in front of workers instead of jrpc: nginx
+        # (one worker process, as above) proxying to two libjson-rpc-cpp
+        # servers over kept-alive HTTP/1.1 upstream connections. Their second
+        # argument is libmicrohttpd's thread pool size (each thread its own
+        # epoll loop over its share of the connections, the calls run on it):
+        # nproc/2 each (at least 1), so that the pool has as many server
+        # threads as the single jsonrpccpp peer and the machine has cores;
+        # more would only add switches on a machine nginx and the client share.
+        local threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+        start pool-1 "$B/jrpc-peer-jsonrpccpp" 8281 "$threads"
+        start pool-2 "$B/jrpc-peer-jsonrpccpp" 8282 "$threads"
+        wait_for 10 port_open 8281 || fail_start "libjson-rpc-cpp (pool, 8281)" pool-1
+        wait_for 10 port_open 8282 || fail_start "libjson-rpc-cpp (pool, 8282)" pool-2
+        mkdir -p "$T/pool"
+        cat > "$T/pool.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $T/pool/pid;
+error_log $T/pool/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $T/pool/body;
+  proxy_temp_path $T/pool/proxy;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  upstream jsonrpccpp {
+    server 127.0.0.1:8281;
+    server 127.0.0.1:8282;
+    keepalive 64;
+    keepalive_requests 100000000;
+  }
+  server {
+    listen 127.0.0.1:8480;
+    location / {
+      proxy_pass http://jsonrpccpp;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+        start pool nginx -c "$T/pool.conf"
+        wait_for 10 port_open 8480 || fail_start "nginx (pool)" pool ;;
     jayson)
         start jayson node "$here/jayson_server.js" 8380
         wait_for 10 port_open 8380 || fail_start jayson jayson ;;
@@ -211,14 +265,24 @@ EOF
     echo)
         start echo "$B/jrpc-peer-zmq-echo" serve tcp://127.0.0.1:5575
         wait_for 10 logged echo listening || fail_start "the ZeroMQ echo" echo ;;
-    signed) ;;  # the signed broker and Redis run with jrpc
+    forwarder)
+        # Two processes, like jrpc's broker and worker: the worker connects.
+        start forwarder "$B/jrpc-peer-zmq-forwarder" proxy tcp://127.0.0.1:5585 tcp://127.0.0.1:5586
+        wait_for 10 logged forwarder forwarding || fail_start "the ZeroMQ forwarder" forwarder
+        start forwarder-echo "$B/jrpc-peer-zmq-forwarder" serve tcp://127.0.0.1:5586
+        wait_for 10 "$B/jrpc-peer-zmq-forwarder" load --url tcp://127.0.0.1:5585 --batch 1 --connections 1 \
+            --duration 0.05 --warmup 0 --timeout-ms 500 >/dev/null ||
+            fail_start "the forwarder's echo worker" forwarder-echo ;;
+    signed|self) ;;  # signed: the signed broker and Redis run with jrpc; self: jrpc alone
     esac
 }
 stop_peer() {
     case $1 in
     nats) stop nats; stop nats-server ;;
     rabbitmq) stop rabbitmq; stop rabbitmq-server; stop epmd ;;
-    signed) ;;
+    pool) stop pool; stop pool-1; stop pool-2 ;;
+    forwarder) stop forwarder-echo; stop forwarder ;;
+    signed|self) ;;
     *) stop "$1" ;;
     esac
 }
@@ -234,9 +298,12 @@ side() {
     *http1-nginx:B)      echo "$B/jrpc-bench" --url http://127.0.0.1:8180/ --batch 1 --connections 32 --ignore-ids ;;
     *http1-jsonrpccpp:A) echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 32 ;;
     *http1-jsonrpccpp:B) echo "$B/jrpc-bench" --url http://127.0.0.1:8280/ --batch 1 --connections 32 ;;
+    *http1-pool:A)       echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 32 ;;
+    *http1-pool:B)       echo "$B/jrpc-bench" --url http://127.0.0.1:8480/ --batch 1 --connections 32 ;;
     *http100-*:A)        echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 100 --connections 4 ;;
     *http100-jsonrpccpp:B) echo "$B/jrpc-bench" --url http://127.0.0.1:8280/ --batch 100 --connections 4 ;;
     *http100-jayson:B)   echo "$B/jrpc-bench" --url http://127.0.0.1:8380/ --batch 100 --connections 4 ;;
+    *http100-pool:B)     echo "$B/jrpc-bench" --url http://127.0.0.1:8480/ --batch 100 --connections 4 ;;
     *zmq100-*:A|signed100:B) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 100 --connections 4 ;;
     signed100-c16:B)     echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 100 --connections 16 ;;
     signed100-c16:A)     echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 16 \
@@ -244,6 +311,10 @@ side() {
     *zmq100-nats:B)      echo "$B/jrpc-peer-nats" load --url nats://127.0.0.1:4222 --batch 100 --connections 4 ;;
     *zmq100-rabbitmq:B)  echo "$B/jrpc-peer-rabbitmq" load --url 127.0.0.1:5672 --batch 100 --connections 4 ;;
     *zmq100-echo:B)      echo "$B/jrpc-peer-zmq-echo" load --url tcp://127.0.0.1:5575 --batch 100 --connections 4 ;;
+    *zmq100-forwarder:B) echo "$B/jrpc-peer-zmq-forwarder" load --url tcp://127.0.0.1:5585 --batch 100 \
+                              --connections 4 ;;
+    zmq1-http1:A)        echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 1 --connections 4 ;;
+    zmq1-http1:B)        echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 4 ;;
     signed100:A)         echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 4 \
                               --key-id "$KEY_ID" --secret "$SECRET" ;;
     nonce-*:A)           echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \

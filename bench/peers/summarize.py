@@ -26,18 +26,32 @@ def incomplete(r):
     """Why a side's result cannot be trusted, or None."""
     if r is None:
         return "no result"
-    for k in ("lost", "duplicated", "unexpected", "transport_failures"):
+    for k in ("lost", "duplicated", "unexpected", "transport_failures", "rejected_batches",
+              "bad_replies"):
         if r.get(k, 0):
             return f"{k}={r[k]}"
+    if r.get("errors"):
+        return "errors=" + ",".join(f"{c}:{n}" for c, n in r["errors"].items())
     return None
 
 
 def metric(r, kind, which):
+    """Open loop: a batch latency percentile; otherwise calls/s (for the
+    nonce rows, single calls and redis-benchmark's ops: nonces/s)."""
     if kind == "open":
         return r["latency_us"]["batch"][which]
-    if kind == "info":
-        return r["batches_per_s"]
     return r["calls_per_s"]
+
+
+def verdict(kind, med, threshold):
+    """True (goal met), False (missed) or None (no goal: info)."""
+    if kind == "ge":
+        return med >= threshold
+    if kind == "gt":
+        return med > threshold
+    if kind == "open":
+        return med < 1.0
+    return None
 
 
 def fmt(v, kind):
@@ -70,8 +84,8 @@ def main():
                     problems.append(f"round {k} {side}: {why}")
             rounds.append({"round": k, "a": a, "b": b})
             k += 1
-        metrics = ["p50", "p99"] if kind == "open" else ["calls_per_s" if kind != "info"
-                                                         else "nonces_per_s"]
+        metrics = (["p50", "p99"] if kind == "open" else
+                   ["nonces_per_s" if name.startswith("nonce-") else "calls_per_s"])
         summary = {"name": name, "peer": peer, "kind": kind, "threshold": threshold,
                    "goal": goal, "machine": machine, "problems": problems, "metrics": {}}
         if kind == "open":
@@ -88,24 +102,21 @@ def main():
                 med = statistics.median(ratios)
                 s.update(jrpc_median=statistics.median(av), peer_median=statistics.median(bv),
                          ratio_median=med, ratio_min=min(ratios), ratio_max=max(ratios))
-                if kind == "ge":
-                    s["pass"] = med >= threshold
-                elif kind == "gt":
-                    s["pass"] = med > threshold
-                elif kind == "open":
-                    s["pass"] = med < 1.0
+                v = verdict(kind, med, threshold)
+                if v is not None:
+                    s["pass"] = v
             summary["metrics"][m] = s
             label = name if kind != "open" else f"{name} {m}"
             if not ratios:
-                verdict, cells = "no data", ["—"] * 4
+                result, cells = "no data", ["—"] * 4
             else:
-                verdict = {True: "pass", False: "miss"}.get(s.get("pass"), "info")
+                result = {True: "pass", False: "miss"}.get(s.get("pass"), "info")
                 cells = [fmt(s["jrpc_median"], kind), fmt(s["peer_median"], kind),
                          f"{s['ratio_median']:.2f}",
                          f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f}"]
             if problems:
-                verdict += " (errors: see json)"
-            rows.append([label, goal] + cells + [f"{len(ratios)}", verdict])
+                result += " (errors: see json)"
+            rows.append([label, goal] + cells + [f"{len(ratios)}", result])
         summary["rounds"] = rounds
         with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(summary, f, indent=1)
