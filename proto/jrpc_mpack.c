@@ -227,9 +227,10 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
     assert(zone != NULL && out != NULL && max_depth >= 1);
     const unsigned char *p = (const unsigned char *)buf;
     level_t inline_levels[INLINE_LEVELS];
-    level_t *levels = inline_levels;
+    level_t *levels = inline_levels;   /* the containers around the open one */
     size_t cap = INLINE_LEVELS, depth = 0, pos = 0;
     uint64_t owed = 1;                 /* values still to read, at every level */
+    level_t cur = { NULL, 0 };         /* the open container (kept in registers) */
     msgpack_object *dst = out;         /* where the next value goes */
     int rc = JRPC_MPACK_EMALFORMED;
     if (buf == NULL || n == 0)
@@ -266,19 +267,20 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
                     levels = nl;
                     cap = ncap;
                 }
-                levels[depth++] = (level_t){ .next = dst->via.array.ptr, .left = slots };
+                levels[depth++] = cur;
+                cur = (level_t){ .next = dst->via.array.ptr, .left = slots };
                 owed += slots;
             }
         }
-        while (depth > 0 && levels[depth - 1].left == 0)
-            depth--;
-        if (depth == 0) {
-            rc = pos == n ? 0 : JRPC_MPACK_EMALFORMED;
-            goto out;
+        while (cur.left == 0) {   /* the open container is full: back to its parent */
+            if (depth == 0) {
+                rc = pos == n ? 0 : JRPC_MPACK_EMALFORMED;
+                goto out;
+            }
+            cur = levels[--depth];
         }
-        level_t *l = &levels[depth - 1];
-        dst = l->next++;
-        l->left--;
+        dst = cur.next++;
+        cur.left--;
     }
 out:
     if (levels != inline_levels)
