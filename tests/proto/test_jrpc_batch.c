@@ -326,6 +326,45 @@ static void test_envelope(void **state)
                     "\"data\":\"number out of range\"},\"id\":null}");
 }
 
+/* The member names and "2.0" are recognised by their bytes when spelled as
+ * requests usually spell them; every other spelling (escapes, spaces, cut
+ * short, another order, a near miss) takes the general path: the verdicts
+ * must be the same. */
+static void test_member_spellings(void **state)
+{
+    (void)state;
+    static const char *same[] = {
+        "{\"jsonrpc\":\"2.0\",\"method\":\"subtract\",\"params\":[5,3],\"id\":7}",
+        "{\"id\":7,\"params\":[5,3],\"method\":\"subtract\",\"jsonrpc\":\"2.0\"}",
+        "{ \"jsonrpc\" : \"2.0\" , \"method\" : \"subtract\" , \"params\" : [5,3] , \"id\" : 7 }",
+        "{\"jsonrpc\":\t\"2.0\",\"method\":\n\"subtract\",\"params\":\r[5,3],\"id\": 7}",
+        "{\"j\\u0073onrpc\":\"2\\u002e0\",\"\\u006dethod\":\"subtract\",\"p\\u0061rams\":[5,3],\"\\u0069d\":7}",
+        "{\"jsonrpc\":\"2.0\",\"idx\":1,\"methods\":2,\"param\":3,\"jsonrpc2\":4,\"method\":\"subtract\","
+        "\"params\":[5,3],\"id\":7}",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        assert_exchange(same[i], "{\"jsonrpc\":\"2.0\",\"result\":2,\"id\":7}");
+    static const char *invalid[] = {
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"i\\u0064\":1,\"id\":1}",   /* the same key twice */
+        "{\"jsonrpc\":\"2.0 \",\"method\":\"a\",\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"jsonrpc\":\"2.0\",\"method\":\"a\",\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":7,\"id\":1}",
+    };
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        req_t r;
+        req_parse(&r, invalid[i]);
+        assert_int_equal(r.b.ncalls, 1);
+        assert_true(r.b.calls[0].answered);
+        req_dispose(&r);
+    }
+    static const char *cut[] = {   /* cut inside or right after a known name */
+        "{\"id\"", "{\"id\":", "{\"id\": ", "{\"jsonrpc\":\"2.0\"", "{\"jsonrpc\":\"2.", "{\"params\":",
+        "{\"method\":", "{\"jsonrpc\":", "{\"jsonrpc\"",
+    };
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
+        assert_exchange(cut[i], PARSE);
+}
+
 static void test_reserved(void **state)
 {
     (void)state;
@@ -608,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_calls),
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_envelope),
+        cmocka_unit_test(test_member_spellings),
         cmocka_unit_test(test_reserved),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_params_round_trip),
