@@ -10,6 +10,7 @@
 #include "jrpc_json.h"
 #include "jrpc_json_internal.h"
 #include "jrpc_be.h"
+#include "jrpc_mpack.h"
 
 #include <errno.h>
 #include <float.h>
@@ -274,25 +275,6 @@ size_t jrpc_json_unescape(const char *raw, size_t n, char *dst)
 
 /* ---- msgpack emission (room already guaranteed by the bound) ---- */
 
-static unsigned char *mp_uint(unsigned char *u, uint64_t v)
-{
-    if (v < 128) {
-        *u++ = (unsigned char)v;
-    } else if (v < 256) {
-        *u++ = 0xcc;
-        *u++ = (unsigned char)v;
-    } else if (v < 65536) {
-        *u++ = 0xcd;
-        u = jrpc_be_store16(u, (uint16_t)v);
-    } else if (v <= UINT32_MAX) {
-        *u++ = 0xce;
-        u = jrpc_be_store32(u, (uint32_t)v);
-    } else {
-        *u++ = 0xcf;
-        u = jrpc_be_store64(u, v);
-    }
-    return u;
-}
 
 /* mag is the magnitude of a negative integer, 1 .. 2^63. */
 static unsigned char *mp_neg(unsigned char *u, uint64_t mag)
@@ -434,7 +416,7 @@ static int number(jrpc_jp_t *j)
         return 0;
     if (isint && !ovf && (!neg || v <= (uint64_t)1 << 63)) {
         unsigned char *u = (unsigned char *)j->w;
-        j->w = (char *)(neg && v ? mp_neg(u, v) : mp_uint(u, v));  /* -0 is int 0 */
+        j->w = (char *)(neg && v ? mp_neg(u, v) : jrpc_mpack_put_uint(u, v));  /* -0 is int 0 */
         return 0;
     }
     return emit_double(j, s, (size_t)(p - s));

@@ -146,25 +146,34 @@ int jrpc_wire_put_request_begin(jrpc_buf_t *out)
 int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
                                jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent)
 {
-    assert(seq != 0 && method.n > 0);
+    assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX);
     assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
-    size_t len0 = out->len;
-    msgpack_packer pk;
-    jrpc_mpack_packer_init(&pk, out);
-    PACK(msgpack_pack_array(&pk, traceparent.n ? 5 : 4));
-    PACK(msgpack_pack_uint64(&pk, seq));
-    PACK(jrpc_mpack_put_str(&pk, method.p, method.n));
-    if (params.n == 0)
-        PACK(msgpack_pack_nil(&pk));
-    else
-        PACK(jrpc_buf_append(out, params.p, params.n));
-    PACK(msgpack_pack_uint32(&pk, timeout_ms));
-    if (traceparent.n)
-        PACK(jrpc_mpack_put_str(&pk, traceparent.p, traceparent.n));
+    /* Written in place (one reserve, no packer): once per call on the
+     * broker's hot path (bench/README.md, "Profile"). */
+    size_t room = 1 + 9 + 5 + method.n + (params.n ? params.n : 1) + 5 +
+                  (traceparent.n ? 5 + traceparent.n : 0);
+    if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
+        return -ENOMEM;
+    unsigned char *u = (unsigned char *)out->p + out->len;
+    *u++ = traceparent.n ? 0x95 : 0x94;               /* array of 5 or 4 */
+    u = jrpc_mpack_put_uint(u, seq);
+    u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
+    memcpy(u, method.p, method.n);
+    u += method.n;
+    if (params.n == 0) {
+        *u++ = 0xc0;                                  /* nil */
+    } else {
+        memcpy(u, params.p, params.n);
+        u += params.n;
+    }
+    u = jrpc_mpack_put_uint(u, timeout_ms);
+    if (traceparent.n) {
+        u = jrpc_mpack_put_str_head(u, (uint32_t)traceparent.n);
+        memcpy(u, traceparent.p, traceparent.n);
+        u += traceparent.n;
+    }
+    out->len = (size_t)((char *)u - out->p);
     return 0;
-nomem:
-    out->len = len0;
-    return -ENOMEM;
 }
 
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls)
@@ -180,16 +189,14 @@ int jrpc_wire_put_response_begin(jrpc_buf_t *out)
 int jrpc_wire_put_result_head(jrpc_buf_t *out, jrpc_seq_t seq)
 {
     assert(seq != 0);
-    size_t len0 = out->len;
-    msgpack_packer pk;
-    jrpc_mpack_packer_init(&pk, out);
-    PACK(msgpack_pack_array(&pk, 3));
-    PACK(msgpack_pack_uint64(&pk, seq));
-    PACK(msgpack_pack_uint8(&pk, 0));
+    if (11 > out->cap - out->len && jrpc_buf_reserve(out, 11) < 0)
+        return -ENOMEM;
+    unsigned char *u = (unsigned char *)out->p + out->len;
+    *u++ = 0x93;                                      /* [seq, 0 (result), */
+    u = jrpc_mpack_put_uint(u, seq);
+    *u++ = 0;
+    out->len = (size_t)((char *)u - out->p);
     return 0;
-nomem:
-    out->len = len0;
-    return -ENOMEM;
 }
 
 int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,

@@ -1039,9 +1039,68 @@ static void test_strerror(void **state)
     assert_string_equal(jrpc_wire_strerror(-12345), "unknown error");
 }
 
+/* The REQUEST item and result head writers write in place: their bytes must
+ * be msgpack-c's packer's, at every encoding boundary. */
+static void test_writers_match_msgpack_c(void **state)
+{
+    (void)state;
+    static const uint64_t nums[] = { 1, 127, 128, 255, 256, 65535, 65536, UINT32_MAX,
+                                     (uint64_t)UINT32_MAX + 1, UINT64_MAX };
+    static const size_t lens[] = { 1, 31, 32, 255, 256, 65535, 65536 };
+    static const char tp[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    char *name = malloc(65536);
+    assert_non_null(name);
+    memset(name, 'm', 65536);
+    static const char params[] = { (char)0x92, 1, 2 };
+    for (size_t a = 0; a < sizeof nums / sizeof nums[0]; a++) {
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            for (int t = 0; t < 2; t++) {
+                uint64_t seq = nums[a];
+                uint32_t timeout = (uint32_t)(nums[(a + l) % 8]);
+                jrpc_span_t pr = t ? (jrpc_span_t){ params, sizeof params } : NOSPAN;
+                jrpc_span_t trace = t ? (jrpc_span_t){ tp, sizeof tp - 1 } : NOSPAN;
+                jrpc_buf_t got, want;
+                jrpc_buf_init(&got);
+                jrpc_buf_init(&want);
+                assert_int_equal(jrpc_wire_put_request_call(&got, seq, (jrpc_span_t){ name, lens[l] },
+                                                            pr, timeout, trace), 0);
+                msgpack_packer pk;
+                jrpc_mpack_packer_init(&pk, &want);
+                msgpack_pack_array(&pk, t ? 5 : 4);
+                msgpack_pack_uint64(&pk, seq);
+                msgpack_pack_str(&pk, lens[l]);
+                msgpack_pack_str_body(&pk, name, lens[l]);
+                if (t)
+                    msgpack_pack_str_body(&pk, params, sizeof params);   /* raw bytes */
+                else
+                    msgpack_pack_nil(&pk);
+                msgpack_pack_uint32(&pk, timeout);
+                if (t) {
+                    msgpack_pack_str(&pk, sizeof tp - 1);
+                    msgpack_pack_str_body(&pk, tp, sizeof tp - 1);
+                }
+                assert_int_equal(got.len, want.len);
+                assert_memory_equal(got.p, want.p, got.len);
+                jrpc_buf_reset(&got);
+                jrpc_buf_reset(&want);
+                assert_int_equal(jrpc_wire_put_result_head(&got, seq), 0);
+                msgpack_pack_array(&pk, 3);
+                msgpack_pack_uint64(&pk, seq);
+                msgpack_pack_uint8(&pk, 0);
+                assert_int_equal(got.len, want.len);
+                assert_memory_equal(got.p, want.p, got.len);
+                jrpc_buf_dispose(&got);
+                jrpc_buf_dispose(&want);
+            }
+        }
+    }
+    free(name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_writers_match_msgpack_c),
         cmocka_unit_test(test_ready_round_trip),
         cmocka_unit_test(test_ready_options),
         cmocka_unit_test(test_bare_round_trip),
