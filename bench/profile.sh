@@ -8,12 +8,11 @@
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
 # (default batch 1). Starts a Release broker (with -g) under valgrind and one
 # demo worker on 127.0.0.1, drives it with jrpc-bench (2 connections, closed
-# loop), stops it with SIGTERM; prints Ir per call (start-up and shutdown
-# included: a few million Ir, under 1% of a run) and the TOP (default 25)
-# functions by self cost. Stops what it started by PID. Output kept in
-# build-prof/callgrind.out.MODE (callgrind_annotate --tree=caller to dig;
-# with IDLE the counters are zeroed after the idle connections are open and
-# dumped right after the run, in callgrind.out.MODE.1, without call trees).
+# loop), stops it with SIGTERM; prints Ir per call (the counters are zeroed
+# when the load starts and dumped when it ends: start-up and shutdown are not
+# counted) and the TOP (default 25) functions by self cost. Stops what it started by PID. Output kept in
+# build-prof/callgrind.out.MODE.1 (callgrind_annotate --tree=caller to dig;
+# with IDLE the idle connections are opened before the counters are zeroed).
 set -eu
 cd "$(dirname "$0")/.."
 mode=${1:?zmq or http} 
@@ -41,15 +40,12 @@ if [ "$idle" -gt 0 ]; then
     $B/jrpc-bench-idle 127.0.0.1:$((port + 2)) "$idle" 100000 >build-prof/idle.out & hp=$!
     until grep -q '^holding' build-prof/idle.out; do sleep 0.5; done
     head -n 1 build-prof/idle.out
-    callgrind_control -z $bp >/dev/null   # count the run only, not opening them
 fi
+callgrind_control -z $bp >/dev/null 2>&1   # count the run only: not start-up, not the idle connections' opening
 calls=$($B/jrpc-bench --url "$url" --batch "$batch" --connections 2 --duration "$secs" --warmup 0 --json |
         sed -n 's/.*"calls":\([0-9]*\).*/\1/p')
-dump=$out
-if [ "$idle" -gt 0 ]; then   # a dump now, before closing them costs anything
-    callgrind_control -d $bp >/dev/null
-    dump=$out.1
-fi
+callgrind_control -d $bp >/dev/null 2>&1   # a dump now, before shutting down costs anything
+dump=$out.1
 kill -TERM $bp
 wait $bp || true
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')

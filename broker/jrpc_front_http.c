@@ -1206,6 +1206,12 @@ static uint8_t stream_mode(const jrpc_http_head_t *h)
     jrpc_http_value_t a = jrpc_http_head_value(h, JRPC_HTTP_F_ACCEPT);
     if (a.count == 0 || h->version_minor != 1)
         return S_NONE;
+    /* What most clients send (curl's default, or JSON asked for by name):
+     * no stream type can beat application/json there, so no q is worked
+     * out (four parses of the header otherwise, on every request). */
+    if (a.count == 1 && !a.cut && ((a.n == 3 && memcmp(a.p, "*/*", 3) == 0) ||
+        (a.n == 16 && memcmp(a.p, "application/json", 16) == 0)))
+        return S_NONE;
     int best = 0;
     uint8_t mode = S_NONE;
     for (uint8_t m = S_SSE; m <= S_JSONL; m++) {
