@@ -12,7 +12,9 @@
 # when the load starts and dumped when it ends: start-up and shutdown are not
 # counted) and the TOP (default 25) functions by self cost. Stops what it started by PID. Output kept in
 # build-prof/callgrind.out.MODE.1 (callgrind_annotate --tree=caller to dig;
-# with IDLE the idle connections are opened before the counters are zeroed).
+# with IDLE the idle connections are opened before the counters are zeroed;
+# a function on a thread's stack when they are zeroed, such as a libzmq I/O
+# thread's loop, lists its inclusive cost, not its own).
 set -eu
 cd "$(dirname "$0")/.."
 mode=${1:?zmq or http} 
@@ -52,5 +54,5 @@ total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",
 echo "mode=$mode batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
 callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
     awk -v t="$total" -v top="$top" '/file:function/ { on = 1; next }
-        on && NF >= 2 && n < top && !/:(main|clone3?|start_thread) |ld-linux/ { x = $1; gsub(",", "", x); if (x + 0 == 0) next;
+        on && NF >= 2 && n < top && !/:(main|clone3?|start_thread) |ld-linux|below main|libc_start|uv_run / { x = $1; gsub(",", "", x); if (x + 0 == 0) next;
             $1 = ""; sub(/^ +\([^)]*\) +/, ""); printf "%5.1f%%  %s\n", 100 * x / t, $0; n++ }'
