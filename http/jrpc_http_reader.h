@@ -8,14 +8,15 @@
  * given; everything it keeps between calls lives in the struct (bounded:
  * the head's values have fixed room, body bytes are never copied).
  *
- * Framing is http-parser's (Debian's libhttp-parser 2.9, built lenient);
- * what the lenient build lets through that RFC 9112 forbids is checked here
- * (docs/ARCHITECTURE.md, "HTTP: the reader, the heads, the front"): every
- * line ends in CRLF, no obs-fold or control bytes, header names are tokens,
- * exactly one Host in HTTP/1.1, Transfer-Encoding exactly "chunked" and
- * never with Content-Length, one Content-Length, HTTP/1.0 or 1.1 only,
- * chunk data followed by CRLF, trailers read by nobody. Limits are exact to
- * the byte, so the verdict on a stream never depends on how it was split.
+ * Framing is our own RFC 9112 parser (docs/ARCHITECTURE.md, "HTTP: the
+ * reader, the heads, the front"): a resumable state machine that keeps no
+ * bytes of the input, only what it has learnt from them. Every line ends in
+ * CRLF, no obs-fold or control bytes, header names are tokens, the request
+ * line is method SP target SP HTTP-version, exactly one Host in HTTP/1.1,
+ * Transfer-Encoding exactly "chunked" and never with Content-Length, one
+ * Content-Length, HTTP/1.0 or 1.1 only, chunk data followed by CRLF,
+ * trailers read by nobody. Limits are exact to the byte, so the verdict on a
+ * stream never depends on how it was split.
  *
  * What a request may do is not decided here (methods, paths, media types,
  * Expect): the reader reports the head; the caller decides and may stop
@@ -40,7 +41,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <http_parser.h>
 
 typedef struct jrpc_http_limits {
     uint32_t max_header_bytes; /* request line + headers, leading empty lines excluded,
@@ -137,42 +137,43 @@ typedef struct jrpc_http_head {
 /* The reader: caller's storage, nothing to free; may be moved (memcpy)
  * between calls. The fields are private. */
 typedef struct jrpc_http_reader {
-    http_parser        hp;         /* the library's state */
     jrpc_http_limits_t lim;
     jrpc_http_head_t   head;
     uint8_t     phase;       /* jrpc_http_phase_t */
     uint8_t     body;        /* how the body is framed (reader.c: enum body) */
-    uint8_t     paused;      /* why the library paused (reader.c: enum pause) */
-    uint8_t     hstate;      /* header callbacks: none, in a name, in a value */
+    uint8_t     st;          /* where in the head or the chunked framing (reader.c: enum st) */
+    uint8_t     sub;         /* a state's own step: the version's byte, a chunk-size
+                                line's part, the Connection matcher's */
+    uint8_t     mname;       /* the method (reader.c: the methods table), 0 while read */
+    uint8_t     mlen;        /* bytes of the method so far */
+    char        mbuf[12];    /* the method so far (the longest is 11 bytes) */
+    uint8_t     major, minor; /* the version as read (0.9 when there was none) */
     uint8_t     hid;         /* what the header being read is (reader.c: enum hid) */
-    bool        field_at_end; /* the last name piece ended the bytes executed */
-    bool        name_bad;    /* a header name with a byte that is not a token byte */
-    bool        raw_bad;     /* a byte the raw scan refuses */
-    bool        bad_before_data; /* ... found before the last piece of data */
-    bool        owe;         /* the library must still execute owed */
-    char        owed;        /* the head's last byte (looked at, not counted, by the library) */
-    char        prevch;      /* the raw scan's previous byte */
-    uint8_t     want_crlf;   /* raw scan: bytes of CRLF due after chunk data */
     uint8_t     hname_len;   /* 255: longer than hname */
+    bool        name_sp;     /* a space in this name (the tokens after it make it no name of ours) */
+    bool        name_bad;    /* a header name with a space in it: 400 at the end of the head */
+    bool        idle_cr;     /* between requests: the last byte was a CR */
+    bool        trailer;     /* the header lines are a chunked body's trailer section */
+    bool        cl_seen;     /* a Content-Length value has started (its first digit) */
+    bool        cl_empty;    /* the Content-Length just read had no digit: 400 at the next byte */
+    uint8_t     cl_state;    /* the Content-Length value: before, in digits, after them */
     uint8_t     n_cl, n_te, n_host;
+    uint8_t     conn;        /* the Connection tokens seen: close, keep-alive, upgrade */
+    uint8_t     cidx;        /* the Connection matcher: bytes of its word matched */
     bool        te_ok;       /* the Transfer-Encoding value is exactly "chunked" */
     bool        hval_cut;    /* the value being read is longer than hval */
+    bool        keeping;     /* the value being read goes to its field's room */
     uint16_t    hval_len;
+    uint16_t    val_start;   /* where in the room it started */
+    uint16_t    val_prev;    /* a list field: the room's length before ", " */
     uint32_t    head_bytes;  /* bytes of this head so far */
     uint32_t    frame_bytes; /* chunked: framing bytes since the last chunk-size line */
+    uint64_t    cl_val;      /* the Content-Length (or chunk size) being read */
     uint64_t    body_left;   /* identity: body bytes due; chunked: data left in the chunk */
     uint64_t    body_seen;   /* body bytes so far */
-    const char *exec_start;  /* the bytes the library is executing: [start, end) */
-    const char *exec_end;
-    const char *scan_pos;    /* chunked: first executed byte not yet scanned */
-    const char *span;        /* the last body piece the library reported */
-    size_t      span_len;
     uint16_t    final_status; /* REFUSE: the refusal, repeated by later calls */
     const char *final_reason;
     char        why[48];     /* a reason with a number in it */
-    bool        keeping;     /* the value being read goes to its field's room */
-    uint16_t    val_start;   /* where in the room it started */
-    uint16_t    val_prev;    /* a list field: the room's length before ", " */
     char        hname[24];   /* the name being read (if short enough to matter) */
     char        hval[128];   /* the value being read, of a header whose tokens we check
                                 (Transfer-Encoding, Content-Encoding, Expect) */
@@ -186,8 +187,7 @@ typedef enum jrpc_http_phase {
 } jrpc_http_phase_t;
 
 /* Initialises r to read a connection from its first byte. The limits are
- * copied. When lim->max_header_bytes needs it, raises http-parser's own
- * process-wide header limit (never lowers it). */
+ * copied. */
 void jrpc_http_reader_init(jrpc_http_reader_t *r, const jrpc_http_limits_t *lim);
 
 /* Reads from buf[0, len) (len may be 0) and fills *ev. Returns the bytes
@@ -229,7 +229,7 @@ static inline jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h,
  * cut (a cut query does not matter), or an absolute-form target has none. */
 bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len);
 
-/* The method's name ("POST", ...) as http-parser knows it. */
+/* The method's name ("POST", "M-SEARCH", ...); "" before the request line is read. */
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);
 
 /* Strips spaces and tabs at both ends of p[0, *n): a header value's

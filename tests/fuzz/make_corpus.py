@@ -10,6 +10,8 @@ http/: POSTs as clients send them (Content-Length, chunked, pipelined,
 http-reader/: the same, and what the reader alone decides (empty lines,
 trailers, CONNECT, Upgrade, kept values, limits), each behind the two
 bytes that choose the reader's limits (fuzz_http_reader.c).
+http-diff/: the http-reader seeds with two more bytes after the limits
+(the cut point, 0: the fuzzer moves it; fuzz_http_diff.c).
 wire/: one frame of each worker-protocol message type (PROTOCOL.md), and
 client header frames, packed here by hand (no msgpack module needed).
 workers/: scripts for fuzz_workers.c (READYs, calls, answers, timeouts,
@@ -196,6 +198,18 @@ def http_reader():
 
 
 # ---- wire (msgpack by hand) --------------------------------------------------
+# ---- http-diff -------------------------------------------------------------------
+# The differential target's inputs: the http-reader seeds, their two limit
+# bytes, then two bytes for the cut point (fuzz_http_diff.c).
+def http_diff():
+    d = os.path.join(OUT, "http-diff")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(OUT, "http-reader")
+    for n in sorted(os.listdir(src)):
+        b = open(os.path.join(src, n), "rb").read()
+        open(os.path.join(d, n), "wb").write(b[:2] + b"\x00\x00" + b[2:])
+
+
 def mp(v):
     if v is None:
         return b"\xc0"
@@ -292,5 +306,6 @@ if __name__ == "__main__":
     body(jts)
     http()
     http_reader()
+    http_diff()
     wire()
     workers()

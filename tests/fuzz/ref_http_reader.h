@@ -1,0 +1,260 @@
+/* The reference for jrpc-fuzz-http-diff: http/jrpc_http_reader as it was
+ * before issue 18 (http-parser 2.9 under it, its raw scan over it), with
+ * every jrpc_http_ name renamed ref_http_. Not built into anything else. */
+/* ref_http_reader — an HTTP/1.1 request reader without sockets (RFC 9112).
+ *
+ * Feed it the bytes of one connection as they arrive, split anywhere; each
+ * call consumes some of them and returns one event: a request's head is
+ * ready, body bytes, the request is complete, a refusal, or "need more".
+ * Pipelined requests follow one another on the same reader. It never
+ * allocates, never blocks and never looks at a byte past the ones it is
+ * given; everything it keeps between calls lives in the struct (bounded:
+ * the head's values have fixed room, body bytes are never copied).
+ *
+ * Framing is http-parser's (Debian's libhttp-parser 2.9, built lenient);
+ * what the lenient build lets through that RFC 9112 forbids is checked here
+ * (docs/ARCHITECTURE.md, "HTTP: the reader, the heads, the front"): every
+ * line ends in CRLF, no obs-fold or control bytes, header names are tokens,
+ * exactly one Host in HTTP/1.1, Transfer-Encoding exactly "chunked" and
+ * never with Content-Length, one Content-Length, HTTP/1.0 or 1.1 only,
+ * chunk data followed by CRLF, trailers read by nobody. Limits are exact to
+ * the byte, so the verdict on a stream never depends on how it was split.
+ *
+ * What a request may do is not decided here (methods, paths, media types,
+ * Expect): the reader reports the head; the caller decides and may stop
+ * feeding. A refusal from the reader always ends the connection: its
+ * framing cannot be trusted, or its body will not be read.
+ *
+ *     ref_http_reader_t rd;
+ *     ref_http_reader_init(&rd, &(ref_http_limits_t){ 16384, 1 << 20 });
+ *     size_t off = 0;
+ *     for (;;) {
+ *         ref_http_event_t ev;
+ *         off += ref_http_reader_feed(&rd, buf + off, len - off, &ev);
+ *         if (ev.kind == REF_HTTP_NEED_MORE) break;      // all of buf consumed
+ *         ...                                             // HEAD, BODY, END, REFUSE, CLOSED
+ *     }
+ *
+ * Bytes not consumed must be fed again, first, in the next call (an event
+ * may consume none: END after a body, a final REFUSE or CLOSED). */
+#ifndef REF_HTTP_READER_H
+#define REF_HTTP_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <http_parser.h>
+
+typedef struct ref_http_limits {
+    uint32_t max_header_bytes; /* request line + headers, leading empty lines excluded,
+                                  the final CRLF included (431 past it); also bounds
+                                  each chunk-size line and the trailer section */
+    uint64_t max_body;         /* body bytes (413 past it; a Content-Length or a chunk
+                                  size that passes it is refused before its data) */
+} ref_http_limits_t;
+
+typedef enum ref_http_ev {
+    REF_HTTP_NEED_MORE, /* every byte given was consumed; nothing to report */
+    REF_HTTP_HEAD,      /* a request's head is in: ref_http_reader_head() */
+    REF_HTTP_BODY,      /* ev.data, ev.len: the next body bytes, decoded from
+                            chunked framing, inside the bytes this call consumed */
+    REF_HTTP_END,       /* the request is complete, body included */
+    REF_HTTP_REFUSE,    /* refused: ev.status, ev.reason. Final: later calls return
+                            it again and consume nothing */
+    REF_HTTP_CLOSED,    /* the last request ends the connection (Connection: close,
+                            HTTP/1.0 without keep-alive, CONNECT): nothing more is
+                            read. Final, like REFUSE */
+} ref_http_ev_t;
+
+typedef struct ref_http_event {
+    ref_http_ev_t kind;
+    const char    *data;   /* BODY: first byte (a pointer into the caller's input) */
+    size_t         len;    /* BODY: bytes at data */
+    uint16_t       status; /* REFUSE: 400, 413, 431 or 505 */
+    bool           close;  /* REFUSE: the connection must close after the answer
+                              (always, for a refusal of the reader) */
+    const char    *reason; /* REFUSE: for the client and the log; valid while the
+                              reader lives */
+} ref_http_event_t;
+
+typedef enum ref_http_method {
+    REF_HTTP_M_OTHER, REF_HTTP_M_GET, REF_HTTP_M_HEAD, REF_HTTP_M_POST,
+    REF_HTTP_M_OPTIONS, REF_HTTP_M_CONNECT,
+} ref_http_method_t;
+
+/* The header values the reader keeps, each with its own room. A value is
+ * kept trimmed of spaces and tabs at both ends; one longer than its room is
+ * kept cut (and says so). */
+typedef enum ref_http_field {
+    REF_HTTP_F_CONTENT_TYPE,  /* Content-Type (room 256) */
+    REF_HTTP_F_ACCEPT,        /* Accept (256), repeated headers joined with ", " */
+    REF_HTTP_F_UPGRADE,       /* Upgrade (64): the protocols offered, for conn_upgrade */
+    REF_HTTP_F_TIMEOUT_MS,    /* X-JRPC-Timeout-Ms (16) */
+    REF_HTTP_F_TRACEPARENT,   /* traceparent (128, the W3C bound) */
+    REF_HTTP_F_KEY,           /* X-JRPC-Key (72) */
+    REF_HTTP_F_TIMESTAMP,     /* X-JRPC-Timestamp (72) */
+    REF_HTTP_F_NONCE,         /* X-JRPC-Nonce (72) */
+    REF_HTTP_F_SIGNATURE,     /* X-JRPC-Signature (72) */
+    REF_HTTP_F_WS_KEY,        /* Sec-WebSocket-Key (32: 24 base64 characters are due) */
+    REF_HTTP_F_WS_VERSION,    /* Sec-WebSocket-Version (16) */
+    REF_HTTP_F_WS_PROTOCOL,   /* Sec-WebSocket-Protocol (128), repeated headers joined
+                                  with ", " */
+    REF_HTTP_F_ORIGIN,        /* Origin (256) */
+    REF_HTTP_F_MCP_VERSION,   /* MCP-Protocol-Version (32; docs/MCP.md) */
+    REF_HTTP_F_AUTHORIZATION, /* Authorization (256: "Bearer " and a token; docs/SIGNING.md) */
+    REF_HTTP_F_IDEM_KEY,      /* Idempotency-Key (264: 255 bytes, quoted; docs/SIGNING.md) */
+    REF_HTTP_NFIELDS
+} ref_http_field_t;
+
+#define REF_HTTP_TARGET_MAX 256 /* request-target bytes kept */
+#define REF_HTTP_STORE      1992 /* the rooms above, together */
+
+typedef struct ref_http_value {
+    const char *p;      /* the value (not NUL-terminated); NULL when absent */
+    uint16_t    n;      /* its length */
+    uint8_t     count;  /* how many such headers (255 for 255 or more) */
+    bool        cut;    /* longer than its room: p holds its start */
+} ref_http_value_t;
+
+/* A request's head: valid from the HEAD event until the call that starts
+ * the next request (so through END). */
+typedef struct ref_http_head {
+    uint8_t  method;          /* ref_http_method_t */
+    uint8_t  version_minor;   /* HTTP/1.x: 0 or 1 (others are refused) */
+    bool     keep_alive;      /* another request may follow on the connection */
+    bool     chunked;         /* Transfer-Encoding: chunked */
+    bool     has_length;      /* a Content-Length was given */
+    uint64_t content_length;  /* its value; 0 when none */
+    bool     expect_continue; /* Expect: 100-continue */
+    bool     expect_other;    /* an Expect with any other value (or longer than 128 bytes) */
+    bool     content_coded;   /* a Content-Encoding naming a coding other than identity
+                                 (or longer than 128 bytes) */
+    bool     conn_upgrade;    /* Connection names "upgrade" */
+    bool     target_cut;      /* the target is longer than REF_HTTP_TARGET_MAX */
+    uint16_t target_len;
+    char     target[REF_HTTP_TARGET_MAX]; /* the request-target as sent (cut) */
+    struct { uint16_t n; uint8_t count; bool cut; } f[REF_HTTP_NFIELDS]; /* see _value */
+    char     store[REF_HTTP_STORE];       /* the kept values, each in its room */
+} ref_http_head_t;
+
+/* The reader: caller's storage, nothing to free; may be moved (memcpy)
+ * between calls. The fields are private. */
+typedef struct ref_http_reader {
+    http_parser        hp;         /* the library's state */
+    ref_http_limits_t lim;
+    ref_http_head_t   head;
+    uint8_t     phase;       /* ref_http_phase_t */
+    uint8_t     body;        /* how the body is framed (reader.c: enum body) */
+    uint8_t     paused;      /* why the library paused (reader.c: enum pause) */
+    uint8_t     hstate;      /* header callbacks: none, in a name, in a value */
+    uint8_t     hid;         /* what the header being read is (reader.c: enum hid) */
+    bool        field_at_end; /* the last name piece ended the bytes executed */
+    bool        name_bad;    /* a header name with a byte that is not a token byte */
+    bool        raw_bad;     /* a byte the raw scan refuses */
+    bool        bad_before_data; /* ... found before the last piece of data */
+    bool        owe;         /* the library must still execute owed */
+    char        owed;        /* the head's last byte (looked at, not counted, by the library) */
+    char        prevch;      /* the raw scan's previous byte */
+    uint8_t     want_crlf;   /* raw scan: bytes of CRLF due after chunk data */
+    uint8_t     hname_len;   /* 255: longer than hname */
+    uint8_t     n_cl, n_te, n_host;
+    bool        te_ok;       /* the Transfer-Encoding value is exactly "chunked" */
+    bool        hval_cut;    /* the value being read is longer than hval */
+    uint16_t    hval_len;
+    uint32_t    head_bytes;  /* bytes of this head so far */
+    uint32_t    frame_bytes; /* chunked: framing bytes since the last chunk-size line */
+    uint64_t    body_left;   /* identity: body bytes due; chunked: data left in the chunk */
+    uint64_t    body_seen;   /* body bytes so far */
+    const char *exec_start;  /* the bytes the library is executing: [start, end) */
+    const char *exec_end;
+    const char *scan_pos;    /* chunked: first executed byte not yet scanned */
+    const char *span;        /* the last body piece the library reported */
+    size_t      span_len;
+    uint16_t    final_status; /* REFUSE: the refusal, repeated by later calls */
+    const char *final_reason;
+    char        why[48];     /* a reason with a number in it */
+    bool        keeping;     /* the value being read goes to its field's room */
+    uint16_t    val_start;   /* where in the room it started */
+    uint16_t    val_prev;    /* a list field: the room's length before ", " */
+    char        hname[24];   /* the name being read (if short enough to matter) */
+    char        hval[128];   /* the value being read, of a header whose tokens we check
+                                (Transfer-Encoding, Content-Encoding, Expect) */
+} ref_http_reader_t;
+
+typedef enum ref_http_phase {
+    REF_HTTP_IDLE,    /* between requests (empty lines may have been read) */
+    REF_HTTP_IN_HEAD, /* inside a request line or headers */
+    REF_HTTP_IN_BODY, /* the head was returned; its body (maybe empty) or END is due */
+    REF_HTTP_DONE,    /* refused or closed: final */
+} ref_http_phase_t;
+
+/* Initialises r to read a connection from its first byte. The limits are
+ * copied. When lim->max_header_bytes needs it, raises http-parser's own
+ * process-wide header limit (never lowers it). */
+void ref_http_reader_init(ref_http_reader_t *r, const ref_http_limits_t *lim);
+
+/* Reads from buf[0, len) (len may be 0) and fills *ev. Returns the bytes
+ * consumed: for NEED_MORE, all of len; for the other events, the bytes up to
+ * and including what the event covers (BODY: the data given, and framing
+ * before and after it). Never blocks; never reads buf[len] or beyond. */
+size_t ref_http_reader_feed(ref_http_reader_t *r, const char *buf, size_t len,
+                             ref_http_event_t *ev);
+
+/* A protocol switch (a WebSocket upgrade): call at HEAD, for a request
+ * with no body (no Content-Length above 0, not chunked). The caller takes
+ * the connection over from the byte after the head, which HEAD did not
+ * consume: the reader ends (phase DONE) and every later call returns CLOSED
+ * and consumes nothing, so no byte after the head is read as HTTP. Returns
+ * 0, or -1 (nothing changed) when not at HEAD or the request has a body. */
+int ref_http_reader_takeover(ref_http_reader_t *r);
+
+/* Where the reader is (for the caller's timers: a head started, a body due). */
+ref_http_phase_t ref_http_reader_phase(const ref_http_reader_t *r);
+
+/* The current request's head (see ref_http_head_t for how long it is valid). */
+const ref_http_head_t *ref_http_reader_head(const ref_http_reader_t *r);
+
+/* Where each field's room starts in ref_http_head_t.store (private). */
+extern const uint16_t ref_http_room_at[REF_HTTP_NFIELDS];
+
+/* One kept header value of h (see ref_http_field_t). */
+static inline ref_http_value_t ref_http_head_value(const ref_http_head_t *h,
+                                                     ref_http_field_t f)
+{
+    ref_http_value_t v = { NULL, h->f[f].n, h->f[f].count, h->f[f].cut };
+    if (v.count > 0)
+        v.p = h->store + ref_http_room_at[f];
+    return v;
+}
+
+/* The path of h's target, without a query and, for an absolute-form target
+ * (http://host/path), without scheme and authority. false when the path was
+ * cut (a cut query does not matter), or an absolute-form target has none. */
+bool ref_http_head_path(const ref_http_head_t *h, const char **path, size_t *len);
+
+/* The method's name ("POST", ...) as http-parser knows it. */
+const char *ref_http_head_method_name(const ref_http_reader_t *r);
+
+/* Strips spaces and tabs at both ends of p[0, *n): a header value's
+ * optional white space (RFC 9110 5.6.3), for the callers that split a value
+ * into its elements (media types, parameters). */
+void ref_http_trim(const char **p, size_t *n);
+
+/* The elements of a list in a header value (RFC 9110 5.6.1) or of a query:
+ * takes the element of *p[0, *n) up to the first sep (or the end) into *e,
+ * *en, trimmed (empty elements come back with *en == 0), and moves *p, *n
+ * past it and its separator. Returns false when nothing is left:
+ *
+ *     const char *e; size_t en;
+ *     while (ref_http_next_elem(&p, &n, ',', &e, &en)) ...
+ */
+bool ref_http_next_elem(const char **p, size_t *n, char sep, const char **e, size_t *en);
+
+/* The weight an Accept value gives media type `type` (exact, any case), in
+ * thousandths (RFC 9110 12.5.1: q=0.5 is 500, no q is 1000): the highest of
+ * the ranges that name it, or -1 when none does. With any_json, the ranges
+ * of any type and of any application type count too (for application/json:
+ * a client's default, never a request for a stream). */
+int ref_http_accept_q(const char *p, size_t n, const char *type, bool any_json);
+
+#endif
