@@ -48,7 +48,12 @@
  * every body read in it) leave in one write, from a check handle that
  * runs right after the loop's I/O callbacks; only a write the socket could
  * not take whole waits for UV_WRITABLE. Polling for UV_WRITABLE on every
- * claim instead cost two epoll_ctl and one more loop turn per write. */
+ * claim instead cost two epoll_ctl and one more loop turn per write. A
+ * claim queued after this turn's check phase could have begun (a ZeroMQ
+ * socket is serviced from prepare and idle handles too: jrpc_zwatch) must
+ * not wait for the next I/O to be written: an idle handle, active until the
+ * write, keeps the loop from blocking in between (and writes if it runs
+ * first). */
 #include "jrpc_replay.h"
 #include "jrpc_errors.h"
 #include "jrpc_sentinel.h"
@@ -176,6 +181,7 @@ struct jrpc_replay {
     uv_timer_t         watchdog;    /* fails the FIFO when its head is too old */
     uv_timer_t         retry;       /* (re)connects after the backoff */
     uv_check_t         flush;       /* writes the commands queued in this loop turn, once */
+    uv_idle_t          unblock;     /* ... and keeps the loop from blocking before it did */
     conn_t            *conn;        /* current connection, NULL while down */
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
@@ -798,14 +804,24 @@ static int write_out(jrpc_replay_t *r, conn_t *conn)
     return 0;
 }
 
-/* The end of a loop turn's I/O: one write for every command queued in it. */
-static void on_flush(uv_check_t *h)
+/* One write for every command queued since the last one. */
+static void flush(jrpc_replay_t *r)
 {
-    jrpc_replay_t *r = h->data;
-    uv_check_stop(h);
+    uv_check_stop(&r->flush);
+    uv_idle_stop(&r->unblock);
     conn_t *conn = r->conn;
     if (conn != NULL && conn->connected && !conn->writing)
         write_out(r, conn);
+}
+
+static void on_flush(uv_check_t *h)
+{
+    flush(h->data);
+}
+
+static void on_unblock(uv_idle_t *h)
+{
+    flush(h->data);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -866,8 +882,10 @@ static void queued(jrpc_replay_t *r, pending_t *p)
     fifo_push(r, p);
     if (!r->conn->connected)
         set_writing(r->conn, true);
-    else if (!r->conn->writing)
+    else if (!r->conn->writing) {
         uv_check_start(&r->flush, on_flush);
+        uv_idle_start(&r->unblock, on_unblock);
+    }
 }
 
 /* Queues one command built from argc strings (each argv[i] of lens[i]
@@ -1183,11 +1201,13 @@ jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
     uv_timer_init(loop, &r->watchdog);
     uv_timer_init(loop, &r->retry);
     uv_check_init(loop, &r->flush);
-    r->watchdog.data = r->retry.data = r->flush.data = r;
+    uv_idle_init(loop, &r->unblock);
+    r->watchdog.data = r->retry.data = r->flush.data = r->unblock.data = r;
     /* Background work: the module alone must not keep the loop alive. */
     uv_unref((uv_handle_t *)&r->watchdog);
     uv_unref((uv_handle_t *)&r->retry);
     uv_unref((uv_handle_t *)&r->flush);
+    uv_unref((uv_handle_t *)&r->unblock);
     uv_timer_start(&r->retry, on_retry, 0, 0);
     return r;
 }
@@ -1201,10 +1221,11 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     assert(!r->closing);
     r->closing = true;
     pending_t *list = conn_detach(r);
-    r->nclosing = 3 + r->nlookups;   /* each lookup still owes its callback */
+    r->nclosing = 4 + r->nlookups;   /* each lookup still owes its callback */
     uv_close((uv_handle_t *)&r->watchdog, on_timer_closed);
     uv_close((uv_handle_t *)&r->retry, on_timer_closed);
     uv_close((uv_handle_t *)&r->flush, on_timer_closed);
+    uv_close((uv_handle_t *)&r->unblock, on_timer_closed);
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=closed target=%s", r->target);
     fail_list(r, list, -ECANCELED);
 }
