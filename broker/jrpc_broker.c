@@ -41,6 +41,8 @@ struct bbatch {
     bool           busy;         /* being submitted: not to be freed yet */
     bool           claiming;     /* waiting for Redis: the nonce and/or the rate limit */
     bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
+    bool           early;        /* its calls went out while its nonce was claimed (all
+                                    idempotent): nothing answers before the claim does */
     bool           idem_run;     /* its idempotency key is claimed: store the reply */
     bool           detached;     /* idem_run, and the client left: run on, store, tell no one */
     bool           waiting;      /* on the idempotency wait list (another run holds the key) */
@@ -588,6 +590,50 @@ static void on_idem(void *arg, int rc, const char *reply, size_t n)
 static bool rate_local_ok(jrpc_broker_t *b, bbatch_t *x);
 static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us);
 
+/* ---- early dispatch: a signed body's calls run while its nonce is claimed ----
+ *
+ * In a closed loop the claim's round trip to Redis adds to every body's
+ * latency. When every call of a signed body is of a method its workers
+ * declared idempotent (running it twice has no extra effect: the same
+ * promise hedging and redispatch rely on), the calls go out at once and
+ * only the reply waits for the claim: settle() holds it while x->claiming.
+ * The claim refused (replay, Redis unavailable, memory lost), the answers
+ * are dropped and the client gets exactly the refusal it got before. Not
+ * early: a body with any other method, an idempotency key (its claim comes
+ * after the nonce's), a rate limit (a client over its limit must not keep
+ * the workers busy with bodies that will be refused), or its answers
+ * streamed (they would leave as they come). */
+static bool early_ok(jrpc_broker_t *b, const bbatch_t *x)
+{
+    if (x->idem.n || x->answer || x->req.ncalls == 0)
+        return false;
+    jrpc_span_t last = { NULL, 0 };   /* batches often repeat one method */
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        const jrpc_call_t *c = &x->req.calls[i];
+        if (c->answered)   /* by the parser: never dispatched */
+            continue;
+        if (last.n && c->method.n == last.n && memcmp(c->method.p, last.p, last.n) == 0)
+            continue;
+        if (!jrpc_workers_idempotent(b->workers, c->method))
+            return false;
+        last = c->method;
+    }
+    return true;
+}
+
+/* The claim of an early body succeeded: its reply may leave once every
+ * answer is in. Its key is looked up again, as start() does for a body
+ * dispatched after its claim: one a reload removed meanwhile is refused. */
+static void early_claimed(jrpc_broker_t *b, bbatch_t *x)
+{
+    if (b->opts.keys && x->key_id_n &&
+        jrpc_keys_find(b->opts.keys, (jrpc_span_t){ x->key_id, x->key_id_n }) == NULL) {
+        withdraw(b, x, 0);
+        refuse_auth(b, x, JRPC_AUTH_EUNKNOWN_KEY, (int64_t)time(NULL));
+    }
+    settle(b, x);
+}
+
 /* Redis answered a body's claim (jrpc_replay_admit): its nonce, its rate
  * limit, or both. A body without a nonce whose rate could not be asked
  * falls back to the local budget; a signed one fails closed. */
@@ -597,8 +643,12 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    if (x->early && rc != 0)   /* refused: what its calls answered, or will, is dropped */
+        withdraw(b, x, 0);
     if (x->cancelled) {
         settle(b, x);
+    } else if (rc == 0 && x->early) {
+        early_claimed(b, x);
     } else if (rc == 0) {
         go(b, x);
     } else if (rc == -EEXIST) {
@@ -810,6 +860,9 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     if (rc < 0) {
         x->claiming = false;
         refuse_unavailable(b, x, rc);
+    } else if (!limited && b->opts.early_dispatch && early_ok(b, x)) {
+        x->early = true;
+        start(b, x);   /* settle() holds the reply until on_admitted */
     }
     return false;
 }
@@ -909,6 +962,8 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
     x->replied = true; /* nobody to reply to */
     if (x->claiming) { /* freed when Redis answers */
         x->cancelled = true;
+        if (x->early)
+            withdraw(b, x, 0);
         return;
     }
     if (x->waiting)
@@ -1138,6 +1193,12 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     while (b->head) {
         bbatch_t *x = b->head;
         list_remove(b, x);
+        if (x->claiming) {   /* early: freed when the claim fails below (-ECANCELED) */
+            for (uint32_t i = 0; i < x->req.ncalls; i++)
+                x->handles[i] = NO_HANDLE;   /* the workers go first: nothing to take back */
+            x->outstanding = 0;
+            continue;
+        }
         batch_free(x);
     }
     while (b->waiters) {

@@ -44,6 +44,8 @@ typedef struct jrpc_broker_opts {
                                         rate limits: idempotency keys (--redis given) */
     uint32_t            idem_ttl_s;  /* how long a body's reply is kept under its
                                         idempotency key (--idempotency-ttl) */
+    bool                early_dispatch; /* a signed body of idempotent methods runs while
+                                        its nonce is claimed (--early-dispatch) */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */

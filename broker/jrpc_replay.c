@@ -42,7 +42,18 @@
  * (one WAIT per write, however many claims it carries: WAIT waits for
  * every write the connection made before it). A claim the script answered
  * OK waits on the `held` list for that WAIT's count: at least N is fresh,
- * fewer fails closed (-EAGAIN; the nonce stays claimed on the master). */
+ * fewer fails closed (-EAGAIN; the nonce stays claimed on the master).
+ *
+ * Writes: the commands queued during one turn of the loop (the claims of
+ * every body read in it) leave in one write, from a check handle that
+ * runs right after the loop's I/O callbacks; only a write the socket could
+ * not take whole waits for UV_WRITABLE. Polling for UV_WRITABLE on every
+ * claim instead cost two epoll_ctl and one more loop turn per write. A
+ * claim queued after this turn's check phase could have begun (a ZeroMQ
+ * socket is serviced from prepare and idle handles too: jrpc_zwatch) must
+ * not wait for the next I/O to be written: an idle handle, active until the
+ * write, keeps the loop from blocking in between (and writes if it runs
+ * first). */
 #include "jrpc_replay.h"
 #include "jrpc_errors.h"
 #include "jrpc_sentinel.h"
@@ -169,6 +180,8 @@ struct jrpc_replay {
     uv_loop_t         *loop;        /* borrowed */
     uv_timer_t         watchdog;    /* fails the FIFO when its head is too old */
     uv_timer_t         retry;       /* (re)connects after the backoff */
+    uv_check_t         flush;       /* writes the commands queued in this loop turn, once */
+    uv_idle_t          unblock;     /* ... and keeps the loop from blocking before it did */
     conn_t            *conn;        /* current connection, NULL while down */
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
@@ -773,6 +786,44 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
 static void set_writing(conn_t *conn, bool on);
 static int send_wait(jrpc_replay_t *r);
 
+/* Writes what conn's output buffer holds (the WAIT owed to the claims in
+ * it first); what the socket does not take waits for UV_WRITABLE. Returns
+ * 0, or -1 when conn was dropped. */
+static int write_out(jrpc_replay_t *r, conn_t *conn)
+{
+    int done = 0;
+    if (r->unwaited > 0 && send_wait(r) < 0) {
+        conn_drop(r, "disconnected", "cannot queue WAIT");
+        return -1;
+    }
+    if (redisBufferWrite(conn->c, &done) != REDIS_OK) {
+        conn_drop(r, "disconnected", conn->c->errstr);
+        return -1;
+    }
+    set_writing(conn, !done);
+    return 0;
+}
+
+/* One write for every command queued since the last one. */
+static void flush(jrpc_replay_t *r)
+{
+    uv_check_stop(&r->flush);
+    uv_idle_stop(&r->unblock);
+    conn_t *conn = r->conn;
+    if (conn != NULL && conn->connected && !conn->writing)
+        write_out(r, conn);
+}
+
+static void on_flush(uv_check_t *h)
+{
+    flush(h->data);
+}
+
+static void on_unblock(uv_idle_t *h)
+{
+    flush(h->data);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     jrpc_replay_t *r = h->data;
@@ -801,19 +852,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
         conn->connected = true;
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=connected target=%s", r->target);
     }
-    if (events & UV_WRITABLE) {
-        int done = 0;
-        if (r->unwaited > 0 && send_wait(r) < 0) {
-            conn_drop(r, "disconnected", "cannot queue WAIT");
-            return;
-        }
-        if (redisBufferWrite(conn->c, &done) != REDIS_OK) {
-            conn_drop(r, "disconnected", conn->c->errstr);
-            return;
-        }
-        if (done)
-            set_writing(conn, false);
-    }
+    if ((events & UV_WRITABLE) && write_out(r, conn) < 0)
+        return;
     if (events & UV_READABLE) {
         if (redisBufferRead(conn->c) != REDIS_OK) {
             /* Replies read before the error still answer their commands. */
@@ -834,6 +874,33 @@ static void set_writing(conn_t *conn, bool on)
     uv_poll_start(&conn->poll, UV_READABLE | (on ? UV_WRITABLE : 0), on_poll);
 }
 
+/* p's command is in the output buffer: it waits for its reply, and leaves
+ * at the end of this loop turn (while connecting: once the socket is
+ * writable). */
+static void queued(jrpc_replay_t *r, pending_t *p)
+{
+    fifo_push(r, p);
+    if (!r->conn->connected)
+        set_writing(r->conn, true);
+    else if (!r->conn->writing) {
+        uv_check_start(&r->flush, on_flush);
+        uv_idle_start(&r->unblock, on_unblock);
+    }
+}
+
+/* Queues one command built from argc strings (each argv[i] of lens[i]
+ * bytes, binary-safe) on the current connection: hiredis' printf-like
+ * formatter costs about 25 000 instructions for a claim, mostly in
+ * appending the format's literal bytes one by one. Returns 0 or -ENOMEM. */
+static int send_argv(jrpc_replay_t *r, pending_t *p, int argc, const char **argv,
+                     const size_t *lens)
+{
+    if (redisAppendCommandArgv(r->conn->c, argc, argv, lens) != REDIS_OK)
+        return -ENOMEM;
+    queued(r, p);
+    return 0;
+}
+
 /* Queues one command on the current connection. Returns 0 or a negative errno. */
 static int send_cmd(jrpc_replay_t *r, pending_t *p, const char *fmt, ...)
 {
@@ -843,8 +910,7 @@ static int send_cmd(jrpc_replay_t *r, pending_t *p, const char *fmt, ...)
     va_end(ap);
     if (rc != REDIS_OK)
         return -ENOMEM;
-    fifo_push(r, p);
-    set_writing(r->conn, true);
+    queued(r, p);
     return 0;
 }
 
@@ -1134,10 +1200,14 @@ jrpc_replay_t *jrpc_replay_new(uv_loop_t *loop, const jrpc_replay_opts_t *opts,
     snprintf(r->target, sizeof r->target, "%s", m ? m->name : jrpc_sentinel_node(r->where, 0)->name);
     uv_timer_init(loop, &r->watchdog);
     uv_timer_init(loop, &r->retry);
-    r->watchdog.data = r->retry.data = r;
+    uv_check_init(loop, &r->flush);
+    uv_idle_init(loop, &r->unblock);
+    r->watchdog.data = r->retry.data = r->flush.data = r->unblock.data = r;
     /* Background work: the module alone must not keep the loop alive. */
     uv_unref((uv_handle_t *)&r->watchdog);
     uv_unref((uv_handle_t *)&r->retry);
+    uv_unref((uv_handle_t *)&r->flush);
+    uv_unref((uv_handle_t *)&r->unblock);
     uv_timer_start(&r->retry, on_retry, 0, 0);
     return r;
 }
@@ -1151,9 +1221,11 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
     assert(!r->closing);
     r->closing = true;
     pending_t *list = conn_detach(r);
-    r->nclosing = 2 + r->nlookups;   /* each lookup still owes its callback */
+    r->nclosing = 4 + r->nlookups;   /* each lookup still owes its callback */
     uv_close((uv_handle_t *)&r->watchdog, on_timer_closed);
     uv_close((uv_handle_t *)&r->retry, on_timer_closed);
+    uv_close((uv_handle_t *)&r->flush, on_timer_closed);
+    uv_close((uv_handle_t *)&r->unblock, on_timer_closed);
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=closed target=%s", r->target);
     fail_list(r, list, -ECANCELED);
 }
@@ -1203,9 +1275,54 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
         snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
         snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
     }
-    /* %b: binary-safe, the spans need no NUL. */
+    /* KEYS[2] (and KEYS[3]) spelled out here, so that the command goes to
+     * hiredis as an argument vector (send_argv). Spans too long for the
+     * buffers (never from jrpc_auth: ids and nonces are at most 64 bytes)
+     * take the formatter. */
+    char nkey[160], rkey[160];
+    size_t nn = 0, rn = 0;
+    bool fits = (!nonce.n || sizeof "jrpc:nonce::" + key.n + nonce.n <= sizeof nkey) &&
+                (!rate || sizeof "jrpc:rate:" + rate->who.n <= sizeof rkey);
     int rc;
-    if (rate == NULL)
+    if (fits) {
+        if (nonce.n) {
+            memcpy(nkey, "jrpc:nonce:", 11);
+            nn = 11;
+            if (key.n)
+                memcpy(nkey + nn, key.p, key.n);
+            nn += key.n;
+            nkey[nn++] = ':';
+            memcpy(nkey + nn, nonce.p, nonce.n);
+            nn += nonce.n;
+        }
+        if (rate) {
+            memcpy(rkey, "jrpc:rate:", 10);
+            memcpy(rkey + 10, rate->who.p, rate->who.n);
+            rn = 10 + rate->who.n;
+        }
+        const char *argv[16] = { "EVALSHA", r->sha, NULL, EPOCH_KEY };   /* at most 13 */
+        size_t lens[16] = { 7, strlen(r->sha), 1, sizeof EPOCH_KEY - 1 };
+        int argc = 4;
+        if (nonce.n) {
+            argv[argc] = nkey;
+            lens[argc++] = nn;
+        }
+        if (rate) {
+            argv[argc] = rkey;
+            lens[argc++] = rn;
+        }
+        argv[2] = argc == 6 ? "3" : "2";
+        const char *tail[] = { r->epoch, prop, r->ttl, tag,
+                               !rate ? "n" : nonce.n ? "nr" : "r", inc, dvt };
+        int ntail = rate ? 7 : 5;
+        for (int i = 0; i < ntail; i++) {
+            argv[argc] = tail[i];
+            lens[argc++] = strlen(tail[i]);
+        }
+        assert(argc <= (int)(sizeof argv / sizeof *argv));
+        rc = send_argv(r, p, argc, argv, lens);
+    /* %b: binary-safe, the spans need no NUL. */
+    } else if (rate == NULL)
         rc = send_cmd(r, p, "EVALSHA %s 2 " EPOCH_KEY " jrpc:nonce:%b:%b %s %s %s %s n", r->sha,
                       key.n ? key.p : "", key.n, nonce.p, nonce.n, r->epoch, prop, r->ttl, tag);
     else if (nonce.n)

@@ -1411,6 +1411,17 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
     return m != NULL && m->nworkers > 0;
 }
 
+bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)
+{
+    method_t *m = method.n ? method_find(w, method.p, method.n) : NULL;
+    if (m == NULL || m->nworkers == 0)
+        return false;
+    for (uint32_t k = 0; k < m->nworkers; k++)
+        if (!worker_idempotent(m->workers[k], m))
+            return false;
+    return true;
+}
+
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
 {
     for (worker_t *wk = w->workers; wk; wk = wk->next) {

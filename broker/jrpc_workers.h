@@ -152,6 +152,13 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
  * (readiness). */
 bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len);
 
+/* True when at least one connected worker serves the method and every
+ * connected worker serving it declared it idempotent at READY (what the
+ * broker needs before it runs a signed body's calls while the body's nonce
+ * is still being claimed: docs/SIGNING.md). A method no worker serves yet
+ * is not idempotent. Never blocks; a lookup and a walk of its workers. */
+bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method);
+
 /* Calls fn once per connected worker with its label — the "name" it gave
  * at READY when that is 1 to 64 bytes of [A-Za-z0-9._:@/-], else its
  * routing id in hex; distinct per worker — and the

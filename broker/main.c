@@ -542,6 +542,11 @@ int main(int argc, char **argv)
         { "redis-wait-replicas", U, "N", "0", "a nonce counts as claimed only once WAIT says N\n"
           "replicas have it (within half --redis-timeout-ms);\n"
           "fewer: 503. 0: no WAIT", .dest = &o.replay.wait_replicas, .min = 0, .max = 1000 },
+        { "early-dispatch", B, "on|off", "on", "a signed body whose every method its workers declared\n"
+          "idempotent runs while its nonce is claimed in Redis; its\n"
+          "reply waits for the claim (a replay is refused as before,\n"
+          "its answers dropped). off: the claim first, always",
+          .dest = &o.early_dispatch },
         { "rate-limit", U, "N", "0", "calls per second per key (unsigned bodies: per client\n"
           "address), counted by the calls in a body, shared by every\n"
           "broker on the Redis; over it: 429 / -32007. A key's rate=\n"

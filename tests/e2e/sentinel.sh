@@ -12,7 +12,8 @@
 #    master is a replica that had its nonce: WAIT 1 said so);
 #  - signed calls resume once Sentinel names the new master, within the
 #    bound docs/RELIABILITY.md states (checked at 5 s, generous);
-#  - the workers ran exactly the accepted bodies (a refused one never ran).
+#  - the workers ran each accepted body (and a refused one at most once,
+#    its answer dropped: add is idempotent, dispatched early).
 # Prints how long the 503s lasted. Every wait is bounded; ~25 s in all.
 # shellcheck source=lib.sh
 source "$JRPC_E2E_LIB"
@@ -160,7 +161,13 @@ kill -TERM "$W1" "$W2"
 wait "$W1" "$W2"
 calls=$(cat "$TMP"/worker*.log | grep -o 'event=stopped.*calls=[0-9]*' | sed 's/.*calls=//' |
         awk '{ s += $1 } END { print s }')
-check "the workers ran each accepted body once, nothing refused" "$((ok + 1))" "$calls"
+# add is declared idempotent, so a refused body (a replay, a 503) may have
+# run while its claim was in flight (early dispatch, docs/SIGNING.md) —
+# never answered: the load saw no replay accepted and every id once. What
+# ran is each accepted body, plus at most the refused ones.
+check "the workers ran each accepted body, and at most the refused ones besides" yes \
+    "$([ "$calls" -ge $((ok + 1)) ] && [ "$calls" -le $((ok + 1 + refused + replays)) ] && echo yes ||
+       echo "no: calls=$calls ok=$ok refused=$refused replays=$replays")"
 kill -TERM "$BROKER_PID"
 timeout 10 tail --pid="$BROKER_PID" -f /dev/null
 wait "$BROKER_PID"

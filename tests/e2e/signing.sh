@@ -34,10 +34,14 @@ code_of() { sed -E 's/^([0-9]+) .*"code":(-?[0-9]+).*/\1 \2/'; }
 printf '%s' '[{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1},{"jsonrpc":"2.0","method":"add","params":[3,4],"id":2}]' > "$E2E_TMP/b1"
 $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b1" > "$E2E_TMP/h1"
 
-# 100 concurrent sends of one signed body: exactly one is answered.
+# 100 concurrent sends of one signed body: exactly one is answered. Its
+# methods (update) are not declared idempotent, so nothing runs before its
+# nonce is claimed: the worker runs each call once.
+printf '%s' '[{"jsonrpc":"2.0","method":"update","params":[1],"id":1},{"jsonrpc":"2.0","method":"update","params":[2],"id":2}]' > "$E2E_TMP/bu"
+$SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/bu" > "$E2E_TMP/hu"
 for i in $(seq 100); do
     curl -s -o /dev/null -w '%{http_code}\n' -H 'Content-Type: application/json' \
-        -H @"$E2E_TMP/h1" --data-binary @"$E2E_TMP/b1" "$HTTP_URL/rpc" >> "$E2E_TMP/codes" &
+        -H @"$E2E_TMP/hu" --data-binary @"$E2E_TMP/bu" "$HTTP_URL/rpc" >> "$E2E_TMP/codes" &
 done
 wait $(jobs -p | grep -v "^$W1$" | grep -v "^$BROKER_PID$" | grep -v "^$REDIS_PID$") 2>/dev/null
 check "100 concurrent sends: one 200" 1 "$(grep -c '^200$' "$E2E_TMP/codes")"
@@ -46,9 +50,40 @@ kill -TERM "$W1"; wait "$W1"
 check "the worker ran each call exactly once" 2 \
     "$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker1.log" | sed 's/.*calls=//')"
 e2e_start_worker
+W1=$LAST_PID
 e2e_wait_workers 1
 
-check "replayed bytes after the fact: 409 -32005" "409 -32005" "$(post "$E2E_TMP/b1" "$E2E_TMP/h1" | code_of)"
+# The same with b1, whose methods (add) the worker declares idempotent: the
+# replays may run at the worker while their nonces are claimed (early
+# dispatch, docs/SIGNING.md), but every client still gets one 200 or
+# exactly the 409 it always got: no answer of a replay ever leaves.
+replay409='{"jsonrpc":"2.0","error":{"code":-32005,"message":"Replay detected","data":{"reason":"this nonce was used before: sign each body with a new nonce"}},"id":null}'
+for i in $(seq 100); do
+    curl -s -o "$E2E_TMP/r$i" -w '%{http_code}\n' -H 'Content-Type: application/json' \
+        -H @"$E2E_TMP/h1" --data-binary @"$E2E_TMP/b1" "$HTTP_URL/rpc" >> "$E2E_TMP/codes1" &
+done
+wait $(jobs -p | grep -v "^$W1$" | grep -v "^$BROKER_PID$" | grep -v "^$REDIS_PID$") 2>/dev/null
+check "idempotent: 100 concurrent sends: one 200" 1 "$(grep -c '^200$' "$E2E_TMP/codes1")"
+check "idempotent: the one answer" 1 "$(for i in $(seq 100); do cat "$E2E_TMP/r$i"; echo; done |
+    grep -cxF '[{"jsonrpc":"2.0","result":3,"id":1},{"jsonrpc":"2.0","result":7,"id":2}]')"
+check "idempotent: 99 replays, each exactly the 409 body" 99 \
+    "$(for i in $(seq 100); do cat "$E2E_TMP/r$i"; echo; done | grep -cxF "$replay409")"
+kill -TERM "$W1"; wait "$W1"
+ran=$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker2.log" | sed 's/.*calls=//')
+check "idempotent: the worker ran the body at least once" yes "$([ "$ran" -ge 2 ] && echo yes || echo no)"
+e2e_start_worker
+e2e_wait_workers 1
+
+check "replayed bytes after the fact: 409, the same body" "409 $replay409" "$(post "$E2E_TMP/b1" "$E2E_TMP/h1")"
+
+# A body mixing an idempotent method (add) with one that is not (count):
+# never dispatched before its claim, so its replay never reaches the worker.
+printf '%s' '[{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1},{"jsonrpc":"2.0","method":"count","id":2}]' > "$E2E_TMP/bm"
+$SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/bm" > "$E2E_TMP/hm"
+check "mixed body: 200" 200 "$(post "$E2E_TMP/bm" "$E2E_TMP/hm" | cut -d' ' -f1)"
+for i in 1 2 3; do
+    check "mixed body replayed ($i): 409, the same body" "409 $replay409" "$(post "$E2E_TMP/bm" "$E2E_TMP/hm")"
+done
 
 # A fresh signed batch is answered.
 $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b1" > "$E2E_TMP/h2"
@@ -124,7 +159,9 @@ check "the same body refused by broker 2" 409 \
 
 # Redis down: fail closed (503, nothing reaches a worker); back: served again.
 kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null
-printf '%s' '{"jsonrpc":"2.0","method":"echo","params":["redis-down"],"id":9}' > "$E2E_TMP/b9"
+# update, not echo: a body of idempotent methods may run while its claim is
+# in flight, and the first claim after Redis lost its memory is one.
+printf '%s' '{"jsonrpc":"2.0","method":"update","params":["redis-down"],"id":9}' > "$E2E_TMP/b9"
 $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b9" > "$E2E_TMP/h9"
 out=$(curl -s -i -H 'Content-Type: application/json' -H @"$E2E_TMP/h9" \
     --data-binary @"$E2E_TMP/b9" "$HTTP_URL/rpc")
@@ -158,7 +195,7 @@ check "the broker logged the loss" 1 "$(grep -c 'event=memory_lost' "$E2E_TMP/br
 ok=no
 for i in $(seq 40); do
     $SIGN --key demo --secret s3cr3t-s3cr3t-s3cr3t --body-file "$E2E_TMP/b9" --ts-offset 298 > "$E2E_TMP/h9"
-    if [ "$(post "$E2E_TMP/b9" "$E2E_TMP/h9")" = '200 {"jsonrpc":"2.0","result":["redis-down"],"id":9}' ]; then
+    if [ "$(post "$E2E_TMP/b9" "$E2E_TMP/h9")" = '200 {"jsonrpc":"2.0","result":null,"id":9}' ]; then
         ok=yes; break
     fi
     sleep 0.25
@@ -166,8 +203,10 @@ done
 check "Redis back: served again without a broker restart" yes "$ok"
 check "... and that body only once" "409 -32005" "$(post "$E2E_TMP/b9" "$E2E_TMP/h9" | code_of)"
 kill -TERM "$LAST_PID"; wait "$LAST_PID"
-# worker 2 ran: CLI http + CLI zmq + signed batch (2) + ACL (2) + broker-1 body (2) + echo after Redis came back (1)
-check "nothing reached the worker while Redis was down or had lost its memory" 9 \
-    "$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker2.log" | sed 's/.*calls=//')"
+# worker 3 ran: the replay of b1 after the fact (2: add, early), the mixed
+# body once (2: its replays never run), the signed batch (2), ACL (2), CLI
+# http + CLI zmq, broker-1 body (2) + update after Redis came back (1)
+check "nothing reached the worker while Redis was down or had lost its memory" 13 \
+    "$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker3.log" | sed 's/.*calls=//')"
 check "broker 1 never restarted" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
 e2e_finish
