@@ -583,6 +583,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
             conn_close(c);
             return -1;
         }
+        c->z->st.pings++;
         return 0;
     }
     if (span_is(name, "PONG"))

@@ -113,6 +113,7 @@ typedef struct jrpc_zmtp_stats {
     uint64_t handshake_failed; /* closed before READY: bad greeting, type, timeout */
     uint64_t handshake_timeouts; /* of those, for the clock */
     uint64_t oversized;        /* connections cut for a frame above max_frame */
+    uint64_t pings;            /* PINGs answered */
 } jrpc_zmtp_stats_t;
 
 /* True when the native engine can bind endpoint (tcp:// or ipc://). */
