@@ -230,6 +230,7 @@ struct jrpc_zmtp {
         uv_pipe_t   pipe;
     } listener;
     uv_prepare_t      prepare;    /* writes the dirty connections before the loop blocks */
+    uv_idle_t         idle;       /* started with the first dirty connection: see mark_dirty */
     uv_timer_t        linger;     /* destroy: how long queued replies may take */
     bool              ipc;
     char             *ipc_path;   /* unlinked at the end */
@@ -252,12 +253,18 @@ static void conn_close(jrpc_zmtp_conn_t *c);
 static void conn_flush(jrpc_zmtp_conn_t *c);
 static void maybe_free(jrpc_zmtp_t *z);
 static void close_linger(jrpc_zmtp_t *z);
+static void on_idle(uv_idle_t *h);
 
 bool jrpc_zmtp_supports(const char *endpoint)
 {
     return strncmp(endpoint, "tcp://", 6) == 0 || strncmp(endpoint, "ipc://", 6) == 0;
 }
 
+/* A reply may be made after our prepare callback has run in this loop turn
+ * (by another prepare callback: jrpc_zwatch reads worker replies there), and
+ * the loop would then block with it unwritten. So the idle handle is started
+ * too: the loop does not block while it is active, and whichever of prepare
+ * and idle runs first writes and stops it. Starting it costs no syscall. */
 static void mark_dirty(jrpc_zmtp_conn_t *c)
 {
     if (c->dirty)
@@ -265,6 +272,8 @@ static void mark_dirty(jrpc_zmtp_conn_t *c)
     c->dirty = true;
     c->dirty_next = c->z->dirty;
     c->z->dirty = c;
+    if (!c->z->destroyed)
+        uv_idle_start(&c->z->idle, on_idle);
 }
 
 /* Takes ownership of m. */
@@ -463,9 +472,8 @@ static void conn_flush(jrpc_zmtp_conn_t *c)
     c->inflight = nb;
 }
 
-static void on_prepare(uv_prepare_t *h)
+static void flush_dirty(jrpc_zmtp_t *z)
 {
-    jrpc_zmtp_t *z = h->data;
     while (z->dirty) {
         jrpc_zmtp_conn_t *c = z->dirty;
         z->dirty = c->dirty_next;
@@ -473,6 +481,17 @@ static void on_prepare(uv_prepare_t *h)
         c->dirty_next = NULL;
         conn_flush(c);
     }
+    uv_idle_stop(&z->idle);
+}
+
+static void on_prepare(uv_prepare_t *h)
+{
+    flush_dirty(h->data);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    flush_dirty(h->data);
 }
 
 static void on_conn_handle_closed(uv_handle_t *h)
@@ -904,9 +923,10 @@ int jrpc_zmtp_new(uv_loop_t *loop, const jrpc_zmtp_opts_t *opts, jrpc_zmtp_msg_c
     }
     z->listener.h.data = z;
     uv_prepare_init(loop, &z->prepare);
+    uv_idle_init(loop, &z->idle);
     uv_timer_init(loop, &z->linger);
-    z->prepare.data = z->linger.data = z;
-    z->handles += 2;
+    z->prepare.data = z->idle.data = z->linger.data = z;
+    z->handles += 3;
     uv_prepare_start(&z->prepare, on_prepare);
     uv_unref((uv_handle_t *)&z->prepare);
     *out = z;
@@ -936,10 +956,11 @@ void jrpc_zmtp_destroy(jrpc_zmtp_t **self_p, uint32_t linger_ms)
     if (z == NULL)
         return;
     *self_p = NULL;
-    on_prepare(&z->prepare);   /* what is queued starts leaving now */
+    flush_dirty(z);   /* what is queued starts leaving now */
     z->destroyed = true;
     uv_close(&z->listener.h, on_own_closed);
     uv_close((uv_handle_t *)&z->prepare, on_own_closed);
+    uv_close((uv_handle_t *)&z->idle, on_own_closed);
     if (z->ipc_path)
         unlink(z->ipc_path);
     for (jrpc_zmtp_conn_t *c = z->conns, *next; c; c = next) {

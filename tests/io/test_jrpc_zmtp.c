@@ -338,6 +338,7 @@ static srv_t srv;
 static void *zctx;
 static jrpc_zmtp_t *server;
 static char endpoint[128];
+static int port_used;   /* the port server_up bound */
 
 static uint64_t now_ms(void)
 {
@@ -389,11 +390,21 @@ static int server_up(void **state, int port, uint32_t hwm, uint32_t handshake_ms
     memset(&srv, 0, sizeof srv);
     uv_loop_init(&loop);
     zctx = zmq_ctx_new();
-    if (port > 0)
-        snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
     jrpc_zmtp_opts_t o = { .endpoint = endpoint, .max_frame = 100000, .hwm = hwm,
                            .handshake_ms = handshake_ms };
-    return jrpc_zmtp_new(&loop, &o, on_msg, &srv, &server);
+    if (port == 0)
+        return jrpc_zmtp_new(&loop, &o, on_msg, &srv, &server);
+    /* 431xx is inside the ephemeral range: a client's port (or its
+     * TIME_WAIT) may hold ours; then the next of 43100..43199 ending alike. */
+    int rc = -EADDRINUSE;
+    for (port_used = port; rc == -EADDRINUSE && port_used < 43200; port_used += 10) {
+        snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port_used);
+        rc = jrpc_zmtp_new(&loop, &o, on_msg, &srv, &server);
+        if (rc == -EADDRINUSE)
+            uv_run(&loop, UV_RUN_NOWAIT);   /* the failed listener's close */
+    }
+    port_used -= 10;
+    return rc;
 }
 
 static void server_down(void)
@@ -623,7 +634,7 @@ static void test_raw_peers(void **state)
     static uint8_t buf[1 << 16];
     jrpc_zmtp_stats_t st;
     /* a ZMTP 2.0 peer: our greeting, then closed */
-    int fd = raw_connect(43105);
+    int fd = raw_connect(port_used);
     uint8_t g[64];
     client_greeting(g);
     g[10] = 1;
@@ -632,7 +643,7 @@ static void test_raw_peers(void **state)
     assert_memory_equal(buf, jrpc_zmtp_greeting, 64);
     close(fd);
     /* a PUB peer: refused with ERROR */
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     raw_hello(fd, "PUB");
     size_t n = raw_drain(fd, buf, sizeof buf, 3000);
     assert_true(n > 94 + 8);
@@ -640,14 +651,14 @@ static void test_raw_peers(void **state)
     assert_memory_equal(buf + 97, "ERROR", 5);
     close(fd);
     /* silent after connecting: closed at the handshake deadline */
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     assert_int_equal(raw_drain(fd, buf, sizeof buf, 3000), 94);
     close(fd);
     jrpc_zmtp_stats(server, &st);
     assert_int_equal(st.handshake_timeouts, 1);
     assert_int_equal(st.handshake_failed, 3);
     /* a frame above max_frame: cut without a word */
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     raw_hello(fd, "DEALER");
     uint8_t big[9];
     jrpc_zmtp_frame_head(big, 0, 100001);
@@ -657,21 +668,21 @@ static void test_raw_peers(void **state)
     jrpc_zmtp_stats(server, &st);
     assert_int_equal(st.oversized, 1);
     /* gone in the middle of a message: nothing delivered, nothing kept */
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     raw_hello(fd, "DEALER");
     uint8_t part[] = { JRPC_ZMTP_FLAG_MORE, 0, 0, 10, 'a', 'b' };
     raw_send(fd, part, sizeof part);
     pump(100);
     close(fd);
     /* a message before READY, a PING, a bad command, bad flags */
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     client_greeting(g);
     raw_send(fd, g, 64);
     uint8_t msg[] = { 0, 1, 'x' };
     raw_send(fd, msg, sizeof msg);
     assert_true(raw_drain(fd, buf, sizeof buf, 3000) > 94);   /* ERROR "expected READY" */
     close(fd);
-    fd = raw_connect(43105);
+    fd = raw_connect(port_used);
     raw_hello(fd, "REQ");
     uint8_t ping[] = { JRPC_ZMTP_FLAG_COMMAND, 9, 4, 'P', 'I', 'N', 'G', 0, 1, 'c', 'x' };
     raw_send(fd, ping, sizeof ping);
@@ -764,7 +775,7 @@ static void test_destroy_flushes(void **state)
 static void test_pause(void **state)
 {
     assert_int_equal(server_up(state, 43108, 1000, 2000), 0);
-    int fd = raw_connect(43108);
+    int fd = raw_connect(port_used);
     raw_hello(fd, "DEALER");
     pump(50);
     jrpc_zmtp_pause(server);
