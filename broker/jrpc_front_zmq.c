@@ -74,8 +74,9 @@ static int send_libzmq(jrpc_front_zmq_t *f, const route_t *r, const jrpc_span_t 
     int rc = zmq_send(f->sock, r->id, r->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     for (int i = 0; rc >= 0 && i < nf; i++)
         rc = zmq_send(f->sock, fr[i].p, fr[i].n, (i + 1 < nf ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    rc = rc < 0 ? -errno : 0;
     jrpc_zwatch_kick(&f->watch);
-    return rc < 0 ? -errno : 0;
+    return rc;
 }
 
 /* Sends one reply message: [delimiter] [reply header, streamed bodies]
