@@ -18,6 +18,7 @@ bpid=$!
 "$bin/jrpc-worker" --connect tcp://127.0.0.1:$((base + 1)) 2>"$tmp/worker.log" &
 wpid=$!
 sleep 1
+kill -0 $bpid 2>/dev/null || { cat "$tmp/broker.log"; echo "the broker did not start"; exit 1; }
 calls() { sed -nE 's/.*"calls": *([0-9]+).*/\1/p' "$1" | head -1; }
 run() { "$bin/jrpc-bench" --url "$1" --batch 1 --connections 4 --duration "$secs" --warmup 0 --json; }
 

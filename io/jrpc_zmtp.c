@@ -3,6 +3,7 @@
 #include "jrpc_zmtp.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -815,8 +816,31 @@ static void on_connection(uv_stream_t *server, int status)
     conn_flush(c);
 }
 
-/* "tcp://HOST:PORT": HOST is *, an IPv4 address, [IPv6] or a name; PORT a
- * number or * (any). */
+/* libzmq binds tcp://eth0:PORT to the interface's address: its first IPv4
+ * one (IPv6 when it has none). Returns 0 with out set, or -1 (not an
+ * interface name). */
+static int interface_address(const char *name, char *out, size_t outlen)
+{
+    struct ifaddrs *all = NULL;
+    if (getifaddrs(&all) != 0)
+        return -1;
+    int rc = -1;
+    for (int want = AF_INET; rc < 0 && want != 0; want = want == AF_INET ? AF_INET6 : 0) {
+        for (struct ifaddrs *i = all; i && rc < 0; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != want || strcmp(i->ifa_name, name) != 0)
+                continue;
+            if (want == AF_INET)
+                rc = uv_ip4_name((const struct sockaddr_in *)i->ifa_addr, out, outlen);
+            else
+                rc = uv_ip6_name((const struct sockaddr_in6 *)i->ifa_addr, out, outlen);
+        }
+    }
+    freeifaddrs(all);
+    return rc < 0 ? -1 : 0;
+}
+
+/* "tcp://HOST:PORT": HOST is *, an IPv4 address, [IPv6], an interface name
+ * (as libzmq) or a host name; PORT a number or * (any). */
 static int bind_tcp(jrpc_zmtp_t *z, const char *ep)
 {
     const char *hp = ep + 6, *colon = strrchr(hp, ':');
@@ -835,7 +859,10 @@ static int bind_tcp(jrpc_zmtp_t *z, const char *ep)
     const char *port = strcmp(colon + 1, "*") == 0 ? "0" : colon + 1;
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-    int rc = getaddrinfo(strcmp(host, "*") == 0 ? "0.0.0.0" : host, port, &hints, &res);
+    char ifaddr[INET6_ADDRSTRLEN];
+    const char *name = strcmp(host, "*") == 0 ? "0.0.0.0"
+                       : interface_address(host, ifaddr, sizeof ifaddr) == 0 ? ifaddr : host;
+    int rc = getaddrinfo(name, port, &hints, &res);
     if (rc != 0)
         return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
     struct addrinfo *pick = res;   /* IPv4 first, as libzmq does without ZMQ_IPV6 */

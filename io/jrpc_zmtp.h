@@ -101,7 +101,8 @@ typedef void (*jrpc_zmtp_msg_cb)(void *data, jrpc_zmtp_conn_t *conn, const jrpc_
                                  int n, bool excess, const char *peer);
 
 typedef struct jrpc_zmtp_opts {
-    const char *endpoint;      /* tcp://HOST:PORT (HOST: *, IPv4, [IPv6], a name), ipc://PATH */
+    const char *endpoint;      /* tcp://HOST:PORT (HOST: *, IPv4, [IPv6], an interface or
+                                  host name), ipc://PATH */
     uint64_t    max_frame;     /* a larger frame cuts the connection without a word */
     uint32_t    hwm;           /* replies queued per connection, at most (SNDHWM) */
     uint32_t    handshake_ms;  /* greeting and READY within this, or closed */
