@@ -599,6 +599,10 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
             conn_close(c);
             return -1;
         }
+        /* A peer that sends PINGs and does not read gets no more PONGs
+         * once hwm messages wait for it: the queue stays bounded. */
+        if (c->qlen >= c->z->hwm)
+            return 0;
         if (enqueue_command(c, "PONG", data.p + 2, data.n - 2) < 0) {
             conn_close(c);
             return -1;
