@@ -13,6 +13,7 @@
 #include "jrpc_header.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
+#include "jrpc_zmtp.h"
 #include "jrpc_zwatch.h"
 
 #define READ_BUDGET 64   /* client messages per readable callback */
@@ -27,10 +28,16 @@
  * (as HTTP answers 413); beyond it libzmq cuts the connection without a word
  * (docs/ARCHITECTURE.md, "Oversized bodies over ZeroMQ"). */
 #define OVERSIZE_FACTOR 2
+/* The native engine: a peer that has not sent its greeting and READY this
+ * long after connecting is closed (libzmq's ZMQ_HANDSHAKE_IVL is 30 s). */
+#define HANDSHAKE_MS 5000
+/* What the last replies may take at destroy (ZMQ_LINGER before zmq_close). */
+#define LINGER_MS 2000
 
 struct jrpc_front_zmq {
-    void          *sock;     /* ROUTER */
-    jrpc_zwatch_t  watch;
+    void          *sock;     /* libzmq engine: the ROUTER; NULL with the native one */
+    jrpc_zmtp_t   *zmtp;     /* native engine (io/jrpc_zmtp); NULL with libzmq */
+    jrpc_zwatch_t  watch;    /* libzmq engine */
     jrpc_broker_t *broker;
     bool           paused;
     msgpack_zone   zone;     /* header frame decoding */
@@ -48,31 +55,52 @@ struct jrpc_front_zmq {
 /* Where a reply goes: kept from the request until the broker answers. */
 typedef struct route {
     jrpc_front_zmq_t *front;
+    jrpc_zmtp_conn_t *conn;    /* native engine: the connection (a reference) */
     bool              delim;   /* the client sent an empty delimiter frame */
     bool              stream;  /* streamed answers: each with a reply header (9.2) */
     size_t            idlen;
-    char              id[];    /* routing id */
+    char              id[];    /* libzmq engine: routing id */
 } route_t;
+
+static void route_free(route_t *r)
+{
+    jrpc_zmtp_conn_unref(&r->conn);
+    free(r);
+}
+
+/* The libzmq engine's send: the routing id first. Returns 0 or -errno. */
+static int send_libzmq(jrpc_front_zmq_t *f, const route_t *r, const jrpc_span_t *fr, int nf)
+{
+    int rc = zmq_send(f->sock, r->id, r->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    for (int i = 0; rc >= 0 && i < nf; i++)
+        rc = zmq_send(f->sock, fr[i].p, fr[i].n, (i + 1 < nf ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    rc = rc < 0 ? -errno : 0;
+    jrpc_zwatch_kick(&f->watch);
+    return rc;
+}
 
 /* Sends one reply message: [delimiter] [reply header, streamed bodies]
  * JSON. */
 static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const jrpc_reply_head_t *rh,
                        const char *p, size_t n)
 {
-    int rc = zmq_send(f->sock, r->id, r->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (rc >= 0 && r->delim)
-        rc = zmq_send(f->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (rc >= 0 && rh) {
+    jrpc_span_t fr[3];
+    int nf = 0, rc = 0;
+    if (r->delim)
+        fr[nf++] = (jrpc_span_t){ "", 0 };
+    if (rh) {
         jrpc_buf_reset(&f->head);
-        rc = jrpc_header_put_reply(&f->head, rh) < 0 ? -1
-             : zmq_send(f->sock, f->head.p, f->head.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (jrpc_header_put_reply(&f->head, rh) < 0)
+            rc = -ENOMEM;
+        fr[nf++] = (jrpc_span_t){ f->head.p, f->head.len };
     }
-    if (rc >= 0)
-        rc = zmq_send(f->sock, p, n, ZMQ_DONTWAIT);
+    fr[nf++] = (jrpc_span_t){ p, n };
+    if (rc == 0)
+        rc = r->conn ? jrpc_zmtp_send(r->conn, fr, nf) : send_libzmq(f, r, fr, nf);
     JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply bytes=%zu rc=%d", n, rc);
     if (rc < 0) {
         /* EHOSTUNREACH: the client is gone; EAGAIN: it does not read. */
-        int err = errno;
+        int err = -rc;
         f->dropped++;
         JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=reply_dropped error=\"%s\"",
                  zmq_strerror(err));
@@ -89,7 +117,6 @@ static void send_reply(jrpc_front_zmq_t *f, const route_t *r, const jrpc_reply_h
             }
         }
     }
-    jrpc_zwatch_kick(&f->watch);
 }
 
 static const jrpc_reply_head_t end_head = { .end = true };
@@ -102,7 +129,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     (void)out;
     route_t *r = ctx;
     send_reply(r->front, r, r->stream ? &end_head : NULL, reply, len);
-    free(r);
+    route_free(r);
 }
 
 /* A streamed body's answer, as it is in: one message, its position first. */
@@ -120,37 +147,34 @@ static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *d
     send_reply(f, r, r->stream ? &end_head : NULL, f->err.p, f->err.len);
 }
 
-/* Handles one client message: frames[0] is the routing id. */
-static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool excess)
+
+/* Handles one client message, whichever engine read it: frames[0..n) after
+ * the routing id, excess when there were more (read and dropped), peer the
+ * client's IP or NULL. Takes ownership of r, which says where replies go. */
+static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bool excess,
+                       const char *peer, route_t *r)
 {
-    size_t idlen = zmq_msg_size(&frames[0]);
-    route_t *r = malloc(sizeof *r + idlen);
-    if (r == NULL)
-        return;
     r->front = f;
     r->stream = false;
-    r->idlen = idlen;
-    memcpy(r->id, zmq_msg_data(&frames[0]), idlen);
-    int k = 1;
-    r->delim = k < n && zmq_msg_size(&frames[k]) == 0 && n > 2;
+    int k = 0;
+    r->delim = n >= 2 && frames[0].n == 0;
     if (r->delim)
         k++;
     int left = n - k;
     if (excess || left < 1 || left > 2) {
         reply_error(f, r, JRPC_INVALID_REQUEST, "a message is [header frame] JSON frame");
-        free(r);
+        route_free(r);
         return;
     }
     jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_ZMQ };
-    JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n,
-             zmq_msg_size(&frames[n - 1]));
+    JRPC_LOG(JRPC_LOG_DEBUG, "front_zmq", "event=request frames=%d bytes=%zu", n + 1,
+             frames[n - 1].n);
     if (left == 2) {
         jrpc_header_t h;
         msgpack_zone_clear(&f->zone);
-        if (jrpc_header_decode(zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                               &f->zone, &h) < 0) {
+        if (jrpc_header_decode(frames[k].p, frames[k].n, &f->zone, &h) < 0) {
             reply_error(f, r, JRPC_INVALID_REQUEST, "malformed header frame");
-            free(r);
+            route_free(r);
             return;
         }
         ad.timeout_ms = h.timeout_ms;
@@ -165,26 +189,53 @@ static void on_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool exces
         }
         k++;
     }
-    const char *peer = zmq_msg_gets(&frames[k], "Peer-Address"); /* an IP, no port */
-    if (peer)
+    if (peer)   /* an IP, no port */
         ad.peer = (jrpc_span_t){ peer, strlen(peer) };
-    if (zmq_msg_size(&frames[k]) > f->max_body) {
+    if (frames[k].n > f->max_body) {
         char why[64];
         snprintf(why, sizeof why, "body larger than %zu bytes", f->max_body);
         f->oversized++;
         JRPC_LOG(JRPC_LOG_WARN, "front_zmq", "event=refused reason=body_too_large bytes=%zu "
-                 "max_body=%zu peer=%s total=%llu", zmq_msg_size(&frames[k]), f->max_body,
+                 "max_body=%zu peer=%s total=%llu", frames[k].n, f->max_body,
                  peer ? peer : "-", (unsigned long long)f->oversized);
         reply_error(f, r, JRPC_INVALID_REQUEST, why);
-        free(r);
+        route_free(r);
         return;
     }
-    int rc = jrpc_broker_submit(f->broker, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]),
-                                &ad, on_reply, r, NULL);
+    int rc = jrpc_broker_submit(f->broker, frames[k].p, frames[k].n, &ad, on_reply, r, NULL);
     if (rc < 0) {   /* -ENOMEM: the broker could not take it */
         reply_error(f, r, JRPC_INTERNAL_ERROR, "out of memory");
-        free(r);
+        route_free(r);
     }
+}
+
+/* The native engine's messages: the route holds the connection. */
+static void on_zmtp_message(void *data, jrpc_zmtp_conn_t *conn, const jrpc_span_t *frames,
+                            int n, bool excess, const char *peer)
+{
+    jrpc_front_zmq_t *f = data;
+    route_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return;
+    jrpc_zmtp_conn_ref(conn);
+    r->conn = conn;
+    on_message(f, frames, n, excess, peer, r);
+}
+
+/* The libzmq engine's messages: frames[0] is the routing id. */
+static void on_zmq_message(jrpc_front_zmq_t *f, zmq_msg_t *frames, int n, bool excess)
+{
+    size_t idlen = zmq_msg_size(&frames[0]);
+    route_t *r = calloc(1, sizeof *r + idlen);
+    if (r == NULL)
+        return;
+    r->idlen = idlen;
+    memcpy(r->id, zmq_msg_data(&frames[0]), idlen);
+    jrpc_span_t spans[MAX_FRAMES];
+    for (int i = 1; i < n; i++)
+        spans[i - 1] = (jrpc_span_t){ zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]) };
+    const char *peer = zmq_msg_gets(&frames[n - 1], "Peer-Address");
+    on_message(f, spans, n - 1, excess, peer, r);
 }
 
 static int on_readable(jrpc_zwatch_t *zw, void *sock)
@@ -221,57 +272,81 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
             }
             n++;
         }
-        on_message(f, frames, n, excess);
+        if (n >= 2)
+            on_zmq_message(f, frames, n, excess);
         for (int i = 0; i < n; i++)
             zmq_msg_close(&frames[i]);
     }
     return 1;
 }
 
+static int start_libzmq(jrpc_front_zmq_t *f, void *zmq_ctx, const jrpc_front_zmq_opts_t *opts)
+{
+    const char *endpoint = opts->endpoint;
+    f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
+    if (f->sock == NULL)
+        return -1;
+    int one = 1, zero = 0;
+    zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
+    int64_t max_msg_bytes = (int64_t)opts->max_body * OVERSIZE_FACTOR;
+    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
+    int hwm = CLIENT_HWM;
+    zmq_setsockopt(f->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (opts->curve && jrpc_curve_server(f->sock, opts->curve, "clients") < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+        return -1;
+    }
+    if (zmq_bind(f->sock, endpoint) != 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=bind_failed endpoint=%s error=\"%s\"",
+                 endpoint, zmq_strerror(errno));
+        return -1;
+    }
+    return jrpc_zwatch_start(f->loop, &f->watch, f->sock, on_readable, f) < 0 ? -1 : 0;
+}
+
 jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker_t *broker,
                                      const jrpc_front_zmq_opts_t *opts)
 {
     const char *endpoint = opts->endpoint;
-    uint32_t max_body = opts->max_body;
-    const jrpc_curve_keypair_t *curve = opts->curve;
     jrpc_front_zmq_t *f = calloc(1, sizeof *f);
     if (f == NULL)
         return NULL;
     f->broker = broker;
     f->loop = loop;
-    f->max_body = max_body;
+    f->max_body = opts->max_body;
     msgpack_zone_init(&f->zone, 1024);
     jrpc_buf_init(&f->err);
     jrpc_buf_init(&f->head);
-    f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
-    if (f->sock == NULL)
-        goto fail;
-    int one = 1, zero = 0;
-    zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
-    int64_t max_msg_bytes = (int64_t)max_body * OVERSIZE_FACTOR;
-    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
-    int hwm = CLIENT_HWM;
-    zmq_setsockopt(f->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (curve && jrpc_curve_server(f->sock, curve, "clients") < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
-        goto fail;
-    }
-    if (zmq_bind(f->sock, endpoint) != 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=bind_failed endpoint=%s error=\"%s\"",
-                 endpoint, zmq_strerror(errno));
+    /* The native engine unless CURVE is on (ZMTP CURVE is libzmq's) or the
+     * endpoint is a transport it does not speak (inproc://, ...). */
+    const char *why = NULL;
+    if (opts->engine == JRPC_FRONT_ZMQ_LIBZMQ)
+        why = "option";
+    else if (opts->curve)
+        why = "curve";
+    else if (!jrpc_zmtp_supports(endpoint))
+        why = "transport";
+    if (why == NULL) {
+        jrpc_zmtp_opts_t zo = { .endpoint = endpoint,
+                                .max_frame = (uint64_t)opts->max_body * OVERSIZE_FACTOR,
+                                .hwm = CLIENT_HWM, .handshake_ms = HANDSHAKE_MS };
+        if (jrpc_zmtp_new(loop, &zo, on_zmtp_message, f, &f->zmtp) < 0)
+            goto fail;
+    } else if (start_libzmq(f, zmq_ctx, opts) < 0) {
         goto fail;
     }
-    if (jrpc_zwatch_start(loop, &f->watch, f->sock, on_readable, f) < 0)
-        goto fail;
-    JRPC_LOG(JRPC_LOG_INFO, "front_zmq", "event=listening endpoint=%s curve=%s", endpoint,
-             curve ? "on" : "off");
+    JRPC_LOG(JRPC_LOG_INFO, "front_zmq", "event=listening endpoint=%s curve=%s engine=%s%s%s",
+             endpoint, opts->curve ? "on" : "off", f->zmtp ? "native" : "libzmq",
+             why ? " reason=" : "", why ? why : "");
     return f;
 fail:
     if (f->sock)
         zmq_close(f->sock);
     msgpack_zone_destroy(&f->zone);
+    jrpc_buf_dispose(&f->err);
+    jrpc_buf_dispose(&f->head);
     free(f);
     return NULL;
 }
@@ -279,19 +354,26 @@ fail:
 void jrpc_front_zmq_pause(jrpc_front_zmq_t *f)
 {
     f->paused = true;
+    if (f->zmtp)
+        jrpc_zmtp_pause(f->zmtp);
+}
+
+static void front_free(jrpc_front_zmq_t *f)
+{
+    msgpack_zone_destroy(&f->zone);
+    jrpc_buf_dispose(&f->err);
+    jrpc_buf_dispose(&f->head);
+    free(f);
 }
 
 static void on_closed(jrpc_zwatch_t *zw)
 {
     jrpc_front_zmq_t *f = zw->data;
     /* Let the last replies leave: zmq_ctx_term() waits up to this long. */
-    int linger = 2000;
+    int linger = LINGER_MS;
     zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(f->sock);
-    msgpack_zone_destroy(&f->zone);
-    jrpc_buf_dispose(&f->err);
-    jrpc_buf_dispose(&f->head);
-    free(f);
+    front_free(f);
 }
 
 void jrpc_front_zmq_destroy(jrpc_front_zmq_t **self_p)
@@ -300,5 +382,12 @@ void jrpc_front_zmq_destroy(jrpc_front_zmq_t **self_p)
     if (f == NULL)
         return;
     *self_p = NULL;
+    if (f->zmtp) {
+        /* Queued replies leave for up to LINGER_MS; the engine frees itself
+         * with its last handle. No route is left (the broker has drained). */
+        jrpc_zmtp_destroy(&f->zmtp, LINGER_MS);
+        front_free(f);
+        return;
+    }
     jrpc_zwatch_stop(&f->watch, on_closed);
 }

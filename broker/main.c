@@ -391,6 +391,14 @@ static int redis_check(const char *url, const char *password_file, char *err, si
     return -1;
 }
 
+static int zmq_engine_ok(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "native") == 0 || strcmp(v, "libzmq") == 0)
+        return 0;
+    snprintf(err, errlen, "'%s' is not native or libzmq", v);
+    return -1;
+}
+
 static int redis_url_ok(const char *url, char *err, size_t errlen)
 {
     return redis_check(url, NULL, err, errlen);
@@ -435,7 +443,7 @@ static jrpc_conf_t *conf;
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL;
+    const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL, *zmq_engine = NULL;
     bool hedge = false;
     uint32_t hedge_budget = 5;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
@@ -460,6 +468,10 @@ int main(int argc, char **argv)
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
         { "zmq", S, "ENDPOINT", "tcp://127.0.0.1:5555", "ROUTER socket for clients", .dest = &zmq_ep,
           .check = zmq_ok },
+        { "zmq-engine", S, "NAME", "native", "who speaks ZMTP to clients: native (our own,\n"
+          "on the loop thread; tcp:// and ipc://, no CURVE) or libzmq;\n"
+          "CURVE and other transports always use libzmq",
+          .dest = &zmq_engine, .check = zmq_engine_ok },
         { "http", S, "HOST:PORT", "127.0.0.1:8080", "HTTP listener, [V6]:PORT too, or none",
           .dest = &ho.listen, .check = hp_ok },
         { "workers", S, "ENDPOINT", "tcp://127.0.0.1:5556", "ROUTER socket workers connect to",
@@ -716,7 +728,9 @@ int main(int argc, char **argv)
                                &a.probe)) == NULL)
         return 1;
     jrpc_front_zmq_opts_t zo = { .endpoint = zmq_ep, .max_body = ho.max_body,
-                                 .curve = curve ? &curve_kp : NULL };
+                                 .curve = curve ? &curve_kp : NULL,
+                                 .engine = strcmp(zmq_engine, "libzmq") == 0
+                                           ? JRPC_FRONT_ZMQ_LIBZMQ : JRPC_FRONT_ZMQ_NATIVE };
     a.front = jrpc_front_zmq_new(&a.loop, zctx, a.broker, &zo);
     jrpc_curve_keypair_wipe(&curve_kp);   /* the sockets have their copies */
     if (a.front == NULL)

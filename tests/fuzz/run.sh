@@ -13,7 +13,7 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis tls}
+targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis tls zmtp}
 # tls runs a third of SECONDS (20 s at 60, at ~400 exec/s on a shared
 # machine: a real handshake per input), so that it adds about 30 s to the
 # suite's fuzz_short with its build; long.sh gives it as many runs as any.
@@ -21,6 +21,8 @@ targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis 
 # replaced) runs a third too: at 40-80 thousand inputs a second, 15 s is
 # about a million, and the suite grows by 15 s, not 45.
 short_targets=" tls http-diff "
+# zmtp (a small pure decoder, ~10^5 exec/s) gets two thirds: 30 s at 45.
+mid_targets=" zmtp "
 
 # It never installs: clang and its runtime come from deploy/deps.sh (the suite
 # list), which tests/run.sh runs before ctest.
@@ -52,6 +54,7 @@ for t in $targets; do
     log=$work/fuzz.log
     t_secs=$secs
     case $short_targets in *" $t "*) t_secs=$(( secs >= 3 ? secs / 3 : 1 )) ;; esac
+    case $mid_targets in *" $t "*) t_secs=$(( secs >= 3 ? secs * 2 / 3 : 1 )) ;; esac
     (cd "$work" && "$build/bin/jrpc-fuzz-$t" -max_total_time="$t_secs" -timeout=5 -rss_limit_mb=2048 \
         -dict="$src/tests/fuzz/$t.dict" -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
         corpus >"$log" 2>&1)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 18: what one single call over ZeroMQ costs the broker, per engine.
+# Starts a broker (--zmq-engine ENGINE) and one worker on ports BASE..BASE+3,
+# then runs jrpc-bench --batch 1 twice against it: once under
+# `strace -c -f -p BROKER` (syscalls per call; strace slows the run, the
+# count per call is what is read), once under `perf stat -e context-switches
+# -p BROKER` (switches per call). Calls are counted by the bench.
+#
+#   bash bench/zmtp_syscalls.sh BIN_DIR ENGINE [BASE_PORT] [SECONDS]
+#   e.g. bash bench/zmtp_syscalls.sh build-a/bin native 43200 5
+set -eu
+bin=$1 engine=$2 base=${3:-43200} secs=${4:-5}
+tmp=$(mktemp -d)
+trap 'kill $wpid $bpid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+"$bin/jrpc-broker" --zmq tcp://127.0.0.1:$base --workers tcp://127.0.0.1:$((base + 1)) \
+    --http 127.0.0.1:$((base + 2)) --admin none --zmq-engine "$engine" 2>"$tmp/broker.log" &
+bpid=$!
+"$bin/jrpc-worker" --connect tcp://127.0.0.1:$((base + 1)) 2>"$tmp/worker.log" &
+wpid=$!
+sleep 1
+kill -0 $bpid 2>/dev/null || { cat "$tmp/broker.log"; echo "the broker did not start"; exit 1; }
+calls() { sed -nE 's/.*"calls": *([0-9]+).*/\1/p' "$1" | head -1; }
+run() { "$bin/jrpc-bench" --url "$1" --batch 1 --connections 4 --duration "$secs" --warmup 0 --json; }
+
+strace -c -f -p $bpid -o "$tmp/strace.txt" & spid=$!
+sleep 0.5
+run tcp://127.0.0.1:$base > "$tmp/s.json"
+kill -INT $spid; wait $spid 2>/dev/null || true
+n=$(calls "$tmp/s.json")
+total=$(awk '$NF == "total" { print $(NF-2) }' "$tmp/strace.txt")
+echo "engine=$engine strace: calls=$n syscalls=$total per_call=$(awk -v t="$total" -v n="$n" 'BEGIN { printf "%.1f", t / n }')"
+awk -v n="$n" 'NR > 2 && $NF != "total" && $1 !~ /^-/ { c = (NF == 6 ? $5 : $4); printf "  %-16s %6.2f/call\n", $NF, c / n }' "$tmp/strace.txt" |
+    sort -k2 -rn | head -12
+
+perf stat -e context-switches -p $bpid -o "$tmp/perf.txt" & ppid=$!
+sleep 0.5
+run tcp://127.0.0.1:$base > "$tmp/p.json"
+kill -INT $ppid; wait $ppid 2>/dev/null || true
+n=$(calls "$tmp/p.json")
+cs=$(awk '/context-switches/ { gsub(",", "", $1); print $1 }' "$tmp/perf.txt")
+echo "engine=$engine perf: calls=$n context_switches=$cs per_call=$(awk -v t="$cs" -v n="$n" 'BEGIN { printf "%.2f", t / n }')"
