@@ -339,8 +339,8 @@ static void test_member_spellings(void **state)
         "{ \"jsonrpc\" : \"2.0\" , \"method\" : \"subtract\" , \"params\" : [5,3] , \"id\" : 7 }",
         "{\"jsonrpc\":\t\"2.0\",\"method\":\n\"subtract\",\"params\":\r[5,3],\"id\": 7}",
         "{\"j\\u0073onrpc\":\"2\\u002e0\",\"\\u006dethod\":\"subtract\",\"p\\u0061rams\":[5,3],\"\\u0069d\":7}",
-        "{\"jsonrpc\":\"2.0\",\"idx\":1,\"methods\":2,\"param\":3,\"jsonrpc2\":4,\"method\":\"subtract\","
-        "\"params\":[5,3],\"id\":7}",
+        ("{\"jsonrpc\":\"2.0\",\"idx\":1,\"methods\":2,\"param\":3,\"jsonrpc2\":4,\"method\":\"subtract\","
+         "\"params\":[5,3],\"id\":7}"),   /* one string, in two lines */
     };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         assert_exchange(same[i], "{\"jsonrpc\":\"2.0\",\"result\":2,\"id\":7}");
