@@ -147,7 +147,6 @@ static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *d
     send_reply(f, r, r->stream ? &end_head : NULL, f->err.p, f->err.len);
 }
 
-
 /* Handles one client message, whichever engine read it: frames[0..n) after
  * the routing id, excess when there were more (read and dropped), peer the
  * client's IP or NULL. Takes ownership of r, which says where replies go. */

@@ -249,14 +249,8 @@ static int request(bparse_t *bp, unsigned depth)
                 return JRPC_JSON_EMALFORMED;
             enum member kind = known_key(j);
             if (kind == M_OTHER) {   /* the general way: any key, escapes, spaces */
-                if ((rc = jrpc_jp_string(j, &key, &plain)) < 0)
+                if ((rc = jrpc_jp_string(j, &key, &plain)) < 0 || (rc = jrpc_jp_colon(j)) < 0)
                     return rc;
-                jrpc_jp_skip_ws(j);
-                if (j->p == j->end)
-                    return JRPC_JSON_EINCOMPLETE;
-                if (*j->p != ':')
-                    return JRPC_JSON_EMALFORMED;
-                j->p++;
                 kind = member_kind(key, plain);
             }
             jrpc_jp_skip_ws(j);

@@ -490,14 +490,8 @@ static int parse_object(jrpc_jp_t *j, unsigned depth)
                 return JRPC_JSON_EINCOMPLETE;
             if (*j->p != '"')
                 return JRPC_JSON_EMALFORMED;
-            if ((rc = value_string(j)) < 0)
+            if ((rc = value_string(j)) < 0 || (rc = jrpc_jp_colon(j)) < 0)
                 return rc;
-            jrpc_jp_skip_ws(j);
-            if (j->p == j->end)
-                return JRPC_JSON_EINCOMPLETE;
-            if (*j->p != ':')
-                return JRPC_JSON_EMALFORMED;
-            j->p++;
             jrpc_jp_skip_ws(j);
             if ((rc = jrpc_jp_value(j, depth)) < 0)
                 return rc;

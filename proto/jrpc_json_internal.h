@@ -35,6 +35,19 @@ static inline void jrpc_jp_skip_ws(jrpc_jp_t *j)
     j->p = p;
 }
 
+/* After an object's key: skips whitespace and passes the ':' (returns 0),
+ * else JRPC_JSON_EINCOMPLETE or JRPC_JSON_EMALFORMED. */
+static inline int jrpc_jp_colon(jrpc_jp_t *j)
+{
+    jrpc_jp_skip_ws(j);
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    if (*j->p != ':')
+        return JRPC_JSON_EMALFORMED;
+    j->p++;
+    return 0;
+}
+
 /* After an element of a container: skips whitespace, then either stops at
  * the closing byte (returns 1, the byte not consumed) or passes a ',' and
  * the whitespace after it (returns 0); otherwise JRPC_JSON_EINCOMPLETE or

@@ -68,17 +68,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
 
 /* ---- redis-server ---- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+#include "free_port.h"
 
 static void redis_start(void)
 {
@@ -109,38 +99,7 @@ static void redis_stop(void)
 
 /* ---- the loop and the worker ---- */
 
-static void worker_read(void)
-{
-    char buf[8192];
-    int n;
-    while ((n = zmq_recv(G.dealer, buf, sizeof buf, ZMQ_DONTWAIT)) >= 0) {
-        msgpack_zone z;
-        msgpack_zone_init(&z, 1024);
-        jrpc_wire_msg_t m;
-        if (jrpc_wire_decode(buf, (size_t)n, &z, &m) == 0 && m.type == JRPC_WIRE_REQUEST)
-            for (uint32_t i = 0; i < m.nitems; i++) {
-                jrpc_wire_call_t c;
-                assert_int_equal(jrpc_wire_request_item(&m, i, &c), 0);
-                assert_true(G.nseen < MAX_SEEN);
-                G.seq[G.nseen] = c.seq;
-                snprintf(G.method[G.nseen++], 16, "%.*s", (int)c.method.n, c.method.p);
-            }
-        msgpack_zone_destroy(&z);
-    }
-}
-
-/* Turns the loop and reads the worker's socket until cond() or ~5 s. */
-static bool pump_until(bool (*cond)(void))
-{
-    for (int i = 0; i < 5000; i++) {
-        uv_run(&G.loop, UV_RUN_NOWAIT);
-        worker_read();
-        if (cond())
-            return true;
-        usleep(1000);
-    }
-    return false;
-}
+#include "fake_worker.h"
 
 /* Turns the loop for about ms milliseconds. */
 static void pump_for(int ms)
@@ -152,23 +111,6 @@ static void pump_for(int ms)
     }
 }
 
-static unsigned want_replies;
-static bool replied(void) { return G.replies >= want_replies; }
-static uint32_t want_seen;
-static bool seen_enough(void) { return G.nseen >= want_seen; }
-static bool ready(void) { return jrpc_broker_ready(G.b, NULL, NULL) == 0; }
-
-static void worker_result(jrpc_seq_t seq, uint8_t v)
-{
-    jrpc_buf_t m;
-    jrpc_buf_init(&m);
-    jrpc_wire_put_response_begin(&m);
-    jrpc_wire_put_result_head(&m, seq);
-    jrpc_buf_putc(&m, (char)v);   /* a positive fixint */
-    jrpc_wire_put_response_end(&m, 1);
-    assert_int_equal(zmq_send(G.dealer, m.p, m.len, 0), (int)m.len);
-    jrpc_buf_dispose(&m);
-}
 
 /* A broker with the key "demo", its nonces in our Redis (claims time out
  * after redis_timeout_ms), a rate limit when rate > 0, and our worker
@@ -210,7 +152,7 @@ static void broker_start(uint32_t redis_timeout_ms, uint32_t rate, bool early)
     assert_int_equal(jrpc_wire_put_ready_opts(&m, 16, methods, 3, &ro), 0);
     assert_int_equal(zmq_send(G.dealer, m.p, m.len, 0), (int)m.len);
     jrpc_buf_dispose(&m);
-    assert_true(pump_until(ready));   /* the worker, and Redis up (else EREDIS) */
+    assert_true(pump_until(is_ready));   /* the worker, and Redis up (else EREDIS) */
 }
 
 /* Submits body signed by "demo" with nonce (a fresh one when NULL). */

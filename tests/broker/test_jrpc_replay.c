@@ -51,17 +51,7 @@ typedef struct redis_srv {
     int   replicaof;    /* --replicaof 127.0.0.1 <this port> when not 0 */
 } redis_srv_t;
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+#include "free_port.h"
 
 static bool have_redis_server(void)
 {
