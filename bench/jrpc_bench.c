@@ -84,7 +84,7 @@ static int o_json;
 static int o_ignore_ids;    /* --ignore-ids: for floor servers answering a fixed body */
 static int o_stream;        /* --stream: answers streamed, time to first and last answer */
 static const char *o_plot;  /* --plot FILE.png */
-static jrpc_client_opts_t o_tls; /* --cacert, --insecure, --cert, --key (https://) */
+static jrpc_client_opts_t o_tls; /* --cacert, --insecure, --cert, --key (https://), --zmq-engine */
 static int o_handshakes;    /* --handshakes: 1 full, 2 resumed; 0 keep-alive */
 
 /* Shared. */
@@ -508,6 +508,8 @@ static void usage(FILE *f)
 "                       header flag, HTTP text/event-stream); reports the time\n"
 "                       to the first answer per batch (row 'first') besides the\n"
 "                       last (row 'batch'), and per call each answer's own time\n"
+"  --zmq-engine E       tcp:// and ipc://: native (default: libjrpc-client's own\n"
+"                       ZMTP on each thread) or libzmq (a context per connection)\n"
 "  --ignore-ids         do not read the replies at all: only for floor servers\n"
 "                       that answer a fixed body (bench/peers, nginx); the\n"
 "                       report then says \"ids_checked\":false\n"
@@ -590,7 +592,8 @@ static void parse_args(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPCALLS, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON, O_STREAM,
-           O_PLOT, O_IGNORE_IDS, O_HELP, O_CACERT, O_INSECURE, O_CERT, O_TLSKEY, O_HANDSHAKES };
+           O_PLOT, O_IGNORE_IDS, O_HELP, O_CACERT, O_INSECURE, O_CERT, O_TLSKEY, O_HANDSHAKES,
+           O_ZMQ_ENGINE };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
         { "batch", required_argument, NULL, O_BATCH },
@@ -618,6 +621,7 @@ static void parse_args(int argc, char **argv)
         { "key", required_argument, NULL, O_TLSKEY },
         { "handshakes", required_argument, NULL, O_HANDSHAKES },
         { "stream", no_argument, NULL, O_STREAM },
+        { "zmq-engine", required_argument, NULL, O_ZMQ_ENGINE },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -659,6 +663,11 @@ static void parse_args(int argc, char **argv)
             break;
         case O_IGNORE_IDS: o_ignore_ids = 1; break;
         case O_CACERT: o_tls.cacert = optarg; break;
+        case O_ZMQ_ENGINE:
+            if (strcmp(optarg, "native") != 0 && strcmp(optarg, "libzmq") != 0)
+                usage_error("--zmq-engine: native or libzmq", optarg);
+            o_tls.zmq_engine = optarg;
+            break;
         case O_INSECURE: o_tls.insecure = 1; break;
         case O_CERT: o_tls.cert = optarg; break;
         case O_TLSKEY: o_tls.key = optarg; break;

@@ -107,6 +107,9 @@ static const char usage_text[] =
 "                         Both CURVE options or neither. A broker that does\n"
 "                         not admit the key sends no error: the call just\n"
 "                         times out (exit 2).\n"
+"      --zmq-engine E     tcp:// and ipc://: who speaks ZMTP, native (default:\n"
+"                         our own, no libzmq I/O thread; CURVE always uses\n"
+"                         libzmq) or libzmq (default: $JRPC_ZMQ_ENGINE).\n"
 "      --cacert FILE      https://: trust the CA certificates of FILE (PEM)\n"
 "                         instead of the system's store. The server's\n"
 "                         certificate must also match the URL's host name\n"
@@ -368,7 +371,7 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
 }
 
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
-       OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM };
+       OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM, OPT_ZMQ_ENGINE };
 
 /* A bearer token as RFC 6750 has it (b64token), at most 240 characters. */
 static bool bearer_ok(const char *t)
@@ -463,6 +466,7 @@ int main(int argc, char **argv)
         { "key",        required_argument, NULL, OPT_KEY },
         { "bearer",     required_argument, NULL, OPT_BEARER },
         { "idempotency-key", required_argument, NULL, OPT_IDEM },
+        { "zmq-engine", required_argument, NULL, OPT_ZMQ_ENGINE },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -537,6 +541,11 @@ int main(int argc, char **argv)
         case OPT_BEARER:
             opts.bearer = optarg;
             break;
+        case OPT_ZMQ_ENGINE:
+            if (strcmp(optarg, "native") != 0 && strcmp(optarg, "libzmq") != 0)
+                return usage_error("--zmq-engine wants native or libzmq, not '%s'", optarg);
+            opts.zmq_engine = optarg;
+            break;
         case OPT_IDEM:
             if (*optarg == '\0' || strlen(optarg) > 255)
                 return usage_error("--idempotency-key wants 1 to 255 characters%s", "");
@@ -566,6 +575,9 @@ int main(int argc, char **argv)
         return bearer_key(argc - optind - 1, argv + optind + 1);
     if (opts.bearer == NULL)
         opts.bearer = nonempty_env("JRPC_BEARER");
+    if (opts.zmq_engine == NULL && (opts.zmq_engine = nonempty_env("JRPC_ZMQ_ENGINE")) &&
+        strcmp(opts.zmq_engine, "native") != 0 && strcmp(opts.zmq_engine, "libzmq") != 0)
+        return usage_error("$JRPC_ZMQ_ENGINE wants native or libzmq, not '%s'", opts.zmq_engine);
     if (opts.bearer && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
         return usage_error("--bearer ($JRPC_BEARER) is for http:// and https:// URLs, not '%s'",
                            url);

@@ -122,11 +122,17 @@ typedef struct jrpc_client_opts {
        "Authorization: Bearer TOKEN" with every request (docs/SIGNING.md);
        NULL: none. Copied. */
     const char *bearer;
+    /* tcp:// and ipc:// only: who speaks ZMTP. NULL or "native": our own
+       engine on the calling thread (no libzmq context, no I/O thread), for
+       every URL but CURVE and libzmq's source-address form
+       (tcp://SRC;HOST:PORT), which go to libzmq; "libzmq": libzmq always.
+       Anything else: jrpc_client_new fails with EINVAL. */
+    const char *zmq_engine;
 } jrpc_client_opts_t;
 
-/* Creates a client for url; over ZeroMQ it starts connecting in the
- * background, over http:// it connects on the first jrpc_client_send. Never
- * blocks: a broker that is down is only noticed by jrpc_client_send.
+/* Creates a client for url; it connects on the first jrpc_client_send
+ * (over ZeroMQ's libzmq engine it starts connecting in the background).
+ * Never blocks: a broker that is down is only noticed by jrpc_client_send.
  *
  * Returns the client, or NULL with errno set to EINVAL (malformed URL or
  * unknown scheme) or ENOMEM. jrpc_client_strerror(-errno) describes it.
@@ -181,12 +187,19 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
  *
  * Returns 0, or:
  *   -ETIMEDOUT  no reply in time. A broker that is down or unreachable looks
- *               exactly like this over ZeroMQ. The connection is then dropped
+ *               exactly like this over ZeroMQ (the native engine tries to
+ *               connect every 100 ms until then, as libzmq does). The
+ *               connection is then dropped
  *               and a fresh one made for the next call, so a late reply can
  *               never be taken for the answer to a later request.
  *   -EPROTO     the reply was not framed as [empty][body] (connection reset
  *               as for a timeout).
  *   -EINTR      a signal interrupted the wait (connection reset).
+ *   tcp:// and ipc:// with the native engine also:
+ *   -ECONNREFUSED the peer is not a ZMTP 3 ROUTER with the NULL mechanism
+ *               (a broker with CURVE, a non-ZeroMQ server).
+ *   -ECONNRESET the broker closed the connection while the call waited.
+ *   -EPIPE      the connection was lost while the request was written.
  *   http:// also:
  *   -ECONNREFUSED, -EHOSTUNREACH, ... the connection could not be made.
  *   -ECONNRESET the server closed or reset the connection after the request

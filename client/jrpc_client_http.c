@@ -78,6 +78,51 @@ int jrpc_client_fd_wait(int fd, short events, int64_t deadline)
     }
 }
 
+int jrpc_client_tcp_connect(const char *host, const char *port, int64_t deadline, int *fd_out,
+                            int *gai)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    *gai = rc;
+    if (rc != 0)
+        return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
+    rc = -EHOSTUNREACH;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+        if (fd < 0) {
+            rc = -errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            rc = 0;
+        } else if (errno != EINPROGRESS) {
+            rc = -errno;
+        } else if ((rc = jrpc_client_fd_wait(fd, POLLOUT, deadline)) == 0) {
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+                soerr = errno;
+            rc = -soerr;
+        }
+        if (rc == 0) {
+            /* A request goes out in one sendmsg; do not let Nagle hold
+             * back its tail waiting for a delayed ACK. */
+            const int one = 1;
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            *fd_out = fd;
+            break;
+        }
+        close(fd);
+        if (rc == -ETIMEDOUT || rc == -EINTR)
+            break;   /* the deadline is shared: no time left for the others */
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
 /* True when fd has something to read right now (bytes, EOF or an error). */
 static bool fd_readable(int fd)
 {
@@ -128,52 +173,18 @@ static int http_handshake(hconn_t *c, int64_t deadline, int timeout_ms)
  * the name does not resolve) or JRPC_CLIENT_ETLS. */
 static int http_connect(hconn_t *c, int64_t deadline, int timeout_ms)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_NUMERICSERV };
-    struct addrinfo *res = NULL;
     int rc;
     if (c->tls && (rc = jrpc_client_tls_setup(c->tls)) < 0) {   /* files first: no connection wasted */
         set_err(c, "cannot set up TLS for %s: %s", c->url.where, jrpc_client_tls_error(c->tls));
         return rc;
     }
-    rc = getaddrinfo(c->url.host, c->url.port, &hints, &res);
-    if (rc != 0) {
+    int gai = 0;
+    rc = jrpc_client_tcp_connect(c->url.host, c->url.port, deadline, &c->fd, &gai);
+    if (gai != 0) {
         set_err(c, "cannot connect to %s: cannot resolve %s: %s", c->url.where, c->url.host,
-                rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-        return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
+                gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
+        return rc;
     }
-    rc = -EHOSTUNREACH;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        ai->ai_protocol);
-        if (fd < 0) {
-            rc = -errno;
-            continue;
-        }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-            rc = 0;
-        } else if (errno != EINPROGRESS) {
-            rc = -errno;
-        } else if ((rc = jrpc_client_fd_wait(fd, POLLOUT, deadline)) == 0) {
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-                soerr = errno;
-            rc = -soerr;
-        }
-        if (rc == 0) {
-            /* The request goes out in one sendmsg; do not let Nagle hold
-             * back its tail waiting for a delayed ACK. */
-            const int one = 1;
-            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            c->fd = fd;
-            break;
-        }
-        close(fd);
-        if (rc == -ETIMEDOUT || rc == -EINTR)
-            break;   /* the deadline is shared: no time left for the others */
-    }
-    freeaddrinfo(res);
     if (rc == -ETIMEDOUT)
         set_err(c, "cannot connect to %s within %d ms", c->url.where, timeout_ms);
     else if (rc == -EINTR)

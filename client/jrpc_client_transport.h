@@ -69,6 +69,14 @@ void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
  * wait). */
 int jrpc_client_fd_wait(int fd, short events, int64_t deadline);
 
+/* Connects a non-blocking TCP socket to host:port (a name, an IPv4 or an
+ * IPv6 address; port digits), trying every address in turn within the
+ * deadline, with TCP_NODELAY. Returns 0 with *fd set, -ETIMEDOUT, -EINTR,
+ * -EHOSTUNREACH with *gai set (non-zero: getaddrinfo's code) when the name
+ * does not resolve, -ENOMEM or the last address's -errno. */
+int jrpc_client_tcp_connect(const char *host, const char *port, int64_t deadline, int *fd,
+                            int *gai);
+
 /* Monotonic milliseconds, for the deadlines of a call. */
 static inline int64_t jrpc_client_now_ms(void)
 {

@@ -1,8 +1,12 @@
 /* jrpc_client_zmq — libjrpc-client's ZeroMQ transport (tcp://, ipc://):
  * a DEALER to the broker's ROUTER with REQ framing, [empty][header?][json]
- * out and [empty][json] back, and optionally CURVE. See
- * jrpc_client_transport.h for the contract of each function. */
+ * out and [empty][json] back, and optionally CURVE. Two engines behind it:
+ * our own ZMTP on the calling thread (jrpc_client_zmtp.c, the default for
+ * tcp:// and ipc:// without CURVE) and libzmq (CURVE, or chosen with
+ * jrpc_client_opts_t.zmq_engine = "libzmq"). See jrpc_client_transport.h
+ * for the contract of each function. */
 #include "jrpc_client_transport.h"
+#include "jrpc_client_zmtp.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -14,8 +18,10 @@
 typedef struct zconn {
     jrpc_client_t *client;     /* where failures are described */
     const char    *url;        /* borrowed from the client */
-    void          *ctx;        /* ZeroMQ context */
+    void          *ctx;        /* ZeroMQ context; NULL until libzmq is used */
     void          *sock;       /* DEALER; NULL after a failed reset, reopened on next call */
+    bool           native_ok;  /* the native engine may serve this URL (not with CURVE) */
+    jrpc_client_zmtp_t zn;     /* the native engine's connection */
     bool           ipv6;       /* tcp://[addr]:port needs ZMQ_IPV6 */
     bool           curve;      /* CURVE client with the three keys below */
     char           curve_public[41];  /* our public key, Z85 */
@@ -38,6 +44,8 @@ static int open_socket(zconn_t *c)
 {
     int rc;
     const int zero = 0, one = 1;
+    if (c->ctx == NULL && (c->ctx = zmq_ctx_new()) == NULL)
+        return -errno;
     void *s = zmq_socket(c->ctx, ZMQ_DEALER);
     if (s == NULL)
         return -errno;
@@ -95,20 +103,9 @@ static int read_msg(void *sock, jrpc_buf_t *head, jrpc_buf_t *body)
             return rc;
         }
         nframes++;
-        if (rc == 0) {
-            if (nframes == 1 && zmq_msg_size(&m) != 0) {
-                rc = -EPROTO;                 /* no delimiter */
-            } else if (nframes == 2) {
-                rc = jrpc_buf_append(body, zmq_msg_data(&m), zmq_msg_size(&m));
-            } else if (nframes == 3) {        /* that was the head: this is the body */
-                rc = jrpc_buf_append(head, body->p, body->len);
-                body->len = 0;
-                if (rc == 0)
-                    rc = jrpc_buf_append(body, zmq_msg_data(&m), zmq_msg_size(&m));
-            } else if (nframes > 3) {
-                rc = -EPROTO;
-            }
-        }
+        if (rc == 0)
+            rc = jrpc_client_zmtp_take_frame(nframes, zmq_msg_data(&m), zmq_msg_size(&m), head,
+                                             body);
         zmq_msg_close(&m);
         if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &more_len) < 0)
             return -errno;
@@ -116,6 +113,20 @@ static int read_msg(void *sock, jrpc_buf_t *head, jrpc_buf_t *body)
     if (rc == 0 && nframes < 2)
         rc = -EPROTO;
     return rc;
+}
+
+static bool use_native(const zconn_t *c)
+{
+    return c->native_ok && !c->curve;
+}
+
+/* The next message, by either engine. */
+static int next_msg(zconn_t *c, jrpc_buf_t *head, jrpc_buf_t *body, int64_t deadline)
+{
+    if (use_native(c))
+        return jrpc_client_zmtp_read(&c->zn, head, body, deadline);
+    int rc = wait_for(c->sock, ZMQ_POLLIN, deadline);
+    return rc < 0 ? rc : read_msg(c->sock, head, body);
 }
 
 /* Reads the reply: one message, or, streamed, each answer to on_answer
@@ -127,7 +138,7 @@ static int read_reply(zconn_t *c, jrpc_buf_t *reply, int64_t deadline,
     for (;;) {
         jrpc_buf_reset(&c->head);
         reply->len = 0;
-        int rc = read_msg(c->sock, &c->head, reply);
+        int rc = next_msg(c, &c->head, reply, deadline);
         if (rc < 0 || c->head.len == 0)
             return rc;   /* an error, or a one-frame (unstreamed) reply */
         jrpc_reply_head_t rh;
@@ -138,8 +149,6 @@ static int read_reply(zconn_t *c, jrpc_buf_t *reply, int64_t deadline,
         if (rh.end)
             return 0;
         on_answer(arg, rh.pos, reply->p, reply->len);
-        if ((rc = wait_for(c->sock, ZMQ_POLLIN, deadline)) < 0)
-            return rc;
     }
 }
 
@@ -174,22 +183,30 @@ static int transport_call(void *state, const jrpc_header_t *wh, const char *body
         hdr = &c->frame;
     }
 
-    if (c->sock == NULL && (rc = open_socket(c)) < 0) {
-        set_err(c, "cannot open a connection to %s: %s", c->url, zmq_strerror(-rc));
-        return rc;
+    if (use_native(c)) {
+        jrpc_span_t frames[3] = { { "", 0 } };
+        int n = 1;
+        if (hdr)
+            frames[n++] = (jrpc_span_t){ hdr->p, hdr->len };
+        frames[n++] = (jrpc_span_t){ body, len };
+        if ((rc = jrpc_client_zmtp_send(&c->zn, frames, n, deadline)) < 0)
+            goto out;
+    } else {
+        if (c->sock == NULL && (rc = open_socket(c)) < 0) {
+            set_err(c, "cannot open a connection to %s: %s", c->url, zmq_strerror(-rc));
+            return rc;
+        }
+        if ((rc = wait_for(c->sock, ZMQ_POLLOUT, deadline)) < 0)
+            goto out;
+        /* Once the first frame is accepted the rest of the message is too
+         * (the high-water mark counts whole messages). */
+        if ((rc = send_frame(c->sock, "", 0, false)) < 0)
+            goto out;
+        if (hdr && (rc = send_frame(c->sock, hdr->p, hdr->len, false)) < 0)
+            goto out;
+        if ((rc = send_frame(c->sock, body, len, true)) < 0)
+            goto out;
     }
-    if ((rc = wait_for(c->sock, ZMQ_POLLOUT, deadline)) < 0)
-        goto out;
-    /* Once the first frame is accepted the rest of the message is too
-     * (the high-water mark counts whole messages). */
-    if ((rc = send_frame(c->sock, "", 0, false)) < 0)
-        goto out;
-    if (hdr && (rc = send_frame(c->sock, hdr->p, hdr->len, false)) < 0)
-        goto out;
-    if ((rc = send_frame(c->sock, body, len, true)) < 0)
-        goto out;
-    if ((rc = wait_for(c->sock, ZMQ_POLLIN, deadline)) < 0)
-        goto out;
     rc = read_reply(c, reply, deadline, on_answer, arg);
 out:
     if (rc == -EAGAIN)
@@ -207,12 +224,24 @@ out:
                 "header][body] when streamed)", c->url);
     else if (rc == -EINTR)
         set_err(c, "interrupted while waiting for %s", c->url);
+    else if (rc == -ECONNREFUSED && c->zn.why)
+        set_err(c, "%s is not a ZeroMQ 3 ROUTER with the NULL mechanism (%s)%s", c->url,
+                c->zn.why, strstr(c->zn.why, "mechanism")
+                               ? ": a broker with CURVE needs --server-key and this client's keys"
+                               : "");
+    else if (rc == -ECONNRESET)
+        set_err(c, "connection to %s lost while waiting for the answer (the broker closed it)",
+                c->url);
+    else if (rc == -EPIPE)
+        set_err(c, "connection to %s lost while sending the request", c->url);
     else if (rc < 0)
         set_err(c, "%s: %s", c->url, rc == -ENOMEM ? "out of memory" : zmq_strerror(-rc));
 
     /* After any failure the socket may still hold our request, or later get
      * its reply: replace it so the next call starts clean. */
-    if (rc < 0) {
+    if (rc < 0 && use_native(c)) {
+        jrpc_client_zmtp_disconnect(&c->zn);
+    } else if (rc < 0) {
         close_socket(c);
         int rc2 = open_socket(c);   /* on failure, retried by the next call */
         (void)rc2;
@@ -249,6 +278,7 @@ static void transport_close(void *state)
     if (c == NULL)
         return;
     close_socket(c);
+    jrpc_client_zmtp_dispose(&c->zn);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
     explicit_bzero(c->curve_secret, sizeof c->curve_secret);
@@ -261,9 +291,12 @@ static void transport_close(void *state)
 static int transport_open(jrpc_client_t *client, const char *url,
                           const jrpc_client_opts_t *opts, void **state)
 {
-    (void)opts;   /* nothing of them is ZeroMQ's: the timeout is the client's */
-    bool ipv6 = false;
+    bool ipv6 = false, native = true;
     int rc;
+    if (opts->zmq_engine && strcmp(opts->zmq_engine, "libzmq") == 0)
+        native = false;
+    else if (opts->zmq_engine && strcmp(opts->zmq_engine, "native") != 0)
+        return -EINVAL;
     if (strncmp(url, "tcp://", 6) == 0) {
         if ((rc = check_tcp(url + 6, &ipv6)) < 0)
             return rc;
@@ -279,12 +312,11 @@ static int transport_open(jrpc_client_t *client, const char *url,
     jrpc_buf_init(&c->frame);
     jrpc_buf_init(&c->head);
     msgpack_zone_init(&c->zone, 256);
-    if ((c->ctx = zmq_ctx_new()) == NULL) {
-        rc = -errno;
-        transport_close(c);
-        return rc;
-    }
-    if ((rc = open_socket(c)) < 0) {
+    jrpc_client_zmtp_init(&c->zn, url);
+    c->native_ok = native && jrpc_client_zmtp_supports(url);
+    /* libzmq starts connecting now, in the background; the native engine
+     * connects at the first call. */
+    if (!c->native_ok && (rc = open_socket(c)) < 0) {
         transport_close(c);
         return rc;
     }
@@ -313,9 +345,10 @@ static int transport_set_curve(void *state, const char *public_z85, const char *
         memcpy(c->curve_secret, secret_z85, 41);
         memcpy(c->curve_server, server_public_z85, 41);
     }
-    /* The options apply to the next connect: replace the socket. */
+    /* The options apply to the next connect: replace the connection. */
     close_socket(c);
-    return open_socket(c);
+    jrpc_client_zmtp_disconnect(&c->zn);
+    return use_native(c) ? 0 : open_socket(c);
 }
 
 const jrpc_client_transport_t jrpc_client_zmq = {

@@ -15,166 +15,12 @@
 
 #define COMP "zmtp"
 
-/* ---- the decoder ------------------------------------------------------- */
-
-const uint8_t jrpc_zmtp_greeting[JRPC_ZMTP_GREETING_LEN] = {
-    0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F,   /* signature (padding as libzmq sends it) */
-    3, 1,                                 /* version 3.1 */
-    'N', 'U', 'L', 'L',                   /* mechanism, zero-padded to 20 bytes */
-    [32] = 1,                             /* as-server; 31 bytes of filler follow */
-};
-
-static const uint8_t null_mechanism[20] = { 'N', 'U', 'L', 'L' };
-
-int jrpc_zmtp_greeting_check(const uint8_t *p, size_t len, const char **why)
-{
-    if (len >= 1 && p[0] != 0xFF) {
-        *why = "not a ZMTP 2.0+ signature (ZMTP 1.0 peer?)";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    if (len >= 10 && p[9] != 0x7F) {
-        *why = "not a ZMTP 2.0+ signature (ZMTP 1.0 peer?)";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    if (len >= 11 && p[10] != 3) {
-        *why = "ZMTP major version is not 3 (libzmq before 4.0?)";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    for (size_t i = 12; i < 32 && i < len; i++) {
-        if (p[i] != null_mechanism[i - 12]) {
-            *why = "security mechanism is not NULL";
-            return JRPC_ZMTP_MALFORMED;
-        }
-    }
-    return len >= JRPC_ZMTP_GREETING_LEN ? JRPC_ZMTP_GREETING_LEN : JRPC_ZMTP_NEED_MORE;
-}
-
-ssize_t jrpc_zmtp_frame_decode(const uint8_t *p, size_t len, uint64_t max_size,
-                               jrpc_zmtp_frame_t *f, size_t *need)
-{
-    if (len < 1) {
-        *need = 2;
-        return JRPC_ZMTP_NEED_MORE;
-    }
-    uint8_t flags = p[0];
-    if (flags & ~(JRPC_ZMTP_FLAG_MORE | JRPC_ZMTP_FLAG_LONG | JRPC_ZMTP_FLAG_COMMAND))
-        return JRPC_ZMTP_MALFORMED;
-    if ((flags & JRPC_ZMTP_FLAG_COMMAND) && (flags & JRPC_ZMTP_FLAG_MORE))
-        return JRPC_ZMTP_MALFORMED;
-    size_t hl = (flags & JRPC_ZMTP_FLAG_LONG) ? 9 : 2;
-    if (len < hl) {
-        *need = hl;
-        return JRPC_ZMTP_NEED_MORE;
-    }
-    uint64_t size = p[1];
-    if (flags & JRPC_ZMTP_FLAG_LONG) {
-        size = 0;
-        for (int i = 1; i < 9; i++)
-            size = size << 8 | p[i];
-        if (size >> 63)
-            return JRPC_ZMTP_MALFORMED;
-    }
-    if (size > max_size)
-        return JRPC_ZMTP_TOO_LARGE;
-    if (len - hl < size) {
-        *need = hl + (size_t)size;
-        return JRPC_ZMTP_NEED_MORE;
-    }
-    f->flags = flags;
-    f->body = p + hl;
-    f->size = (size_t)size;
-    return (ssize_t)(hl + (size_t)size);
-}
-
-int jrpc_zmtp_command_split(const uint8_t *body, size_t size, jrpc_span_t *name, jrpc_span_t *data)
-{
-    if (size < 1 || body[0] == 0 || (size_t)body[0] > size - 1)
-        return JRPC_ZMTP_MALFORMED;
-    *name = (jrpc_span_t){ (const char *)body + 1, body[0] };
-    *data = (jrpc_span_t){ (const char *)body + 1 + body[0], size - 1 - body[0] };
-    return 0;
-}
-
-int jrpc_zmtp_prop_next(const uint8_t *p, size_t len, size_t *off, jrpc_span_t *name,
-                        jrpc_span_t *value)
-{
-    size_t o = *off;
-    if (o >= len)
-        return 0;
-    size_t nl = p[o];
-    if (nl == 0 || nl > len - o - 1)
-        return JRPC_ZMTP_MALFORMED;
-    size_t vo = o + 1 + nl;
-    if (len - vo < 4)
-        return JRPC_ZMTP_MALFORMED;
-    uint64_t vl = (uint64_t)p[vo] << 24 | (uint64_t)p[vo + 1] << 16 | (uint64_t)p[vo + 2] << 8 |
-                  p[vo + 3];
-    if (vl > len - vo - 4)
-        return JRPC_ZMTP_MALFORMED;
-    *name = (jrpc_span_t){ (const char *)p + o + 1, nl };
-    *value = (jrpc_span_t){ (const char *)p + vo + 4, (size_t)vl };
-    *off = vo + 4 + (size_t)vl;
-    return 1;
-}
-
-static bool span_is(jrpc_span_t s, const char *lit)
-{
-    return s.n == strlen(lit) && memcmp(s.p, lit, s.n) == 0;
-}
-
-int jrpc_zmtp_ready_check(const uint8_t *data, size_t len, const char **why)
-{
-    size_t off = 0;
-    jrpc_span_t name, value, type = { NULL, 0 };
-    bool have_type = false;
-    int rc;
-    while ((rc = jrpc_zmtp_prop_next(data, len, &off, &name, &value)) == 1) {
-        if (name.n == 11 && strncasecmp(name.p, "Socket-Type", 11) == 0) {
-            type = value;
-            have_type = true;
-        }
-    }
-    if (rc < 0) {
-        *why = "malformed metadata";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    if (!have_type) {
-        *why = "no Socket-Type";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    if (!span_is(type, "DEALER") && !span_is(type, "REQ") && !span_is(type, "ROUTER")) {
-        *why = "socket type not compatible with ROUTER";
-        return JRPC_ZMTP_MALFORMED;
-    }
-    return 0;
-}
-
-size_t jrpc_zmtp_frame_head(uint8_t *out, uint8_t flags, uint64_t size)
-{
-    if (size <= 255) {
-        out[0] = flags & (uint8_t)~JRPC_ZMTP_FLAG_LONG;
-        out[1] = (uint8_t)size;
-        return 2;
-    }
-    out[0] = flags | JRPC_ZMTP_FLAG_LONG;
-    for (int i = 8; i >= 1; i--, size >>= 8)
-        out[i] = (uint8_t)size;
-    return 9;
-}
-
 /* ---- the server -------------------------------------------------------- */
 
 #define READ_MIN    16384   /* free room offered to each read */
 #define SHRINK_AT   262144  /* an empty input buffer larger than this is freed */
 #define MAX_BUFS    64      /* iovecs per write */
 #define MAX_FRAMES  3       /* delimiter, header, body; more is "excess" */
-
-/* Our greeting and READY (Socket-Type ROUTER), sent at once on accept. */
-static const uint8_t ready_cmd[] = {
-    JRPC_ZMTP_FLAG_COMMAND, 28, 5, 'R', 'E', 'A', 'D', 'Y',
-    11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6,
-    'R', 'O', 'U', 'T', 'E', 'R',
-};
 
 typedef struct outmsg {
     struct outmsg *next;
@@ -585,7 +431,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
     }
     if (c->state == ST_HANDSHAKE) {
         const char *why = "expected READY";
-        if (!span_is(name, "READY") ||
+        if (!jrpc_zmtp_name_is(name, "READY") ||
             jrpc_zmtp_ready_check((const uint8_t *)data.p, data.n, &why) < 0) {
             conn_refuse(c, why);
             return -1;
@@ -594,7 +440,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
         uv_timer_stop(&c->timer);
         return 0;
     }
-    if (span_is(name, "PING")) {   /* TTL (2 bytes, ignored), context (0..16 bytes) */
+    if (jrpc_zmtp_name_is(name, "PING")) {   /* TTL (2 bytes, ignored), context (0..16 bytes) */
         if (data.n < 2 || data.n > 2 + 16) {
             conn_close(c);
             return -1;
@@ -610,7 +456,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
         c->z->st.pings++;
         return 0;
     }
-    if (span_is(name, "PONG"))
+    if (jrpc_zmtp_name_is(name, "PONG"))
         return 0;
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=closed reason=command peer=%s command=\"%.*s\"",
              c->peer[0] ? c->peer : "-", (int)(name.n > 32 ? 32 : name.n), name.p);
@@ -805,10 +651,11 @@ static void on_connection(uv_stream_t *server, int status)
     if (!z->ipc)
         uv_tcp_nodelay(&c->io.tcp, 1);
     peer_name(c);
-    uint8_t hello[JRPC_ZMTP_GREETING_LEN + sizeof ready_cmd];
+    /* Our greeting and READY (Socket-Type ROUTER), sent at once. */
+    uint8_t hello[JRPC_ZMTP_GREETING_LEN + JRPC_ZMTP_READY_MAX];
     memcpy(hello, jrpc_zmtp_greeting, JRPC_ZMTP_GREETING_LEN);
-    memcpy(hello + JRPC_ZMTP_GREETING_LEN, ready_cmd, sizeof ready_cmd);
-    if (enqueue_bytes(c, hello, sizeof hello) < 0) {
+    size_t hl = JRPC_ZMTP_GREETING_LEN + jrpc_zmtp_ready_put(hello + JRPC_ZMTP_GREETING_LEN, "ROUTER");
+    if (enqueue_bytes(c, hello, hl) < 0) {
         conn_close(c);
         return;
     }

@@ -8,11 +8,10 @@
  * written on the loop thread, like the HTTP front: no I/O thread, no mailbox.
  * CURVE is not here: the front keeps libzmq for it.
  *
- * Two layers. The decoder (jrpc_zmtp_greeting_check .. jrpc_zmtp_prop_next)
- * is pure code over bytes, picohttpparser-style: it never allocates, never
- * reads past the input, and says "need more" or "malformed", never guesses.
- * The server (jrpc_zmtp_new ..) owns the sockets, one outbound queue per
- * connection bounded like libzmq's SNDHWM, and batches writes per loop turn.
+ * Two layers. The decoder is pure code over bytes, proto/jrpc_zmtp_codec.h
+ * (shared with libjrpc-client's native transport). The server owns the
+ * sockets, one outbound queue per connection bounded like libzmq's SNDHWM,
+ * and batches writes per loop turn.
  *
  * A routing id is our per-connection handle: the server generates one for
  * every connection and ignores the peer's Identity property (libzmq's ROUTER
@@ -28,65 +27,7 @@
 #include <uv.h>
 
 #include "jrpc_buf.h"
-
-/* ---- the decoder (pure) ------------------------------------------------ */
-
-#define JRPC_ZMTP_GREETING_LEN 64
-#define JRPC_ZMTP_FLAG_MORE    0x01
-#define JRPC_ZMTP_FLAG_LONG    0x02
-#define JRPC_ZMTP_FLAG_COMMAND 0x04
-
-#define JRPC_ZMTP_NEED_MORE  (-2)  /* a prefix of something valid: read on */
-#define JRPC_ZMTP_MALFORMED  (-1)  /* not ZMTP 3 NULL: close */
-#define JRPC_ZMTP_TOO_LARGE  (-3)  /* a frame above the limit: close without a word */
-
-/* The 64 bytes a server sends first: signature, version 3.1, "NULL",
- * as-server 1, filler. */
-extern const uint8_t jrpc_zmtp_greeting[JRPC_ZMTP_GREETING_LEN];
-
-/* Checks the peer's greeting in p[0..len). Returns 64 when all 64 bytes are
- * in and acceptable (signature, major version 3, mechanism NULL), NEED_MORE
- * while what is in could still be, MALFORMED as soon as a byte rules it out
- * (a ZMTP 1.0/2.0 peer is known by byte 0, 9 or 10), with *why (static
- * text) set. */
-int jrpc_zmtp_greeting_check(const uint8_t *p, size_t len, const char **why);
-
-typedef struct jrpc_zmtp_frame {
-    uint8_t        flags;   /* JRPC_ZMTP_FLAG_* */
-    const uint8_t *body;    /* borrowed from the input */
-    size_t         size;    /* body bytes */
-} jrpc_zmtp_frame_t;
-
-/* Decodes one frame at p[0..len): flags byte, size (1 byte, or 8 bytes
- * big-endian with FLAG_LONG), body. Returns the bytes it takes (header and
- * body) with *f set; NEED_MORE with *need set to the whole frame's length
- * once its header is in (else to the header length needed), which is at most
- * max_size + 9; MALFORMED for reserved flag bits, a command with MORE, or an
- * 8-byte size with its top bit set; TOO_LARGE for a body above max_size
- * (decided from the header alone, before the body is read). */
-ssize_t jrpc_zmtp_frame_decode(const uint8_t *p, size_t len, uint64_t max_size,
-                               jrpc_zmtp_frame_t *f, size_t *need);
-
-/* Splits a command frame's body: name length byte, name (1..255 bytes), data.
- * Returns 0 or MALFORMED. */
-int jrpc_zmtp_command_split(const uint8_t *body, size_t size, jrpc_span_t *name,
-                            jrpc_span_t *data);
-
-/* One metadata property (READY): name length byte, name, 4-byte big-endian
- * value length, value. Starting at *off in p[0..len): returns 1 with name,
- * value set and *off advanced, 0 at the end, MALFORMED when a length runs
- * past the input or a name is empty. */
-int jrpc_zmtp_prop_next(const uint8_t *p, size_t len, size_t *off, jrpc_span_t *name,
-                        jrpc_span_t *value);
-
-/* Checks a peer's READY data (the properties): Socket-Type must be present
- * (names compare case-insensitively) and one a ROUTER talks to: DEALER, REQ
- * or ROUTER. Returns 0, or MALFORMED with *why (static text) set. */
-int jrpc_zmtp_ready_check(const uint8_t *data, size_t len, const char **why);
-
-/* Writes a frame header for a body of size bytes into out (9 bytes room).
- * Returns its length (2 or 9). */
-size_t jrpc_zmtp_frame_head(uint8_t *out, uint8_t flags, uint64_t size);
+#include "jrpc_zmtp_codec.h"
 
 /* ---- the server -------------------------------------------------------- */
 
