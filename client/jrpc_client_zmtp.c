@@ -135,12 +135,9 @@ static int on_command(jrpc_client_zmtp_t *z, const jrpc_zmtp_frame_t *f, int64_t
         return -ECONNRESET;
     uint8_t pong[2 + 1 + 4 + 16];
     size_t ctx = data.n - 2;
-    pong[0] = JRPC_ZMTP_FLAG_COMMAND;
-    pong[1] = (uint8_t)(1 + 4 + ctx);
-    pong[2] = 4;
-    memcpy(pong + 3, "PONG", 4);
-    memcpy(pong + 7, data.p + 2, ctx);
-    struct iovec iov = { pong, 7 + ctx };
+    size_t hl = jrpc_zmtp_command_head(pong, "PONG", ctx);
+    memcpy(pong + hl, data.p + 2, ctx);
+    struct iovec iov = { pong, hl + ctx };
     return send_all(z->fd, &iov, 1, deadline) < 0 ? -ECONNRESET : 0;
 }
 

@@ -174,3 +174,13 @@ size_t jrpc_zmtp_ready_put(uint8_t *out, const char *type)
     memcpy(out + n, type, tl), n += tl;
     return n;
 }
+
+size_t jrpc_zmtp_command_head(uint8_t *out, const char *name, size_t data_len)
+{
+    size_t nl = strlen(name);
+    assert(nl >= 1 && nl <= 255);
+    size_t n = jrpc_zmtp_frame_head(out, JRPC_ZMTP_FLAG_COMMAND, 1 + nl + data_len);
+    out[n++] = (uint8_t)nl;
+    memcpy(out + n, name, nl);
+    return n + nl;
+}

@@ -86,6 +86,11 @@ int jrpc_zmtp_ready_check(const uint8_t *data, size_t len, const char **why);
  * Returns its length (2 or 9). */
 size_t jrpc_zmtp_frame_head(uint8_t *out, uint8_t flags, uint64_t size);
 
+/* A command frame's header and name (1..255 bytes: asserted) for data_len
+ * bytes of data that follow, into out (9 + 1 + 255 bytes room at most;
+ * 10 + strlen(name) is enough for a short frame). Returns its length. */
+size_t jrpc_zmtp_command_head(uint8_t *out, const char *name, size_t data_len);
+
 /* The 64 bytes a client (as-server 0) sends first: otherwise the same as
  * jrpc_zmtp_greeting. */
 extern const uint8_t jrpc_zmtp_greeting_client[JRPC_ZMTP_GREETING_LEN];

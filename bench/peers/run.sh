@@ -71,6 +71,7 @@ COMPARISONS=(
   "open-zmq100-echo|echo|open|1|open loop at half max: p50, p99 below the raw echo's"
   "zmq100-forwarder|forwarder|info|0|ZeroMQ, batches of 100: jrpc as a fraction of a raw two-hop forwarder (client -> zmq_proxy -> echo worker, same bytes, no JSON work): the floor for our shape"
   "zmq1-http1|self|ge|1|ZeroMQ single calls vs HTTP single calls on the same jrpc broker, 4 connections: ZeroMQ >= HTTP"
+  "zmq1-client-engine|self|info|0|ZeroMQ single calls, libjrpc-client's own ZMTP (A) vs its libzmq engine (B), same broker, 4 connections"
   "signed100|signed|ge|0.95|signed with replay protection, batches of 100 over ZeroMQ: >= 0.95x unsigned"
   "signed100-c16|signed|ge|0.95|the same with 16 connections (enough in flight to hide the Redis round trip: capacity)"
   "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
@@ -315,6 +316,8 @@ side() {
                               --connections 4 ;;
     zmq1-http1:A)        echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 1 --connections 4 ;;
     zmq1-http1:B)        echo "$B/jrpc-bench" --url "$JRPC_HTTP" --batch 1 --connections 4 ;;
+    zmq1-client-engine:A) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 1 --connections 4 --zmq-engine native ;;
+    zmq1-client-engine:B) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 1 --connections 4 --zmq-engine libzmq ;;
     signed100:A)         echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 4 \
                               --key-id "$KEY_ID" --secret "$SECRET" ;;
     nonce-*:A)           echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \
