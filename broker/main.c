@@ -391,14 +391,6 @@ static int redis_check(const char *url, const char *password_file, char *err, si
     return -1;
 }
 
-static int zmq_engine_ok(const char *v, char *err, size_t errlen)
-{
-    if (strcmp(v, "native") == 0 || strcmp(v, "libzmq") == 0)
-        return 0;
-    snprintf(err, errlen, "'%s' is not native or libzmq", v);
-    return -1;
-}
-
 static int redis_url_ok(const char *url, char *err, size_t errlen)
 {
     return redis_check(url, NULL, err, errlen);
@@ -471,7 +463,7 @@ int main(int argc, char **argv)
         { "zmq-engine", S, "NAME", "native", "who speaks ZMTP to clients: native (our own,\n"
           "on the loop thread; tcp:// and ipc://, no CURVE) or libzmq;\n"
           "CURVE and other transports always use libzmq",
-          .dest = &zmq_engine, .check = zmq_engine_ok },
+          .dest = &zmq_engine, .check = jrpc_conf_check_zmq_engine },
         { "http", S, "HOST:PORT", "127.0.0.1:8080", "HTTP listener, [V6]:PORT too, or none",
           .dest = &ho.listen, .check = hp_ok },
         { "workers", S, "ENDPOINT", "tcp://127.0.0.1:5556", "ROUTER socket workers connect to",

@@ -601,6 +601,14 @@ static bool port_ok(const char *p, bool star)
     return n >= 1 && n <= 5 && p[n] == '\0' && strtoul(p, NULL, 10) <= 65535;
 }
 
+int jrpc_conf_check_zmq_engine(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "native") == 0 || strcmp(v, "libzmq") == 0)
+        return 0;
+    snprintf(err, errlen, "'%s' is not native or libzmq", v);
+    return -1;
+}
+
 int jrpc_conf_check_zmq_endpoint(const char *v, char *err, size_t errlen)
 {
     static const char *const transports[] = { "tcp", "ipc", "inproc", "pgm", "epgm",

@@ -131,6 +131,10 @@ extern const char *const jrpc_conf_log_formats[];
 
 /* Syntax checks for the table. */
 int jrpc_conf_check_zmq_endpoint(const char *value, char *err, size_t errlen);
+
+/* --zmq-engine's check (broker, jrpc-worker, jrpc-stdio): "native" or
+ * "libzmq". Returns 0, or -1 with the reason in err. */
+int jrpc_conf_check_zmq_engine(const char *value, char *err, size_t errlen);
 int jrpc_conf_check_hostport(const char *value, char *err, size_t errlen);   /* or "none" */
 
 #endif

@@ -1,6 +1,7 @@
 /* jrpc_connect_opt — the options that say which brokers a worker program
  * serves, shared by jrpc-worker and jrpc-stdio: --connect (an endpoint, or
- * dns+tcp://NAME:PORT for every broker NAME resolves to) and --resolve-ms.
+ * dns+tcp://NAME:PORT for every broker NAME resolves to), --resolve-ms and
+ * --zmq-engine.
  * One table row each and one syntax check, so that the two programs take
  * and document the same thing. Not part of libjrpc-worker's API. */
 #ifndef JRPC_CONNECT_OPT_H
@@ -16,9 +17,10 @@
  * Returns 0, or -1 with the reason in err. */
 int jrpc_connect_check(const char *value, char *err, size_t errlen);
 
-/* The two rows, for a table: endpoints is a jrpc_conf_list_t *, resolve_ms
- * a uint32_t * (jrpc_worker_opts_t.resolve_ms). */
-#define JRPC_CONNECT_OPTS(endpoints, resolve_ms)                                             \
+/* The three rows, for a table: endpoints is a jrpc_conf_list_t *, resolve_ms
+ * a uint32_t * (jrpc_worker_opts_t.resolve_ms), engine a const char **
+ * (jrpc_worker_opts_t.zmq_engine). */
+#define JRPC_CONNECT_OPTS(endpoints, resolve_ms, engine)                                     \
     { "connect", JRPC_CONF_LIST, "ENDPOINT", JRPC_CONNECT_DEFAULT,                          \
       "a broker's worker endpoint, or dns+tcp://NAME:PORT for\n"                            \
       "every broker NAME resolves to (A and AAAA, one session\n"                            \
@@ -27,6 +29,10 @@ int jrpc_connect_check(const char *value, char *err, size_t errlen);
     { "resolve-ms", JRPC_CONF_UINT, "N", "5000",                                             \
       "how often dns+tcp:// names are resolved again; a\n"                                  \
       "broker lost also resolves its name at once",                                         \
-      .dest = (resolve_ms), .min = 100, .max = 3600000 }
+      .dest = (resolve_ms), .min = 100, .max = 3600000 },                                   \
+    { "zmq-engine", JRPC_CONF_STR, "NAME", "native",                                      \
+      "who speaks ZMTP to the brokers: native (our own, on the\n"                          \
+      "loop; tcp:// and ipc://) or libzmq; CURVE always uses libzmq",                       \
+      .dest = (engine), .check = jrpc_conf_check_zmq_engine }
 
 #endif

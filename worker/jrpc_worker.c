@@ -53,6 +53,7 @@
 #include "jrpc_log.h"
 #include "jrpc_mpack.h"
 #include "jrpc_wire.h"
+#include "jrpc_zdealer.h"
 #include "jrpc_zwatch.h"
 
 #define READ_BURST      64          /* frames read per callback before yielding */
@@ -60,6 +61,7 @@
 #define RECONNECT_IVL   100         /* ZMQ_RECONNECT_IVL, ms */
 #define RECONNECT_MAX   1000        /* ZMQ_RECONNECT_IVL_MAX, ms */
 #define FREE_CALLS_MAX  1024        /* finished calls kept for reuse */
+#define MAX_FRAME       (1ull << 30) /* a larger frame from a broker ends the session (native) */
 
 typedef struct handler {
     char           *name;  /* method (owned, NUL-terminated) */
@@ -78,7 +80,9 @@ typedef struct conn {
     bool           retiring;   /* its address left the name: DISCONNECT sent, never reopened */
     uint32_t       refs;       /* call objects pointing here (any generation) */
     uint32_t       zclosing;   /* its sockets whose watcher is still closing */
-    void          *sock;       /* the current DEALER; NULL when none */
+    void          *sock;       /* the current DEALER; NULL when none: a libzmq socket,
+                                  or with `native` a jrpc_zdealer_t (our own ZMTP) */
+    bool           native;     /* sock is a jrpc_zdealer_t */
     jrpc_zwatch_t *zw;         /* its watcher (heap; freed in on_sock_closed) */
     uint64_t       gen;        /* bumped per socket; calls of older ones are stale */
     uint64_t       last_recv;  /* uv_now() of the last frame from the broker */
@@ -154,6 +158,7 @@ struct jrpc_worker {
     uint64_t     drain_until;  /* uv_now() ms when a drain gives up */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
     bool         curve;        /* sockets are CURVE clients */
+    bool         native;       /* our own ZMTP (jrpc_zdealer) where it serves the endpoint */
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
     char         broker_public[JRPC_CURVE_Z85_LEN + 1]; /* the broker's public key */
     char         name[64];           /* READY "name"; empty: not sent */
@@ -184,6 +189,13 @@ static int conn_send(conn_t *c, const char *p, size_t n)
 {
     if (c->sock == NULL)
         return -ENOTCONN;
+    if (c->native) {
+        int rc = jrpc_zdealer_send(c->sock, p, n);
+        if (rc < 0)
+            return rc;   /* -ENOTCONN: the session is lost, on_zd_down resets it */
+        c->last_send = uv_now(c->w->loop);
+        return 0;
+    }
     if (zmq_send(c->sock, p, n, ZMQ_DONTWAIT) < 0) {
         int rc = -errno;
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=send_failed endpoint=%s bytes=%zu err=\"%s\"",
@@ -280,10 +292,14 @@ static void conn_close(conn_t *c, int linger)
     if (c->sock == NULL)
         return;
     conn_flush(c);
-    zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
     c->w->nclosing++;
     c->zclosing++;
-    jrpc_zwatch_stop(c->zw, on_sock_closed);
+    if (c->native)
+        jrpc_zdealer_close(c->sock, (uint32_t)linger);   /* on_zd_closed */
+    else {
+        zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+        jrpc_zwatch_stop(c->zw, on_sock_closed);
+    }
     c->sock = NULL;
     c->zw = NULL;
     jrpc_buf_reset(&c->out);
@@ -292,14 +308,27 @@ static void conn_close(conn_t *c, int linger)
 }
 
 static int on_readable(jrpc_zwatch_t *zw, void *sock);
+static const jrpc_zdealer_cbs_t zd_cbs;
 
-/* Opens a fresh DEALER to c->endpoint and queues READY on it. */
+/* Opens a fresh DEALER to c->endpoint and queues READY on it: our own ZMTP
+ * (jrpc_zdealer) when it serves the endpoint, else libzmq's. */
 static int conn_open(conn_t *c)
 {
     jrpc_worker_t *w = c->w;
     int rc;
     jrpc_zwatch_t *zw = NULL;
-    void *sock = zmq_socket(w->zctx, ZMQ_DEALER);
+    void *sock = NULL;
+    bool native = w->native && jrpc_zdealer_supports(c->endpoint);
+    if (native) {
+        const jrpc_zdealer_opts_t zo = { .ivl_ms = RECONNECT_IVL, .ivl_max_ms = RECONNECT_MAX,
+                                         .max_frame = MAX_FRAME };
+        jrpc_zdealer_t *d;
+        if ((rc = jrpc_zdealer_new(w->loop, c->endpoint, &zo, &zd_cbs, c, &d)) < 0)
+            return rc;
+        sock = d;
+        goto opened;
+    }
+    sock = zmq_socket(w->zctx, ZMQ_DEALER);
     if (sock == NULL)
         return -errno;
     int linger = 0, ivl = RECONNECT_IVL, ivl_max = RECONNECT_MAX;
@@ -318,8 +347,10 @@ static int conn_open(conn_t *c)
         goto out;
     if ((rc = jrpc_zwatch_start(w->loop, zw, sock, on_readable, c)) < 0)
         goto out;
+opened:;
     uint64_t now = uv_now(w->loop);
     c->sock = sock;
+    c->native = native;
     c->zw = zw;
     c->gen++;
     c->last_recv = c->last_send = c->last_reset = now;
@@ -334,7 +365,7 @@ static int conn_open(conn_t *c)
     c->nout = 0;
     JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=socket_open endpoint=%s gen=%llu", c->endpoint,
              (unsigned long long)c->gen);
-    /* READY is queued on the pipe even before the TCP connection is up. */
+    /* READY is queued even before the TCP connection is up. */
     conn_send_ready(c);
     return 0;
 out:
@@ -753,6 +784,63 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
     return 1;
 }
 
+/* The native engine's side of on_readable: one message, for the socket in
+ * force (a closed one says nothing more). Answers go out at the end of the
+ * loop turn (flush_idle). */
+static void on_zd_message(jrpc_zdealer_t *d, const char *p, size_t n)
+{
+    conn_t *c = jrpc_zdealer_data(d);
+    if (c->sock != d)
+        return;
+    c->last_recv = uv_now(c->w->loop);
+    handle_frame(c, p, n);
+    msgpack_zone_clear(&c->w->zone);
+}
+
+static void on_zd_multipart(jrpc_zdealer_t *d, int parts)
+{
+    conn_t *c = jrpc_zdealer_data(d);
+    c->last_recv = uv_now(c->w->loop);
+    JRPC_LOG(JRPC_LOG_WARN, "worker", "event=frame_dropped endpoint=%s parts=%d err=\"multipart\"",
+             c->endpoint, parts);
+}
+
+/* The connection to the broker is lost: its session is over at once (with
+ * libzmq it ended when the broker said DISCONNECT to the reconnected
+ * socket, or went silent). */
+static void on_zd_down(jrpc_zdealer_t *d, const char *why)
+{
+    conn_t *c = jrpc_zdealer_data(d);
+    if (c->sock != d)
+        return;
+    JRPC_LOG(JRPC_LOG_INFO, "worker", "event=broker_connection_lost endpoint=%s reason=\"%s\" "
+             "inflight=%u", c->endpoint, why, c->inflight);
+    if (c->rs)
+        resolver_start(c->rs);   /* as for a broker lost to silence */
+    /* Not in a tight loop with a broker that takes the handshake and
+     * drops the connection: a session shorter than a heartbeat interval is
+     * closed, and the tick opens the next. */
+    if (!c->retiring && !c->w->draining &&
+        uv_now(c->w->loop) - c->last_reset < c->w->opts.heartbeat_ms)
+        conn_close(c, 0);
+    else
+        conn_reset(c, "connection_lost");
+}
+
+static void on_zd_closed(jrpc_zdealer_t *d)
+{
+    conn_t *c = jrpc_zdealer_data(d);
+    c->zclosing--;
+    c->w->nclosing--;
+}
+
+static const jrpc_zdealer_cbs_t zd_cbs = {
+    .on_message = on_zd_message,
+    .on_multipart = on_zd_multipart,
+    .on_down = on_zd_down,
+    .on_closed = on_zd_closed,
+};
+
 /* ---- heartbeats and liveness ---- */
 
 static void conn_free(conn_t *c)
@@ -827,6 +915,8 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         o = *opts;
     if (o.credit == 0 || o.heartbeat_ms < 10 || o.liveness == 0 || (o.resolve_ms != 0 && o.resolve_ms < 100) ||
         (o.curve_keypair == NULL) != (o.broker_public == NULL) ||
+        (o.zmq_engine && strcmp(o.zmq_engine, "native") != 0 &&
+         strcmp(o.zmq_engine, "libzmq") != 0) ||
         (o.broker_public && (!jrpc_curve_key_ok(o.broker_public) ||
                              !jrpc_curve_key_ok(o.curve_keypair->public_z85) ||
                              !jrpc_curve_key_ok(o.curve_keypair->secret_z85)))) {
@@ -858,6 +948,9 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
     }
     o.curve_keypair = NULL;   /* borrowed by the caller: not kept */
     o.broker_public = NULL;
+    /* CURVE is libzmq's: our own engine speaks the NULL mechanism only. */
+    w->native = !w->curve && (o.zmq_engine == NULL || strcmp(o.zmq_engine, "native") == 0);
+    o.zmq_engine = NULL;
     w->opts = o;
     jrpc_buf_init(&w->tmp);
     if (o.loop != NULL) {

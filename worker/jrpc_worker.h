@@ -59,6 +59,11 @@ typedef struct jrpc_worker_opts {
      * (>= 100 ms; 0 or default: 5000). A broker lost to silence or
      * DISCONNECT also asks for a resolution at once. */
     uint32_t    resolve_ms;
+    /* Who speaks ZMTP to the brokers: NULL or "native", our own engine on
+     * the worker's loop (io/jrpc_zdealer: tcp:// and ipc://, no libzmq
+     * thread), or "libzmq"; CURVE always uses libzmq. Anything else:
+     * jrpc_worker_new fails with EINVAL. Borrowed for jrpc_worker_new. */
+    const char *zmq_engine;
 } jrpc_worker_opts_t;
 
 /* Fills o with the defaults. */

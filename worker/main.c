@@ -435,7 +435,7 @@ int main(int argc, char **argv)
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
-        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms),
+        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms, &opts.zmq_engine),
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics\n"
           "(1..63 printable bytes, no spaces); unset: its routing id", .dest = &opts.name,
           .check = name_ok },

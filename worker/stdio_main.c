@@ -1150,7 +1150,7 @@ int main(int argc, char **argv)
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
-        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms),
+        JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms, &opts.zmq_engine),
         { "method", L, "NAME[:idempotent]", NULL, "a method the children serve (repeat); with\n"
           ":idempotent, a call a lost child held is sent to another\n"
           "child instead of being answered -32004", .dest = &methods, .check = method_ok },
