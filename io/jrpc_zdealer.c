@@ -62,8 +62,11 @@ struct jrpc_zdealer {
 
 bool jrpc_zdealer_supports(const char *endpoint)
 {
+    /* An abstract name (ipc://@NAME) needs uv_pipe_connect2, libuv 1.46:
+     * Debian 12 has 1.44, so those stay libzmq's. */
     if (strncmp(endpoint, "ipc://", 6) == 0)
-        return endpoint[6] != '\0' && strlen(endpoint + 6) < sizeof ((struct sockaddr_un *)0)->sun_path;
+        return endpoint[6] != '\0' && endpoint[6] != '@' &&
+               strlen(endpoint + 6) < sizeof ((struct sockaddr_un *)0)->sun_path;
     if (strncmp(endpoint, "tcp://", 6) != 0 || strchr(endpoint, ';') != NULL)
         return false;
     const char *colon = strrchr(endpoint + 6, ':');

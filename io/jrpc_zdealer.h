@@ -42,7 +42,8 @@ typedef struct jrpc_zdealer_opts {
 } jrpc_zdealer_opts_t;
 
 /* True when endpoint is one jrpc_zdealer connects to: tcp://HOST:PORT or
- * ipc://PATH (not libzmq's tcp://SRC;HOST:PORT). */
+ * ipc://PATH (not libzmq's tcp://SRC;HOST:PORT, nor an abstract
+ * ipc://@NAME, which needs a newer libuv than Debian 12's). */
 bool jrpc_zdealer_supports(const char *endpoint);
 
 /* Starts connecting to endpoint (copied). data is the caller's (d->data

@@ -398,6 +398,7 @@ static void test_ipc_and_endpoints(void **state)
     assert_true(jrpc_zdealer_supports("ipc:///tmp/x"));
     assert_false(jrpc_zdealer_supports("tcp://10.0.0.1;127.0.0.1:5556"));
     assert_false(jrpc_zdealer_supports("inproc://x"));
+    assert_false(jrpc_zdealer_supports("ipc://@abstract"));
     assert_false(jrpc_zdealer_supports("tcp://nowhere"));
     uv_loop_t loop;
     uv_loop_init(&loop);
