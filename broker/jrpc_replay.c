@@ -14,9 +14,10 @@
  * the retry timer reconnects. The FIFO also gives the command timeout (a
  * watchdog looks at the age of the head).
  *
- * Every claim is one EVALSHA of CLAIM_LUA: it reads the epoch key, creates
- * it if missing (SET only when absent, inside the script, so several
- * brokers converge on one value), and claims the nonce only when the epoch
+ * Every claim is one EVALSHA of CLAIM_LUA (alone, or in mode 'm' with the
+ * other nonce claims of its loop turn: batch_write): it reads the epoch
+ * key, creates it if missing (SET only when absent, inside the script, so
+ * several brokers converge on one value), and claims the nonce only when the epoch
  * is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
  * seconds being when the broker that wrote it noticed the loss (0 when a
  * broker found a Redis with no epoch at its first connect: a new Redis, as
