@@ -1487,13 +1487,6 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
     p->ts = ts;
     p->nonce = nonce.n > 0;
     p->rate = rate != NULL;
-    char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
-    proposal(r, prop, sizeof prop);
-    snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
-    if (rate) {
-        snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
-        snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
-    }
     /* KEYS[2] (and KEYS[3]) spelled out here, so that the command goes to
      * hiredis as an argument vector (send_argv). Spans too long for the
      * buffers (never from jrpc_auth: ids and nonces are at most 64 bytes)
@@ -1519,13 +1512,22 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
             memcpy(rkey + 10, rate->who.p, rate->who.n);
             rn = 10 + rate->who.n;
         }
-        if (!rate && nn <= sizeof p->nkey) {
-            /* Written with the turn's other nonce claims (batch_write). */
-            memcpy(p->nkey, nkey, nn);
-            p->nkey_n = (uint8_t)nn;
-            batch_push(r, p);
-            return 0;
-        }
+    }
+    if (fits && !rate && nn <= sizeof p->nkey) {
+        /* Written with the turn's other nonce claims (batch_write). */
+        memcpy(p->nkey, nkey, nn);
+        p->nkey_n = (uint8_t)nn;
+        batch_push(r, p);
+        return 0;
+    }
+    char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
+    proposal(r, prop, sizeof prop);
+    snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
+    if (rate) {
+        snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
+        snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
+    }
+    if (fits) {
         const char *argv[16] = { "EVALSHA", r->sha, NULL, EPOCH_KEY };   /* at most 13 */
         size_t lens[16] = { 7, strlen(r->sha), 1, sizeof EPOCH_KEY - 1 };
         int argc = 4;
