@@ -66,24 +66,25 @@ kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null || true
 pids=()
 
 echo "== 3. Redis Ir per claim (redis-server under callgrind, redis-benchmark)"
-valgrind --tool=callgrind --callgrind-out-file="$T/cgr" --collect-atstart=no \
+valgrind --tool=callgrind --callgrind-out-file="$T/cgr" --instr-atstart=no \
     redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no >"$T/redis.log" 2>&1 & pids+=($!)
+vg=$!
 for _ in $(seq 100); do redis-cli -p $rp PING >/dev/null 2>&1 && break; sleep 0.2; done
 lua=$(sed -n '/^static const char CLAIM_LUA\[\] =/,/;$/p' broker/jrpc_replay.c |
       sed '1d; s/^ *"//; s/" *;\{0,1\}$//; s/\\"/"/g')
 sha=$(redis-cli -p $rp SCRIPT LOAD "$lua")
 redis-cli -p $rp SET jrpc:epoch E >/dev/null
-n=20000
+n=${N:-5000}
 for k in 1 2 4 8; do
     keys=() mode=m
     for _ in $(seq $k); do keys+=(jrpc:nonce:bench:__rand_int__); done
     [ $k = 1 ] && mode=n
-    callgrind_control -z "$(pgrep -f "callgrind-out-file=$T/cgr" | head -1)" >/dev/null 2>&1 || true
-    callgrind_control -i on "$(pgrep -f "callgrind-out-file=$T/cgr" | head -1)" >/dev/null
+    callgrind_control -i on $vg >/dev/null 2>&1
+    callgrind_control -z $vg >/dev/null 2>&1
     redis-benchmark -p $rp -c 1 -n $n -r 100000000 EVALSHA "$sha" $((k + 1)) jrpc:epoch \
         "${keys[@]}" E p 600 1 $mode >/dev/null
-    callgrind_control -d "k$k" "$(pgrep -f "callgrind-out-file=$T/cgr" | head -1)" >/dev/null
-    callgrind_control -i off "$(pgrep -f "callgrind-out-file=$T/cgr" | head -1)" >/dev/null
-    f=$(ls -t "$T"/cgr* | head -1)
+    callgrind_control -d "k$k" $vg >/dev/null 2>&1
+    callgrind_control -i off $vg >/dev/null 2>&1
+    f=$(ls -t "$T"/cgr.* | head -1)
     echo "claims per script $k: $(( $(ir "$f") / (n * k) )) Ir per claim"
 done
