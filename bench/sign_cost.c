@@ -6,9 +6,10 @@
  * MODE: sign | verify (a jrpc_signer_t and a jrpc_sign_key_t made once, as
  * the broker and jrpc_client keep them) or sign-oneshot | verify-oneshot
  * (jrpc_sign_compute / jrpc_sign_verify: everything made per call, as
- * the broker and the client did before they kept a signer). Each of the N rounds signs (or verifies) jrpc-bench's
- * body: a batch of 100 "add" calls, 5773 bytes. Run it with N and with 0:
- * the difference over N is the cost of one. */
+ * the broker and the client did before they kept a signer). Each of the N
+ * rounds signs (or verifies) jrpc-bench's body: a batch of 100 "add"
+ * calls, 5773 bytes. Run it with N and with 0: the difference over N is
+ * the cost of one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -29,9 +29,11 @@ ir() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", ""
 
 echo "== 1. Ir per signature (callgrind, jrpc-bench-sign)"
 for mode in sign verify sign-oneshot verify-oneshot; do
-    valgrind --tool=callgrind --callgrind-out-file="$T/cg0" "$B/jrpc-bench-sign" "$mode" 0 >/dev/null 2>&1
-    valgrind --tool=callgrind --callgrind-out-file="$T/cg1" "$B/jrpc-bench-sign" "$mode" 200 >/dev/null 2>&1
-    echo "$mode: $(( ($(ir "$T/cg1") - $(ir "$T/cg0")) / 200 )) Ir per body"
+    for n in 0 200; do
+        valgrind --tool=callgrind --callgrind-out-file="$T/cg$n" "$B/jrpc-bench-sign" "$mode" $n \
+            >/dev/null 2>&1
+    done
+    echo "$mode: $(( ($(ir "$T/cg200") - $(ir "$T/cg0")) / 200 )) Ir per body"
 done
 
 echo "== 2. Redis per claim (INFO commandstats), $conns connections, $secs s"
@@ -41,7 +43,8 @@ redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no >"$T/redis.lo
 sleep 0.5
 "$B/jrpc-broker" --zmq tcp://127.0.0.1:$zp --workers tcp://127.0.0.1:$wp --http none \
     --keys "$T/keys" --redis redis://127.0.0.1:$rp --log-level warn 2>"$T/broker.log" & pids+=($!)
-"$B/jrpc-worker" --connect tcp://127.0.0.1:$wp --credit 256 --log-level warn 2>"$T/worker.log" & pids+=($!)
+"$B/jrpc-worker" --connect tcp://127.0.0.1:$wp --credit 256 --log-level warn \
+    2>"$T/worker.log" & pids+=($!)
 sign=(--key-id bench --secret bench-secret-0123456789abcdef)
 for _ in $(seq 50); do
     "$B/jrpc" --url tcp://127.0.0.1:$zp -t 500 -k bench -s bench-secret-0123456789abcdef \
@@ -67,7 +70,8 @@ pids=()
 
 echo "== 3. Redis Ir per claim (redis-server under callgrind, redis-benchmark)"
 valgrind --tool=callgrind --callgrind-out-file="$T/cgr" --instr-atstart=no \
-    redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no >"$T/redis.log" 2>&1 & pids+=($!)
+    redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no >"$T/redis.log" 2>&1 &
+pids+=($!)
 vg=$!
 for _ in $(seq 100); do redis-cli -p $rp PING >/dev/null 2>&1 && break; sleep 0.2; done
 lua=$(sed -n '/^static const char CLAIM_LUA\[\] =/,/;$/p' broker/jrpc_replay.c |

@@ -17,8 +17,8 @@
  * Every claim is one EVALSHA of CLAIM_LUA (alone, or in mode 'm' with the
  * other nonce claims of its loop turn: batch_write): it reads the epoch
  * key, creates it if missing (SET only when absent, inside the script, so
- * several brokers converge on one value), and claims the nonce only when the epoch
- * is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
+ * several brokers converge on one value), and claims the nonce only when
+ * the epoch is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
  * seconds being when the broker that wrote it noticed the loss (0 when a
  * broker found a Redis with no epoch at its first connect: a new Redis, as
  * far as anyone can tell). When the epoch differs from ours, Redis lost
@@ -143,8 +143,8 @@ static const char CLAIM_LUA[] =
     "end "
     "return {ARGV[4], 'OK'}";
 
-enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK,
-                CMD_IDEM, CMD_STORE };
+enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO,
+                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE };
 
 /* Idempotency keys (jrpc_replay_idem_*): KEYS[1] jrpc:idem:<who>:<key>;
  * ARGV tag, the body's fingerprint (64 hex), how long a run may hold the
@@ -205,7 +205,7 @@ struct jrpc_replay {
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
     size_t             npending;    /* length of the FIFO */
-    pending_t         *batch;       /* nonce claims of this turn, written as one script at the flush */
+    pending_t         *batch;       /* this turn's nonce claims: one script at the write */
     pending_t         *batch_tail;  /* youngest of them */
     size_t             nbatch;      /* how many */
     pending_t         *held;        /* claims answered OK, waiting for their WAIT's count */

@@ -1071,7 +1071,8 @@ static void test_unsolicited_reply(void **state)
     capture_start(&cap);
     atomic_store(&px.inject, 1);
     res_t res[3];
-    assert_int_equal(claim_now(f->r, "kp", "seen", &res[0]), 0);   /* a replay: must never read OK */
+    /* a replay: must never read OK */
+    assert_int_equal(claim_now(f->r, "kp", "seen", &res[0]), 0);
     assert_int_equal(claim_now(f->r, "kp", "d1", &res[1]), 0);
     assert_int_equal(claim_now(f->r, "kp", "d2", &res[2]), 0);
     assert_true(run_until(&f->loop, res3_done, res, 5000));
