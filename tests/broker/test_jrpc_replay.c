@@ -1769,6 +1769,20 @@ static void test_multi_answers(void **state)
     assert_int_equal(st.replays, 1);
     fake_mod_stop(&m);
 
+    /* The same reply one byte at a time: nobody is answered before its end. */
+    static const char one[] = "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$3\r\n011\r\n";
+    fake_mod_start(&m, 3, true);
+    for (size_t i = 0; i + 1 < sizeof one - 1; i++) {
+        fake_mod_feed(&m, one + i, 1);
+        assert_int_equal(m.res[0].calls + m.res[1].calls + m.res[2].calls, 0);
+    }
+    fake_mod_feed(&m, one + sizeof one - 2, 1);
+    assert_true(m.r->conn == m.conn);
+    assert_int_equal(m.res[0].rc, -EEXIST);
+    assert_int_equal(m.res[1].rc, 0);
+    assert_int_equal(m.res[2].rc, 0);
+    fake_mod_stop(&m);
+
     /* Not the answer: another tag, one flag too few, a bad flag, MULTI to
      * a lone claim, the lone claim's OK to a script of two. */
     static const struct { const char *resp; size_t nclaims; bool multi; } cases[] = {
