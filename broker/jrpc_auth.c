@@ -40,10 +40,11 @@ static bool outside_window(int64_t ts, int64_t now, uint32_t skew)
     return d > skew;
 }
 
-int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char *body,
-                    size_t len, int64_t now, uint32_t skew, const jrpc_key_t **key_out)
+int jrpc_auth_check(const jrpc_keys_t *k, jrpc_signer_t *signer, const jrpc_auth_req_t *req,
+                    const char *body, size_t len, int64_t now, uint32_t skew,
+                    const jrpc_key_t **key_out)
 {
-    assert(k != NULL && req != NULL);
+    assert(k != NULL && signer != NULL && req != NULL);
     if (key_out)
         *key_out = NULL;
 
@@ -78,8 +79,8 @@ int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char
     if (!jrpc_sign_nonce_ok(req->nonce.p, req->nonce.n))
         return JRPC_AUTH_ENONCE;
 
-    if (!jrpc_sign_verify(req->signature, jrpc_key_secret(key), req->key, ts, req->nonce, body,
-                          len))
+    if (!jrpc_signer_verify(signer, jrpc_key_hmac(key), req->signature, req->key, ts, req->nonce,
+                            body, len))
         return JRPC_AUTH_ESIGNATURE;
 
     if (key_out)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "jrpc_buf.h"
 #include "jrpc_keys.h"
+#include "jrpc_sign.h"
 
 /* What a request carries to prove who sent it (borrowed spans; n == 0 when
  * absent). timestamp_text is the decimal text over HTTP; over ZeroMQ the
@@ -39,14 +40,16 @@ enum {
 
 /* Runs the checks that need no I/O, cheapest first: headers present → known
  * key → timestamp well-formed and within [now - skew, now + skew] → nonce
- * well-formed → signature (constant-time). Returns 0, *key_out (when not
+ * well-formed → signature (constant-time, with signer's reused context and
+ * the key's HMAC state keyed at load: jrpc_key_hmac). Returns 0, *key_out (when not
  * NULL) then the key; or the first JRPC_AUTH_E* that fails, *key_out NULL.
  * A request with a bearer token is checked by its token alone (the signing
  * fields are not read): 0 and the bearer key it is the token of, which
  * claims no nonce (jrpc_key_is_bearer), or JRPC_AUTH_EBEARER.
  * Never touches Redis. */
-int jrpc_auth_check(const jrpc_keys_t *k, const jrpc_auth_req_t *req, const char *body,
-                    size_t len, int64_t now, uint32_t skew, const jrpc_key_t **key_out);
+int jrpc_auth_check(const jrpc_keys_t *k, jrpc_signer_t *signer, const jrpc_auth_req_t *req,
+                    const char *body, size_t len, int64_t now, uint32_t skew,
+                    const jrpc_key_t **key_out);
 
 /* Words for a JRPC_AUTH_E* code (or 0), safe to send to the client
  * ("signature does not match"); never includes the expected signature.

@@ -79,6 +79,7 @@ struct jrpc_broker {
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
+    jrpc_signer_t    *signer;      /* SHA-256 fetched once, its context reused (jrpc_sign.h) */
     bool              draining;    /* jrpc_broker_drain was called */
     jrpc_rate_local_t rate_local;  /* the local budget (tat NULL until first used) */
     bbatch_t         *waiters;     /* bodies whose idempotency key another run holds */
@@ -841,7 +842,8 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     static const jrpc_auth_req_t none;
     const jrpc_auth_req_t *req = ad ? &ad->auth : &none;
     const jrpc_key_t *key;
-    int rc = jrpc_auth_check(b->opts.keys, req, x->body, x->len, now, b->opts.skew_s, &key);
+    int rc = jrpc_auth_check(b->opts.keys, b->signer, req, x->body, x->len, now, b->opts.skew_s,
+                             &key);
     if (rc < 0) {
         refuse_auth(b, x, rc, now);
         return false;
@@ -934,7 +936,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
                "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
                "without spaces\"}");
         ok = false;
-    } else if (x->idem.n && jrpc_sign_body_hash(fp, x->body, len) < 0) {
+    } else if (x->idem.n && jrpc_signer_body_hash(b->signer, fp, x->body, len) < 0) {
         refuse(b, x, NULL, NULL, NULL, -EAGAIN, "{\"reason\":\"out of memory\"}");
         ok = false;
     } else {
@@ -1071,7 +1073,8 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
     }
     int64_t now = (int64_t)time(NULL);
     const jrpc_key_t *key;
-    int rc = jrpc_auth_check(b->opts.keys, &ad->auth, body, len, now, b->opts.skew_s, &key);
+    int rc = jrpc_auth_check(b->opts.keys, b->signer, &ad->auth, body, len, now,
+                             b->opts.skew_s, &key);
     if (rc < 0) {
         char data[320];
         snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
@@ -1121,7 +1124,9 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     jrpc_buf_init(&b->out);
     jrpc_buf_init(&b->one);
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
-    if (b->workers == NULL) {
+    b->signer = b->workers ? jrpc_signer_new() : NULL;
+    if (b->signer == NULL) {
+        jrpc_workers_destroy(&b->workers);
         free(b);
         return NULL;
     }
@@ -1131,6 +1136,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
         if (b->replay == NULL) {
             JRPC_LOG(JRPC_LOG_ERROR, "broker", "event=redis_bad error=\"%s\"", err);
             jrpc_workers_destroy(&b->workers);
+            jrpc_signer_destroy(&b->signer);
             free(b);
             return NULL;
         }
@@ -1208,6 +1214,7 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p)
     }
     jrpc_workers_destroy(&b->workers);
     jrpc_replay_destroy(&b->replay);
+    jrpc_signer_destroy(&b->signer);
     jrpc_rate_local_dispose(&b->rate_local);
     jrpc_rate_counts_dispose(&b->rate_counts);
     uv_close((uv_handle_t *)&b->timer, on_timer_closed);

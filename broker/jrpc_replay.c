@@ -14,10 +14,11 @@
  * the retry timer reconnects. The FIFO also gives the command timeout (a
  * watchdog looks at the age of the head).
  *
- * Every claim is one EVALSHA of CLAIM_LUA: it reads the epoch key, creates
- * it if missing (SET only when absent, inside the script, so several
- * brokers converge on one value), and claims the nonce only when the epoch
- * is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
+ * Every claim is one EVALSHA of CLAIM_LUA (alone, or in mode 'm' with the
+ * other nonce claims of its loop turn: batch_write): it reads the epoch
+ * key, creates it if missing (SET only when absent, inside the script, so
+ * several brokers converge on one value), and claims the nonce only when
+ * the epoch is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
  * seconds being when the broker that wrote it noticed the loss (0 when a
  * broker found a Redis with no epoch at its first connect: a new Redis, as
  * far as anyone can tell). When the epoch differs from ours, Redis lost
@@ -85,6 +86,8 @@
 #define EPOCH_MAX 64          /* longest epoch value we accept from Redis */
 #define MAX_ELEMENTS 8        /* our replies have at most 3; bigger arrays are refused unbuilt */
 #define MAX_ROLE_ELEMENTS 1024/* ROLE lists a master's replicas: allowed for its reply only */
+#define MULTI_MAX 64          /* nonce claims in one script at most (its run time is bounded) */
+#define NKEY_MAX (sizeof "jrpc:nonce::" + 64 + 64) /* id and nonce: 64 bytes at most */
 #define MAX_BUFFERED (JRPC_REPLAY_IDEM_MAX + (1u << 20)) /* unparsed reply bytes before the
                                   connection is dropped: a stored reply and then some */
 
@@ -101,12 +104,24 @@
  * is checked before the rate (a replay costs its key nothing) and released
  * when the rate refuses the body (it ran nowhere: the same signed body may
  * come again). Replies: {tag,'OK'}, {tag,'DUP'}, {tag,'EPOCH',value},
- * {tag,'LIMITED',microseconds until it would pass}. */
+ * {tag,'LIMITED',microseconds until it would pass}.
+ * Mode 'm' claims several nonces at once, KEYS[2..] (the nonce claims of
+ * one loop turn: see "Several claims, one script" below), after the one
+ * epoch check: {tag,'MULTI',flags}, flags one character per nonce in KEYS
+ * order, '1' claimed now, '0' a replay; or {tag,'EPOCH',value} for all. */
 static const char CLAIM_LUA[] =
     "local e = redis.call('GET', KEYS[1]) "
     "if not e then redis.call('SET', KEYS[1], ARGV[2]) e = ARGV[2] end "
     "if #KEYS < 2 then return {ARGV[4], 'EPOCH', e} end "
     "local m = ARGV[5] "
+    "if m == 'm' then "
+    "  if e ~= ARGV[1] then return {ARGV[4], 'EPOCH', e} end "
+    "  local f = {} "
+    "  for i = 2, #KEYS do "
+    "    f[i - 1] = redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[3]) and '1' or '0' "
+    "  end "
+    "  return {ARGV[4], 'MULTI', table.concat(f)} "
+    "end "
     "if m ~= 'r' then "
     "  if e ~= ARGV[1] then return {ARGV[4], 'EPOCH', e} end "
     "  if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then "
@@ -128,8 +143,8 @@ static const char CLAIM_LUA[] =
     "end "
     "return {ARGV[4], 'OK'}";
 
-enum cmd_kind { CMD_CLAIM, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO, CMD_WAIT, CMD_ASK,
-                CMD_IDEM, CMD_STORE };
+enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO,
+                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE };
 
 /* Idempotency keys (jrpc_replay_idem_*): KEYS[1] jrpc:idem:<who>:<key>;
  * ARGV tag, the body's fingerprint (64 hex), how long a run may hold the
@@ -164,6 +179,10 @@ typedef struct pending {
     bool            nonce;    /* a nonce is claimed (WAIT counts it) */
     bool            rate;     /* a rate limit is checked (LIMITED is an answer) */
     enum cmd_kind   kind;     /* what the reply answers */
+    struct pending *claims;   /* CMD_MULTI: its claims, in KEYS order (linked by next) */
+    size_t          nclaims;  /* ... how many */
+    uint8_t         nkey_n;   /* a claim not written yet: the length of ... */
+    char            nkey[NKEY_MAX]; /* ... its key jrpc:nonce:<key id>:<nonce> */
 } pending_t;
 
 /* One connection. Registered with the loop, so freed from its close callback. */
@@ -186,6 +205,9 @@ struct jrpc_replay {
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
     size_t             npending;    /* length of the FIFO */
+    pending_t         *batch;       /* this turn's nonce claims: one script at the write */
+    pending_t         *batch_tail;  /* youngest of them */
+    size_t             nbatch;      /* how many */
     pending_t         *held;        /* claims answered OK, waiting for their WAIT's count */
     pending_t         *held_tail;   /* youngest of them */
     size_t             unwaited;    /* claims written since the last WAIT was queued */
@@ -258,6 +280,12 @@ static void fail_list(jrpc_replay_t *r, pending_t *list, int rc)
     while (list != NULL) {
         pending_t *p = list;
         list = p->next;
+        if (p->kind == CMD_MULTI) {
+            pending_t *claims = p->claims;
+            free(p);
+            fail_list(r, claims, rc);
+            continue;
+        }
         if (p->kind == CMD_IDEM) {
             p->icb(p->arg, rc, NULL, 0);
         } else if (p->kind == CMD_CLAIM) {
@@ -350,8 +378,16 @@ static pending_t *conn_detach(jrpc_replay_t *r)
         r->tail->next = r->held;
     else
         list = r->held;
+    if (r->batch != NULL) {   /* after the held ones: the list's end */
+        pending_t **end = &list;
+        while (*end != NULL)
+            end = &(*end)->next;
+        *end = r->batch;
+    }
     r->conn = NULL;
     r->head = r->tail = r->held = r->held_tail = NULL;
+    r->batch = r->batch_tail = NULL;
+    r->nbatch = 0;
     r->npending = 0;
     r->unwaited = 0;
     r->up = false;
@@ -427,7 +463,8 @@ static const redisReply *script_word(const redisReply *rep, const pending_t *p)
         return NULL;
     if (rep->elements == 2 && (str_is(word, "OK") || str_is(word, "DUP")))
         return word;
-    if (rep->elements == 3 && (str_is(word, "EPOCH") || str_is(word, "LIMITED")) &&
+    if (rep->elements == 3 &&
+        (str_is(word, "EPOCH") || str_is(word, "LIMITED") || str_is(word, "MULTI")) &&
         rep->element[2]->type == REDIS_REPLY_STRING)
         return word;
     return NULL;
@@ -517,6 +554,8 @@ static int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
         return 0;
     if (str_is(word, "DUP"))
         return -EEXIST;
+    if (str_is(word, "MULTI"))   /* the answer to several claims, not to this one */
+        return DROP_DESYNC;
     const redisReply *v = rep->element[2];
     if (str_is(word, "LIMITED")) {
         uint64_t us = 0;
@@ -587,6 +626,93 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
         return;
     }
     claim_done(r, p, rc);
+}
+
+/* The flags of a MULTI answer for n claims: n characters, each '1' (claimed
+ * now) or '0' (a replay). Returns fresh[i] set for each, 0; or -1 when the
+ * value cannot answer n claims (a desynchronised connection). Pure. */
+static int multi_flags(const redisReply *v, size_t n, bool *fresh)
+{
+    if (v->type != REDIS_REPLY_STRING || v->len != n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v->str[i] != '0' && v->str[i] != '1')
+            return -1;
+        fresh[i] = v->str[i] == '1';
+    }
+    return 0;
+}
+
+/* A claim's answer out of its script's: a fresh nonce waits for WAIT (with
+ * --redis-wait-replicas) while the connection is the one that claimed it,
+ * and fails closed when that connection is gone (its WAIT never comes). */
+static void multi_claim_done(jrpc_replay_t *r, const conn_t *conn, pending_t *c, int rc)
+{
+    if (rc == 0 && r->wait_n > 0 && c->nonce) {
+        if (r->conn != conn) {
+            claim_done(r, c, r->closing ? -ECANCELED : -EAGAIN);
+            return;
+        }
+        c->next = NULL;
+        if (r->held_tail != NULL)
+            r->held_tail->next = c;
+        else
+            r->held = c;
+        r->held_tail = c;
+        return;
+    }
+    claim_done(r, c, rc);
+}
+
+/* The answer to a script of several nonce claims (mode 'm'): each claim
+ * gets its own answer, as if it had been sent alone — fresh, a replay, the
+ * epoch's verdict (one for all), Redis' error, or, for a reply that does not
+ * answer it, the dropped connection's -EAGAIN. Callbacks run in claim order;
+ * one may claim again (the others still get their answers) or destroy r
+ * (the others then get -ECANCELED, as claims still queued would). */
+static void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply *rep)
+{
+    bool fresh[MULTI_MAX];
+    size_t n = p->nclaims;
+    pending_t *list = p->claims;
+    int all = 1;   /* 1: per flag; else the rc of every claim */
+    bool epoch = false;   /* Redis lost its memory: -ESTALE for those signed too early */
+    const char *drop = NULL;
+
+    assert(n >= 1 && n <= MULTI_MAX);
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* The same verdicts as for one claim (claim_result). */
+        int rc = claim_result(r, rep, p);
+        all = rc > 0 ? -EAGAIN : rc;
+        if (rc > 0)
+            drop = rc == DROP_READONLY ? "not_master" : "desync";
+    } else {
+        const redisReply *word = script_word(rep, p);
+        if (word != NULL && str_is(word, "MULTI") && multi_flags(rep->element[2], n, fresh) == 0) {
+            all = 1;
+        } else if (word != NULL && str_is(word, "EPOCH") &&
+                   adopt_epoch(r, rep->element[2]->str, rep->element[2]->len) == 0) {
+            all = -EAGAIN;
+            epoch = true;
+        } else {
+            all = -EAGAIN;
+            drop = "desync";
+        }
+    }
+    free(p);
+    if (drop != NULL)   /* unanswered for sure: fail closed with the rest of the FIFO */
+        conn_drop(r, drop, strcmp(drop, "not_master") == 0 ? "READONLY: Redis is a replica now"
+                                  : "a reply that does not answer the command sent");
+    for (size_t i = 0; list != NULL; i++) {
+        pending_t *c = list;
+        list = c->next;
+        int rc = all != 1 ? all : fresh[i] ? 0 : -EEXIST;
+        if (epoch && c->ts <= r->refuse_to)
+            rc = -ESTALE;
+        if (r->closing)   /* destroyed by a callback: the rest are cancelled, as if queued */
+            rc = -ECANCELED;
+        multi_claim_done(r, conn, c, rc);
+    }
 }
 
 /* WAIT's reply: how many replicas have every write before it, so every
@@ -771,6 +897,8 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
         }
         if (p->kind == CMD_CLAIM)
             handle_claim(r, p, reply);
+        else if (p->kind == CMD_MULTI)
+            handle_multi(r, conn, p, reply);
         else if (p->kind == CMD_WAIT)
             handle_wait(r, p, reply);
         else if (p->kind == CMD_IDEM || p->kind == CMD_STORE)
@@ -785,6 +913,9 @@ static void process_replies(jrpc_replay_t *r, conn_t *conn)
 
 static void set_writing(conn_t *conn, bool on);
 static int send_wait(jrpc_replay_t *r);
+static int batch_write(jrpc_replay_t *r);
+static pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg);
+static void proposal(const jrpc_replay_t *r, char *buf, size_t n);
 
 /* Writes what conn's output buffer holds (the WAIT owed to the claims in
  * it first); what the socket does not take waits for UV_WRITABLE. Returns
@@ -792,6 +923,10 @@ static int send_wait(jrpc_replay_t *r);
 static int write_out(jrpc_replay_t *r, conn_t *conn)
 {
     int done = 0;
+    if (r->batch != NULL && batch_write(r) < 0) {
+        conn_drop(r, "disconnected", "cannot queue the claims");
+        return -1;
+    }
     if (r->unwaited > 0 && send_wait(r) < 0) {
         conn_drop(r, "disconnected", "cannot queue WAIT");
         return -1;
@@ -886,6 +1021,90 @@ static void queued(jrpc_replay_t *r, pending_t *p)
         uv_check_start(&r->flush, on_flush);
         uv_idle_start(&r->unblock, on_unblock);
     }
+}
+
+/* Several claims, one script. The nonce claims of one loop turn (claims
+ * without a rate limit) wait on `batch` instead of being formatted at once;
+ * the write of the turn (write_out) sends them as one EVALSHA in mode 'm'
+ * (at most MULTI_MAX each), or as before when the turn had only one. Redis
+ * then checks the epoch once and runs one script instead of N: the script
+ * call's own cost, the epoch GET and the argument tables are paid once per
+ * turn, and the broker formats and parses one command. Each claim still
+ * gets its own answer (handle_multi). A claim waits for no other: only for
+ * the end of its own loop turn, as before. */
+static void batch_push(jrpc_replay_t *r, pending_t *p)
+{
+    p->next = NULL;
+    if (r->batch_tail != NULL)
+        r->batch_tail->next = p;
+    else
+        r->batch = p;
+    r->batch_tail = p;
+    r->nbatch++;
+    if (!r->conn->connected)
+        set_writing(r->conn, true);
+    else if (!r->conn->writing) {
+        uv_check_start(&r->flush, on_flush);
+        uv_idle_start(&r->unblock, on_unblock);
+    }
+}
+
+/* Appends the batch's commands to conn's output buffer and their FIFO
+ * entries. Returns 0, or -ENOMEM (what is left of the batch stays on it:
+ * the caller drops the connection, which fails it). */
+static int batch_write(jrpc_replay_t *r)
+{
+    while (r->batch != NULL) {
+        size_t n = r->nbatch < MULTI_MAX ? r->nbatch : MULTI_MAX;
+        const char *argv[4 + MULTI_MAX + 5];
+        size_t lens[4 + MULTI_MAX + 5];
+        char nk[8], prop[EPOCH_MAX + 1], tag[24];
+        pending_t *m = NULL, *p = r->batch;
+        int argc = 0;
+        uint64_t t;
+        if (n > 1) {
+            if ((m = pending_new(r, CMD_MULTI, NULL)) == NULL)
+                return -ENOMEM;
+            t = m->tag;
+        } else {
+            t = p->tag;
+        }
+        snprintf(nk, sizeof nk, "%zu", n + 1);
+        snprintf(tag, sizeof tag, "%llu", (unsigned long long)t);
+        proposal(r, prop, sizeof prop);
+        argv[argc] = "EVALSHA", lens[argc++] = 7;
+        argv[argc] = r->sha, lens[argc++] = strlen(r->sha);
+        argv[argc] = nk, lens[argc++] = strlen(nk);
+        argv[argc] = EPOCH_KEY, lens[argc++] = sizeof EPOCH_KEY - 1;
+        for (size_t i = 0; i < n; i++, p = p->next)
+            argv[argc] = p->nkey, lens[argc++] = p->nkey_n;
+        const char *tail[] = { r->epoch, prop, r->ttl, tag, n > 1 ? "m" : "n" };
+        for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+            argv[argc] = tail[i], lens[argc++] = strlen(tail[i]);
+        if (redisAppendCommandArgv(r->conn->c, argc, argv, lens) != REDIS_OK) {
+            free(m);
+            return -ENOMEM;
+        }
+        /* Written: the first n leave the batch, for the FIFO. */
+        pending_t *first = r->batch, *last = first;
+        for (size_t i = 1; i < n; i++)
+            last = last->next;
+        r->batch = last->next;
+        if (r->batch == NULL)
+            r->batch_tail = NULL;
+        r->nbatch -= n;
+        last->next = NULL;
+        if (m != NULL) {
+            m->claims = first;
+            m->nclaims = n;
+            fifo_push(r, m);
+        } else {
+            fifo_push(r, first);
+        }
+        if (r->wait_n > 0)
+            r->unwaited += n;
+    }
+    return 0;
 }
 
 /* Queues one command built from argc strings (each argv[i] of lens[i]
@@ -1268,13 +1487,6 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
     p->ts = ts;
     p->nonce = nonce.n > 0;
     p->rate = rate != NULL;
-    char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
-    proposal(r, prop, sizeof prop);
-    snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
-    if (rate) {
-        snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
-        snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
-    }
     /* KEYS[2] (and KEYS[3]) spelled out here, so that the command goes to
      * hiredis as an argument vector (send_argv). Spans too long for the
      * buffers (never from jrpc_auth: ids and nonces are at most 64 bytes)
@@ -1300,6 +1512,22 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
             memcpy(rkey + 10, rate->who.p, rate->who.n);
             rn = 10 + rate->who.n;
         }
+    }
+    if (fits && !rate && nn <= sizeof p->nkey) {
+        /* Written with the turn's other nonce claims (batch_write). */
+        memcpy(p->nkey, nkey, nn);
+        p->nkey_n = (uint8_t)nn;
+        batch_push(r, p);
+        return 0;
+    }
+    char prop[EPOCH_MAX + 1], tag[24], inc[24] = "", dvt[24] = "";
+    proposal(r, prop, sizeof prop);
+    snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
+    if (rate) {
+        snprintf(inc, sizeof inc, "%llu", (unsigned long long)rate->cost_us);
+        snprintf(dvt, sizeof dvt, "%llu", (unsigned long long)rate->burst_us);
+    }
+    if (fits) {
         const char *argv[16] = { "EVALSHA", r->sha, NULL, EPOCH_KEY };   /* at most 13 */
         size_t lens[16] = { 7, strlen(r->sha), 1, sizeof EPOCH_KEY - 1 };
         int argc = 4;

@@ -1,9 +1,10 @@
 /* jrpc_replay — replay protection: nonces claimed in Redis, shared by every
  * broker replica, and an epoch that tells when Redis lost its memory.
  *
- * One atomic round trip per body, whatever the batch size: a Lua script
- * (EVALSHA) that checks the epoch key `jrpc:epoch` is still the one this
- * broker knows and then does
+ * One atomic round trip per body, whatever the batch size (and one script
+ * call for the claims of every body read in the same loop turn): a Lua
+ * script (EVALSHA) that checks the epoch key `jrpc:epoch` is still the one
+ * this broker knows and then does
  *     SET jrpc:nonce:<key id>:<nonce> 1 NX EX <2 × window>
  * A fresh nonce is claimed; a nonce seen before (by any broker on that
  * Redis) is a replay. When the epoch is missing or different, Redis has

@@ -23,8 +23,8 @@ struct jrpc_client {
     char      *url;          /* as given */
     int        timeout_ms;   /* default for jrpc_client_send */
     char      *key_id;       /* signing key id, NULL: requests go unsigned */
-    char      *secret;       /* its secret (NUL-terminated, wiped on change) */
-    size_t     secret_len;   /* strlen(secret) */
+    jrpc_sign_key_t *hmac;   /* its secret keyed once (wiped on change) */
+    jrpc_signer_t   *signer; /* SHA-256 fetched once, its context reused */
     int64_t    clock_offset_s; /* added to time(NULL) for the signing timestamp */
     int        http_status;  /* status of the last answer, 0 if none */
     char       err[512];     /* jrpc_client_last_error */
@@ -56,13 +56,10 @@ void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
 
 static void forget_key(jrpc_client_t *c)
 {
-    if (c->secret) {
-        explicit_bzero(c->secret, c->secret_len);
-        free(c->secret);
-    }
+    jrpc_sign_key_destroy(&c->hmac);
+    jrpc_signer_destroy(&c->signer);
     free(c->key_id);
-    c->key_id = c->secret = NULL;
-    c->secret_len = 0;
+    c->key_id = NULL;
 }
 
 /* Non-empty, printable ASCII without spaces: fits a header line and the
@@ -93,8 +90,8 @@ static int sign_body(jrpc_client_t *c, const jrpc_header_t *hdr, const char *bod
         return rc;
     }
     out->nonce = (jrpc_span_t){ nonce, NONCE_LEN };
-    rc = jrpc_sign_compute(sig, (jrpc_span_t){ c->secret, c->secret_len }, out->key,
-                           out->timestamp, out->nonce, body, len);
+    rc = jrpc_signer_compute(c->signer, c->hmac, sig, out->key, out->timestamp, out->nonce, body,
+                             len);
     if (rc < 0) {
         jrpc_client_errf(c, "cannot sign the request: %s", rc == -ENOMEM ? "out of memory"
                 : "bad timestamp (is the clock offset sensible?)");
@@ -170,12 +167,12 @@ int jrpc_client_set_key(jrpc_client_t *c, const char *key_id, const char *secret
         return -EINVAL;
     forget_key(c);
     c->key_id = strdup(key_id);
-    c->secret = strdup(secret);
-    if (c->key_id == NULL || c->secret == NULL) {
+    c->hmac = jrpc_sign_key_new((jrpc_span_t){ secret, strlen(secret) });
+    c->signer = jrpc_signer_new();
+    if (c->key_id == NULL || c->hmac == NULL || c->signer == NULL) {
         forget_key(c);
         return -ENOMEM;
     }
-    c->secret_len = strlen(secret);
     return 0;
 }
 

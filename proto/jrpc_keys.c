@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/types.h>
 #include <openssl/evp.h>
+
+#include "jrpc_sign.h"
 #include "jrpc_errors.h"
 
 #define METHOD_STACK 256   /* methods up to this long are matched without malloc */
@@ -19,6 +21,7 @@ struct jrpc_key {
     size_t  id_n;     /* strlen(id) */
     char   *secret;   /* NUL-terminated, printable non-space ASCII; wiped on destroy */
     size_t  secret_n; /* strlen(secret) */
+    jrpc_sign_key_t *hmac; /* the secret keyed once (signing keys; NULL for a bearer key) */
     char  **globs;    /* fnmatch(3) patterns; none = every method */
     size_t  nglobs;   /* entries in globs */
     unsigned line;    /* where it was defined: duplicate messages, jrpc_keys_first */
@@ -47,6 +50,7 @@ static void key_dispose(jrpc_key_t *key)
         explicit_bzero(key->secret, key->secret_n);
         free(key->secret);
     }
+    jrpc_sign_key_destroy(&key->hmac);
     for (size_t i = 0; i < key->nglobs; i++)
         free(key->globs[i]);
     free(key->globs);
@@ -287,6 +291,8 @@ static int parse_line(char *line, size_t len, const char *path, unsigned lineno,
         memcpy(key->hash, hash, sizeof hash);
     if ((key->id = strdup(id)) == NULL || (key->secret = strdup(secret)) == NULL)
         goto fail;
+    if (!bearer && (key->hmac = jrpc_sign_key_new((jrpc_span_t){ secret, secret_n })) == NULL)
+        goto fail;
     key->has_rate = has_rate;
     key->rate = rate;
     key->burst = burst;
@@ -502,6 +508,11 @@ jrpc_span_t jrpc_key_id(const jrpc_key_t *key)
 jrpc_span_t jrpc_key_secret(const jrpc_key_t *key)
 {
     return (jrpc_span_t){ key->secret, key->secret_n };
+}
+
+const jrpc_sign_key_t *jrpc_key_hmac(const jrpc_key_t *key)
+{
+    return key->hmac;
 }
 
 /* The index of the first of globs[0..n) the method matches, or -1. fnmatch

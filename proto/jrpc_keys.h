@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "jrpc_buf.h"
+#include "jrpc_sign.h"
 
 #define JRPC_KEYS_ID_MAX     64   /* longest key id */
 #define JRPC_KEYS_SECRET_MIN 16   /* shortest secret the broker accepts */
@@ -72,6 +73,10 @@ const jrpc_key_t *jrpc_keys_first(const jrpc_keys_t *k);
  * empty. */
 jrpc_span_t jrpc_key_id(const jrpc_key_t *key);
 jrpc_span_t jrpc_key_secret(const jrpc_key_t *key);
+
+/* The key's secret keyed once for HMAC-SHA256 (jrpc_signer_verify), made
+ * when the file is read; borrowed from its set. NULL for a bearer key. */
+const jrpc_sign_key_t *jrpc_key_hmac(const jrpc_key_t *key);
 
 /* True for a bearer key (it authenticates by token, never by signature). */
 bool jrpc_key_is_bearer(const jrpc_key_t *key);

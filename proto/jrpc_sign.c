@@ -1,14 +1,15 @@
 #include "jrpc_sign.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 /* 64 symbols, so a random byte masked to 6 bits picks one without bias. */
@@ -41,23 +42,205 @@ static void to_hex(char *hex, const unsigned char *bytes, size_t n)
     hex[2 * n] = '\0';
 }
 
-int jrpc_sign_body_hash(char hex[JRPC_SIGN_HEX_LEN + 1], const char *body, size_t len)
+/* ---- reused state ---- */
+
+struct jrpc_signer {
+    EVP_MD     *md;    /* SHA-256, fetched once */
+    EVP_MD_CTX *ctx;   /* every digest of a signature runs in it, one after another */
+};
+
+struct jrpc_sign_key {
+    EVP_MD_CTX *inner; /* SHA-256 that has absorbed K0 ^ ipad (RFC 2104) */
+    EVP_MD_CTX *outer; /* ... and K0 ^ opad */
+};
+
+#define HMAC_BLOCK 64  /* SHA-256's block: the size of the padded key K0 */
+
+jrpc_signer_t *jrpc_signer_new(void)
+{
+    jrpc_signer_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    s->ctx = EVP_MD_CTX_new();
+    if (s->md == NULL || s->ctx == NULL)
+        jrpc_signer_destroy(&s);
+    return s;
+}
+
+void jrpc_signer_destroy(jrpc_signer_t **self_p)
+{
+    if (self_p == NULL || *self_p == NULL)
+        return;
+    jrpc_signer_t *s = *self_p;
+    *self_p = NULL;
+    EVP_MD_CTX_free(s->ctx);   /* SHA-256's context is freed with OPENSSL_clear_free */
+    EVP_MD_free(s->md);
+    free(s);
+}
+
+/* ctx := SHA-256 after one padded key block. */
+static bool keyed_ctx(EVP_MD_CTX **ctx, const EVP_MD *md, const unsigned char *block)
+{
+    *ctx = EVP_MD_CTX_new();
+    return *ctx != NULL && EVP_DigestInit_ex2(*ctx, md, NULL) == 1 &&
+           EVP_DigestUpdate(*ctx, block, HMAC_BLOCK) == 1;
+}
+
+jrpc_sign_key_t *jrpc_sign_key_new(jrpc_span_t secret)
+{
+    unsigned char k0[HMAC_BLOCK] = { 0 }, ipad[HMAC_BLOCK], opad[HMAC_BLOCK];
+    unsigned int n = 0;
+    bool ok = false;
+
+    if (secret.n > INT_MAX)
+        return NULL;
+    jrpc_sign_key_t *k = calloc(1, sizeof *k);
+    EVP_MD *md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (k == NULL || md == NULL)
+        goto out;
+    /* K0: the secret, zero-padded; a secret longer than a block is hashed
+     * first (RFC 2104 section 2). */
+    if (secret.n > HMAC_BLOCK) {
+        if (EVP_Digest(secret.p, secret.n, k0, &n, md, NULL) != 1)
+            goto out;
+    } else if (secret.n) {
+        memcpy(k0, secret.p, secret.n);
+    }
+    for (size_t i = 0; i < HMAC_BLOCK; i++) {
+        ipad[i] = k0[i] ^ 0x36;
+        opad[i] = k0[i] ^ 0x5c;
+    }
+    ok = keyed_ctx(&k->inner, md, ipad) && keyed_ctx(&k->outer, md, opad);
+out:
+    OPENSSL_cleanse(k0, sizeof k0);
+    OPENSSL_cleanse(ipad, sizeof ipad);
+    OPENSSL_cleanse(opad, sizeof opad);
+    EVP_MD_free(md);   /* the contexts hold their own references */
+    if (!ok)
+        jrpc_sign_key_destroy(&k);
+    return k;
+}
+
+void jrpc_sign_key_destroy(jrpc_sign_key_t **self_p)
+{
+    if (self_p == NULL || *self_p == NULL)
+        return;
+    jrpc_sign_key_t *k = *self_p;
+    *self_p = NULL;
+    EVP_MD_CTX_free(k->inner);
+    EVP_MD_CTX_free(k->outer);
+    free(k);
+}
+
+/* SHA-256 of one buffer in s's context: 32 bytes into digest. */
+static bool digest_once(jrpc_signer_t *s, const void *p, size_t n, unsigned char digest[32])
+{
+    unsigned int dlen = 0;
+    return EVP_DigestInit_ex2(s->ctx, s->md, NULL) == 1 &&
+           EVP_DigestUpdate(s->ctx, n ? p : "", n) == 1 &&
+           EVP_DigestFinal_ex(s->ctx, digest, &dlen) == 1 && dlen == 32;
+}
+
+int jrpc_signer_body_hash(jrpc_signer_t *s, char hex[JRPC_SIGN_HEX_LEN + 1], const char *body,
+                          size_t len)
 {
     unsigned char digest[32];
-    unsigned int dlen = 0;
-    /* EVP_Digest fails only when it cannot allocate its context. */
-    if (EVP_Digest(len ? body : "", len, digest, &dlen, EVP_sha256(), NULL) != 1 ||
-        dlen != sizeof digest)
+    assert(s != NULL);
+    /* Fails only when it cannot allocate SHA-256's context. */
+    if (!digest_once(s, body, len, digest))
         return -ENOMEM;
     to_hex(hex, digest, sizeof digest);
     return 0;
 }
 
+/* HMAC-SHA256 of the concatenation of parts[0..n) with k's state, in s's
+ * context: 32 bytes into mac. The copies (of the keyed contexts, so k stays
+ * read-only) fail only on allocation. */
+static bool hmac_parts(jrpc_signer_t *s, const jrpc_sign_key_t *k, const jrpc_span_t *parts,
+                       size_t n, unsigned char mac[32])
+{
+    unsigned char inner[32];
+    unsigned int dn = 0;
+    EVP_MD_CTX *c = s->ctx;
+    bool ok = EVP_MD_CTX_copy_ex(c, k->inner) == 1;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = EVP_DigestUpdate(c, parts[i].n ? parts[i].p : "", parts[i].n) == 1;
+    ok = ok && EVP_DigestFinal_ex(c, inner, &dn) == 1 && dn == sizeof inner &&
+         EVP_MD_CTX_copy_ex(c, k->outer) == 1 && EVP_DigestUpdate(c, inner, sizeof inner) == 1 &&
+         EVP_DigestFinal_ex(c, mac, &dn) == 1 && dn == 32;
+    OPENSSL_cleanse(inner, sizeof inner);
+    return ok;
+}
+
+int jrpc_signer_hmac(jrpc_signer_t *s, const jrpc_sign_key_t *k, const void *msg, size_t n,
+                     unsigned char mac[32])
+{
+    assert(s != NULL && k != NULL);
+    jrpc_span_t part = { msg, n };
+    return hmac_parts(s, k, &part, 1, mac) ? 0 : -ENOMEM;
+}
+
+int jrpc_signer_compute(jrpc_signer_t *s, const jrpc_sign_key_t *k,
+                        char hex[JRPC_SIGN_HEX_LEN + 1], jrpc_span_t key_id, int64_t timestamp,
+                        jrpc_span_t nonce, const char *body, size_t len)
+{
+    unsigned char digest[32], mac[32];
+    char body_hex[JRPC_SIGN_HEX_LEN + 1], ts[24];
+
+    assert(s != NULL && k != NULL);
+    hex[0] = '\0';
+    if (timestamp < 0 || !jrpc_sign_nonce_ok(nonce.p, nonce.n))
+        return -EINVAL;
+    if (!digest_once(s, body, len, digest))
+        return -ENOMEM;
+    to_hex(body_hex, digest, sizeof digest);
+    int tn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
+    /* S goes to the inner hash in its pieces: no buffer to build. */
+    const jrpc_span_t S[] = {
+        { "v1\n", 3 }, key_id, { "\n", 1 }, { ts, (size_t)tn }, { "\n", 1 }, nonce, { "\n", 1 },
+        { body_hex, JRPC_SIGN_HEX_LEN },
+    };
+    if (!hmac_parts(s, k, S, sizeof S / sizeof S[0], mac))
+        return -ENOMEM;
+    to_hex(hex, mac, sizeof mac);
+    OPENSSL_cleanse(mac, sizeof mac);
+    return 0;
+}
+
+bool jrpc_signer_verify(jrpc_signer_t *s, const jrpc_sign_key_t *k, jrpc_span_t signature,
+                        jrpc_span_t key_id, int64_t timestamp, jrpc_span_t nonce,
+                        const char *body, size_t len)
+{
+    char expected[JRPC_SIGN_HEX_LEN + 1];
+
+    /* The length is public (always 64); only the content needs constant time. */
+    if (signature.n != JRPC_SIGN_HEX_LEN)
+        return false;
+    if (jrpc_signer_compute(s, k, expected, key_id, timestamp, nonce, body, len) < 0)
+        return false;
+    /* Upper-case hex differs byte-wise from ours and is refused: the
+     * contract says lower-case, and one spelling per signature keeps
+     * every implementation honest. */
+    bool ok = CRYPTO_memcmp(expected, signature.p, JRPC_SIGN_HEX_LEN) == 0;
+    OPENSSL_cleanse(expected, sizeof expected);
+    return ok;
+}
+
+/* ---- one-shot ---- */
+
+int jrpc_sign_body_hash(char hex[JRPC_SIGN_HEX_LEN + 1], const char *body, size_t len)
+{
+    jrpc_signer_t *s = jrpc_signer_new();
+    int rc = s ? jrpc_signer_body_hash(s, hex, body, len) : -ENOMEM;
+    jrpc_signer_destroy(&s);
+    return rc;
+}
+
 int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
                      jrpc_span_t nonce, const char *body, size_t len)
 {
-    unsigned char digest[32];
-    char body_hex[2 * sizeof digest + 1];
+    char body_hex[JRPC_SIGN_HEX_LEN + 1];
     char ts[24];
 
     if (jrpc_sign_body_hash(body_hex, body, len) < 0)
@@ -65,13 +248,13 @@ int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
     int tn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
 
     size_t len0 = out->len;
-    size_t need = 3 + key_id.n + 1 + (size_t)tn + 1 + nonce.n + 1 + 2 * sizeof digest;
+    size_t need = 3 + key_id.n + 1 + (size_t)tn + 1 + nonce.n + 1 + JRPC_SIGN_HEX_LEN;
     if (jrpc_buf_reserve(out, need) < 0)
         return -ENOMEM;
     if (jrpc_buf_append(out, "v1\n", 3) < 0 || jrpc_buf_append(out, key_id.p, key_id.n) < 0 ||
         jrpc_buf_putc(out, '\n') < 0 || jrpc_buf_append(out, ts, (size_t)tn) < 0 ||
         jrpc_buf_putc(out, '\n') < 0 || jrpc_buf_append(out, nonce.p, nonce.n) < 0 ||
-        jrpc_buf_putc(out, '\n') < 0 || jrpc_buf_append(out, body_hex, 2 * sizeof digest) < 0) {
+        jrpc_buf_putc(out, '\n') < 0 || jrpc_buf_append(out, body_hex, JRPC_SIGN_HEX_LEN) < 0) {
         out->len = len0; /* cannot happen after the reserve; kept for the contract */
         return -ENOMEM;
     }
@@ -81,48 +264,27 @@ int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
 int jrpc_sign_compute(char hex[JRPC_SIGN_HEX_LEN + 1], jrpc_span_t secret, jrpc_span_t key_id,
                       int64_t timestamp, jrpc_span_t nonce, const char *body, size_t len)
 {
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int maclen = 0;
-    jrpc_buf_t s;
-    int rc;
-
     hex[0] = '\0';
     if (timestamp < 0 || !jrpc_sign_nonce_ok(nonce.p, nonce.n) || secret.n > INT_MAX)
         return -EINVAL;
-    jrpc_buf_init(&s);
-    if ((rc = jrpc_sign_string(&s, key_id, timestamp, nonce, body, len)) < 0)
-        goto out;
-    /* HMAC() is the one-shot form that OpenSSL 3 keeps (HMAC_CTX is what it
-     * deprecates); it fails only on allocation. A non-NULL key pointer keeps
-     * an empty secret well-defined. */
-    rc = -ENOMEM;
-    if (HMAC(EVP_sha256(), secret.n ? secret.p : "", (int)secret.n,
-             (const unsigned char *)s.p, s.len, mac, &maclen) == NULL ||
-        maclen != JRPC_SIGN_HEX_LEN / 2)
-        goto out;
-    to_hex(hex, mac, maclen);
-    rc = 0;
-out:
-    OPENSSL_cleanse(mac, sizeof mac);
-    jrpc_buf_dispose(&s);
+    jrpc_signer_t *s = jrpc_signer_new();
+    jrpc_sign_key_t *k = s ? jrpc_sign_key_new(secret) : NULL;
+    int rc = k ? jrpc_signer_compute(s, k, hex, key_id, timestamp, nonce, body, len) : -ENOMEM;
+    jrpc_sign_key_destroy(&k);
+    jrpc_signer_destroy(&s);
     return rc;
 }
 
 bool jrpc_sign_verify(jrpc_span_t signature, jrpc_span_t secret, jrpc_span_t key_id,
                       int64_t timestamp, jrpc_span_t nonce, const char *body, size_t len)
 {
-    char expected[JRPC_SIGN_HEX_LEN + 1];
-
-    /* The length is public (always 64); only the content needs constant time. */
-    if (signature.n != JRPC_SIGN_HEX_LEN)
+    if (signature.n != JRPC_SIGN_HEX_LEN || secret.n > INT_MAX)
         return false;
-    if (jrpc_sign_compute(expected, secret, key_id, timestamp, nonce, body, len) < 0)
-        return false;
-    /* Upper-case hex differs byte-wise from ours and is refused: the
-     * contract says lower-case, and one spelling per signature keeps
-     * every implementation honest. */
-    bool ok = CRYPTO_memcmp(expected, signature.p, JRPC_SIGN_HEX_LEN) == 0;
-    OPENSSL_cleanse(expected, sizeof expected);
+    jrpc_signer_t *s = jrpc_signer_new();
+    jrpc_sign_key_t *k = s ? jrpc_sign_key_new(secret) : NULL;
+    bool ok = k && jrpc_signer_verify(s, k, signature, key_id, timestamp, nonce, body, len);
+    jrpc_sign_key_destroy(&k);
+    jrpc_signer_destroy(&s);
     return ok;
 }
 

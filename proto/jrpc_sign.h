@@ -25,7 +25,7 @@ bool jrpc_sign_nonce_ok(const char *s, size_t n);
 
 /* The 64 lower-case hex digits of SHA-256(body) and a NUL into hex[65]
  * (<body hash> of S; also a body's fingerprint under an idempotency key).
- * Returns 0 or -ENOMEM. */
+ * Returns 0 or -ENOMEM. One-shot, as jrpc_sign_compute. */
 int jrpc_sign_body_hash(char hex[JRPC_SIGN_HEX_LEN + 1], const char *body, size_t len);
 
 /* Appends the string S for these inputs to out. Returns 0 or -ENOMEM. */
@@ -33,14 +33,67 @@ int jrpc_sign_string(jrpc_buf_t *out, jrpc_span_t key_id, int64_t timestamp,
                      jrpc_span_t nonce, const char *body, size_t len);
 
 /* Writes the 64 lower-case hex digits of the signature and a NUL into
- * hex[65]. Returns 0, or -EINVAL (bad nonce, negative timestamp), -ENOMEM. */
+ * hex[65]. Returns 0, or -EINVAL (bad nonce, negative timestamp), -ENOMEM.
+ * One-shot (a signer and a key made and freed inside): for a hot path keep
+ * a jrpc_signer_t and a jrpc_sign_key_t (below). */
 int jrpc_sign_compute(char hex[JRPC_SIGN_HEX_LEN + 1], jrpc_span_t secret, jrpc_span_t key_id,
                       int64_t timestamp, jrpc_span_t nonce, const char *body, size_t len);
 
 /* Constant-time check of a client's signature (any case mismatch or wrong
- * length is simply "no"). */
+ * length is simply "no"). One-shot, as jrpc_sign_compute. */
 bool jrpc_sign_verify(jrpc_span_t signature, jrpc_span_t secret, jrpc_span_t key_id,
                       int64_t timestamp, jrpc_span_t nonce, const char *body, size_t len);
+
+/* ---- signing with reused state: the broker's and the clients' hot path ----
+ *
+ * The functions above are one-shot: under OpenSSL 3 each of them looks
+ * SHA-256 up again (EVP_sha256() is an implicit fetch) and allocates and
+ * frees its contexts, about 19 000 instructions per signature beside the
+ * hashing itself. A signer fetches SHA-256 once and keeps one digest
+ * context; a sign key keeps a secret's HMAC state keyed once. Same bytes
+ * out (tests/proto/test_jrpc_sign.c checks RFC 4231 and the worked
+ * example against both forms). */
+
+/* What signing reuses from one body to the next: SHA-256 fetched once and a
+ * digest context. Not thread-safe: one per thread (the broker has one, each
+ * jrpc_client_t its own). NULL when out of memory or libcrypto has no
+ * SHA-256. */
+typedef struct jrpc_signer jrpc_signer_t;
+jrpc_signer_t *jrpc_signer_new(void);
+
+/* NULL-safe; sets *self_p = NULL. */
+void jrpc_signer_destroy(jrpc_signer_t **self_p);
+
+/* One secret's HMAC-SHA256 state: the SHA-256 contexts after the key's
+ * inner and outer padded blocks (RFC 2104), computed once. Read-only once
+ * made, so any number of signers (and threads) may use one. Holds
+ * material equivalent to the secret: wiped when destroyed. NULL when out
+ * of memory (or secret.n > INT_MAX). */
+typedef struct jrpc_sign_key jrpc_sign_key_t;
+jrpc_sign_key_t *jrpc_sign_key_new(jrpc_span_t secret);
+
+/* NULL-safe; sets *self_p = NULL. */
+void jrpc_sign_key_destroy(jrpc_sign_key_t **self_p);
+
+/* As jrpc_sign_body_hash, with s's context. Returns 0 or -ENOMEM. */
+int jrpc_signer_body_hash(jrpc_signer_t *s, char hex[JRPC_SIGN_HEX_LEN + 1], const char *body,
+                          size_t len);
+
+/* HMAC-SHA256(k's secret, msg[0..n)) into mac[32], with s's context: the
+ * primitive under jrpc_signer_compute. Returns 0 or -ENOMEM. */
+int jrpc_signer_hmac(jrpc_signer_t *s, const jrpc_sign_key_t *k, const void *msg, size_t n,
+                     unsigned char mac[32]);
+
+/* As jrpc_sign_compute, with s's context and k's state. Returns 0, or
+ * -EINVAL (bad nonce, negative timestamp), -ENOMEM. */
+int jrpc_signer_compute(jrpc_signer_t *s, const jrpc_sign_key_t *k,
+                        char hex[JRPC_SIGN_HEX_LEN + 1], jrpc_span_t key_id, int64_t timestamp,
+                        jrpc_span_t nonce, const char *body, size_t len);
+
+/* As jrpc_sign_verify, with s's context and k's state (constant time). */
+bool jrpc_signer_verify(jrpc_signer_t *s, const jrpc_sign_key_t *k, jrpc_span_t signature,
+                        jrpc_span_t key_id, int64_t timestamp, jrpc_span_t nonce,
+                        const char *body, size_t len);
 
 /* Fills nonce[0..n) with random [A-Za-z0-9_-] characters (n in 16..64) from
  * the OS's CSPRNG and adds a NUL. Returns 0 or -EINVAL / -EIO. */

@@ -20,16 +20,19 @@
 static char tmpdir[] = "/tmp/test_jrpc_auth.XXXXXX";
 static char path[sizeof tmpdir + 32];
 static char err[256];
+static jrpc_signer_t *signer;   /* the broker's: one for every check */
 
 static int setup(void **state)
 {
     (void)state;
-    return mkdtemp(tmpdir) ? 0 : -1;
+    signer = jrpc_signer_new();
+    return signer && mkdtemp(tmpdir) ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    jrpc_signer_destroy(&signer);
     unlink(path);
     return rmdir(tmpdir);
 }
@@ -82,7 +85,7 @@ static void fixture_init(fixture_t *f, int64_t ts)
 static int check(fixture_t *f)
 {
     const jrpc_key_t *key = (const jrpc_key_t *)f; /* must be overwritten */
-    int rc = jrpc_auth_check(f->keys, &f->req, BODY, sizeof BODY - 1, NOW, SKEW, &key);
+    int rc = jrpc_auth_check(f->keys, signer, &f->req, BODY, sizeof BODY - 1, NOW, SKEW, &key);
     if (rc == 0)
         assert_ptr_equal(key, jrpc_keys_find(f->keys, SPAN("demo")));
     else
@@ -116,7 +119,7 @@ static void test_check_file_keys(void **state)
                                 .nonce = SPAN("nonce-nonce-nonce"),
                                 .signature = { sig, JRPC_SIGN_HEX_LEN } };
         const jrpc_key_t *got = NULL;
-        assert_int_equal(jrpc_auth_check(k, &req, body, 2, 1000, 300, &got), 0);
+        assert_int_equal(jrpc_auth_check(k, signer, &req, body, 2, 1000, 300, &got), 0);
         assert_ptr_equal(got, jrpc_keys_find(k, kid));
     }
     jrpc_keys_destroy(&k);
@@ -158,8 +161,8 @@ static void test_check_ok_and_unsigned(void **state)
 
     /* A NULL key_out is allowed. */
     f.req = good;
-    assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW, SKEW, NULL),
-                     0);
+    assert_int_equal(jrpc_auth_check(f.keys, signer, &f.req, BODY, sizeof BODY - 1, NOW, SKEW,
+                                     NULL), 0);
     jrpc_keys_destroy(&f.keys);
 }
 
@@ -263,17 +266,17 @@ static void test_window(void **state)
     f.req.timestamp_text.n = 0;
     f.req.has_timestamp = true;
     f.req.timestamp = INT64_MAX;
-    assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, INT64_MIN,
+    assert_int_equal(jrpc_auth_check(f.keys, signer, &f.req, BODY, sizeof BODY - 1, INT64_MIN,
                                      UINT32_MAX, NULL), JRPC_AUTH_ESTALE);
     f.req.timestamp = 0;
-    assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, INT64_MAX,
+    assert_int_equal(jrpc_auth_check(f.keys, signer, &f.req, BODY, sizeof BODY - 1, INT64_MAX,
                                      UINT32_MAX, NULL), JRPC_AUTH_ESTALE);
     /* Skew 0: only the current second. */
     f.req.timestamp = NOW;
-    assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW, 0, NULL),
+    assert_int_equal(jrpc_auth_check(f.keys, signer, &f.req, BODY, sizeof BODY - 1, NOW, 0, NULL),
                      0);
-    assert_int_equal(jrpc_auth_check(f.keys, &f.req, BODY, sizeof BODY - 1, NOW + 1, 0, NULL),
-                     JRPC_AUTH_ESTALE);
+    assert_int_equal(jrpc_auth_check(f.keys, signer, &f.req, BODY, sizeof BODY - 1, NOW + 1, 0,
+                                     NULL), JRPC_AUTH_ESTALE);
     jrpc_keys_destroy(&f.keys);
 }
 
@@ -307,14 +310,14 @@ static void test_bearer(void **state)
                                "demo s3cr3t-s3cr3t-s3cr3t\n");
     const jrpc_key_t *got = NULL;
     jrpc_auth_req_t req = { .bearer = SPAN("alice-token-0123456789") };
-    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
+    assert_int_equal(jrpc_auth_check(k, signer, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
     assert_ptr_equal(got, jrpc_keys_find(k, SPAN("tok")));
     /* with stale signing fields beside it: still the token alone */
     req.key = SPAN("demo");
     req.timestamp_text = SPAN("1");
-    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
+    assert_int_equal(jrpc_auth_check(k, signer, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got), 0);
     req = (jrpc_auth_req_t){ .bearer = SPAN("alice-token-012345678") };
-    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
+    assert_int_equal(jrpc_auth_check(k, signer, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
                      JRPC_AUTH_EBEARER);
     assert_null(got);
     /* the bearer key's id, signed with its (empty) secret: refused */
@@ -324,7 +327,7 @@ static void test_bearer(void **state)
                                        sizeof BODY - 1), 0);
     req = (jrpc_auth_req_t){ .key = SPAN("tok"), .timestamp_text = { ts, strlen(ts) },
                              .nonce = SPAN(NONCE), .signature = { sig, JRPC_SIGN_HEX_LEN } };
-    assert_int_equal(jrpc_auth_check(k, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
+    assert_int_equal(jrpc_auth_check(k, signer, &req, BODY, sizeof BODY - 1, NOW, SKEW, &got),
                      JRPC_AUTH_ENOT_SIGNING);
     assert_string_equal(jrpc_auth_strerror(JRPC_AUTH_EBEARER), "unknown bearer token");
     jrpc_keys_destroy(&k);

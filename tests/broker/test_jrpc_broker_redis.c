@@ -56,9 +56,23 @@ static struct {
     int            ep;
 } G;
 
+/* What one body got, for the tests that follow several (ctx of on_reply). */
+typedef struct body_reply {
+    unsigned       calls;
+    jrpc_outcome_t out;
+    char           text[512];
+} body_reply_t;
+
 static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
-    (void)ctx;
+    body_reply_t *br = ctx;
+    if (br != NULL) {
+        br->calls++;
+        br->out = out;
+        assert_true(len < sizeof br->text);
+        memcpy(br->text, reply, len);
+        br->text[len] = '\0';
+    }
     G.replies++;
     G.out = out;
     assert_true(len < sizeof G.text);
@@ -155,8 +169,10 @@ static void broker_start(uint32_t redis_timeout_ms, uint32_t rate, bool early)
     assert_true(pump_until(is_ready));   /* the worker, and Redis up (else EREDIS) */
 }
 
-/* Submits body signed by "demo" with nonce (a fresh one when NULL). */
-static void submit_signed(const char *body, const char *nonce)
+/* Submits body signed by "demo" with nonce (a fresh one when NULL); its
+ * reply also goes to br (may be NULL), its handle to *handle (may be NULL). */
+static void submit_signed_to(const char *body, const char *nonce, body_reply_t *br,
+                             jrpc_body_t **handle)
 {
     char fresh[17], sig[JRPC_SIGN_HEX_LEN + 1], ts[24];
     if (nonce == NULL) {
@@ -171,7 +187,13 @@ static void submit_signed(const char *body, const char *nonce)
     jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_ZMQ,
                         .auth = { .key = id, .timestamp_text = { ts, strlen(ts) }, .nonce = n,
                                   .signature = { sig, 64 } } };
-    assert_int_equal(jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, NULL), 0);
+    assert_int_equal(jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, br, handle), 0);
+}
+
+/* Submits body signed by "demo" with nonce (a fresh one when NULL). */
+static void submit_signed(const char *body, const char *nonce)
+{
+    submit_signed_to(body, nonce, NULL, NULL);
 }
 
 /* The worker answers every call it got since call `from` with 40 + its index. */
@@ -382,6 +404,68 @@ static void test_early_destroyed_in_flight(void **state)
     assert_int_equal(G.out.cls, JRPC_BODY_UNAVAILABLE);
 }
 
+/* Bodies read in one loop turn have their nonces claimed by one script
+ * (jrpc_replay: mode 'm'); each is still answered on its own: one replayed
+ * nonce among fresh ones refuses exactly that body with the usual bytes,
+ * and a body whose client left while the claims were out (cancelled) is
+ * dropped without disturbing the others. Early dispatch off and on. */
+static void batched_claims(bool early)
+{
+    broker_start(5000, 0, early);
+    body_reply_t first = { 0 };
+    submit_signed_to(TWO_ADDS, "used-before-nonce-01", &first, NULL);
+    want_seen = 2;
+    assert_true(pump_until(seen_enough));
+    worker_answer_from(0);
+    want_replies = 1;
+    assert_true(pump_until(replied));
+    assert_int_equal(first.out.cls, JRPC_BODY_OK);
+
+    /* Four bodies in one turn: fresh, fresh then gone, a replay, fresh. */
+    body_reply_t br[4] = { { 0 } };
+    jrpc_body_t *gone = NULL;
+    uint32_t seen0 = G.nseen;
+    submit_signed_to(TWO_ADDS, NULL, &br[0], NULL);
+    submit_signed_to(TWO_ADDS, NULL, &br[1], &gone);
+    submit_signed_to(TWO_ADDS, "used-before-nonce-01", &br[2], NULL);
+    submit_signed_to(TWO_ADDS, NULL, &br[3], NULL);
+    assert_non_null(gone);
+    jrpc_broker_cancel(G.b, gone);
+    /* The worker answers whatever reaches it (early: the cancelled body's
+     * and the replay's calls too) until the three bodies left are answered. */
+    uint32_t answered = seen0;
+    for (int i = 0; i < 5000 && G.replies < 1 + 3; i++) {
+        pump_for(1);
+        worker_answer_from(answered);
+        answered = G.nseen;
+    }
+    assert_true(G.nseen >= seen0 + 4);   /* the calls of the two fresh bodies */
+    pump_for(50);
+    assert_int_equal(G.replies, 4);
+    assert_int_equal(br[0].calls, 1);
+    assert_int_equal(br[0].out.cls, JRPC_BODY_OK);
+    assert_int_equal(br[1].calls, 0);   /* cancelled: never answered */
+    assert_int_equal(br[2].calls, 1);
+    assert_int_equal(br[2].out.cls, JRPC_BODY_REPLAYED);
+    assert_string_equal(br[2].text, REPLAY_BYTES);
+    assert_int_equal(br[3].calls, 1);
+    assert_int_equal(br[3].out.cls, JRPC_BODY_OK);
+    assert_string_equal(br[0].text + strlen(br[0].text) - 2, "}]");
+    assert_int_equal(G.b->open, 0);
+}
+
+static void test_batched_claims(void **state)
+{
+    (void)state;
+    batched_claims(false);
+}
+
+static void test_batched_claims_early(void **state)
+{
+    (void)state;
+    batched_claims(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +476,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limited_not_early, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_destroyed_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batched_claims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batched_claims_early, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

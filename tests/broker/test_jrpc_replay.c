@@ -35,7 +35,8 @@
 #include <hiredis/hiredis.h>
 
 #include "jrpc_log.h"
-#include "jrpc_replay.h"
+/* The module itself, so its pure helpers (multi_flags) are reachable. */
+#include "../../broker/jrpc_replay.c"
 
 extern char **environ;
 
@@ -261,7 +262,7 @@ static int claim_ts(jrpc_replay_t *r, const char *key, const char *nonce, int64_
 }
 
 /* Claims for a body signed now. */
-static int claim(jrpc_replay_t *r, const char *key, const char *nonce, res_t *res)
+static int claim_now(jrpc_replay_t *r, const char *key, const char *nonce, res_t *res)
 {
     return claim_ts(r, key, nonce, now_s(), res);
 }
@@ -517,7 +518,7 @@ static void test_many_in_flight(void **state)
     char nonce[32];
     for (int i = 0; i < MANY; i++) {
         snprintf(nonce, sizeof nonce, "many-%d", i);
-        assert_int_equal(claim(f->r, "kmany", nonce, &res[i]), 0);
+        assert_int_equal(claim_now(f->r, "kmany", nonce, &res[i]), 0);
     }
     assert_true(run_until(&f->loop, all_done, res, 10000));
     run_for(&f->loop, 20);
@@ -541,7 +542,7 @@ static void test_killed_and_restarted(void **state)
 
     /* A claim in flight when Redis dies. */
     res_t res;
-    assert_int_equal(claim(f->r, "kk", "inflight", &res), 0);
+    assert_int_equal(claim_now(f->r, "kk", "inflight", &res), 0);
     kill(f->srv.pid, SIGKILL);
     waitpid(f->srv.pid, NULL, 0);
     f->srv.pid = 0;
@@ -598,7 +599,7 @@ static void test_frozen_redis_times_out(void **state)
     for (int i = 0; i < 3; i++) {
         char nonce[16];
         snprintf(nonce, sizeof nonce, "frozen-%d", i);
-        assert_int_equal(claim(f->r, "kf", nonce, &res[i]), 0);
+        assert_int_equal(claim_now(f->r, "kf", nonce, &res[i]), 0);
     }
     assert_true(run_until(&f->loop, res_done, &res[2], 3000));
     for (int i = 0; i < 3; i++) {
@@ -713,7 +714,7 @@ static void test_destroy_cancels(void **state)
     for (int i = 0; i < 10; i++) {
         char nonce[16];
         snprintf(nonce, sizeof nonce, "cancel-%d", i);
-        assert_int_equal(claim(f->r, "kc", nonce, &res[i]), 0);
+        assert_int_equal(claim_now(f->r, "kc", nonce, &res[i]), 0);
     }
     jrpc_replay_destroy(&f->r);
     for (int i = 0; i < 10; i++) {
@@ -876,7 +877,7 @@ static void test_flushall(void **state)
     freeReplyObject(rep);
     /* Now known: refused at once, no round trip. */
     res_t res;
-    assert_int_equal(claim(f->r, "kf", "fresh-now", &res), -ESTALE);
+    assert_int_equal(claim_now(f->r, "kf", "fresh-now", &res), -ESTALE);
     assert_int_equal(res.calls, 0);
     int64_t until = jrpc_replay_refuse_to(f->r);
     assert_true(until >= t_flush + WINDOW_S && until <= now_s() + WINDOW_S);
@@ -1070,9 +1071,10 @@ static void test_unsolicited_reply(void **state)
     capture_start(&cap);
     atomic_store(&px.inject, 1);
     res_t res[3];
-    assert_int_equal(claim(f->r, "kp", "seen", &res[0]), 0);   /* a replay: must never read OK */
-    assert_int_equal(claim(f->r, "kp", "d1", &res[1]), 0);
-    assert_int_equal(claim(f->r, "kp", "d2", &res[2]), 0);
+    /* a replay: must never read OK */
+    assert_int_equal(claim_now(f->r, "kp", "seen", &res[0]), 0);
+    assert_int_equal(claim_now(f->r, "kp", "d1", &res[1]), 0);
+    assert_int_equal(claim_now(f->r, "kp", "d2", &res[2]), 0);
     assert_true(run_until(&f->loop, res3_done, res, 5000));
     run_for(&f->loop, 20);
     for (int i = 0; i < 3; i++) {
@@ -1411,7 +1413,7 @@ static void test_sentinel_all_down(void **state)
     run_for(&f->loop, 700);
     assert_false(jrpc_replay_up(f->r));
     res_t res;
-    assert_int_equal(claim(f->r, "ks", "down-1", &res), -EAGAIN);
+    assert_int_equal(claim_now(f->r, "ks", "down-1", &res), -EAGAIN);
     assert_int_equal(res.calls, 0);
     char *log = capture_end(&cap);
     assert_non_null(strstr(log, "event=no_sentinel"));
@@ -1438,7 +1440,7 @@ static void test_sentinel_role_slave(void **state)
     run_for(&f->loop, 500);
     assert_false(jrpc_replay_up(f->r));
     res_t res;
-    assert_int_equal(claim(f->r, "ks", "role-1", &res), -EAGAIN);
+    assert_int_equal(claim_now(f->r, "ks", "role-1", &res), -EAGAIN);
     assert_true(atomic_load(&f->fk->s[0].asked) >= 2);   /* asked again after the pause */
     char *log = capture_end(&cap);
     assert_non_null(strstr(log, "event=not_master"));
@@ -1579,7 +1581,7 @@ static void test_wait_replicas(void **state)
     char nonce[32];
     for (int i = 0; i < 50; i++) {
         snprintf(nonce, sizeof nonce, "w-many-%d", i);
-        assert_int_equal(claim(f->r, "kw", nonce, &res[i]), 0);
+        assert_int_equal(claim_now(f->r, "kw", nonce, &res[i]), 0);
     }
     for (int i = 0; i < 50; i++) {
         assert_true(run_until(&f->loop, res_done, &res[i], 5000));
@@ -1639,6 +1641,264 @@ static void test_host_names(void **state)
     run_for(&f->loop, 0);
 }
 
+/* ---- several claims, one script ---------------------------------------- */
+
+/* One reply parsed from RESP bytes by a reader with our object functions. */
+static redisReply *reply_of(const char *resp, size_t n)
+{
+    assert_int_equal(init_reply_fns(), 0);
+    redisReader *rd = redisReaderCreate();
+    assert_non_null(rd);
+    rd->fn = &reply_fns;
+    assert_int_equal(redisReaderFeed(rd, resp, n), REDIS_OK);
+    void *rep = NULL;
+    assert_int_equal(redisReaderGetReply(rd, &rep), REDIS_OK);
+    redisReaderFree(rd);
+    assert_non_null(rep);
+    return rep;
+}
+
+#define REPLY(lit) reply_of(lit, sizeof lit - 1)
+
+/* multi_flags: exactly one '0' or '1' per claim, in a bulk string. */
+static void test_multi_flags(void **state)
+{
+    (void)state;
+    bool fresh[MULTI_MAX];
+    redisReply *v = REPLY("$4\r\n1011\r\n");
+    assert_int_equal(multi_flags(v, 4, fresh), 0);
+    assert_true(fresh[0]);
+    assert_false(fresh[1]);
+    assert_true(fresh[2]);
+    assert_true(fresh[3]);
+    assert_int_equal(multi_flags(v, 3, fresh), -1);   /* answers 4 claims, not 3 or 5 */
+    assert_int_equal(multi_flags(v, 5, fresh), -1);
+    freeReplyObject(v);
+    redisReply *bad[] = { REPLY("$4\r\n10x1\r\n"), REPLY("$4\r\n10\0001\r\n"), REPLY("+1011\r\n"),
+                          REPLY(":1011\r\n"), REPLY("$-1\r\n"), REPLY("*1\r\n$4\r\n1011\r\n"),
+                          REPLY("$4\r\n1 11\r\n") };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(multi_flags(bad[i], 4, fresh), -1);
+        freeReplyObject(bad[i]);
+    }
+    v = REPLY("$0\r\n\r\n");
+    assert_int_equal(multi_flags(v, 0, fresh), 0);
+    freeReplyObject(v);
+}
+
+/* handle_multi through the reply loop, on a module with a fake connection
+ * (as the fuzz target builds it): every claim of a script gets one answer;
+ * a reply that is not the script's answer (another tag, a flag count that
+ * does not match, MULTI to a lone claim) drops the connection and fails
+ * every claim closed, never a guess. */
+typedef struct fake_mod {
+    uv_loop_t      loop;
+    jrpc_replay_t *r;
+    conn_t        *conn;
+    res_t          res[4];
+} fake_mod_t;
+
+static void fake_mod_start(fake_mod_t *m, size_t nclaims, bool multi)
+{
+    assert_int_equal(uv_loop_init(&m->loop), 0);
+    char err[128];
+    jrpc_replay_opts_t o = { .url = "redis://127.0.0.1:1", .window_s = WINDOW_S,
+                             .timeout_ms = 1000 };
+    m->r = jrpc_replay_new(&m->loop, &o, err, sizeof err);
+    assert_non_null(m->r);
+    m->conn = calloc(1, sizeof *m->conn);
+    assert_non_null(m->conn);
+    m->conn->rd = redisReaderCreate();
+    m->conn->rd->fn = &reply_fns;
+    m->r->conn = m->conn;
+    m->r->up = m->r->had_epoch = true;
+    snprintf(m->r->epoch, sizeof m->r->epoch, "00112233445566778899aabbccddeeff:0");
+    m->r->next_tag = 7;
+    pending_t *mp = multi ? pending_new(m->r, CMD_MULTI, NULL) : NULL;   /* tag 7 */
+    pending_t **end = mp ? &mp->claims : NULL;
+    for (size_t i = 0; i < nclaims; i++) {
+        memset(&m->res[i], 0, sizeof m->res[i]);
+        pending_t *p = pending_new(m->r, CMD_CLAIM, &m->res[i]);
+        assert_non_null(p);
+        p->cb = on_claim;
+        p->nonce = true;
+        p->ts = now_s();
+        if (mp) {
+            *end = p;
+            end = &p->next;
+            mp->nclaims++;
+        } else {
+            fifo_push(m->r, p);
+        }
+    }
+    if (mp)
+        fifo_push(m->r, mp);
+}
+
+static void fake_mod_feed(fake_mod_t *m, const char *resp, size_t n)
+{
+    redisReaderFeed(m->conn->rd, resp, n);
+    process_replies(m->r, m->conn);   /* may drop (and free) conn */
+}
+
+static void fake_mod_stop(fake_mod_t *m)
+{
+    jrpc_replay_destroy(&m->r);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&m->loop), 0);
+}
+
+#define FEED(m, lit) fake_mod_feed(m, lit, sizeof lit - 1)
+
+static void test_multi_answers(void **state)
+{
+    (void)state;
+    fake_mod_t m;
+    /* Three claims, the second a replay. */
+    fake_mod_start(&m, 3, true);
+    FEED(&m, "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$3\r\n101\r\n");
+    assert_true(m.r->conn == m.conn);   /* still connected */
+    int want[] = { 0, -EEXIST, 0 };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(m.res[i].calls, 1);
+        assert_int_equal(m.res[i].rc, want[i]);
+    }
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(m.r, &st);
+    assert_int_equal(st.claims, 2);
+    assert_int_equal(st.replays, 1);
+    fake_mod_stop(&m);
+
+    /* The same reply one byte at a time: nobody is answered before its end. */
+    static const char one[] = "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$3\r\n011\r\n";
+    fake_mod_start(&m, 3, true);
+    for (size_t i = 0; i + 1 < sizeof one - 1; i++) {
+        fake_mod_feed(&m, one + i, 1);
+        assert_int_equal(m.res[0].calls + m.res[1].calls + m.res[2].calls, 0);
+    }
+    fake_mod_feed(&m, one + sizeof one - 2, 1);
+    assert_true(m.r->conn == m.conn);
+    assert_int_equal(m.res[0].rc, -EEXIST);
+    assert_int_equal(m.res[1].rc, 0);
+    assert_int_equal(m.res[2].rc, 0);
+    fake_mod_stop(&m);
+
+    /* Not the answer: another tag, one flag too few, a bad flag, MULTI to
+     * a lone claim, the lone claim's OK to a script of two. */
+    static const struct { const char *resp; size_t nclaims; bool multi; } cases[] = {
+        { "*3\r\n$1\r\n8\r\n$5\r\nMULTI\r\n$2\r\n11\r\n", 2, true },
+        { "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$1\r\n1\r\n", 2, true },
+        { "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$2\r\n1?\r\n", 2, true },
+        { "*3\r\n$1\r\n7\r\n$5\r\nMULTI\r\n$1\r\n1\r\n", 1, false },
+        { "*2\r\n$1\r\n7\r\n$2\r\nOK\r\n", 2, true },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        fake_mod_start(&m, cases[c].nclaims, cases[c].multi);
+        fake_mod_feed(&m, cases[c].resp, strlen(cases[c].resp));
+        assert_null(m.r->conn);   /* dropped: out of step */
+        for (size_t i = 0; i < cases[c].nclaims; i++) {
+            assert_int_equal(m.res[i].calls, 1);
+            assert_int_equal(m.res[i].rc, -EAGAIN);
+        }
+        fake_mod_stop(&m);
+    }
+
+    /* An error reply: each claim fails closed, the connection stays (as for
+     * one claim); NOSCRIPT drops it (the next connection loads the script). */
+    fake_mod_start(&m, 2, true);
+    FEED(&m, "-OOM command not allowed\r\n");
+    assert_true(m.r->conn == m.conn);
+    assert_int_equal(m.res[0].rc, -EAGAIN);
+    assert_int_equal(m.res[1].rc, -EAGAIN);
+    fake_mod_stop(&m);
+    fake_mod_start(&m, 2, true);
+    FEED(&m, "-NOSCRIPT No matching script\r\n");
+    assert_null(m.r->conn);
+    assert_int_equal(m.res[0].calls + m.res[1].calls, 2);
+    assert_int_equal(m.res[1].rc, -EAGAIN);
+    fake_mod_stop(&m);
+}
+
+/* Claims queued in one loop turn leave as one script; one replayed nonce
+ * among fresh ones is refused alone, as is a nonce twice in the same
+ * script; the same nonce under another key id is fresh. */
+static void test_batch_replay_among_fresh(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 2000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kb", "batch-used-before"), 0);
+
+    static const struct { const char *key, *nonce; int rc; } claims[] = {
+        { "kb", "batch-fresh-00", 0 },      { "kb", "batch-fresh-01", 0 },
+        { "kb", "batch-used-before", -EEXIST }, { "kb", "batch-fresh-02", 0 },
+        { "kb", "batch-fresh-00", -EEXIST }, { "kb2", "batch-used-before", 0 },
+    };
+    enum { N = sizeof claims / sizeof claims[0] };
+    res_t res[N];
+    long long scripts = commandstat(&shared, "evalsha");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(claim_ts(f->r, claims[i].key, claims[i].nonce, now_s(), &res[i]), 0);
+    for (int i = 0; i < N; i++)
+        assert_true(run_until(&f->loop, res_done, &res[i], 5000));
+    run_for(&f->loop, 5);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, claims[i].rc);
+    }
+    assert_int_equal(commandstat(&shared, "evalsha") - scripts, 1);
+    redisReply *rep = srv_cmd(&shared, "TTL jrpc:nonce:kb:batch-fresh-02");
+    assert_true(rep->integer == 2 * WINDOW_S || rep->integer == 2 * WINDOW_S - 1);
+    freeReplyObject(rep);
+    assert_true(key_exists(&shared, "jrpc:nonce:kb2:batch-used-before"));
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_int_equal(st.claims, 5);
+    assert_int_equal(st.replays, 2);
+
+    /* More than a script takes: 150 claims in three scripts (64, 64, 22). */
+    static res_t many[150];
+    char nonce[32];
+    scripts = commandstat(&shared, "evalsha");
+    for (int i = 0; i < 150; i++) {
+        snprintf(nonce, sizeof nonce, "batch-many-%03d", i);
+        assert_int_equal(claim_ts(f->r, "kb", nonce, now_s(), &many[i]), 0);
+    }
+    for (int i = 0; i < 150; i++) {
+        assert_true(run_until(&f->loop, res_done, &many[i], 5000));
+        assert_int_equal(many[i].rc, 0);
+    }
+    assert_int_equal(commandstat(&shared, "evalsha") - scripts, 3);
+}
+
+/* Redis lost its memory: the script's one epoch check answers every claim
+ * of it, as it would each alone (-ESTALE signed too early, -EAGAIN later),
+ * and claims none. */
+static void test_batch_epoch_lost(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 1000);
+    freeReplyObject(srv_cmd(&f->srv, "FLUSHALL"));
+    int64_t now = now_s();
+    res_t res[3];
+    assert_int_equal(claim_ts(f->r, "ke", "epoch-a-0000000", now, &res[0]), 0);
+    assert_int_equal(claim_ts(f->r, "ke", "epoch-b-0000000", now + 3 * WINDOW_S, &res[1]), 0);
+    assert_int_equal(claim_ts(f->r, "ke", "epoch-c-0000000", now - 1, &res[2]), 0);
+    for (int i = 0; i < 3; i++)
+        assert_true(run_until(&f->loop, res_done, &res[i], 5000));
+    assert_int_equal(res[0].rc, -ESTALE);
+    assert_int_equal(res[1].rc, -EAGAIN);
+    assert_int_equal(res[2].rc, -ESTALE);
+    assert_int_equal(commandstat(&f->srv, "evalsha"), 1);
+    assert_false(key_exists(&f->srv, "jrpc:nonce:ke:epoch-a-0000000"));
+    assert_false(key_exists(&f->srv, "jrpc:nonce:ke:epoch-b-0000000"));
+    assert_true(jrpc_replay_up(f->r));
+}
+
 int main(void)
 {
     jrpc_log_init("test_jrpc_replay");
@@ -1646,6 +1906,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_replay_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
+        cmocka_unit_test(test_multi_flags),
+        cmocka_unit_test(test_multi_answers),
+        cmocka_unit_test_setup_teardown(test_batch_replay_among_fresh, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_epoch_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_and_restarted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frozen_redis_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth, setup, teardown),

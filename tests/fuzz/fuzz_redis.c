@@ -125,6 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool handshake = data[0] & 0x10;
     int mix = (data[0] >> 5) & 3;   /* 0 claims, 1 rate claims, 2 idempotency, 3 with stores */
     int nclaims = 1 + (data[0] & 3);
+    bool multi = mix == 0 && (data[0] & 4);   /* the claims as one script (mode m) */
     size_t chunk = 1 + data[1] % 64;
     const uint8_t *in = data + 2;
     size_t n = size - 2;
@@ -160,6 +161,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     seen_t seen[MAXC] = { { .calls = 0, .rc = 1 } };
     uint64_t tags[MAXC];
+    pending_t *mp = multi ? pending_new(r, CMD_MULTI, NULL) : NULL;
+    pending_t **mend = mp ? &mp->claims : NULL;
+    CHECK(!multi || mp != NULL);
     for (int i = 0; i < nclaims; i++) {
         pending_t *p = pending_new(r, mix >= 2 ? CMD_IDEM : CMD_CLAIM, &seen[i]);
         CHECK(p != NULL);
@@ -172,7 +176,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p->nonce = mix < 2;
         p->rate = mix == 1;
         p->ts = now - WINDOW + i * WINDOW;   /* before, at and after now */
-        tags[i] = p->tag;
+        tags[i] = mp ? mp->tag : p->tag;
+        if (mp) {
+            *mend = p;
+            mend = &p->next;
+            mp->nclaims++;
+            continue;
+        }
         fifo_push(r, p);
         if (mix == 3) {   /* a store after it: +OK or an error, nothing else */
             pending_t *st = pending_new(r, CMD_STORE, NULL);
@@ -181,6 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
+    if (mp)
+        fifo_push(r, mp);
     for (size_t off = 0; off < n && r->conn == conn; off += chunk) {
         size_t k = n - off < chunk ? n - off : chunk;
         redisReaderFeed(conn->rd, (const char *)in + off, k);
@@ -207,7 +219,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t at = first + (size_t)i * step;
         if (!seen[i].calls)
             continue;
-        if (mix < 2 && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
+        if (multi && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
+            /* one script: its one reply, this claim's flag */
+            CHECK(first < nrep);
+            CHECK(is_answer_n(reps[first], tags[i], "MULTI", 3));
+            CHECK(reps[first]->element[2]->len == (size_t)nclaims);
+            CHECK(reps[first]->element[2]->str[i] == (seen[i].rc == 0 ? '1' : '0'));
+        } else if (mix < 2 && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
             CHECK(at < nrep);
             CHECK(is_answer(reps[at], tags[i], seen[i].rc == 0 ? "OK" : "DUP"));
         } else if (mix >= 2 && seen[i].rc == 0) {

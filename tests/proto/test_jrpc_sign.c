@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include "jrpc_sign.h"
 
 /* docs/SIGNING.md, "Worked example". Expected values from:
@@ -210,6 +212,163 @@ static void test_new_nonce(void **state)
     assert_int_equal(symbols, 64);
 }
 
+/* ---- the reused state: jrpc_signer_t and jrpc_sign_key_t ---- */
+
+static void hex_of(char *hex, const unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", b[i]);
+}
+
+/* RFC 4231, section 4: the HMAC-SHA-256 test cases (case 5 compares the
+ * first 128 bits, as the RFC does). Keys and data at the end of their heap
+ * blocks. */
+static void test_signer_rfc4231(void **state)
+{
+    (void)state;
+    static const char text7[] = "This is a test using a larger than block-size key and a larger "
+        "than block-size data. The key needs to be hashed before being used by the HMAC "
+        "algorithm.";
+    unsigned char k1[20], k3[20], k4[25], k5[20], k6[131], d3[50], d4[50];
+    memset(k1, 0x0b, sizeof k1);
+    memset(k3, 0xaa, sizeof k3);
+    memset(d3, 0xdd, sizeof d3);
+    for (size_t i = 0; i < sizeof k4; i++)
+        k4[i] = (unsigned char)(i + 1);
+    memset(d4, 0xcd, sizeof d4);
+    memset(k5, 0x0c, sizeof k5);
+    memset(k6, 0xaa, sizeof k6);
+    const struct {
+        const void *key; size_t kn; const void *data; size_t dn; const char *mac;
+    } cases[] = {
+        { k1, sizeof k1, "Hi There", 8,
+          "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7" },
+        { "Jefe", 4, "what do ya want for nothing?", 28,
+          "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843" },
+        { k3, sizeof k3, d3, sizeof d3,
+          "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe" },
+        { k4, sizeof k4, d4, sizeof d4,
+          "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b" },
+        { k5, sizeof k5, "Test With Truncation", 20, "a3b6167473100ee06e0c796c2955552b" },
+        { k6, sizeof k6, "Test Using Larger Than Block-Size Key - Hash Key First", 54,
+          "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54" },
+        { k6, sizeof k6, text7, sizeof text7 - 1,
+          "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2" },
+    };
+    jrpc_signer_t *s = jrpc_signer_new();
+    assert_non_null(s);
+    /* Twice round: the signer's context is reused across keys and calls. */
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char *key = at_end(cases[i].key, cases[i].kn);
+            char *data = at_end(cases[i].data, cases[i].dn);
+            jrpc_sign_key_t *k = jrpc_sign_key_new((jrpc_span_t){ key, cases[i].kn });
+            assert_non_null(k);
+            unsigned char mac[32];
+            char hex[65];
+            assert_int_equal(jrpc_signer_hmac(s, k, data, cases[i].dn, mac), 0);
+            hex_of(hex, mac, sizeof mac);
+            assert_memory_equal(hex, cases[i].mac, strlen(cases[i].mac));
+            jrpc_sign_key_destroy(&k);
+            assert_null(k);
+            free(key);
+            free(data);
+        }
+    }
+    jrpc_signer_destroy(&s);
+    assert_null(s);
+    jrpc_signer_destroy(&s);   /* NULL-safe */
+    jrpc_sign_key_destroy(NULL);
+}
+
+/* Every key length around the block size (0..200 bytes, 64 and 65 being
+ * where the key starts being hashed first) and messages across block
+ * boundaries, against OpenSSL's one-shot HMAC(). */
+static void test_signer_key_lengths(void **state)
+{
+    (void)state;
+    unsigned char key[200], msg[140];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (unsigned char)(i * 7 + 3);
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (unsigned char)(i * 13 + 1);
+    jrpc_signer_t *s = jrpc_signer_new();
+    assert_non_null(s);
+    for (size_t kn = 0; kn <= sizeof key; kn++) {
+        jrpc_sign_key_t *k = jrpc_sign_key_new((jrpc_span_t){ (const char *)key, kn });
+        assert_non_null(k);
+        for (size_t mn = 0; mn <= sizeof msg; mn += 11) {
+            unsigned char got[32], want[EVP_MAX_MD_SIZE];
+            unsigned int wn = 0;
+            assert_non_null(HMAC(EVP_sha256(), key, (int)kn, msg, mn, want, &wn));
+            assert_int_equal(wn, 32);
+            assert_int_equal(jrpc_signer_hmac(s, k, msg, mn, got), 0);
+            assert_memory_equal(got, want, 32);
+        }
+        jrpc_sign_key_destroy(&k);
+    }
+    jrpc_signer_destroy(&s);
+}
+
+/* The reused form gives the worked example's bytes, and the same as the
+ * one-shot form for other inputs, one signer for many bodies and keys. */
+static void test_signer_worked_example(void **state)
+{
+    (void)state;
+    const size_t len = sizeof EX_BODY - 1;
+    char *body = at_end(EX_BODY, len);
+    char hex[JRPC_SIGN_HEX_LEN + 1], once[JRPC_SIGN_HEX_LEN + 1];
+    jrpc_signer_t *s = jrpc_signer_new();
+    jrpc_sign_key_t *k = jrpc_sign_key_new(SPAN(EX_SECRET));
+    jrpc_sign_key_t *other = jrpc_sign_key_new(SPAN("another-secret-0123456789"));
+    assert_non_null(s);
+    assert_non_null(k);
+    assert_non_null(other);
+
+    assert_int_equal(jrpc_signer_body_hash(s, hex, body, len), 0);
+    assert_string_equal(hex, EX_HASH);
+    assert_int_equal(jrpc_signer_body_hash(s, hex, NULL, 0), 0);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(jrpc_signer_compute(s, k, hex, SPAN(EX_KEY), EX_TS, SPAN(EX_NONCE), body,
+                                             len), 0);
+        assert_string_equal(hex, EX_SIG);
+        assert_true(jrpc_signer_verify(s, k, SPAN(EX_SIG), SPAN(EX_KEY), EX_TS, SPAN(EX_NONCE),
+                                       body, len));
+        assert_false(jrpc_signer_verify(s, other, SPAN(EX_SIG), SPAN(EX_KEY), EX_TS,
+                                        SPAN(EX_NONCE), body, len));
+        assert_false(jrpc_signer_verify(s, k, SPAN(EX_SIG), SPAN(EX_KEY), EX_TS + 1,
+                                        SPAN(EX_NONCE), body, len));
+        /* Short signature, bad nonce, negative timestamp. */
+        assert_false(jrpc_signer_verify(s, k, (jrpc_span_t){ EX_SIG, 63 }, SPAN(EX_KEY), EX_TS,
+                                        SPAN(EX_NONCE), body, len));
+        assert_int_equal(jrpc_signer_compute(s, k, hex, SPAN(EX_KEY), EX_TS, SPAN("short"), body,
+                                             len), -EINVAL);
+        assert_int_equal(hex[0], '\0');
+        assert_int_equal(jrpc_signer_compute(s, k, hex, SPAN(EX_KEY), -1, SPAN(EX_NONCE), body,
+                                             len), -EINVAL);
+    }
+    /* Other inputs: the same as the one-shot form (checked above against
+     * the CLI), for every body length up to 200 (block boundaries). */
+    char big[200];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)('a' + i % 26);
+    for (size_t n = 0; n <= sizeof big; n++) {
+        char *b = at_end(big, n);
+        assert_int_equal(jrpc_signer_compute(s, other, hex, SPAN("a-much-longer-key-id.0"), 42,
+                                             SPAN("ZZZZZZZZZZZZZZZZ_-09"), b, n), 0);
+        assert_int_equal(jrpc_sign_compute(once, SPAN("another-secret-0123456789"),
+                                           SPAN("a-much-longer-key-id.0"), 42,
+                                           SPAN("ZZZZZZZZZZZZZZZZ_-09"), b, n), 0);
+        assert_string_equal(hex, once);
+        free(b);
+    }
+    jrpc_sign_key_destroy(&other);
+    jrpc_sign_key_destroy(&k);
+    jrpc_signer_destroy(&s);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +379,9 @@ int main(void)
         cmocka_unit_test(test_compute_einval),
         cmocka_unit_test(test_nonce_ok),
         cmocka_unit_test(test_new_nonce),
+        cmocka_unit_test(test_signer_rfc4231),
+        cmocka_unit_test(test_signer_key_lengths),
+        cmocka_unit_test(test_signer_worked_example),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
