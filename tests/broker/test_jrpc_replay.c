@@ -1310,7 +1310,10 @@ static void start_pair(fx_t *f)
     srv_start(&f->srv2);
     redisReply *rep = srv_cmd(&f->srv, "SET warm 1");   /* an offset to acknowledge */
     freeReplyObject(rep);
-    for (int i = 0; i < 500 && !replica_online(&f->srv); i++)
+    /* Up to 20 s: the replica acknowledges once a second, and a loaded
+     * machine (the suite runs 2 tests at a time) has been seen to need
+     * more than 5 s for the first sync. */
+    for (int i = 0; i < 2000 && !replica_online(&f->srv); i++)
         usleep(10000);
     assert_true(replica_online(&f->srv));
 }
