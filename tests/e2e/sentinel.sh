@@ -153,8 +153,11 @@ figures=$(python3 -c 'import sys; k, s, f, l, r = map(float, sys.argv[1:6]); pri
     % (s - k, f - k, l - k, l - f, sys.argv[6], r - k, r - s))' \
     "$t_kill" "$t_switch" "$first503" "$last503" "$resumed" "$n503")
 echo "failover: $figures"
-check "signed calls resumed within 5 s of Sentinel naming the new master" 1 \
-    "$(python3 -c 'import sys; print(int(0 < float(sys.argv[2]) - float(sys.argv[1]) < 5))' "$t_switch" "$resumed")"
+# t_switch is when this script's polling saw the new master: the broker,
+# asking Sentinel itself, may resume a little before that (seen: -0.03 s).
+check "signed calls resumed after the kill, within 5 s of Sentinel naming the new master" 1 \
+    "$(python3 -c 'import sys; k, s, r = map(float, sys.argv[1:4]); print(int(k < r < s + 5))' \
+       "$t_kill" "$t_switch" "$resumed")"
 
 # The workers ran exactly the accepted bodies: the load's results and b0.
 kill -TERM "$W1" "$W2"
