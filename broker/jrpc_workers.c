@@ -84,7 +84,9 @@ typedef struct slot {
                                means the REQUEST never left (not delivered) */
     worker_t   *worker;     /* SLOT_SENT: who holds it */
     method_t   *method;     /* its method (queue when SLOT_QUEUED) */
-    jrpc_span_t params;     /* borrowed from the owner until on_done or cancel */
+    jrpc_span_t params;     /* the client's JSON text, borrowed from the owner until
+                               on_done or cancel; encoded for each worker it is sent
+                               to (worker_add_call) */
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
@@ -132,7 +134,14 @@ struct worker {
     bool        draining;   /* sent DISCONNECT: no new calls */
     bool        routed;     /* in its methods' worker lists */
     method_t  **methods;    /* served (kept after unrouting: see idem) */
-    bool       *idem;       /* per method: declared idempotent at READY */
+    bool       *idem;       /* per method: declared idempotent at READY (2 * nmethods
+                               entries: json is the second half) */
+    bool       *json;       /* per method: declared "json" at READY (params sent as
+                               the client's text); inside idem's block */
+    uint32_t    njson;      /* methods declared json: 0 (none) and nmethods (all)
+                               need no lookup */
+    const method_t *json_m; /* the last method looked up in json[], and its flag */
+    bool        json_v;
     uint32_t    nmethods;
     uint32_t    flushes;    /* REQUESTs handed to ZeroMQ successfully */
     jrpc_buf_t  out;        /* REQUEST being built for the next flush */
@@ -429,6 +438,7 @@ static void watch_del(jrpc_workers_t *w, uint32_t i)
 }
 
 static bool worker_idempotent(const worker_t *wk, const method_t *m);
+static bool worker_json(worker_t *wk, const method_t *m);
 
 /* Call i was just given to wk: a first send earns hedging budget, and a
  * call of a method wk declared idempotent is watched (at the tail: the
@@ -601,9 +611,12 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
             return -ENOMEM;
     }
     size_t before = wk->out.len;
-    if (jrpc_wire_put_request_call(&wk->out, s->seq, (jrpc_span_t){ s->method->name, s->method->len },
-                                   s->params, timeout_ms, s->trace) < 0)
-        return -ENOMEM;
+    int rc = jrpc_wire_put_request_call_json(&wk->out, s->seq,
+                                             (jrpc_span_t){ s->method->name, s->method->len },
+                                             s->params, worker_json(wk, s->method), timeout_ms,
+                                             s->trace);
+    if (rc < 0)
+        return rc;
     s->bytes = (uint32_t)(wk->out.len - before);
     wk->bytes += s->bytes;
     /* Logged when the cap starts refusing (not for one call alone larger
@@ -730,6 +743,26 @@ static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
         if (m->nworkers == 0)
             method_fail_queue(w, m);
     }
+}
+
+/* Whether wk takes m's params as JSON text: once per call sent, so the
+ * usual cases (a worker that declared none or all of its methods, a batch of
+ * one method) need no walk of its methods. */
+static bool worker_json(worker_t *wk, const method_t *m)
+{
+    if (wk->njson == 0 || wk->njson == wk->nmethods)
+        return wk->njson != 0;
+    if (wk->json_m == m)
+        return wk->json_v;
+    bool v = false;
+    for (uint32_t k = 0; k < wk->nmethods; k++)
+        if (wk->methods[k] == m) {
+            v = wk->json[k];
+            break;
+        }
+    wk->json_m = m;
+    wk->json_v = v;
+    return v;
 }
 
 static bool worker_idempotent(const worker_t *wk, const method_t *m)
@@ -949,12 +982,13 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     }
     worker_t *wk = calloc(1, sizeof *wk);
     if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL ||
-        (wk->idem = calloc(n, sizeof *wk->idem)) == NULL) {
+        (wk->idem = calloc(2 * (size_t)n, sizeof *wk->idem)) == NULL) {
         if (wk)
             free(wk->methods);
         free(wk);
         return;
     }
+    wk->json = wk->idem + n;
     memcpy(wk->id, id, idlen);
     wk->idlen = idlen;
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
@@ -996,13 +1030,21 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
             nidem++;
         }
     }
+    for (uint32_t i = 0; m->json && i < m->json->via.array.size; i++) {
+        const msgpack_object_str *s = &m->json->via.array.ptr[i].via.str;
+        method_t *mt = method_find(w, s->ptr, s->size);
+        if (mt && mt->mark == stamp && !wk->json[mt->pos]) {
+            wk->json[mt->pos] = true;
+            wk->njson++;
+        }
+    }
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
     JRPC_LOG(JRPC_LOG_INFO, "workers",
              "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u idempotent=%u "
-             "ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
-             ignored, w->nworkers);
+             "json=%u ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
+             wk->njson, ignored, w->nworkers);
     /* The answer to READY: our heartbeat settings, before any REQUEST. */
     send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
     worker_pull(w, wk);

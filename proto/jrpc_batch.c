@@ -2,9 +2,10 @@
  * jrpc_json. See jrpc_batch.h for the contract.
  *
  * One pass over the body: each request object is read member by member, its
- * params transcoded to msgpack as they are read, into one scratch block taken
- * from the arena up front (JRPC_JSON_MSGPACK_BOUND(len) bytes cover the
- * params and method names of the whole body, so nothing grows mid-way). Any
+ * params checked and kept as a span of the body (transcoded, if at all, when
+ * the call is sent: jrpc_wire_put_request_call_json), its method name
+ * unescaped into one scratch block taken from the arena up front (len bytes
+ * cover the method names of the whole body, so nothing grows mid-way). Any
  * JSON error anywhere throws the calls away and answers a single -32700. */
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
@@ -37,7 +38,7 @@ typedef struct bparse {
     jrpc_jp_t            j;        /* the reader; j.w is set only inside params */
     jrpc_batch_t        *b;        /* the batch being filled */
     const jrpc_limits_t *lim;      /* the caller's limits */
-    char                *scratch;  /* next free byte for params and method names */
+    char                *scratch;  /* next free byte for method names */
     uint32_t             cap;      /* room in b->calls */
     enum whole           whole;    /* set when the body gets a single error */
 } bparse_t;
@@ -288,14 +289,14 @@ static int request(bparse_t *bp, unsigned depth)
             case M_PARAMS:
                 params_ok = c == '[' || c == '{';
                 if (params_ok) {
-                    /* Transcoded even in a request already known to be
-                     * invalid, so that an out-of-range number is a parse
-                     * error whatever the member order. */
-                    j->w = bp->scratch;
+                    /* Kept as the client's text, checked so that it
+                     * transcodes later (a msgpack worker): an out-of-range
+                     * number is a parse error whatever the member order
+                     * and whichever worker the call goes to. */
+                    j->range = true;
                     rc = jrpc_jp_value(j, depth + 1);
-                    params = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
-                    bp->scratch = j->w;
-                    j->w = NULL;
+                    j->range = false;
+                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
                 } else {
                     rc = jrpc_jp_value(j, depth + 1);
                 }
@@ -337,7 +338,7 @@ static int request(bparse_t *bp, unsigned depth)
         valid = mn > 0 && mn <= bp->lim->max_method_len;
     }
     if (!valid) {
-        bp->scratch = mark;  /* its params are not needed */
+        bp->scratch = mark;  /* its method name is not needed */
         return add_invalid(bp, id);
     }
     bp->scratch += mn;
@@ -441,7 +442,7 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
         .b = b,
         .lim = lim,
     };
-    bp.scratch = jrpc_arena_alloc(&b->arena, JRPC_JSON_MSGPACK_BOUND(len) + 1);
+    bp.scratch = jrpc_arena_alloc(&b->arena, len + 1);   /* method names, unescaped */
     if (bp.scratch == NULL)
         return -ENOMEM;
 
@@ -487,6 +488,16 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
 
 /* ---- answers ---- */
 
+/* A worker's result or error data given as JSON text (a msgpack bin at the
+ * top: PROTOCOL.md 2.3): never trusted, checked as strictly as a client's
+ * body (numbers that overflow a double included) and as deep as a msgpack
+ * result may nest. *text is the value without surrounding whitespace,
+ * borrowed from the frame. Returns 0 or a JRPC_JSON_E* code. */
+static int json_text(const msgpack_object *bin, jrpc_span_t *text)
+{
+    return jrpc_json_check(bin->via.bin.ptr, bin->via.bin.size, JRPC_JSON_MAX_DEPTH, text);
+}
+
 int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *data)
 {
     assert(i < b->ncalls);
@@ -509,13 +520,25 @@ int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *
     if (c->notification)
         return 0;
     size_t n;
-    if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0)
+    jrpc_span_t text = { NULL, 0 };
+    if (result->type == MSGPACK_OBJECT_BIN) {   /* JSON text (PROTOCOL.md 2.3): checked, copied */
+        if (json_text(result, &text) < 0)
+            return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+        n = text.n;
+    } else if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0) {
         return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+    }
     char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
     if (w0 == NULL)
         return -ENOMEM;
     memcpy(w0, LIT("\"result\":"));
-    char *w = jrpc_json_msgpack_put(w0 + sizeof "\"result\":" - 1, result);
+    char *w = w0 + sizeof "\"result\":" - 1;
+    if (text.p) {
+        memcpy(w, text.p, text.n);
+        w += text.n;
+    } else {
+        w = jrpc_json_msgpack_put(w, result);
+    }
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
     c->code = 0;
     c->error = false;
@@ -562,8 +585,14 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
         goto malformed;
     if (jrpc_json_string_size(msg->via.str.ptr, msg->via.str.size, &msg_size) < 0)
         goto malformed;
-    if (data && jrpc_json_msgpack_size(data, JRPC_JSON_MAX_DEPTH, &data_size) < 0)
+    jrpc_span_t data_text = { NULL, 0 };
+    if (data && data->type == MSGPACK_OBJECT_BIN) {
+        if (json_text(data, &data_text) < 0)
+            goto malformed;
+        data_size = data_text.n;
+    } else if (data && jrpc_json_msgpack_size(data, JRPC_JSON_MAX_DEPTH, &data_size) < 0) {
         goto malformed;
+    }
 
     size_t room = sizeof ERROR_HEAD + 11 + sizeof ERROR_MESSAGE + msg_size +
                   (data ? sizeof ERROR_DATA + data_size : 0) + 1;
@@ -573,7 +602,13 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
     char *w = error_head_put(w0, (int)code->via.i64, msg->via.str.ptr, msg->via.str.size);
     if (data) {
         memcpy(w, LIT(ERROR_DATA));
-        w = jrpc_json_msgpack_put(w + sizeof ERROR_DATA - 1, data);
+        w += sizeof ERROR_DATA - 1;
+        if (data_text.p) {
+            memcpy(w, data_text.p, data_text.n);
+            w += data_text.n;
+        } else {
+            w = jrpc_json_msgpack_put(w, data);
+        }
     }
     *w++ = '}';
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
