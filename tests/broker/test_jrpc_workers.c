@@ -265,8 +265,8 @@ static void test_ejection(void **state)
 {
     (void)state;
     jrpc_workers_t *w = make(2);
-    static const char params[] = { (char)0x90 };
-    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    static const char params[] = "[]";   /* the client's JSON text */
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
     ready(w, 'A', UINT32_MAX, "m", 1, NULL, 0);
     ready(w, 'B', 2, "m", 1, NULL, 0);
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
@@ -334,9 +334,9 @@ static void answer_from(jrpc_workers_t *w, char id, uint64_t seq)
  * and runs a hedge tick. Returns its handle. */
 static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
 {
-    static const char params[] = { (char)0x90 };
+    static const char params[] = "[]";   /* the client's JSON text */
     uint32_t h;
-    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 1 },
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 2 },
                                            (jrpc_span_t){ NULL, 0 }, 100000, 0, &G, index, &h), 0);
     jrpc_workers_flush(w);
     w->slots[h].sent_ms -= 25;
@@ -352,8 +352,8 @@ static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
 static void test_hedge(void **state)
 {
     (void)state;
-    static const char params[] = { (char)0x90 };
-    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    static const char params[] = "[]";   /* the client's JSON text */
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
     jrpc_workers_t *w = make(0);
     G.done = 0;
     w->opts.hedge_budget_pct = 100;   /* a hedge per call earned */

@@ -59,7 +59,7 @@ static struct {
     uint32_t  handles[NCALLS];
 } G;
 
-static const char params[] = { (char)0x91, 0x01 };   /* [1] */
+static const char params[] = { '[', '1', ']' };   /* the client's JSON text */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -745,7 +745,7 @@ static void test_request_wrong_types(void **state)
             int rc = check_buf(&b);
             bool fits = (field == 0 && bad == 9) ||             /* seq 2^32 */
                         (field == 1 && bad == 4) ||             /* method "1" */
-                        (field == 2 && (bad == 0 || bad == 6 || bad == 7)) ||
+                        (field == 2 && (bad == 0 || bad == 5 || bad == 6 || bad == 7)) ||  /* bin: JSON */
                         (field == 3 && bad == 10);              /* timeout 0 */
             if (rc != (fits ? 0 : JRPC_WIRE_EMALFORMED))
                 fail_msg("field %d value %d: rc %d", field, bad, rc);
