@@ -643,6 +643,115 @@ static void test_suite(void **state)
     assert_true(count >= 300);
 }
 
+
+/* Answers call i from the msgpack bytes mp[0..n): a result, or an error. */
+static void answer_mp(jrpc_batch_t *b, uint32_t i, bool error, const char *mp, size_t n)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    assert_int_equal(msgpack_unpack_next(&u, mp, n, &off), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(off, n);
+    if (error)
+        assert_int_equal(jrpc_batch_answer_error_obj(b, i, &u.data), 0);
+    else
+        assert_int_equal(jrpc_batch_answer_result(b, i, &u.data), 0);
+    msgpack_unpacked_destroy(&u);
+}
+
+/* A result as JSON text: msgpack bin8 of the text. */
+static void answer_json(jrpc_batch_t *b, uint32_t i, const char *json)
+{
+    size_t n = strlen(json);
+    assert_true(n < 256);
+    char mp[260] = { (char)0xc4, (char)n };
+    memcpy(mp + 2, json, n);
+    answer_mp(b, i, false, mp, n + 2);
+}
+
+/* An error {"code": -1, "message": "m", "data": bin(json)}. */
+static void answer_json_error(jrpc_batch_t *b, uint32_t i, const char *json)
+{
+    size_t n = strlen(json);
+    assert_true(n < 200);
+    char mp[260];
+    size_t k = 0;
+    memcpy(mp, "\x83\xa4" "code" "\xff" "\xa7" "message" "\xa1m" "\xa4" "data", 22);
+    k = 22;
+    mp[k++] = (char)0xc4;
+    mp[k++] = (char)n;
+    memcpy(mp + k, json, n);
+    answer_mp(b, i, true, mp, k + n);
+}
+
+/* PROTOCOL.md 2.3: a result or error data as JSON text is checked as
+ * strictly as a client's body and copied as it is (without the whitespace
+ * around it); anything else is the -32603 a malformed answer gets. */
+static void test_json_text_answers(void **state)
+{
+    (void)state;
+    char deep[200];
+    req_t r;
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":1},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":2},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":3},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":4},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":5},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":6},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":7},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":8},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":9}]");
+    assert_int_equal(r.b.ncalls, 9);
+    answer_json(&r.b, 0, " \n{\"a\" : [1, 2.50, \"x\\u00e9\"]}\t");
+    answer_json(&r.b, 1, "{\"a\":");                       /* not JSON */
+    for (int k = 0; k < 64; k++)                           /* 64 deep: the limit */
+        deep[k] = '[', deep[64 + k] = ']';
+    deep[128] = '\0';
+    answer_json(&r.b, 2, deep);
+    memmove(deep + 1, deep, 129);                          /* 65 deep */
+    deep[0] = '[';
+    strcat(deep, "]");
+    answer_json(&r.b, 3, deep);
+    answer_json(&r.b, 4, "1e400");                         /* no double: as NaN would be */
+    answer_json(&r.b, 5, "1 2");                           /* two values */
+    answer_json_error(&r.b, 6, "{\"k\": true}");
+    answer_json_error(&r.b, 7, "nope");
+    answer_json(&r.b, 8, "\"\xff\"");                      /* not UTF-8 */
+    assert_string_equal(req_reply(&r),
+        "[{\"jsonrpc\":\"2.0\",\"result\":{\"a\" : [1, 2.50, \"x\\u00e9\"]},\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":2},"
+        "{\"jsonrpc\":\"2.0\",\"result\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],\"id\":3},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":4},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":5},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":6},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-1,\"message\":\"m\",\"data\":{\"k\": true}},\"id\":7},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"worker sent a malformed error\"},\"id\":8},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":9}]");
+    req_dispose(&r);
+}
+
+/* Params are the client's bytes, whatever their spelling; a number out of a
+ * double's range there is still a parse error (whichever worker would have
+ * got them), one elsewhere (an id, an unknown member) is not. */
+static void test_params_text(void **state)
+{
+    (void)state;
+    req_t r;
+    const char *body = "{\"params\" :\t{ \"a\" : [ 1 , -0, 1E5 ] } , \"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":1}";
+    req_parse(&r, body);
+    assert_false(r.b.calls[0].answered);
+    assert_int_equal(r.b.calls[0].params.n, strlen("{ \"a\" : [ 1 , -0, 1E5 ] }"));
+    assert_memory_equal(r.b.calls[0].params.p, "{ \"a\" : [ 1 , -0, 1E5 ] }", r.b.calls[0].params.n);
+    req_dispose(&r);
+    req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":[1e400],\"id\":1}");
+    assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                        "\"message\":\"Parse error\",\"data\":\"number out of range\"},\"id\":null}");
+    req_dispose(&r);
+    req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":[1],\"x\":1e400,\"id\":1}");
+    assert_false(r.b.calls[0].answered);
+    req_dispose(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +764,8 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_params_round_trip),
         cmocka_unit_test(test_worker_answers),
+        cmocka_unit_test(test_json_text_answers),
+        cmocka_unit_test(test_params_text),
         cmocka_unit_test(test_suite),
         cmocka_unit_test(test_count),
     };
