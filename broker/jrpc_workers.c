@@ -87,6 +87,8 @@ typedef struct slot {
     jrpc_span_t params;     /* the client's JSON text, borrowed from the owner until
                                on_done or cancel; encoded for each worker it is sent
                                to (worker_add_call) */
+    jrpc_span_t params_mp;  /* the same as msgpack, borrowed likewise, when the parser
+                               made it; n == 0: transcoded at send if need be */
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
@@ -110,6 +112,7 @@ struct method {
     uint32_t    mark;       /* the READY that last listed it (duplicates) */
     uint32_t    pos;        /* its index in that READY's worker->methods */
     uint32_t    nejected;   /* of workers[], those ejected */
+    uint32_t    njson;      /* of workers[], those that declared it "json" */
     bool        in_gc;      /* on the jrpc_workers gc list */
     method_t   *gc_next;    /* gc list */
     uint32_t   *lat;        /* hedging: answer times, LAT_BUCKETS counts (lazy) */
@@ -611,10 +614,13 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
             return -ENOMEM;
     }
     size_t before = wk->out.len;
-    int rc = jrpc_wire_put_request_call_json(&wk->out, s->seq,
-                                             (jrpc_span_t){ s->method->name, s->method->len },
-                                             s->params, worker_json(wk, s->method), timeout_ms,
-                                             s->trace);
+    jrpc_span_t method = { s->method->name, s->method->len };
+    bool as_json = worker_json(wk, s->method);
+    int rc = !as_json && s->params_mp.n
+                 ? jrpc_wire_put_request_call(&wk->out, s->seq, method, s->params_mp, timeout_ms,
+                                              s->trace)
+                 : jrpc_wire_put_request_call_json(&wk->out, s->seq, method, s->params, as_json,
+                                                   timeout_ms, s->trace);
     if (rc < 0)
         return rc;
     s->bytes = (uint32_t)(wk->out.len - before);
@@ -703,6 +709,7 @@ static void method_remove_worker(method_t *m, worker_t *wk)
 {
     for (uint32_t i = 0; i < m->nworkers; i++) {
         if (m->workers[i] == wk) {
+            m->njson -= worker_json(wk, m);
             m->workers[i] = m->workers[--m->nworkers];
             return;
         }
@@ -1036,6 +1043,7 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
         if (mt && mt->mark == stamp && !wk->json[mt->pos]) {
             wk->json[mt->pos] = true;
             wk->njson++;
+            mt->njson++;
         }
     }
     wk->next = w->workers;
@@ -1343,7 +1351,7 @@ fail:
 }
 
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
                           void *owner, uint32_t index, uint32_t *handle)
 {
     method_t *m = method_find(w, method.p, method.n);
@@ -1369,6 +1377,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->method = m;
     m->refs++;
     s->params = params;
+    s->params_mp = params_mp;
     s->trace = traceparent;
     s->deadline = deadline;
     s->t_ns = submitted_ns;   /* queue time runs from the body's arrival */
@@ -1451,6 +1460,12 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
 {
     method_t *m = method_find(w, method, len);
     return m != NULL && m->nworkers > 0;
+}
+
+bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
+{
+    const method_t *m = method_find(w, method.p, method.n);
+    return m == NULL || m->njson < m->nworkers;
 }
 
 bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)

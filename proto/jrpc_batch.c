@@ -2,11 +2,12 @@
  * jrpc_json. See jrpc_batch.h for the contract.
  *
  * One pass over the body: each request object is read member by member, its
- * params checked and kept as a span of the body (transcoded, if at all, when
- * the call is sent: jrpc_wire_put_request_call_json), its method name
- * unescaped into one scratch block taken from the arena up front (len bytes
- * cover the method names of the whole body, so nothing grows mid-way). Any
- * JSON error anywhere throws the calls away and answers a single -32700. */
+ * params checked and kept as a span of the body, and transcoded to msgpack
+ * as they are read when the call is likely to go to a msgpack worker (the
+ * caller's hint), into one scratch block taken from the arena up front
+ * (JRPC_JSON_MSGPACK_BOUND(len) bytes cover the params and method names of
+ * the whole body, so nothing grows mid-way). Any JSON error anywhere throws
+ * the calls away and answers a single -32700. */
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
 #include "jrpc_json.h"
@@ -38,7 +39,7 @@ typedef struct bparse {
     jrpc_jp_t            j;        /* the reader; j.w is set only inside params */
     jrpc_batch_t        *b;        /* the batch being filled */
     const jrpc_limits_t *lim;      /* the caller's limits */
-    char                *scratch;  /* next free byte for method names */
+    char                *scratch;  /* next free byte for params and method names */
     uint32_t             cap;      /* room in b->calls */
     enum whole           whole;    /* set when the body gets a single error */
 } bparse_t;
@@ -46,6 +47,8 @@ typedef struct bparse {
 void jrpc_batch_init(jrpc_batch_t *b)
 {
     jrpc_arena_init(&b->arena, 16384);
+    b->msgpack_hint = NULL;
+    b->hint_arg = NULL;
     b->is_array = false;
     b->calls = NULL;
     b->ncalls = 0;
@@ -222,6 +225,17 @@ static enum member known_key(jrpc_jp_t *j)
     }
 }
 
+/* Whether to transcode the params being read: yes unless the hint says the
+ * method's workers all take JSON; the method must be known by then (it
+ * usually comes first) and plain, or we cannot ask: yes. */
+static bool want_msgpack(const bparse_t *bp, unsigned seen, jrpc_span_t method, bool plain)
+{
+    const jrpc_batch_t *b = bp->b;
+    if (b->msgpack_hint == NULL || !(seen & (1u << M_METHOD)) || method.p == NULL || !plain)
+        return true;
+    return b->msgpack_hint(b->hint_arg, method);
+}
+
 /* Reads the object at j->p as a request and adds its call. depth is the
  * number of containers open around it. Returns 0, -ENOMEM or a JSON error. */
 static int request(bparse_t *bp, unsigned depth)
@@ -231,7 +245,7 @@ static int request(bparse_t *bp, unsigned depth)
     unsigned seen = 0;
     bool dup = false, id_dup = false, version_ok = false, method_ok = false;
     bool params_ok = false, id_ok = false, method_plain = true;
-    jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, id = id_null;
+    jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, params_mp = { NULL, 0 }, id = id_null;
     int rc;
 
     if (depth + 1 > j->max_depth)
@@ -288,11 +302,20 @@ static int request(bparse_t *bp, unsigned depth)
                 break;
             case M_PARAMS:
                 params_ok = c == '[' || c == '{';
-                if (params_ok) {
-                    /* Kept as the client's text, checked so that it
-                     * transcodes later (a msgpack worker): an out-of-range
-                     * number is a parse error whatever the member order
-                     * and whichever worker the call goes to. */
+                if (params_ok && want_msgpack(bp, seen, method, method_plain)) {
+                    /* Transcoded even in a request already known to be
+                     * invalid, so that an out-of-range number is a parse
+                     * error whatever the member order. */
+                    j->w = bp->scratch;
+                    rc = jrpc_jp_value(j, depth + 1);
+                    params_mp = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
+                    bp->scratch = j->w;
+                    j->w = NULL;
+                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
+                } else if (params_ok) {
+                    /* Kept as the client's text only, checked so that it
+                     * transcodes when sent to a msgpack worker: the same
+                     * verdict (out-of-range numbers included). */
                     j->range = true;
                     rc = jrpc_jp_value(j, depth + 1);
                     j->range = false;
@@ -338,7 +361,7 @@ static int request(bparse_t *bp, unsigned depth)
         valid = mn > 0 && mn <= bp->lim->max_method_len;
     }
     if (!valid) {
-        bp->scratch = mark;  /* its method name is not needed */
+        bp->scratch = mark;  /* its params are not needed */
         return add_invalid(bp, id);
     }
     bp->scratch += mn;
@@ -349,6 +372,7 @@ static int request(bparse_t *bp, unsigned depth)
     call->id = id;
     call->method = (jrpc_span_t){ m, mn };
     call->params = params;
+    call->params_mp = params_mp;
     call->notification = !has_id;
     bp->b->nanswers -= call->notification;
     if (mn >= 4 && memcmp(m, "rpc.", 4) == 0) {
@@ -442,7 +466,7 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
         .b = b,
         .lim = lim,
     };
-    bp.scratch = jrpc_arena_alloc(&b->arena, len + 1);   /* method names, unescaped */
+    bp.scratch = jrpc_arena_alloc(&b->arena, JRPC_JSON_MSGPACK_BOUND(len) + 1);
     if (bp.scratch == NULL)
         return -ENOMEM;
 

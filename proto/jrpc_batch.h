@@ -9,9 +9,9 @@
  *
  * Memory: everything the batch makes lives in its arena; ids are borrowed
  * and params are borrowed from the body, which must outlive the batch (and
- * every call dispatched from it). Parsing takes one block of len bytes from
- * the arena up front (the worst case of the method names), so no call
- * allocates on its own.
+ * every call dispatched from it). Parsing takes one block of 3 * len bytes
+ * from the arena up front (the worst case of params as msgpack plus method
+ * names), so no call allocates on its own.
  *
  * Dispatch rule: dispatch exactly the calls with answered == false. */
 #ifndef JRPC_BATCH_H
@@ -38,6 +38,9 @@ typedef struct jrpc_call {
     jrpc_span_t params;        /* params as the client's JSON text, byte for byte (an
                                   array or object, borrowed from the body); n == 0
                                   when absent */
+    jrpc_span_t params_mp;     /* the same as msgpack (arena) when the parser made it
+                                  (the hint below); n == 0 when it did not (or no
+                                  params): transcode params when sending, if needed */
     jrpc_span_t answer;        /* `"result":<json>` or `"error":{...}` (arena), once answered */
     int         code;          /* the outcome, set with answer: 0 for a result, else the
                                   error's code (a worker's own as it sent it, which may be 0;
@@ -49,8 +52,18 @@ typedef struct jrpc_call {
                                   rpc.* name), do not dispatch it */
 } jrpc_call_t;
 
+/* Whether calls of a method are likely to go to a worker that wants msgpack
+ * params (one that did not declare the method "json"): the parser then
+ * transcodes them in the same pass that checks them (params_mp), instead of
+ * leaving them for a second pass when sent. method is the name as sent
+ * (no escapes). Only a hint: either way is correct. */
+typedef bool (*jrpc_batch_hint_fn)(void *arg, jrpc_span_t method);
+
 typedef struct jrpc_batch {
     jrpc_arena_t arena;    /* owns calls[], methods, params, answers */
+    jrpc_batch_hint_fn msgpack_hint; /* set before parsing; NULL: transcode every call's
+                              params (params_mp always made) */
+    void        *hint_arg;
     bool         is_array; /* the body was a (non-empty, valid) array: reply is an array */
     jrpc_call_t *calls;    /* in request order */
     uint32_t     ncalls;   /* number of calls (a whole-body error is one answered call) */

@@ -273,7 +273,7 @@ static void test_ejection(void **state)
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
     uint32_t h[4];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, (uint32_t)i, &h[i]), 0);
+        assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, (uint32_t)i, &h[i]), 0);
         assert_ptr_equal(w->slots[h[i]].worker, a);   /* most free credit */
     }
     jrpc_workers_flush(w);
@@ -281,19 +281,19 @@ static void test_ejection(void **state)
     assert_int_equal(a->timeouts, 0);
     jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
     assert_int_equal(a->timeouts, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 2, &h[2]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 2, &h[2]), 0);
     assert_ptr_equal(w->slots[h[2]].worker, a);
     jrpc_workers_cancel(w, h[2], JRPC_CANCEL_TIMEOUT);
     assert_true(a->ejected_until != 0);
     assert_int_equal(w->ejections, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 3, &h[3]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 3, &h[3]), 0);
     assert_ptr_equal(w->slots[h[3]].worker, b);          /* A is ejected */
     /* B lost: A is the only one left, ejected or not, and gets the calls. */
     jrpc_workers_flush(w);
     worker_kill(w, b, "test");
     assert_int_equal(G.done, 1);                          /* h[3] failed (not idempotent) */
     uint32_t h4;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 4, &h4), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 4, &h4), 0);
     assert_ptr_equal(w->slots[h4].worker, a);
     /* The ejection ends at a tick after its time. */
     a->ejected_until = 1;
@@ -337,7 +337,7 @@ static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
 {
     static const char params[] = "[]";   /* the client's JSON text */
     uint32_t h;
-    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 2 },
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 2 }, (jrpc_span_t){ NULL, 0 },
                                            (jrpc_span_t){ NULL, 0 }, 100000, 0, &G, index, &h), 0);
     jrpc_workers_flush(w);
     w->slots[h].sent_ms -= 25;
@@ -366,7 +366,7 @@ static void test_hedge(void **state)
     ready_m(w, 'B', true);
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
     uint32_t h;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 7, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 7, &h), 0);
     worker_t *first = w->slots[h].worker, *other = first == a ? b : a;
     char first_id = first == a ? 'A' : 'B', other_id = first == a ? 'B' : 'A';
     uint64_t seq = w->slots[h].seq;
@@ -434,7 +434,7 @@ static void test_hedge(void **state)
 
     /* the budget: none left, no hedge (and a cancelled call drops off) */
     w->hedge_budget = 0;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 10, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 10, &h), 0);
     jrpc_workers_flush(w);
     w->hedge_budget = 0;
     w->slots[h].sent_ms -= 25;
@@ -456,7 +456,7 @@ static void test_hedge(void **state)
     w->hedge_timer.data = w;
     ready_m(w, 'A', false);
     ready_m(w, 'B', false);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 11, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 11, &h), 0);
     jrpc_workers_flush(w);
     assert_false(w->slots[h].flags & SL_WATCHED);
     assert_int_equal(w->whead, NIL);
@@ -540,25 +540,30 @@ static void test_json_per_worker(void **state)
 {
     (void)state;
     jrpc_workers_t *w = make(0);
+    jrpc_span_t m = { "m", 1 }, n = { "n", 1 }, none = { NULL, 0 };
     ready_json(w, 'A', 100, true, false);   /* A: m as JSON, n as msgpack */
+    assert_false(jrpc_workers_wants_msgpack(w, m));   /* the parser's hint */
+    assert_true(jrpc_workers_wants_msgpack(w, n));
+    assert_true(jrpc_workers_wants_msgpack(w, (jrpc_span_t){ "zz", 2 }));
     ready_json(w, 'B', 1, false, false);    /* B: declares nothing */
+    assert_true(jrpc_workers_wants_msgpack(w, m));
     assert_int_equal(find(w, 'A')->njson, 1);
     assert_int_equal(find(w, 'B')->njson, 0);
-    jrpc_span_t m = { "m", 1 }, n = { "n", 1 }, none = { NULL, 0 };
     jrpc_span_t p = { SPACED, sizeof SPACED - 1 };
     uint32_t h[4];
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 0, &h[0]), 0);
-    assert_int_equal(jrpc_workers_dispatch(w, n, p, none, 100000, 0, &G, 1, &h[1]), 0);
-    assert_int_equal(jrpc_workers_dispatch(w, m, none, none, 100000, 0, &G, 2, &h[2]), 0);
-    for (int i = 0; i < 3; i++)
-        assert_ptr_equal(w->slots[h[i]].worker, find(w, 'A'));   /* most free credit */
-    jrpc_workers_flush(w);
-
     jrpc_buf_t frame, mp, want;
     jrpc_buf_init(&frame);
     jrpc_buf_init(&mp);
     jrpc_buf_init(&want);
     assert_int_equal(jrpc_json_to_msgpack(p.p, p.n, 64, &mp), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 0, &h[0]), 0);
+    /* n with the parser's msgpack (params_mp): sent as it is */
+    assert_int_equal(jrpc_workers_dispatch(w, n, p, (jrpc_span_t){ mp.p, mp.len }, none, 100000, 0,
+                                           &G, 1, &h[1]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, none, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 2, &h[2]), 0);
+    for (int i = 0; i < 3; i++)
+        assert_ptr_equal(w->slots[h[i]].worker, find(w, 'A'));   /* most free credit */
+    jrpc_workers_flush(w);
     recv_request(0, &frame);
     msgpack_zone z;
     msgpack_zone_init(&z, 1024);
@@ -595,7 +600,8 @@ static void test_json_per_worker(void **state)
     jrpc_workers_cancel(w, h[1], JRPC_CANCEL_GONE);
     jrpc_workers_cancel(w, h[2], JRPC_CANCEL_GONE);
     worker_kill(w, find(w, 'A'), "test");
-    assert_ptr_equal(w->slots[h[0]].worker, find(w, 'B'));
+    assert_ptr_equal(w->slots[h[0]].worker, find(w, 'B'));   /* transcoded when sent */
+    assert_true(jrpc_workers_wants_msgpack(w, m));
     jrpc_workers_flush(w);
     recv_request(1, &frame);
     assert_int_equal(jrpc_wire_decode(frame.p, frame.len, &z, &msg), 0);

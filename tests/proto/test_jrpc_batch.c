@@ -749,7 +749,54 @@ static void test_params_text(void **state)
     req_dispose(&r);
     req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":[1],\"x\":1e400,\"id\":1}");
     assert_false(r.b.calls[0].answered);
+    assert_int_equal(r.b.calls[0].params_mp.n, 2);   /* no hint: made, 91 01 */
+    assert_memory_equal(r.b.calls[0].params_mp.p, "\x91\x01", 2);
     req_dispose(&r);
+}
+
+static bool hint_not_echo(void *arg, jrpc_span_t method)
+{
+    (*(int *)arg)++;
+    return !(method.n == 4 && memcmp(method.p, "echo", 4) == 0);
+}
+
+/* The hint: params of a method whose workers all take JSON stay text only;
+ * the others are transcoded in the same pass; params before the method are
+ * transcoded (the hint cannot be asked). The verdicts do not change. */
+static void test_params_hint(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,\"a\"],\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":2},"
+        "{\"params\":{\"k\":null},\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":3},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1e400],\"id\":4}]";
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    jrpc_batch_t b;
+    int asked = 0;
+    jrpc_batch_init(&b);
+    b.msgpack_hint = hint_not_echo;
+    b.hint_arg = &asked;
+    assert_int_equal(jrpc_batch_parse(&b, body, sizeof body - 1, &lim), 0);
+    assert_int_equal(b.body_code, JRPC_PARSE_ERROR);   /* 1e400 in echo's params still */
+    jrpc_batch_dispose(&b);
+    static const char three[] =
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,\"a\"],\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":2},"
+        "{\"params\":{\"k\":null},\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":3}]";
+    jrpc_batch_init(&b);
+    asked = 0;
+    b.msgpack_hint = hint_not_echo;
+    b.hint_arg = &asked;
+    assert_int_equal(jrpc_batch_parse(&b, three, sizeof three - 1, &lim), 0);
+    assert_int_equal(b.ncalls, 3);
+    assert_int_equal(asked, 2);
+    assert_int_equal(b.calls[0].params.n, 7);
+    assert_int_equal(b.calls[0].params_mp.n, 0);              /* echo: text only */
+    assert_int_equal(b.calls[1].params_mp.n, 3);              /* add: 92 01 02 */
+    assert_memory_equal(b.calls[1].params_mp.p, "\x92\x01\x02", 3);
+    assert_int_equal(b.calls[2].params_mp.n, 4);              /* before the method: 81 a1 6b c0 */
+    jrpc_batch_dispose(&b);
 }
 
 int main(void)
@@ -766,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_worker_answers),
         cmocka_unit_test(test_json_text_answers),
         cmocka_unit_test(test_params_text),
+        cmocka_unit_test(test_params_hint),
         cmocka_unit_test(test_suite),
         cmocka_unit_test(test_count),
     };

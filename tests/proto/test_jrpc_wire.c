@@ -1105,7 +1105,7 @@ static void test_ready_json_option(void **state)
 {
     (void)state;
     static const char *const methods[] = { "subtract", "sum" };
-    static const char *const json[] = { "sum" };
+    static const char *const json[] = { "subtract" };
     jrpc_wire_ready_opts_t o = { .json = json, .njson = 1 };
     jrpc_buf_t b;
     jrpc_buf_init(&b);
@@ -1113,7 +1113,7 @@ static void test_ready_json_option(void **state)
     /* PROTOCOL.md section 3 */
     static const unsigned char want[] = {
         0x95, 0x01, 0x01, 0x40, 0x92, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't', 0xa3, 's', 'u', 'm',
-        0x81, 0xa4, 'j', 's', 'o', 'n', 0x91, 0xa3, 's', 'u', 'm' };
+        0x81, 0xa4, 'j', 's', 'o', 'n', 0x91, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't' };
     assert_int_equal(b.len, sizeof want);
     assert_memory_equal(b.p, want, sizeof want);
     frame_t f;
@@ -1230,6 +1230,12 @@ static void test_response_json(void **state)
     assert_int_equal(jrpc_wire_put_error_json(&b, 9, 5, "m", (jrpc_span_t){ NULL, 0 }), 0);
     jrpc_wire_put_response_end(&b, 3);
     assert_memory_equal(b.p + 8, "\x93\x07\x00\xc4\x06[1, 2]", 10);
+    jrpc_buf_t ex;   /* PROTOCOL.md section 3: [7, 0, bin "19"] */
+    jrpc_buf_init(&ex);
+    assert_int_equal(jrpc_wire_put_result_json(&ex, 7, (jrpc_span_t){ "19", 2 }), 0);
+    assert_int_equal(ex.len, 7);
+    assert_memory_equal(ex.p, "\x93\x07\x00\xc4\x02" "19", 7);
+    jrpc_buf_dispose(&ex);
     frame_t f;
     frame_decode(&f, b.p, b.len);
     assert_int_equal(f.rc, 0);
