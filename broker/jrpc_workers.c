@@ -180,6 +180,9 @@ struct jrpc_workers {
     uint64_t        ready_refused; /* READYs refused */
     uint64_t        ejections;     /* workers ejected */
     msgpack_zone    zone;          /* for decoding one frame at a time */
+    uint32_t        njson_workers; /* connected workers that declared any method "json" */
+    const method_t *hint_m;        /* jrpc_workers_wants_msgpack's last method (a batch
+                                      is mostly one method); NULL when freed */
     jrpc_buf_t      scratch;       /* encoding of small messages */
     uv_timer_t      hedge_timer;   /* walks the watch list while it is not empty */
     uint32_t        whead, wtail;  /* the watch list, oldest first */
@@ -294,6 +297,8 @@ static void method_sweep(jrpc_workers_t *w)
             pp = &(*pp)->next;
         *pp = m->next;
         w->nmethods--;
+        if (w->hint_m == m)
+            w->hint_m = NULL;
         free(m->workers);
         free(m->lat);
         free(m->name);
@@ -742,6 +747,7 @@ static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
     if (!wk->routed)
         return;
     wk->routed = false;
+    w->njson_workers -= wk->njson > 0;
     for (uint32_t i = 0; i < wk->nmethods; i++) {
         method_t *m = wk->methods[i];
         method_remove_worker(m, wk);
@@ -1046,6 +1052,7 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
             mt->njson++;
         }
     }
+    w->njson_workers += wk->njson > 0;
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
@@ -1464,8 +1471,15 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
 
 bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
 {
-    const method_t *m = method_find(w, method.p, method.n);
-    return m == NULL || m->njson < m->nworkers;
+    if (w->njson_workers == 0)   /* nobody takes JSON: msgpack, no lookup */
+        return true;
+    const method_t *m = w->hint_m;
+    if (m == NULL || m->len != method.n || memcmp(m->name, method.p, method.n) != 0) {
+        if ((m = method_find(w, method.p, method.n)) == NULL)
+            return true;
+        w->hint_m = m;
+    }
+    return m->njson < m->nworkers;
 }
 
 bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)
