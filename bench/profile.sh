@@ -55,7 +55,7 @@ dump=$out.1
 kill -TERM $bp
 wait $bp || true
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-echo "mode=$mode method=${METHOD:-add} params_bytes=${#PARAMS} worker_opts=${WORKER_OPTS:--} batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
+echo "mode=$mode method=${METHOD:-add} params_bytes=$(printf %s "${PARAMS:-}" | wc -c) worker_opts=${WORKER_OPTS:--} batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
 callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
     awk -v t="$total" -v top="$top" '/file:function/ { on = 1; next }
         on && NF >= 2 && n < top && !/:(main|clone3?|start_thread) |ld-linux|below main|libc_start|uv_run / { x = $1; gsub(",", "", x); if (x + 0 == 0) next;

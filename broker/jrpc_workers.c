@@ -1469,12 +1469,26 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
     return m != NULL && m->nworkers > 0;
 }
 
+/* m's name is s: short names compared inline (a call of libc's memcmp
+ * costs more than the bytes, once per call). */
+static bool same_name(const method_t *m, jrpc_span_t s)
+{
+    if (m->len != s.n)
+        return false;
+    if (s.n > 16)
+        return memcmp(m->name, s.p, s.n) == 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (m->name[i] != s.p[i])
+            return false;
+    return true;
+}
+
 bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
 {
     if (w->njson_workers == 0)   /* nobody takes JSON: msgpack, no lookup */
         return true;
     const method_t *m = w->hint_m;
-    if (m == NULL || m->len != method.n || memcmp(m->name, method.p, method.n) != 0) {
+    if (m == NULL || !same_name(m, method)) {
         if ((m = method_find(w, method.p, method.n)) == NULL)
             return true;
         w->hint_m = m;
