@@ -206,8 +206,10 @@ int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t
     u += method.n;
     if (as_json) {
         u = jrpc_mpack_put_bin_head(u, (uint32_t)params.n);   /* empty: no params */
-        memcpy(u, params.p, params.n);
-        u += params.n;
+        if (params.n) {
+            memcpy(u, params.p, params.n);
+            u += params.n;
+        }
     } else if (params.n == 0) {
         *u++ = 0xc0;                                  /* nil */
     } else if ((u = (unsigned char *)jrpc_json_msgpack_at((char *)u, params.p, params.n)) == NULL) {
@@ -282,8 +284,10 @@ int jrpc_wire_put_result_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t json)
     u = jrpc_mpack_put_uint(u, seq);
     *u++ = 0;
     u = jrpc_mpack_put_bin_head(u, (uint32_t)json.n);
-    memcpy(u, json.p, json.n);
-    u += json.n;
+    if (json.n) {
+        memcpy(u, json.p, json.n);
+        u += json.n;
+    }
     out->len = (size_t)((char *)u - out->p);
     return 0;
 }
