@@ -2,7 +2,7 @@
 # Broker hot path under callgrind: instructions (Ir) per call, and the top
 # functions by Ir share. Instruction counts repeat from run to run, unlike
 # wall-clock time on a shared machine.
-#   [IDLE=N] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
+#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
 # IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
 # and holds them through the run: what they cost the active calls, in Ir.
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
@@ -10,7 +10,11 @@
 # demo worker on 127.0.0.1, drives it with jrpc-bench (2 connections, closed
 # loop), stops it with SIGTERM; prints Ir per call (the counters are zeroed
 # when the load starts and dumped when it ends: start-up and shutdown are not
-# counted) and the TOP (default 25) functions by self cost. Stops what it started by PID. Output kept in
+# counted) and the TOP (default 25) functions by self cost. METHOD (default:
+# jrpc-bench's, add [1,2]: a msgpack method) is the method called, e.g. echo,
+# which the demo worker serves as JSON pass-through (params and result as
+# the client's text: no transcoding, PROTOCOL.md 2.1 "json");
+# PARAMS its params (default [1,2]); WORKER_OPTS go to the worker (--json off: echo in msgpack, for comparison). Stops what it started by PID. Output kept in
 # build-prof/callgrind.out.MODE.1 (callgrind_annotate --tree=caller to dig;
 # with IDLE the idle connections are opened before the counters are zeroed;
 # a function on a thread's stack when they are zeroed, such as a libzmq I/O
@@ -32,7 +36,7 @@ valgrind --tool=callgrind --callgrind-out-file="$out" \
     $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \
     --http 127.0.0.1:$((port + 2)) --max-conns $((idle + 100)) --idle-timeout-ms 3600000 \
     --log-level warn 2>build-prof/valgrind.$mode.log & bp=$!
-$B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn & wp=$!
+$B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn ${WORKER_OPTS:-} & wp=$!
 hp=
 trap 'kill $bp $wp $hp 2>/dev/null' EXIT
 url=tcp://127.0.0.1:$port
@@ -44,14 +48,14 @@ if [ "$idle" -gt 0 ]; then
     head -n 1 build-prof/idle.out
 fi
 callgrind_control -z $bp >/dev/null 2>&1   # count the run only: not start-up, not the idle connections' opening
-calls=$($B/jrpc-bench --url "$url" --batch "$batch" --connections 2 --duration "$secs" --warmup 0 --json |
+calls=$($B/jrpc-bench --url "$url" ${METHOD:+--method "$METHOD"} ${PARAMS:+--params "$PARAMS"} --batch "$batch" --connections 2 --duration "$secs" --warmup 0 --json |
         sed -n 's/.*"calls":\([0-9]*\).*/\1/p')
 callgrind_control -d $bp >/dev/null 2>&1   # a dump now, before shutting down costs anything
 dump=$out.1
 kill -TERM $bp
 wait $bp || true
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-echo "mode=$mode batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
+echo "mode=$mode method=${METHOD:-add} params_bytes=$(printf %s "${PARAMS:-}" | wc -c) worker_opts=${WORKER_OPTS:--} batch=$batch idle=$idle calls=$calls Ir=$total Ir_per_call=$((total / calls))"
 callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
     awk -v t="$total" -v top="$top" '/file:function/ { on = 1; next }
         on && NF >= 2 && n < top && !/:(main|clone3?|start_thread) |ld-linux|below main|libc_start|uv_run / { x = $1; gsub(",", "", x); if (x + 0 == 0) next;

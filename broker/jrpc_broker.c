@@ -322,6 +322,13 @@ static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
     stream_answer(x->broker, x, i);
 }
 
+/* The parser's hint (jrpc_batch_hint_fn): transcode the params of calls
+ * that msgpack workers serve while checking them, leave the others as text. */
+static bool wants_msgpack(void *arg, jrpc_span_t method)
+{
+    return jrpc_workers_wants_msgpack(arg, method);
+}
+
 static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_object *value,
                     void *arg)
 {
@@ -417,8 +424,8 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
-        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, x->trace, x->deadline,
-                                       x->t0, x, i, &x->handles[i]);
+        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp, x->trace,
+                                       x->deadline, x->t0, x, i, &x->handles[i]);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
@@ -910,6 +917,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->ctx = ctx;
     x->busy = true;
     jrpc_batch_init(&x->req);
+    x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
+    x->req.hint_arg = b->workers;
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
         (x->handles = jrpc_arena_alloc(&x->req.arena,
                                        (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL) {

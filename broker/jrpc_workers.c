@@ -84,7 +84,11 @@ typedef struct slot {
                                means the REQUEST never left (not delivered) */
     worker_t   *worker;     /* SLOT_SENT: who holds it */
     method_t   *method;     /* its method (queue when SLOT_QUEUED) */
-    jrpc_span_t params;     /* borrowed from the owner until on_done or cancel */
+    jrpc_span_t params;     /* the client's JSON text, borrowed from the owner until
+                               on_done or cancel; encoded for each worker it is sent
+                               to (worker_add_call) */
+    jrpc_span_t params_mp;  /* the same as msgpack, borrowed likewise, when the parser
+                               made it; n == 0: transcoded at send if need be */
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
@@ -108,6 +112,7 @@ struct method {
     uint32_t    mark;       /* the READY that last listed it (duplicates) */
     uint32_t    pos;        /* its index in that READY's worker->methods */
     uint32_t    nejected;   /* of workers[], those ejected */
+    uint32_t    njson;      /* of workers[], those that declared it "json" */
     bool        in_gc;      /* on the jrpc_workers gc list */
     method_t   *gc_next;    /* gc list */
     uint32_t   *lat;        /* hedging: answer times, LAT_BUCKETS counts (lazy) */
@@ -132,7 +137,14 @@ struct worker {
     bool        draining;   /* sent DISCONNECT: no new calls */
     bool        routed;     /* in its methods' worker lists */
     method_t  **methods;    /* served (kept after unrouting: see idem) */
-    bool       *idem;       /* per method: declared idempotent at READY */
+    bool       *idem;       /* per method: declared idempotent at READY (2 * nmethods
+                               entries: json is the second half) */
+    bool       *json;       /* per method: declared "json" at READY (params sent as
+                               the client's text); inside idem's block */
+    uint32_t    njson;      /* methods declared json: 0 (none) and nmethods (all)
+                               need no lookup */
+    const method_t *json_m; /* the last method looked up in json[], and its flag */
+    bool        json_v;
     uint32_t    nmethods;
     uint32_t    flushes;    /* REQUESTs handed to ZeroMQ successfully */
     jrpc_buf_t  out;        /* REQUEST being built for the next flush */
@@ -168,6 +180,9 @@ struct jrpc_workers {
     uint64_t        ready_refused; /* READYs refused */
     uint64_t        ejections;     /* workers ejected */
     msgpack_zone    zone;          /* for decoding one frame at a time */
+    uint32_t        njson_workers; /* connected workers that declared any method "json" */
+    const method_t *hint_m;        /* jrpc_workers_wants_msgpack's last method (a batch
+                                      is mostly one method); NULL when freed */
     jrpc_buf_t      scratch;       /* encoding of small messages */
     uv_timer_t      hedge_timer;   /* walks the watch list while it is not empty */
     uint32_t        whead, wtail;  /* the watch list, oldest first */
@@ -282,6 +297,8 @@ static void method_sweep(jrpc_workers_t *w)
             pp = &(*pp)->next;
         *pp = m->next;
         w->nmethods--;
+        if (w->hint_m == m)
+            w->hint_m = NULL;
         free(m->workers);
         free(m->lat);
         free(m->name);
@@ -429,6 +446,7 @@ static void watch_del(jrpc_workers_t *w, uint32_t i)
 }
 
 static bool worker_idempotent(const worker_t *wk, const method_t *m);
+static bool worker_json(worker_t *wk, const method_t *m);
 
 /* Call i was just given to wk: a first send earns hedging budget, and a
  * call of a method wk declared idempotent is watched (at the tail: the
@@ -601,9 +619,15 @@ static int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
             return -ENOMEM;
     }
     size_t before = wk->out.len;
-    if (jrpc_wire_put_request_call(&wk->out, s->seq, (jrpc_span_t){ s->method->name, s->method->len },
-                                   s->params, timeout_ms, s->trace) < 0)
-        return -ENOMEM;
+    jrpc_span_t method = { s->method->name, s->method->len };
+    bool as_json = worker_json(wk, s->method);
+    int rc = !as_json && s->params_mp.n
+                 ? jrpc_wire_put_request_call(&wk->out, s->seq, method, s->params_mp, timeout_ms,
+                                              s->trace)
+                 : jrpc_wire_put_request_call_json(&wk->out, s->seq, method, s->params, as_json,
+                                                   timeout_ms, s->trace);
+    if (rc < 0)
+        return rc;
     s->bytes = (uint32_t)(wk->out.len - before);
     wk->bytes += s->bytes;
     /* Logged when the cap starts refusing (not for one call alone larger
@@ -690,6 +714,7 @@ static void method_remove_worker(method_t *m, worker_t *wk)
 {
     for (uint32_t i = 0; i < m->nworkers; i++) {
         if (m->workers[i] == wk) {
+            m->njson -= worker_json(wk, m);
             m->workers[i] = m->workers[--m->nworkers];
             return;
         }
@@ -722,6 +747,7 @@ static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
     if (!wk->routed)
         return;
     wk->routed = false;
+    w->njson_workers -= wk->njson > 0;
     for (uint32_t i = 0; i < wk->nmethods; i++) {
         method_t *m = wk->methods[i];
         method_remove_worker(m, wk);
@@ -730,6 +756,26 @@ static void worker_unroute(jrpc_workers_t *w, worker_t *wk)
         if (m->nworkers == 0)
             method_fail_queue(w, m);
     }
+}
+
+/* Whether wk takes m's params as JSON text: once per call sent, so the
+ * usual cases (a worker that declared none or all of its methods, a batch of
+ * one method) need no walk of its methods. */
+static bool worker_json(worker_t *wk, const method_t *m)
+{
+    if (wk->njson == 0 || wk->njson == wk->nmethods)
+        return wk->njson != 0;
+    if (wk->json_m == m)
+        return wk->json_v;
+    bool v = false;
+    for (uint32_t k = 0; k < wk->nmethods; k++)
+        if (wk->methods[k] == m) {
+            v = wk->json[k];
+            break;
+        }
+    wk->json_m = m;
+    wk->json_v = v;
+    return v;
 }
 
 static bool worker_idempotent(const worker_t *wk, const method_t *m)
@@ -949,12 +995,13 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
     }
     worker_t *wk = calloc(1, sizeof *wk);
     if (wk == NULL || (wk->methods = calloc(n, sizeof *wk->methods)) == NULL ||
-        (wk->idem = calloc(n, sizeof *wk->idem)) == NULL) {
+        (wk->idem = calloc(2 * (size_t)n, sizeof *wk->idem)) == NULL) {
         if (wk)
             free(wk->methods);
         free(wk);
         return;
     }
+    wk->json = wk->idem + n;
     memcpy(wk->id, id, idlen);
     wk->idlen = idlen;
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
@@ -996,13 +1043,23 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
             nidem++;
         }
     }
+    for (uint32_t i = 0; m->json && i < m->json->via.array.size; i++) {
+        const msgpack_object_str *s = &m->json->via.array.ptr[i].via.str;
+        method_t *mt = method_find(w, s->ptr, s->size);
+        if (mt && mt->mark == stamp && !wk->json[mt->pos]) {
+            wk->json[mt->pos] = true;
+            wk->njson++;
+            mt->njson++;
+        }
+    }
+    w->njson_workers += wk->njson > 0;
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
     JRPC_LOG(JRPC_LOG_INFO, "workers",
              "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u idempotent=%u "
-             "ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
-             ignored, w->nworkers);
+             "json=%u ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
+             wk->njson, ignored, w->nworkers);
     /* The answer to READY: our heartbeat settings, before any REQUEST. */
     send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
     worker_pull(w, wk);
@@ -1301,7 +1358,7 @@ fail:
 }
 
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
                           void *owner, uint32_t index, uint32_t *handle)
 {
     method_t *m = method_find(w, method.p, method.n);
@@ -1327,6 +1384,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     s->method = m;
     m->refs++;
     s->params = params;
+    s->params_mp = params_mp;
     s->trace = traceparent;
     s->deadline = deadline;
     s->t_ns = submitted_ns;   /* queue time runs from the body's arrival */
@@ -1409,6 +1467,33 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
 {
     method_t *m = method_find(w, method, len);
     return m != NULL && m->nworkers > 0;
+}
+
+/* m's name is s: short names compared inline (a call of libc's memcmp
+ * costs more than the bytes, once per call). */
+static bool same_name(const method_t *m, jrpc_span_t s)
+{
+    if (m->len != s.n)
+        return false;
+    if (s.n > 16)
+        return memcmp(m->name, s.p, s.n) == 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (m->name[i] != s.p[i])
+            return false;
+    return true;
+}
+
+bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
+{
+    if (w->njson_workers == 0)   /* nobody takes JSON: msgpack, no lookup */
+        return true;
+    const method_t *m = w->hint_m;
+    if (m == NULL || !same_name(m, method)) {
+        if ((m = method_find(w, method.p, method.n)) == NULL)
+            return true;
+        w->hint_m = m;
+    }
+    return m->njson < m->nworkers;
 }
 
 bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)

@@ -101,7 +101,7 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
  * Calls still known are dropped without on_done. */
 void jrpc_workers_destroy(jrpc_workers_t **self_p);
 
-/* Routes one call (method, msgpack params) to a worker that serves it, or
+/* Routes one call (method, params) to a worker that serves it, or
  * queues it when all such workers are out of credit. The REQUEST leaves at
  * the next jrpc_workers_flush(), together with the other calls for the same
  * worker. For heartbeat_ms × liveness after start (the time workers take to
@@ -111,12 +111,19 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p);
  * deadline (loop ms) travels to the worker as the time left when the call is
  * sent; traceparent (valid by jrpc_traceparent_valid(), or n == 0: none) in
  * the REQUEST item. submitted_ns (uv_hrtime() clock) is when the call's
- * body came in: its queue time (jrpc_call_queue_seconds) runs from there. method, params and traceparent are borrowed until
- * on_done or cancel.
+ * body came in: its queue time (jrpc_call_queue_seconds) runs from there.
+ * params is the client's JSON text (n == 0: none), checked so that it
+ * transcodes; params_mp the same as msgpack when the caller made it (n == 0:
+ * not made). Each time the call is sent (re-dispatch and hedging may send
+ * it to several workers) it is encoded for that worker: the text as it is
+ * to one that declared the method "json", else params_mp, or the text
+ * transcoded into the REQUEST when there is none.
+ * method, params, params_mp and traceparent are borrowed until on_done or
+ * cancel.
  * Returns 0, -ENOENT when no connected
  * worker serves the method, -EBUSY when the queue is full, or -ENOMEM. */
 int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
                           void *owner, uint32_t index, uint32_t *handle);
 
 /* Forgets a dispatched call: on_done will not be called for it. A queued
@@ -151,6 +158,13 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st);
 /* True when at least one connected worker (not draining) serves the method
  * (readiness). */
 bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len);
+
+/* Whether a call of the method would go to a worker that wants msgpack
+ * params: some connected worker serving it did not declare it "json" at
+ * READY, or none serves it yet. The batch parser's hint
+ * (jrpc_batch_hint_fn): it then transcodes the params while it checks them.
+ * Never blocks; one lookup. */
+bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method);
 
 /* True when at least one connected worker serves the method and every
  * connected worker serving it declared it idempotent at READY (what the

@@ -2,10 +2,12 @@
  * jrpc_json. See jrpc_batch.h for the contract.
  *
  * One pass over the body: each request object is read member by member, its
- * params transcoded to msgpack as they are read, into one scratch block taken
- * from the arena up front (JRPC_JSON_MSGPACK_BOUND(len) bytes cover the
- * params and method names of the whole body, so nothing grows mid-way). Any
- * JSON error anywhere throws the calls away and answers a single -32700. */
+ * params checked and kept as a span of the body, and transcoded to msgpack
+ * as they are read when the call is likely to go to a msgpack worker (the
+ * caller's hint), into one scratch block taken from the arena up front
+ * (JRPC_JSON_MSGPACK_BOUND(len) bytes cover the params and method names of
+ * the whole body, so nothing grows mid-way). Any JSON error anywhere throws
+ * the calls away and answers a single -32700. */
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
 #include "jrpc_json.h"
@@ -45,6 +47,8 @@ typedef struct bparse {
 void jrpc_batch_init(jrpc_batch_t *b)
 {
     jrpc_arena_init(&b->arena, 16384);
+    b->msgpack_hint = NULL;
+    b->hint_arg = NULL;
     b->is_array = false;
     b->calls = NULL;
     b->ncalls = 0;
@@ -221,6 +225,17 @@ static enum member known_key(jrpc_jp_t *j)
     }
 }
 
+/* Whether to transcode the params being read: yes unless the hint says the
+ * method's workers all take JSON; the method must be known by then (it
+ * usually comes first) and plain, or we cannot ask: yes. */
+static bool want_msgpack(const bparse_t *bp, unsigned seen, jrpc_span_t method, bool plain)
+{
+    const jrpc_batch_t *b = bp->b;
+    if (b->msgpack_hint == NULL || !(seen & (1u << M_METHOD)) || method.p == NULL || !plain)
+        return true;
+    return b->msgpack_hint(b->hint_arg, method);
+}
+
 /* Reads the object at j->p as a request and adds its call. depth is the
  * number of containers open around it. Returns 0, -ENOMEM or a JSON error. */
 static int request(bparse_t *bp, unsigned depth)
@@ -230,7 +245,7 @@ static int request(bparse_t *bp, unsigned depth)
     unsigned seen = 0;
     bool dup = false, id_dup = false, version_ok = false, method_ok = false;
     bool params_ok = false, id_ok = false, method_plain = true;
-    jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, id = id_null;
+    jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, params_mp = { NULL, 0 }, id = id_null;
     int rc;
 
     if (depth + 1 > j->max_depth)
@@ -287,15 +302,24 @@ static int request(bparse_t *bp, unsigned depth)
                 break;
             case M_PARAMS:
                 params_ok = c == '[' || c == '{';
-                if (params_ok) {
+                if (params_ok && want_msgpack(bp, seen, method, method_plain)) {
                     /* Transcoded even in a request already known to be
                      * invalid, so that an out-of-range number is a parse
                      * error whatever the member order. */
                     j->w = bp->scratch;
                     rc = jrpc_jp_value(j, depth + 1);
-                    params = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
+                    params_mp = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
                     bp->scratch = j->w;
                     j->w = NULL;
+                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
+                } else if (params_ok) {
+                    /* Kept as the client's text only, checked so that it
+                     * transcodes when sent to a msgpack worker: the same
+                     * verdict (out-of-range numbers included). */
+                    j->range = true;
+                    rc = jrpc_jp_value(j, depth + 1);
+                    j->range = false;
+                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
                 } else {
                     rc = jrpc_jp_value(j, depth + 1);
                 }
@@ -348,6 +372,7 @@ static int request(bparse_t *bp, unsigned depth)
     call->id = id;
     call->method = (jrpc_span_t){ m, mn };
     call->params = params;
+    call->params_mp = params_mp;
     call->notification = !has_id;
     bp->b->nanswers -= call->notification;
     if (mn >= 4 && memcmp(m, "rpc.", 4) == 0) {
@@ -487,6 +512,16 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
 
 /* ---- answers ---- */
 
+/* A worker's result or error data given as JSON text (a msgpack bin at the
+ * top: PROTOCOL.md 2.3): never trusted, checked as strictly as a client's
+ * body (numbers that overflow a double included) and as deep as a msgpack
+ * result may nest. *text is the value without surrounding whitespace,
+ * borrowed from the frame. Returns 0 or a JRPC_JSON_E* code. */
+static int json_text(const msgpack_object *bin, jrpc_span_t *text)
+{
+    return jrpc_json_check(bin->via.bin.ptr, bin->via.bin.size, JRPC_JSON_MAX_DEPTH, text);
+}
+
 int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *data)
 {
     assert(i < b->ncalls);
@@ -509,13 +544,25 @@ int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *
     if (c->notification)
         return 0;
     size_t n;
-    if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0)
+    jrpc_span_t text = { NULL, 0 };
+    if (result->type == MSGPACK_OBJECT_BIN) {   /* JSON text (PROTOCOL.md 2.3): checked, copied */
+        if (json_text(result, &text) < 0)
+            return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+        n = text.n;
+    } else if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0) {
         return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+    }
     char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
     if (w0 == NULL)
         return -ENOMEM;
     memcpy(w0, LIT("\"result\":"));
-    char *w = jrpc_json_msgpack_put(w0 + sizeof "\"result\":" - 1, result);
+    char *w = w0 + sizeof "\"result\":" - 1;
+    if (text.p) {
+        memcpy(w, text.p, text.n);
+        w += text.n;
+    } else {
+        w = jrpc_json_msgpack_put(w, result);
+    }
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
     c->code = 0;
     c->error = false;
@@ -562,8 +609,14 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
         goto malformed;
     if (jrpc_json_string_size(msg->via.str.ptr, msg->via.str.size, &msg_size) < 0)
         goto malformed;
-    if (data && jrpc_json_msgpack_size(data, JRPC_JSON_MAX_DEPTH, &data_size) < 0)
+    jrpc_span_t data_text = { NULL, 0 };
+    if (data && data->type == MSGPACK_OBJECT_BIN) {
+        if (json_text(data, &data_text) < 0)
+            goto malformed;
+        data_size = data_text.n;
+    } else if (data && jrpc_json_msgpack_size(data, JRPC_JSON_MAX_DEPTH, &data_size) < 0) {
         goto malformed;
+    }
 
     size_t room = sizeof ERROR_HEAD + 11 + sizeof ERROR_MESSAGE + msg_size +
                   (data ? sizeof ERROR_DATA + data_size : 0) + 1;
@@ -573,7 +626,13 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
     char *w = error_head_put(w0, (int)code->via.i64, msg->via.str.ptr, msg->via.str.size);
     if (data) {
         memcpy(w, LIT(ERROR_DATA));
-        w = jrpc_json_msgpack_put(w + sizeof ERROR_DATA - 1, data);
+        w += sizeof ERROR_DATA - 1;
+        if (data_text.p) {
+            memcpy(w, data_text.p, data_text.n);
+            w += data_text.n;
+        } else {
+            w = jrpc_json_msgpack_put(w, data);
+        }
     }
     *w++ = '}';
     c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };

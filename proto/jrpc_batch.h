@@ -1,15 +1,17 @@
 /* jrpc_batch — a JSON-RPC 2.0 request body as calls, and its reply.
  *
  * jrpc_batch_parse() makes one pass over the body: strict JSON, the JSON-RPC
- * 2.0 envelope checked exactly by the specification, params transcoded to
- * msgpack for the workers. Each element becomes a call: either valid (to
+ * 2.0 envelope checked exactly by the specification, params kept as the
+ * client's JSON text (checked so that they transcode to msgpack, for the
+ * workers that want msgpack, when the call is sent). Each element becomes a call: either valid (to
  * dispatch) or already answered with an error. The answers are filled in any
  * order, then jrpc_batch_write_reply() writes the reply in request order.
  *
  * Memory: everything the batch makes lives in its arena; ids are borrowed
- * from the body, which must outlive the batch. Parsing takes one block of
- * 3 * len bytes from the arena up front (the worst case of params as msgpack
- * plus method names), so no call allocates on its own.
+ * and params are borrowed from the body, which must outlive the batch (and
+ * every call dispatched from it). Parsing takes one block of 3 * len bytes
+ * from the arena up front (the worst case of params as msgpack plus method
+ * names), so no call allocates on its own.
  *
  * Dispatch rule: dispatch exactly the calls with answered == false. */
 #ifndef JRPC_BATCH_H
@@ -33,7 +35,12 @@ typedef struct jrpc_call {
     jrpc_span_t id;            /* raw JSON text of the id as sent ("1.0", "\"a\"", "null");
                                   "null" for an invalid request whose id was absent or invalid */
     jrpc_span_t method;        /* unescaped UTF-8 method name (arena); valid calls only */
-    jrpc_span_t params;        /* params as msgpack (arena); n == 0 when absent */
+    jrpc_span_t params;        /* params as the client's JSON text, byte for byte (an
+                                  array or object, borrowed from the body); n == 0
+                                  when absent */
+    jrpc_span_t params_mp;     /* the same as msgpack (arena) when the parser made it
+                                  (the hint below); n == 0 when it did not (or no
+                                  params): transcode params when sending, if needed */
     jrpc_span_t answer;        /* `"result":<json>` or `"error":{...}` (arena), once answered */
     int         code;          /* the outcome, set with answer: 0 for a result, else the
                                   error's code (a worker's own as it sent it, which may be 0;
@@ -45,8 +52,18 @@ typedef struct jrpc_call {
                                   rpc.* name), do not dispatch it */
 } jrpc_call_t;
 
+/* Whether calls of a method are likely to go to a worker that wants msgpack
+ * params (one that did not declare the method "json"): the parser then
+ * transcodes them in the same pass that checks them (params_mp), instead of
+ * leaving them for a second pass when sent. method is the name as sent
+ * (no escapes). Only a hint: either way is correct. */
+typedef bool (*jrpc_batch_hint_fn)(void *arg, jrpc_span_t method);
+
 typedef struct jrpc_batch {
     jrpc_arena_t arena;    /* owns calls[], methods, params, answers */
+    jrpc_batch_hint_fn msgpack_hint; /* set before parsing; NULL: transcode every call's
+                              params (params_mp always made) */
+    void        *hint_arg;
     bool         is_array; /* the body was a (non-empty, valid) array: reply is an array */
     jrpc_call_t *calls;    /* in request order */
     uint32_t     ncalls;   /* number of calls (a whole-body error is one answered call) */
@@ -99,16 +116,19 @@ uint32_t jrpc_batch_count(const char *body, size_t len);
  * together (error false and code 0 for a result, else error true and the
  * code written).
  *
- * Answers call i with a result given as msgpack (the object is copied).
- * A result with no JSON form (bin, ext, NaN, non-string key, invalid UTF-8,
- * deeper than JRPC_JSON_MAX_DEPTH) answers -32603 with data "result has no
- * JSON form" instead. On a notification this does nothing; the same holds
+ * Answers call i with a result given as msgpack (the object is copied),
+ * or, when result is a bin, as JSON text (PROTOCOL.md 2.3: checked by
+ * jrpc_json_check() to JRPC_JSON_MAX_DEPTH and copied verbatim, without the
+ * whitespace around it). A result with no JSON form (ext, NaN, non-string
+ * key, invalid UTF-8, deeper than JRPC_JSON_MAX_DEPTH; a bin that is not
+ * strict JSON) answers -32603 with data "result has no JSON form" instead. On a notification this does nothing; the same holds
  * for the two functions below. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result);
 
 /* Answers call i with an error object from a worker. It must be a map with
  * an integer "code" in int range and a valid UTF-8 string "message", "data"
- * optional (any value with a JSON form); other members are dropped. Anything
+ * optional (any value with a JSON form, or a bin of JSON text checked as
+ * a result's); other members are dropped. Anything
  * else (duplicate or non-string keys included) answers -32603 with data
  * "worker sent a malformed error" instead. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_object *error);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -344,7 +345,8 @@ static int value_string(jrpc_jp_t *j)
     return 0;
 }
 
-static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
+/* Reads the number s[0..n) as a double: 0, JRPC_JSON_ERANGE or -ENOMEM. */
+static int read_double(const char *s, size_t n, double *d)
 {
     char local[64], *buf = local;
     if (n >= sizeof local && (buf = malloc(n + 1)) == NULL)  /* rare: huge numbers */
@@ -352,13 +354,26 @@ static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
     memcpy(buf, s, n);
     buf[n] = '\0';
     errno = 0;
-    double d = strtod(buf, NULL);
+    *d = strtod(buf, NULL);
     int rc = 0;
     /* Overflow is refused; underflow rounds to a denormal or zero. */
-    if (errno == ERANGE && isinf(d))
+    if (errno == ERANGE && isinf(*d))
         rc = JRPC_JSON_ERANGE;
     if (buf != local)
         free(buf);
+    return rc;
+}
+
+static int double_check(const char *s, size_t n)
+{
+    double d;
+    return read_double(s, n, &d);
+}
+
+static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
+{
+    double d;
+    int rc = read_double(s, n, &d);
     if (rc < 0)
         return rc;
     uint64_t bits;
@@ -372,7 +387,7 @@ static int emit_double(jrpc_jp_t *j, const char *s, size_t n)
 static int number(jrpc_jp_t *j)
 {
     const char *s = j->p, *p = s, *end = j->end;
-    bool neg = false, isint = true, ovf = false;
+    bool neg = false, isint = true, ovf = false, has_exp = false;
     uint64_t v = 0;
     if (*p == '-') {
         neg = true;
@@ -402,6 +417,7 @@ static int number(jrpc_jp_t *j)
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         isint = false;
+        has_exp = true;
         if (++p == end)
             return JRPC_JSON_EINCOMPLETE;
         if ((*p == '+' || *p == '-') && ++p == end)
@@ -412,8 +428,13 @@ static int number(jrpc_jp_t *j)
             p++;
     }
     j->p = p;
-    if (j->w == NULL)
+    if (j->w == NULL) {
+        /* Only an exponent, or more digits than a double's range, can
+         * overflow (DBL_MAX is 309 digits): the common number costs nothing. */
+        if (j->range && (has_exp || p - s > 300))
+            return double_check(s, (size_t)(p - s));
         return 0;
+    }
     if (isint && !ovf && (!neg || v <= (uint64_t)1 << 63)) {
         unsigned char *u = (unsigned char *)j->w;
         j->w = (char *)(neg && v ? mp_neg(u, v) : jrpc_mpack_put_uint(u, v));  /* -0 is int 0 */
@@ -557,6 +578,28 @@ int jrpc_json_validate(const char *p, size_t n, unsigned max_depth)
 {
     jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = max_depth };
     return parse_text(&j);
+}
+
+int jrpc_json_check(const char *p, size_t n, unsigned max_depth, jrpc_span_t *value)
+{
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = max_depth, .range = true };
+    jrpc_jp_skip_ws(&j);
+    const char *start = j.p;
+    int rc = jrpc_jp_value(&j, 0);
+    if (rc < 0)
+        return rc;
+    const char *stop = j.p;
+    jrpc_jp_skip_ws(&j);
+    if (j.p != j.end)
+        return JRPC_JSON_EMALFORMED;
+    *value = (jrpc_span_t){ start, (size_t)(stop - start) };
+    return 0;
+}
+
+char *jrpc_json_msgpack_at(char *w, const char *p, size_t n)
+{
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = w, .max_depth = UINT_MAX - 1 };
+    return parse_text(&j) < 0 ? NULL : j.w;
 }
 
 int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t *out)

@@ -37,12 +37,32 @@ enum {
 
 #define JRPC_JSON_MAX_DEPTH 64
 
+/* The msgpack form of a JSON text of n bytes never exceeds this many bytes,
+ * at any moment of transcoding (containers reserve a 5-byte header, floats
+ * take 9 bytes and need at least 3 characters, "-0" becomes int 0). */
+#define JRPC_JSON_MSGPACK_BOUND(n) (3 * (size_t)(n))
+
 /* A short English description of a JRPC_JSON_E* code (or -ENOMEM). */
 const char *jrpc_json_strerror(int rc);
 
 /* Checks that p[0..n) is exactly one JSON value with optional surrounding
  * whitespace. Returns 0, JRPC_JSON_EINCOMPLETE, _EMALFORMED or _EDEPTH. */
 int jrpc_json_validate(const char *p, size_t n, unsigned max_depth);
+
+/* jrpc_json_validate() that also refuses a number overflowing a double
+ * (JRPC_JSON_ERANGE, as transcoding does: 1e400), so that the text
+ * transcodes whenever it validates; on success *value is the value without
+ * the whitespace around it (borrowed from p). What the broker checks a
+ * worker's result or error data given as JSON text with (PROTOCOL.md 7). */
+int jrpc_json_check(const char *p, size_t n, unsigned max_depth, jrpc_span_t *value);
+
+/* Transcodes the single JSON value p[0..n), which jrpc_json_check() (or the
+ * batch parser) accepted, to msgpack at w: room for JRPC_JSON_MSGPACK_BOUND(n)
+ * bytes. No depth limit (the check had one). Returns the end of what was
+ * written, or NULL when the text does not transcode after all (a caller's
+ * bug: nothing useful was written). Never allocates, except for a number of
+ * 64 digits or more (then NULL also on out of memory). */
+char *jrpc_json_msgpack_at(char *w, const char *p, size_t n);
 
 /* Transcodes the single JSON value p[0..n) to msgpack, appended to out.
  * Integers that fit int64/uint64 become msgpack ints, every other number a

@@ -14,10 +14,6 @@
 #include "jrpc_buf.h"
 #include "jrpc_json.h"
 
-/* The msgpack form of a JSON text of n bytes never exceeds this many bytes,
- * at any moment of transcoding (containers reserve a 5-byte header, floats
- * take 9 bytes and need at least 3 characters, "-0" becomes int 0). */
-#define JRPC_JSON_MSGPACK_BOUND(n) (3 * (size_t)(n))
 
 /* Parser state: one pass over p[0..end), restartable, not resumable. */
 typedef struct jrpc_jp {
@@ -25,6 +21,8 @@ typedef struct jrpc_jp {
     const char *end;        /* one past the last byte */
     char       *w;          /* msgpack output cursor; NULL: validate only */
     unsigned    max_depth;  /* containers allowed to nest this deep */
+    bool        range;      /* validating (w NULL): refuse numbers that overflow a
+                               double too, as transcoding does (JRPC_JSON_ERANGE) */
 } jrpc_jp_t;
 
 static inline void jrpc_jp_skip_ws(jrpc_jp_t *j)
@@ -68,7 +66,8 @@ static inline int jrpc_jp_next(jrpc_jp_t *j, char close)
 
 /* Parses one value at j->p (no leading whitespace), depth being the number of
  * containers already open around it; transcodes it to j->w when j->w is set.
- * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding). */
+ * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding, or
+ * validating with j->range). */
 int jrpc_jp_value(jrpc_jp_t *j, unsigned depth);
 
 /* The bytes of w (8, loaded little-endian) that end a run of plain string

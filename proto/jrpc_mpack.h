@@ -120,6 +120,22 @@ static inline unsigned char *jrpc_mpack_put_str_head(unsigned char *u, uint32_t 
     return u;
 }
 
+/* A bin header for n bytes (bin8/16/32: 2, 3 or 5 bytes). */
+static inline unsigned char *jrpc_mpack_put_bin_head(unsigned char *u, uint32_t n)
+{
+    if (n < 256) {
+        *u++ = 0xc4;
+        *u++ = (unsigned char)n;
+    } else if (n < 65536) {
+        *u++ = 0xc5;
+        u = jrpc_be_store16(u, (uint16_t)n);
+    } else {
+        *u++ = 0xc6;
+        u = jrpc_be_store32(u, n);
+    }
+    return u;
+}
+
 /* Makes pk append to out (borrowed: out must outlive pk's use). */
 static inline void jrpc_mpack_packer_init(msgpack_packer *pk, jrpc_buf_t *out)
 {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "jrpc_be.h"
+#include "jrpc_json.h"
 #include "jrpc_mpack.h"
 
 /* ---- encoding ---- */
@@ -42,18 +43,19 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     size_t len0 = out->len;
     bool has_name = opts && opts->name != NULL;
     bool has_idem = opts && opts->nidempotent > 0;
+    bool has_json = opts && opts->njson > 0;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
-    PACK(put_head(&pk, has_name || has_idem ? 5 : 4, JRPC_WIRE_READY));
+    PACK(put_head(&pk, has_name || has_idem || has_json ? 5 : 4, JRPC_WIRE_READY));
     PACK(msgpack_pack_uint32(&pk, credit));
     PACK(msgpack_pack_array(&pk, nmethods));
     for (size_t i = 0; i < nmethods; i++) {
         assert(methods[i] != NULL && methods[i][0] != '\0');
         PACK(jrpc_mpack_put_str(&pk, methods[i], strlen(methods[i])));
     }
-    if (!has_name && !has_idem)
+    if (!has_name && !has_idem && !has_json)
         return 0;
-    PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem));
+    PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem + (size_t)has_json));
     if (has_name) {
         PACK(jrpc_mpack_put_str(&pk, "name", 4));
         PACK(jrpc_mpack_put_str(&pk, opts->name, strlen(opts->name)));
@@ -64,6 +66,14 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
         for (size_t i = 0; i < opts->nidempotent; i++) {
             assert(opts->idempotent[i] != NULL && opts->idempotent[i][0] != '\0');
             PACK(jrpc_mpack_put_str(&pk, opts->idempotent[i], strlen(opts->idempotent[i])));
+        }
+    }
+    if (has_json) {
+        PACK(jrpc_mpack_put_str(&pk, "json", 4));
+        PACK(msgpack_pack_array(&pk, opts->njson));
+        for (size_t i = 0; i < opts->njson; i++) {
+            assert(opts->json[i] != NULL && opts->json[i][0] != '\0');
+            PACK(jrpc_mpack_put_str(&pk, opts->json[i], strlen(opts->json[i])));
         }
     }
     return 0;
@@ -176,6 +186,45 @@ int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t meth
     return 0;
 }
 
+int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                                    jrpc_span_t params, bool as_json, uint32_t timeout_ms,
+                                    jrpc_span_t traceparent)
+{
+    assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX && params.n <= UINT32_MAX);
+    assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
+    /* Written in place, like jrpc_wire_put_request_call(); msgpack params
+     * are transcoded straight into the frame (no copy, no allocation). */
+    size_t room = 1 + 9 + 5 + method.n + (as_json ? 5 + params.n : JRPC_JSON_MSGPACK_BOUND(params.n) + 1) +
+                  5 + (traceparent.n ? 5 + traceparent.n : 0);
+    if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
+        return -ENOMEM;
+    unsigned char *u = (unsigned char *)out->p + out->len;
+    *u++ = traceparent.n ? 0x95 : 0x94;               /* array of 5 or 4 */
+    u = jrpc_mpack_put_uint(u, seq);
+    u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
+    memcpy(u, method.p, method.n);
+    u += method.n;
+    if (as_json) {
+        u = jrpc_mpack_put_bin_head(u, (uint32_t)params.n);   /* empty: no params */
+        if (params.n) {
+            memcpy(u, params.p, params.n);
+            u += params.n;
+        }
+    } else if (params.n == 0) {
+        *u++ = 0xc0;                                  /* nil */
+    } else if ((u = (unsigned char *)jrpc_json_msgpack_at((char *)u, params.p, params.n)) == NULL) {
+        return -EINVAL;
+    }
+    u = jrpc_mpack_put_uint(u, timeout_ms);
+    if (traceparent.n) {
+        u = jrpc_mpack_put_str_head(u, (uint32_t)traceparent.n);
+        memcpy(u, traceparent.p, traceparent.n);
+        u += traceparent.n;
+    }
+    out->len = (size_t)((char *)u - out->p);
+    return 0;
+}
+
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls)
 {
     put_batch_end(out, JRPC_WIRE_REQUEST, ncalls);
@@ -224,6 +273,51 @@ nomem:
     return -ENOMEM;
 }
 
+int jrpc_wire_put_result_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t json)
+{
+    assert(seq != 0 && json.n <= UINT32_MAX);
+    size_t room = 11 + 5 + json.n;
+    if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
+        return -ENOMEM;
+    unsigned char *u = (unsigned char *)out->p + out->len;
+    *u++ = 0x93;                                      /* [seq, 0 (result), bin] */
+    u = jrpc_mpack_put_uint(u, seq);
+    *u++ = 0;
+    u = jrpc_mpack_put_bin_head(u, (uint32_t)json.n);
+    if (json.n) {
+        memcpy(u, json.p, json.n);
+        u += json.n;
+    }
+    out->len = (size_t)((char *)u - out->p);
+    return 0;
+}
+
+int jrpc_wire_put_error_json(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                             jrpc_span_t data_json)
+{
+    assert(seq != 0 && message != NULL);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    jrpc_mpack_packer_init(&pk, out);
+    PACK(msgpack_pack_array(&pk, 3));
+    PACK(msgpack_pack_uint64(&pk, seq));
+    PACK(msgpack_pack_uint8(&pk, 1));
+    PACK(msgpack_pack_map(&pk, data_json.n ? 3 : 2));
+    PACK(jrpc_mpack_put_str(&pk, "code", 4));
+    PACK(msgpack_pack_int(&pk, code));
+    PACK(jrpc_mpack_put_str(&pk, "message", 7));
+    PACK(jrpc_mpack_put_str(&pk, message, strlen(message)));
+    if (data_json.n) {
+        PACK(jrpc_mpack_put_str(&pk, "data", 4));
+        PACK(msgpack_pack_bin(&pk, data_json.n));
+        PACK(msgpack_pack_bin_body(&pk, data_json.p, data_json.n));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
 void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)
 {
     put_batch_end(out, JRPC_WIRE_RESPONSE, nanswers);
@@ -244,7 +338,18 @@ static bool is_nonempty_str(const msgpack_object *o)
 /* The READY options we know are checked like the header frame's: a known
  * key with the wrong type, or given twice, is malformed (the broker must
  * never guess which methods it may run twice); other keys are ignored. */
-static int decode_ready_options(const msgpack_object *options, const msgpack_object **idempotent)
+static bool is_name_array(const msgpack_object *v)
+{
+    if (v->type != MSGPACK_OBJECT_ARRAY)
+        return false;
+    for (uint32_t j = 0; j < v->via.array.size; j++)
+        if (!is_nonempty_str(&v->via.array.ptr[j]))
+            return false;
+    return true;
+}
+
+static int decode_ready_options(const msgpack_object *options, const msgpack_object **idempotent,
+                                const msgpack_object **json)
 {
     bool seen_name = false;
     for (uint32_t i = 0; i < options->via.map.size; i++) {
@@ -257,12 +362,13 @@ static int decode_ready_options(const msgpack_object *options, const msgpack_obj
                 return JRPC_WIRE_EMALFORMED;
             seen_name = true;
         } else if (jrpc_mpack_str_is(k, "idempotent")) {
-            if (*idempotent != NULL || v->type != MSGPACK_OBJECT_ARRAY)
+            if (*idempotent != NULL || !is_name_array(v))
                 return JRPC_WIRE_EMALFORMED;
-            for (uint32_t j = 0; j < v->via.array.size; j++)
-                if (!is_nonempty_str(&v->via.array.ptr[j]))
-                    return JRPC_WIRE_EMALFORMED;
             *idempotent = v;
+        } else if (jrpc_mpack_str_is(k, "json")) {
+            if (*json != NULL || !is_name_array(v))
+                return JRPC_WIRE_EMALFORMED;
+            *json = v;
         }
     }
     return 0;
@@ -281,18 +387,19 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     for (uint32_t i = 0; i < methods->via.array.size; i++)
         if (!is_nonempty_str(&methods->via.array.ptr[i]))
             return JRPC_WIRE_EMALFORMED;
-    const msgpack_object *options = NULL, *idempotent = NULL;
+    const msgpack_object *options = NULL, *idempotent = NULL, *json = NULL;
     if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {
         if (a->ptr[4].type != MSGPACK_OBJECT_MAP)
             return JRPC_WIRE_EMALFORMED;
         options = &a->ptr[4];
-        if (decode_ready_options(options, &idempotent) < 0)
+        if (decode_ready_options(options, &idempotent, &json) < 0)
             return JRPC_WIRE_EMALFORMED;
     }
     m->credit = (uint32_t)credit;
     m->methods = methods;
     m->options = options;
     m->idempotent = idempotent;
+    m->json = json;
     return 0;
 }
 
@@ -430,8 +537,13 @@ int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_
         return JRPC_WIRE_EMALFORMED;
     const msgpack_object *params = &a->ptr[2];
     if (params->type != MSGPACK_OBJECT_NIL && params->type != MSGPACK_OBJECT_ARRAY &&
-        params->type != MSGPACK_OBJECT_MAP)
+        params->type != MSGPACK_OBJECT_MAP && params->type != MSGPACK_OBJECT_BIN)
         return JRPC_WIRE_EMALFORMED;
+    if (params->type == MSGPACK_OBJECT_BIN) {   /* JSON text: the worker declared "json" */
+        c->json = true;
+        c->params_json.p = params->via.bin.ptr;
+        c->params_json.n = params->via.bin.size;
+    }
     if (get_uint(&a->ptr[3], UINT32_MAX, &timeout) < 0)
         return JRPC_WIRE_EMALFORMED;
     if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {

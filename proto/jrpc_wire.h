@@ -60,6 +60,9 @@ typedef struct jrpc_wire_ready_opts {
     const char *const *idempotent;   /* "idempotent": methods the broker may re-dispatch
                                         to another worker when this one is lost mid-call */
     size_t             nidempotent;  /* 0: not sent */
+    const char *const *json;         /* "json": methods that take their params, and may
+                                        answer, as JSON text (PROTOCOL.md 2.1) */
+    size_t             njson;        /* 0: not sent */
 } jrpc_wire_ready_opts_t;
 
 /* READY with options: [1, 1, credit, methods, {options}]; with opts NULL or
@@ -88,6 +91,17 @@ int jrpc_wire_put_request_begin(jrpc_buf_t *out);
  * is the same 4 elements as before the field existed. */
 int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
                                jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent);
+/* The same from params given as JSON text (n == 0: no params) that the
+ * batch parser or jrpc_json_check() accepted, encoded for the worker it goes
+ * to: as_json (the worker declared the method "json" at READY) sends the
+ * bytes as they are, as a bin (an empty bin for no params: PROTOCOL.md
+ * 2.2); otherwise they are transcoded to msgpack in place, the same bytes
+ * jrpc_wire_put_request_call() writes for jrpc_json_to_msgpack()'s output.
+ * Returns 0, -ENOMEM, or -EINVAL when params do not transcode (a caller's
+ * bug: out unchanged). */
+int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                                    jrpc_span_t params, bool as_json, uint32_t timeout_ms,
+                                    jrpc_span_t traceparent);
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
 
 /* RESPONSE: _begin, then per answer either _result_head followed by the
@@ -96,6 +110,14 @@ int jrpc_wire_put_response_begin(jrpc_buf_t *out);
 int jrpc_wire_put_result_head(jrpc_buf_t *out, jrpc_seq_t seq);
 int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
                         jrpc_span_t data /* msgpack, n == 0: none */);
+/* A result given as JSON text, [seq, 0, bin]: only in answer to a call whose
+ * params came as JSON text (jrpc_wire_call_t.json), since only a broker that
+ * sends those reads it (PROTOCOL.md 2.3). json is not checked here (the
+ * broker checks it). */
+int jrpc_wire_put_result_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t json);
+/* An error whose "data" is JSON text (n == 0: none), under the same rule. */
+int jrpc_wire_put_error_json(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                             jrpc_span_t data_json);
 void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers);
 
 /* ---- decoding ---- */
@@ -108,6 +130,8 @@ typedef struct jrpc_wire_msg {
     const msgpack_object *options;      /* map, or NULL */
     const msgpack_object *idempotent;   /* options "idempotent": array of non-empty str,
                                            or NULL when not sent */
+    const msgpack_object *json;         /* options "json": array of non-empty str, or
+                                           NULL when not sent */
     /* REQUEST and RESPONSE */
     const msgpack_object *items;        /* the items array */
     uint32_t nitems;                    /* >= 1 */
@@ -121,7 +145,11 @@ typedef struct jrpc_wire_msg {
 typedef struct jrpc_wire_call {         /* one REQUEST item */
     jrpc_seq_t  seq;
     jrpc_span_t method;                 /* borrowed from the decoded frame */
-    const msgpack_object *params;       /* nil, array or map */
+    const msgpack_object *params;       /* nil, array or map; or a bin (json) */
+    bool        json;                   /* params came as JSON text (a bin): the broker
+                                           reads JSON answers for this call */
+    jrpc_span_t params_json;            /* json: the client's params text, borrowed from
+                                           the frame (n == 0: none); not checked here */
     uint32_t    timeout_ms;
     jrpc_span_t traceparent;            /* 5th element: a valid W3C traceparent (borrowed
                                            from the frame), n == 0 when absent or nil */
@@ -134,8 +162,8 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
 } jrpc_wire_answer_t;
 
 /* Decodes one frame into m. Objects point into zone and into buf (both must
- * outlive m). READY (with its known options: "name" a str, "idempotent" an
- * array of non-empty str, neither given twice), HEARTBEAT (with its optional
+ * outlive m). READY (with its known options: "name" a str, "idempotent" and
+ * "json" arrays of non-empty str, none given twice), HEARTBEAT (with its optional
  * settings: both or neither, within bounds), DISCONNECT and REJECT are
  * fully checked here;
  * REQUEST and RESPONSE items are checked by the _item functions.

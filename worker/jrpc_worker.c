@@ -50,6 +50,7 @@
 
 #include "jrpc_dns.h"
 #include "jrpc_errors.h"
+#include "jrpc_json.h"
 #include "jrpc_log.h"
 #include "jrpc_mpack.h"
 #include "jrpc_wire.h"
@@ -66,7 +67,8 @@
 typedef struct handler {
     char           *name;  /* method (owned, NUL-terminated) */
     size_t          len;   /* strlen(name) */
-    jrpc_handler_fn fn;
+    jrpc_handler_fn fn;    /* msgpack params; NULL for a json handler */
+    jrpc_json_handler_fn jfn; /* JSON params ("json" in READY); NULL for a msgpack one */
     void           *arg;   /* the caller's */
     unsigned        flags; /* JRPC_WORKER_* */
 } handler_t;
@@ -122,8 +124,11 @@ struct jrpc_wcall {
     int8_t          log_level; /* level of the call's line: info when traced and sampled */
     uint8_t         tp_len;    /* 0: no traceparent */
     char            tp[JRPC_TRACEPARENT_MAX + 1]; /* the call's W3C traceparent, NUL-terminated */
-    jrpc_buf_t      result;    /* packed result (or error data, when error_data) */
+    jrpc_buf_t      result;    /* packed result (or error data, when error_data);
+                                  JSON text instead when result_json */
     bool            error_data; /* jrpc_wcall_error_data(): result holds the error's data */
+    bool            json;      /* its params came as JSON text: the broker reads JSON answers */
+    bool            result_json; /* result holds JSON text (to send as a bin) */
     msgpack_packer  pk;        /* writes into result */
     jrpc_wcall_t   *prev;      /* outstanding list / free list (next only) */
     jrpc_wcall_t   *next;
@@ -157,6 +162,8 @@ struct jrpc_worker {
     bool         paused;       /* jrpc_worker_pause(): no session until jrpc_worker_resume() */
     uint64_t     drain_until;  /* uv_now() ms when a drain gives up */
     jrpc_buf_t   tmp;          /* scratch for READY / HEARTBEAT / DISCONNECT */
+    jrpc_buf_t   jparams;      /* msgpack params as JSON text, for a json handler
+                                  (a broker that sent msgpack) */
     bool         curve;        /* sockets are CURVE clients */
     bool         native;       /* our own ZMTP (jrpc_zdealer) where it serves the endpoint */
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
@@ -222,16 +229,20 @@ static int conn_send_ready(conn_t *c)
 {
     jrpc_worker_t *w = c->w;
     int rc = -ENOMEM;
-    /* One array: the methods, then the idempotent ones among them. */
-    const char **names = malloc(2 * w->nhandlers * sizeof *names);
+    /* One array: the methods, then the idempotent ones among them, then
+     * those that take JSON. */
+    const char **names = malloc(3 * w->nhandlers * sizeof *names);
     if (names == NULL)
         goto out;
     jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers,
+                                  .json = names + 2 * w->nhandlers,
                                   .name = w->name[0] ? w->name : NULL };
     for (size_t i = 0; i < w->nhandlers; i++) {
         names[i] = w->handlers[i].name;
         if (w->handlers[i].flags & JRPC_WORKER_IDEMPOTENT)
             names[w->nhandlers + ro.nidempotent++] = w->handlers[i].name;
+        if (w->handlers[i].jfn != NULL)
+            names[2 * w->nhandlers + ro.njson++] = w->handlers[i].name;
     }
     jrpc_buf_reset(&w->tmp);
     if ((rc = jrpc_wire_put_ready_opts(&w->tmp, w->opts.credit, names, w->nhandlers, &ro)) < 0)
@@ -442,7 +453,11 @@ static int conn_answer(conn_t *c, jrpc_wcall_t *wc, bool is_error, int code, con
         jrpc_span_t data = { NULL, 0 };
         if (wc->error_data)
             data = (jrpc_span_t){ wc->result.p, wc->result.len };
-        rc = jrpc_wire_put_error(&c->out, wc->seq, code, message, data);
+        rc = wc->result_json ? jrpc_wire_put_error_json(&c->out, wc->seq, code, message, data)
+                             : jrpc_wire_put_error(&c->out, wc->seq, code, message, data);
+    } else if (wc->result_json) {
+        rc = jrpc_wire_put_result_json(&c->out, wc->seq,
+                                       (jrpc_span_t){ wc->result.p, wc->result.len });
     } else {
         rc = jrpc_wire_put_result_head(&c->out, wc->seq);
         if (rc == 0 && wc->result.len == 0)
@@ -511,6 +526,8 @@ static jrpc_wcall_t *call_new(jrpc_worker_t *w)
     }
     wc->w = w;
     wc->error_data = false;
+    wc->json = false;
+    wc->result_json = false;
     jrpc_mpack_packer_init(&wc->pk, &wc->result);
     wc->prev = NULL;
     wc->next = w->calls;
@@ -616,6 +633,47 @@ int jrpc_wcall_error_data(jrpc_wcall_t *c, int code, const char *message)
     return call_complete(c, true, code, message);
 }
 
+/* The answer given as JSON text: sent as it is when the call came as JSON
+ * (the broker reads it), else transcoded to msgpack. */
+static int complete_json(jrpc_wcall_t *c, bool is_error, int code, const char *message,
+                         const char *json, size_t n)
+{
+    jrpc_buf_reset(&c->result);
+    c->result_json = false;
+    c->error_data = false;
+    if (n == 0 && !is_error) {
+        json = "null";
+        n = 4;
+    }
+    if (n > 0) {
+        int rc = c->json ? jrpc_buf_append(&c->result, json, n)
+                         : jrpc_json_to_msgpack(json, n, JRPC_WIRE_MAX_DEPTH, &c->result);
+        if (rc < 0) {
+            JRPC_LOG(JRPC_LOG_WARN, "worker", "event=answer_refused endpoint=%s seq=%llu err=\"%s\"",
+                     c->conn->endpoint, (unsigned long long)c->seq, jrpc_json_strerror(rc));
+            jrpc_buf_reset(&c->result);
+            return call_complete(c, true, JRPC_INTERNAL_ERROR,
+                                 jrpc_error_message(JRPC_INTERNAL_ERROR));
+        }
+        c->result_json = c->json;
+        c->error_data = is_error;
+    }
+    return call_complete(c, is_error, code, message);
+}
+
+int jrpc_wcall_finish_json(jrpc_wcall_t *c, const char *json, size_t n)
+{
+    assert(json != NULL || n == 0);
+    return complete_json(c, false, 0, NULL, json, n);
+}
+
+int jrpc_wcall_error_json(jrpc_wcall_t *c, int code, const char *message, const char *data,
+                          size_t n)
+{
+    assert(message != NULL && (data != NULL || n == 0));
+    return complete_json(c, true, code, message, data, n);
+}
+
 /* ---- reading ---- */
 
 static const handler_t *find_handler(const jrpc_worker_t *w, jrpc_span_t method)
@@ -665,7 +723,36 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
         jrpc_wcall_error(wc, JRPC_METHOD_NOT_FOUND, jrpc_error_message(JRPC_METHOD_NOT_FOUND));
         return;
     }
-    h->fn(wc, call->params, h->arg);
+    wc->json = call->json;
+    if (h->jfn == NULL) {
+        if (call->json) {   /* a broker bug: we never declared it json */
+            JRPC_LOG(JRPC_LOG_WARN, "worker", "event=call_refused endpoint=%s seq=%llu "
+                     "err=\"json params for a msgpack method\"", c->endpoint,
+                     (unsigned long long)call->seq);
+            jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+            return;
+        }
+        h->fn(wc, call->params, h->arg);
+        return;
+    }
+    if (call->json) {
+        h->jfn(wc, call->params_json.n ? call->params_json.p : NULL, call->params_json.n, h->arg);
+        return;
+    }
+    if (call->params->type == MSGPACK_OBJECT_NIL) {
+        h->jfn(wc, NULL, 0, h->arg);
+        return;
+    }
+    /* An older broker sent msgpack: the same value as JSON text. */
+    jrpc_buf_reset(&w->jparams);
+    int rc = jrpc_json_write_msgpack(&w->jparams, call->params, JRPC_WIRE_MAX_DEPTH);
+    if (rc < 0) {
+        JRPC_LOG(JRPC_LOG_WARN, "worker", "event=call_refused endpoint=%s seq=%llu err=\"%s\"",
+                 c->endpoint, (unsigned long long)call->seq, jrpc_json_strerror(rc));
+        jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+        return;
+    }
+    h->jfn(wc, w->jparams.p, w->jparams.len, h->arg);
 }
 
 static void handle_frame(conn_t *c, const char *p, size_t n)
@@ -953,6 +1040,7 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
     o.zmq_engine = NULL;
     w->opts = o;
     jrpc_buf_init(&w->tmp);
+    jrpc_buf_init(&w->jparams);
     if (o.loop != NULL) {
         w->loop = o.loop;
     } else {
@@ -1005,6 +1093,26 @@ int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn 
         return -ENOMEM;
     hs[w->nhandlers++] = (handler_t){ .name = name, .len = len, .fn = fn, .arg = arg,
                                       .flags = flags };
+    return 0;
+}
+
+static void json_placeholder(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
+{
+    (void)call, (void)params, (void)arg;   /* never called: replaced at once */
+}
+
+int jrpc_worker_handle_json(jrpc_worker_t *w, const char *method, jrpc_json_handler_fn fn,
+                            void *arg, unsigned flags)
+{
+    if (fn == NULL)
+        return -EINVAL;
+    /* Registered as a msgpack handler first (the same checks), then made json. */
+    int rc = jrpc_worker_handle_ex(w, method, json_placeholder, arg, flags);
+    if (rc < 0)
+        return rc;
+    handler_t *h = &w->handlers[w->nhandlers - 1];
+    h->fn = NULL;
+    h->jfn = fn;
     return 0;
 }
 
@@ -1429,6 +1537,7 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p)
     free(w->handlers);
     msgpack_zone_destroy(&w->zone);
     jrpc_buf_dispose(&w->tmp);
+    jrpc_buf_dispose(&w->jparams);
     jrpc_curve_keypair_wipe(&w->curve_kp);
     zmq_ctx_term(w->zctx); /* waits up to linger_ms for DISCONNECTs to leave */
     if (w->owns_loop) {

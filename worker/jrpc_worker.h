@@ -114,6 +114,25 @@ int jrpc_worker_handle(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn,
 int jrpc_worker_handle_ex(jrpc_worker_t *w, const char *method, jrpc_handler_fn fn, void *arg,
                           unsigned flags);
 
+/* Serves one call whose params are JSON text: params[0..n) is the client's
+ * params as it sent them, byte for byte (an array or an object; n == 0, and
+ * params NULL, when the request had none), already checked by the broker
+ * (strict JSON within its limits). Borrowed until the handler returns.
+ * Completes the call like a jrpc_handler_fn, typically with
+ * jrpc_wcall_finish_json() or jrpc_wcall_error_json(). */
+typedef void (*jrpc_json_handler_fn)(jrpc_wcall_t *call, const char *params, size_t n, void *arg);
+
+/* Registers a handler that takes its params as JSON text: the method is
+ * declared "json" in READY (PROTOCOL.md 2.1) and the broker sends the
+ * client's params bytes untouched, and reads the JSON answers of
+ * jrpc_wcall_finish_json() without transcoding either way. With a broker
+ * that predates the option (it sends msgpack), the library converts: the
+ * params to JSON text before the handler, a JSON answer to msgpack after it
+ * (the same value, not the same bytes). flags as jrpc_worker_handle_ex().
+ * Returns as jrpc_worker_handle_ex(). */
+int jrpc_worker_handle_json(jrpc_worker_t *w, const char *method, jrpc_json_handler_fn fn,
+                            void *arg, unsigned flags);
+
 /* Connects to one broker's worker endpoint ("tcp://host:port", ...) with a
  * DEALER of its own and queues READY; call it once per broker. It does not
  * wait for the broker: ZeroMQ connects (and reconnects) in the background.
@@ -178,6 +197,23 @@ uint64_t jrpc_worker_answered(const jrpc_worker_t *w);
 uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
 
 /* ---- completing a call ---- */
+
+/* Completes the call with a result given as JSON text json[0..n) (copied),
+ * and frees it. The broker checks it (strict JSON, nesting at most 64) and
+ * copies it into the client's answer as it is; text it refuses reaches the
+ * client as -32603 "result has no JSON form". For a call whose params came
+ * as msgpack (a method not declared json, or an older broker) the text is
+ * transcoded to msgpack here, and text that is not JSON answers -32603.
+ * Discards anything packed into jrpc_wcall_result(). Returns as
+ * jrpc_wcall_finish(). */
+int jrpc_wcall_finish_json(jrpc_wcall_t *c, const char *json, size_t n);
+
+/* Completes the call with a JSON-RPC error {code, message, data} whose
+ * "data" is the JSON text data[0..n) (n == 0: no data), under the same rules
+ * as jrpc_wcall_finish_json() (refused data: -32603 "worker sent a malformed
+ * error"). message is copied. Returns as jrpc_wcall_finish(). */
+int jrpc_wcall_error_json(jrpc_wcall_t *c, int code, const char *message, const char *data,
+                          size_t n);
 
 /* The method name of the call (NUL-terminated, valid while the call is). */
 const char *jrpc_wcall_method(const jrpc_wcall_t *c);

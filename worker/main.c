@@ -14,7 +14,9 @@
 
 #include "jrpc_conf.h"
 #include "jrpc_errors.h"
+#include "jrpc_json.h"
 #include "jrpc_log.h"
+#include "jrpc_wire.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_mpack.h"
 #include "jrpc_connect_opt.h"
@@ -38,7 +40,8 @@ static const char usage_tail[] =
     "  get_data     returns [\"hello\", 5]\n"
     "  update, notify_hello, notify_sum\n"
     "               accept any params, return null\n"
-    "  echo         returns its params unchanged (null when absent)\n"
+    "  echo         returns its params unchanged (null when absent); with --json on\n"
+    "               (the default) the client's very bytes: pass-through, no msgpack\n"
     "  sleep        {\"ms\": N}, 0 <= N <= 600000: answers N after N ms, without\n"
     "               holding up other calls\n"
     "  slow_update  {\"ms\": N}: like update, answers null after N ms\n"
@@ -140,6 +143,7 @@ static void invalid_params(jrpc_wcall_t *call)
 /* --slow-percent, --slow-ms: a demo of a worker with a slow tail (bench/
  * hedge.sh): that share of the quick methods' answers is held back. */
 static uint32_t slow_percent, slow_ms;
+static bool json_echo = true;   /* --json */
 static void answer(jrpc_wcall_t *call, void *arg);
 
 static void m_subtract(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
@@ -203,9 +207,31 @@ static void m_count(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
     answer(call, arg);
 }
 
+/* --json off: echo takes msgpack params and packs them back, as every
+ * method did before JSON pass-through (for comparison: bench/profile.sh). */
 static void m_echo(jrpc_wcall_t *call, const msgpack_object *params, void *arg)
 {
     msgpack_pack_object(jrpc_wcall_result(call), *params);
+    answer(call, arg);
+}
+
+/* echo, pass-through: declared "json" at READY, it gets the client's params
+ * text and answers it as it is (the broker copies it into the reply). */
+static void m_echo_json(jrpc_wcall_t *call, const char *params, size_t n, void *arg)
+{
+    if (slow_percent == 0) {
+        jrpc_wcall_finish_json(call, params, n);   /* n == 0: null */
+        return;
+    }
+    /* The slow-tail demo holds packed results back: pack this one. */
+    if (n > 0) {
+        jrpc_buf_t b;
+        jrpc_buf_init(&b);
+        msgpack_packer *pk = jrpc_wcall_result(call);
+        if (jrpc_json_to_msgpack(params, n, JRPC_WIRE_MAX_DEPTH, &b) == 0)
+            pk->callback(pk->data, b.p, b.len);
+        jrpc_buf_dispose(&b);
+    }
     answer(call, arg);
 }
 
@@ -431,7 +457,7 @@ int main(int argc, char **argv)
     int status = 1;
     uint32_t drain_timeout_ms = 30000;
     jrpc_worker_t *w = NULL;
-    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, L = JRPC_CONF_LIST };
+    enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, B = JRPC_CONF_ONOFF, L = JRPC_CONF_LIST };
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
           .dest = &config, .flags = JRPC_CONF_NO_FILE },
@@ -452,6 +478,10 @@ int main(int argc, char **argv)
           "by --slow-ms (bench/hedge.sh)", .dest = &slow_percent, .min = 0, .max = 100 },
         { "slow-ms", U, "N", "100", "how long --slow-percent answers are held back",
           .dest = &slow_ms, .min = 0, .max = SLEEP_MAX_MS },
+        { "json", B, "on|off", "on", "echo takes the client's params as JSON text and\n"
+          "answers them as they are (declared \"json\" at READY: no\n"
+          "transcoding in broker or worker); off: msgpack, like the\n"
+          "other methods (for comparison)", .dest = &json_echo },
         { "curve-secret", S, "FILE", NULL, "this worker's CURVE keypair (jrpc keygen FILE); its\n"
           "public key must be in the broker's --worker-keys", .dest = &curve_secret },
         { "broker-key", S, "FILE", NULL, "the broker's public key (the .pub of its keypair);\n"
@@ -514,7 +544,10 @@ int main(int argc, char **argv)
         { "spin", m_spin, IDEM },         { "count", m_count, 0 },
     };
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
-        if (jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags) < 0)
+        int hrc = json_echo && methods[i].fn == m_echo
+                      ? jrpc_worker_handle_json(w, methods[i].name, m_echo_json, w, methods[i].flags)
+                      : jrpc_worker_handle_ex(w, methods[i].name, methods[i].fn, w, methods[i].flags);
+        if (hrc < 0)
             goto out;
     }
     for (size_t i = 0; i < endpoints.n; i++) {

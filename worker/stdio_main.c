@@ -359,8 +359,7 @@ static int pass_json(bridge_t *b, jrpc_wcall_t *wc, const char *p, size_t n);
 /* --mcp: a client's initialize, answered from the cached InitializeResult. */
 static void mcp_answer_init(bridge_t *b, jrpc_wcall_t *wc)
 {
-    if (pass_json(b, wc, b->mcp_init.p, b->mcp_init.len) < 0)
-        jrpc_wcall_error(wc, JRPC_INTERNAL_ERROR, jrpc_error_message(JRPC_INTERNAL_ERROR));
+    pass_json(b, wc, b->mcp_init.p, b->mcp_init.len);   /* answers wc whatever happens */
 }
 
 /* --mcp: the bridge's side of the handshake. The client's initialize is
@@ -393,7 +392,7 @@ static bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
     return true;
 }
 
-static void on_call(jrpc_wcall_t *wc, const msgpack_object *params, void *arg)
+static void on_call(jrpc_wcall_t *wc, const char *params, size_t n, void *arg)
 {
     const method_arg_t *ma = arg;
     bridge_t *br = ma->b;
@@ -409,12 +408,18 @@ static void on_call(jrpc_wcall_t *wc, const msgpack_object *params, void *arg)
     k->wc = wc;
     k->idem = ma->idem;
     k->deadline = jrpc_wcall_deadline(wc);
-    if (params->type != MSGPACK_OBJECT_NIL &&
-        jrpc_json_write_msgpack(&k->params, params, JRPC_JSON_MAX_DEPTH) < 0) {
-        call_fail(k, JRPC_INVALID_PARAMS);
+    /* The client's params text as the broker passed it on (declared
+     * "json"): copied as it is, but for NDJSON a raw CR or LF — whitespace
+     * in valid JSON, never inside a string — becomes a space, so that the
+     * message stays one line. */
+    if (n > 0 && jrpc_buf_append(&k->params, params, n) < 0) {
+        call_fail(k, JRPC_INTERNAL_ERROR);
         call_free(k);
         return;
     }
+    for (size_t i = 0; br->framing == JRPC_FRAME_NDJSON && i < k->params.len; i++)
+        if (k->params.p[i] == '\n' || k->params.p[i] == '\r')
+            k->params.p[i] = ' ';
     list_push(&br->queue, k);
     pump(br);
 }
@@ -460,40 +465,36 @@ static void answer_error(child_t *c, call_t *k, jrpc_span_t err)
         call_fail(k, JRPC_INTERNAL_ERROR);
         return;
     }
-    if (data)
-        msgpack_pack_object(jrpc_wcall_result(k->wc), *data);
+    /* data: the child's own text, passed on as JSON (no transcoding) */
+    jrpc_span_t data_text = { NULL, 0 };
+    if (data && jrpc_json_member(err.p, err.n, "data", &data_text) < 0)
+        data_text = (jrpc_span_t){ NULL, 0 };
     int icode = code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)code->via.i64
                                                               : (int)code->via.u64;
-    jrpc_wcall_error_data(k->wc, icode, text);
+    jrpc_wcall_error_json(k->wc, icode, text, data_text.p, data_text.n);
     k->wc = NULL;
     free(text);
 }
 
-/* Answers wc with the JSON result p[0..n), as msgpack packed raw into
- * the call's result. 0, or a negative jrpc_json code (wc not answered). */
+/* Answers wc with the JSON result p[0..n), the child's text as it is
+ * (every method is declared "json": the broker checks it and copies it
+ * into the reply; an older broker gets it transcoded by the library).
+ * p[0..n) is part of a message jrpc_stdio_frame validated, so it is JSON:
+ * wc is answered and freed whatever happens; 0, or -ENOMEM when the
+ * answer could not be queued. */
 static int pass_json(bridge_t *b, jrpc_wcall_t *wc, const char *p, size_t n)
 {
-    jrpc_buf_reset(&b->tmp);
-    int rc = jrpc_json_to_msgpack(p, n, JRPC_JSON_MAX_DEPTH, &b->tmp);
-    msgpack_packer *pk = jrpc_wcall_result(wc);
-    if (rc == 0 && pk->callback(pk->data, b->tmp.p, b->tmp.len) != 0)
-        rc = -ENOMEM;
-    if (rc == 0)
-        jrpc_wcall_finish(wc);
-    return rc;
+    (void)b;
+    return jrpc_wcall_finish_json(wc, p, n);
 }
 
 /* Passes the child's result on. */
 static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
 {
-    int rc = pass_json(c->b, k->wc, res.p, res.n);
-    if (rc == 0) {
-        k->wc = NULL;
-        return;
-    }
-    JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_result pid=%d id=%llu err=\"%s\"", c->pid,
-             (unsigned long long)k->id, jrpc_json_strerror(rc));
-    call_fail(k, JRPC_INTERNAL_ERROR);
+    if (pass_json(c->b, k->wc, res.p, res.n) < 0)
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=answer_lost pid=%d id=%llu err=nomem", c->pid,
+                 (unsigned long long)k->id);
+    k->wc = NULL;
 }
 
 /* --mcp: sends the child the bridge's initialize (the handshake's first
@@ -1228,8 +1229,8 @@ int main(int argc, char **argv)
         margs[i] = (method_arg_t){ .b = &b, .idem = colon != NULL };
         if (colon)
             *colon = '\0';
-        int rc = jrpc_worker_handle_ex(b.w, name, on_call, &margs[i],
-                                       colon ? JRPC_WORKER_IDEMPOTENT : 0);
+        int rc = jrpc_worker_handle_json(b.w, name, on_call, &margs[i],
+                                         colon ? JRPC_WORKER_IDEMPOTENT : 0);
         if (rc < 0) {
             fprintf(stderr, "jrpc-stdio: --method %s: %s\n", name, strerror(-rc));
             status = 2;
@@ -1238,8 +1239,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; b.mcp && i < MCP_NMETHODS; i++) {
         margs[methods.n + i] = (method_arg_t){ .b = &b, .idem = mcp_methods[i].idem };
-        int rc = jrpc_worker_handle_ex(b.w, mcp_methods[i].name, on_call, &margs[methods.n + i],
-                                       mcp_methods[i].idem ? JRPC_WORKER_IDEMPOTENT : 0);
+        int rc = jrpc_worker_handle_json(b.w, mcp_methods[i].name, on_call, &margs[methods.n + i],
+                                         mcp_methods[i].idem ? JRPC_WORKER_IDEMPOTENT : 0);
         if (rc < 0) {
             fprintf(stderr, "jrpc-stdio: --mcp %s: %s\n", mcp_methods[i].name, strerror(-rc));
             status = 2;

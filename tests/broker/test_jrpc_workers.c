@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../../broker/jrpc_workers.c"
+#include "jrpc_json.h"
 
 static struct {
     uv_loop_t loop;
@@ -265,14 +266,14 @@ static void test_ejection(void **state)
 {
     (void)state;
     jrpc_workers_t *w = make(2);
-    static const char params[] = { (char)0x90 };
-    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    static const char params[] = "[]";   /* the client's JSON text */
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
     ready(w, 'A', UINT32_MAX, "m", 1, NULL, 0);
     ready(w, 'B', 2, "m", 1, NULL, 0);
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
     uint32_t h[4];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, (uint32_t)i, &h[i]), 0);
+        assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, (uint32_t)i, &h[i]), 0);
         assert_ptr_equal(w->slots[h[i]].worker, a);   /* most free credit */
     }
     jrpc_workers_flush(w);
@@ -280,19 +281,19 @@ static void test_ejection(void **state)
     assert_int_equal(a->timeouts, 0);
     jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
     assert_int_equal(a->timeouts, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 2, &h[2]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 2, &h[2]), 0);
     assert_ptr_equal(w->slots[h[2]].worker, a);
     jrpc_workers_cancel(w, h[2], JRPC_CANCEL_TIMEOUT);
     assert_true(a->ejected_until != 0);
     assert_int_equal(w->ejections, 1);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 3, &h[3]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 3, &h[3]), 0);
     assert_ptr_equal(w->slots[h[3]].worker, b);          /* A is ejected */
     /* B lost: A is the only one left, ejected or not, and gets the calls. */
     jrpc_workers_flush(w);
     worker_kill(w, b, "test");
     assert_int_equal(G.done, 1);                          /* h[3] failed (not idempotent) */
     uint32_t h4;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 1000, 0, &G, 4, &h4), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 1000, 0, &G, 4, &h4), 0);
     assert_ptr_equal(w->slots[h4].worker, a);
     /* The ejection ends at a tick after its time. */
     a->ejected_until = 1;
@@ -334,9 +335,9 @@ static void answer_from(jrpc_workers_t *w, char id, uint64_t seq)
  * and runs a hedge tick. Returns its handle. */
 static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
 {
-    static const char params[] = { (char)0x90 };
+    static const char params[] = "[]";   /* the client's JSON text */
     uint32_t h;
-    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 1 },
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "m", 1 }, (jrpc_span_t){ params, 2 }, (jrpc_span_t){ NULL, 0 },
                                            (jrpc_span_t){ NULL, 0 }, 100000, 0, &G, index, &h), 0);
     jrpc_workers_flush(w);
     w->slots[h].sent_ms -= 25;
@@ -352,8 +353,8 @@ static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
 static void test_hedge(void **state)
 {
     (void)state;
-    static const char params[] = { (char)0x90 };
-    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 1 };
+    static const char params[] = "[]";   /* the client's JSON text */
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
     jrpc_workers_t *w = make(0);
     G.done = 0;
     w->opts.hedge_budget_pct = 100;   /* a hedge per call earned */
@@ -365,7 +366,7 @@ static void test_hedge(void **state)
     ready_m(w, 'B', true);
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
     uint32_t h;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 7, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 7, &h), 0);
     worker_t *first = w->slots[h].worker, *other = first == a ? b : a;
     char first_id = first == a ? 'A' : 'B', other_id = first == a ? 'B' : 'A';
     uint64_t seq = w->slots[h].seq;
@@ -433,7 +434,7 @@ static void test_hedge(void **state)
 
     /* the budget: none left, no hedge (and a cancelled call drops off) */
     w->hedge_budget = 0;
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 10, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 10, &h), 0);
     jrpc_workers_flush(w);
     w->hedge_budget = 0;
     w->slots[h].sent_ms -= 25;
@@ -455,7 +456,7 @@ static void test_hedge(void **state)
     w->hedge_timer.data = w;
     ready_m(w, 'A', false);
     ready_m(w, 'B', false);
-    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, 100000, 0, &G, 11, &h), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 11, &h), 0);
     jrpc_workers_flush(w);
     assert_false(w->slots[h].flags & SL_WATCHED);
     assert_int_equal(w->whead, NIL);
@@ -489,6 +490,154 @@ static void test_hedge_p95(void **state)
     destroy(w);
 }
 
+
+/* ---- params as JSON text (PROTOCOL.md 2.1 "json", 2.2) ---- */
+
+/* READY from id serving "m" and "n" (both idempotent), json_m/json_n: which
+ * it declares "json". */
+static void ready_json(jrpc_workers_t *w, char id, uint32_t credit, bool json_m, bool json_n)
+{
+    static const char *const names[] = { "m", "n" };
+    const char *json[2];
+    size_t njson = 0;
+    if (json_m)
+        json[njson++] = "m";
+    if (json_n)
+        json[njson++] = "n";
+    jrpc_wire_ready_opts_t o = { .idempotent = names, .nidempotent = 2, .json = json,
+                                 .njson = njson };
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, credit, names, 2, &o), 0);
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+/* The next REQUEST dealer k received (HEARTBEATs skipped), into b. */
+static void recv_request(int k, jrpc_buf_t *b)
+{
+    char frame[4096];
+    for (;;) {
+        int n = zmq_recv(G.dealers[k], frame, sizeof frame, ZMQ_DONTWAIT);
+        assert_true(n > 0 && n < (int)sizeof frame);
+        if (jrpc_wire_peek_type(frame, (size_t)n) != JRPC_WIRE_REQUEST)
+            continue;
+        jrpc_buf_reset(b);
+        assert_int_equal(jrpc_buf_append(b, frame, (size_t)n), 0);
+        return;
+    }
+}
+
+#define SPACED "[1, {\"a\" : 2.50, \"b\":\"x\\u00e9\"} ,null]"
+
+/* A call goes out as the client's very bytes to a worker that declared its
+ * method json, as msgpack (the bytes of before: jrpc_json_to_msgpack's
+ * output in jrpc_wire_put_request_call) to one that did not, per method of
+ * one worker too; re-dispatched after its json worker is lost, it crosses
+ * to msgpack. */
+static void test_json_per_worker(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    jrpc_span_t m = { "m", 1 }, n = { "n", 1 }, none = { NULL, 0 };
+    ready_json(w, 'A', 100, true, false);   /* A: m as JSON, n as msgpack */
+    assert_false(jrpc_workers_wants_msgpack(w, m));   /* the parser's hint */
+    assert_true(jrpc_workers_wants_msgpack(w, n));
+    assert_true(jrpc_workers_wants_msgpack(w, (jrpc_span_t){ "zz", 2 }));
+    ready_json(w, 'B', 1, false, false);    /* B: declares nothing */
+    assert_true(jrpc_workers_wants_msgpack(w, m));
+    assert_int_equal(find(w, 'A')->njson, 1);
+    assert_int_equal(find(w, 'B')->njson, 0);
+    jrpc_span_t p = { SPACED, sizeof SPACED - 1 };
+    uint32_t h[4];
+    jrpc_buf_t frame, mp, want;
+    jrpc_buf_init(&frame);
+    jrpc_buf_init(&mp);
+    jrpc_buf_init(&want);
+    assert_int_equal(jrpc_json_to_msgpack(p.p, p.n, 64, &mp), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 0, &h[0]), 0);
+    /* n with the parser's msgpack (params_mp): sent as it is */
+    assert_int_equal(jrpc_workers_dispatch(w, n, p, (jrpc_span_t){ mp.p, mp.len }, none, 100000, 0,
+                                           &G, 1, &h[1]), 0);
+    assert_int_equal(jrpc_workers_dispatch(w, m, none, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 2, &h[2]), 0);
+    for (int i = 0; i < 3; i++)
+        assert_ptr_equal(w->slots[h[i]].worker, find(w, 'A'));   /* most free credit */
+    jrpc_workers_flush(w);
+    recv_request(0, &frame);
+    msgpack_zone z;
+    msgpack_zone_init(&z, 1024);
+    jrpc_wire_msg_t msg;
+    jrpc_wire_call_t c;
+    assert_int_equal(jrpc_wire_decode(frame.p, frame.len, &z, &msg), 0);
+    assert_int_equal(msg.nitems, 3);
+    assert_int_equal(jrpc_wire_request_item(&msg, 0, &c), 0);     /* m: the bytes as sent */
+    assert_true(c.json);
+    assert_int_equal(c.params->type, MSGPACK_OBJECT_BIN);
+    assert_int_equal(c.params_json.n, p.n);
+    assert_memory_equal(c.params_json.p, p.p, p.n);
+    assert_int_equal(jrpc_wire_request_item(&msg, 1, &c), 0);     /* n: msgpack */
+    assert_false(c.json);
+    assert_int_equal(c.params->type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(jrpc_wire_request_item(&msg, 2, &c), 0);     /* m, no params: empty bin */
+    assert_true(c.json);
+    assert_int_equal(c.params->type, MSGPACK_OBJECT_BIN);
+    assert_int_equal(c.params_json.n, 0);
+    /* The msgpack item, byte for byte what it was before the option. */
+    jrpc_wire_request_item(&msg, 1, &c);
+    assert_int_equal(jrpc_wire_put_request_begin(&want), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&want, c.seq, n, (jrpc_span_t){ mp.p, mp.len },
+                                                c.timeout_ms, none), 0);
+    jrpc_wire_put_request_end(&want, 1);
+    const char *item = want.p + 8;   /* past [1, 2, array32 */
+    size_t item_n = want.len - 8;
+    bool found = false;
+    for (size_t k = 0; !found && k + item_n <= frame.len; k++)
+        found = memcmp(frame.p + k, item, item_n) == 0;
+    assert_true(found);
+
+    /* A is lost: its idempotent calls go to B, which takes msgpack. */
+    jrpc_workers_cancel(w, h[1], JRPC_CANCEL_GONE);
+    jrpc_workers_cancel(w, h[2], JRPC_CANCEL_GONE);
+    worker_kill(w, find(w, 'A'), "test");
+    assert_ptr_equal(w->slots[h[0]].worker, find(w, 'B'));   /* transcoded when sent */
+    assert_true(jrpc_workers_wants_msgpack(w, m));
+    jrpc_workers_flush(w);
+    recv_request(1, &frame);
+    assert_int_equal(jrpc_wire_decode(frame.p, frame.len, &z, &msg), 0);
+    assert_int_equal(msg.nitems, 1);
+    assert_int_equal(jrpc_wire_request_item(&msg, 0, &c), 0);
+    assert_false(c.json);
+    jrpc_buf_reset(&want);
+    assert_int_equal(jrpc_wire_put_request_begin(&want), 0);
+    assert_int_equal(jrpc_wire_put_request_call(&want, c.seq, m, (jrpc_span_t){ mp.p, mp.len },
+                                                c.timeout_ms, none), 0);
+    jrpc_wire_put_request_end(&want, 1);
+    assert_int_equal(frame.len, want.len);
+    assert_memory_equal(frame.p, want.p, want.len);   /* the very frame of before */
+
+    msgpack_zone_destroy(&z);
+    jrpc_buf_dispose(&frame);
+    jrpc_buf_dispose(&mp);
+    jrpc_buf_dispose(&want);
+    reap(w);
+    destroy(w);
+}
+
+/* A READY with "json" of the wrong type is malformed: no session. */
+static void test_json_option_malformed(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    static const char bad[] = "\x95\x01\x01\x04\x91\xa1m\x81\xa4json\xa1m";   /* "json": "m" */
+    char id = 'A';
+    jrpc_metrics_tick();
+    on_message(w, &id, 1, bad, sizeof bad - 1);
+    assert_null(find(w, 'A'));
+    assert_int_equal(w->malformed, 1);
+    destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +646,8 @@ int main(void)
         cmocka_unit_test(test_ready_churn_frees_methods),
         cmocka_unit_test(test_credit_cap_and_name),
         cmocka_unit_test(test_ejection),
+        cmocka_unit_test(test_json_per_worker),
+        cmocka_unit_test(test_json_option_malformed),
         cmocka_unit_test(test_hedge),
         cmocka_unit_test(test_hedge_p95),
     };

@@ -6,8 +6,12 @@
  * Invariants, checked with abort() so libFuzzer reports a crash:
  *  - parse returns 0 (-ENOMEM aside) and the batch is consistent (ids set,
  *    valid calls have a method, ncalls >= 1);
- *  - every call's params (n > 0) decode as exactly one msgpack value, with
- *    jrpc_mpack_unpack() and, when shallow enough, msgpack-c's unpacker agrees;
+ *  - every call's params (n > 0) are a span of the body that
+ *    jrpc_json_check() accepts as an array or object; transcoded as the
+ *    broker does for a msgpack worker (jrpc_json_msgpack_at), they decode
+ *    as exactly one msgpack value, with jrpc_mpack_unpack() and, when
+ *    shallow enough, msgpack-c's unpacker agrees; answering with them as
+ *    JSON text (a bin, as a json worker's echo does) copies them;
  *  - the reply is valid JSON (jrpc_json_validate) when anything expects one,
  *    and empty otherwise. */
 #include <stdint.h>
@@ -29,6 +33,12 @@
             abort();                                                                 \
         }                                                                            \
     } while (0)
+
+static bool hint(void *arg, jrpc_span_t method)
+{
+    (void)arg;
+    return method.n == 0 || method.p[0] != 'a';
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -58,9 +68,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jrpc_batch_init(&b);
     jrpc_buf_t out;
     jrpc_buf_init(&out);
+    jrpc_buf_t mp;   /* params as a msgpack worker gets them */
+    jrpc_buf_init(&mp);
     msgpack_zone zone;
     CHECK(msgpack_zone_init(&zone, 1024));
 
+    if (size % 2) {   /* the broker's hint: calls of "a..." methods stay text only */
+        b.msgpack_hint = hint;
+        b.hint_arg = NULL;
+    }
     int rc = jrpc_batch_parse(&b, body, size, &lim);
     CHECK(rc == 0);
     CHECK(b.ncalls >= 1 && b.calls != NULL);
@@ -71,10 +87,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(c->notification || c->id.n > 0);
         CHECK(c->answered || c->method.n > 0);
         msgpack_object params = { .type = MSGPACK_OBJECT_NIL };
+        msgpack_object params_text = { .type = MSGPACK_OBJECT_NIL };
         if (c->params.n > 0) {
+            jrpc_span_t v;
+            CHECK(c->params.p >= body && c->params.p + c->params.n <= body + size);
+            CHECK(jrpc_json_check(c->params.p, c->params.n, JRPC_WIRE_MAX_DEPTH, &v) == 0);
+            CHECK(v.p == c->params.p && v.n == c->params.n && (v.p[0] == '[' || v.p[0] == '{'));
+            params_text.type = MSGPACK_OBJECT_BIN;
+            params_text.via.bin.ptr = c->params.p;
+            params_text.via.bin.size = (uint32_t)c->params.n;
+            jrpc_buf_reset(&mp);
+            CHECK(jrpc_buf_reserve(&mp, JRPC_JSON_MSGPACK_BOUND(c->params.n)) == 0);
+            char *end = jrpc_json_msgpack_at(mp.p, c->params.p, c->params.n);
+            CHECK(end != NULL && (size_t)(end - mp.p) <= JRPC_JSON_MSGPACK_BOUND(c->params.n));
+            mp.len = (size_t)(end - mp.p);
+            /* what the parser transcoded, when it did, is the same */
+            CHECK(c->params_mp.n == 0 ||
+                  (c->params_mp.n == mp.len && memcmp(c->params_mp.p, mp.p, mp.len) == 0));
             msgpack_zone_clear(&zone);
-            CHECK(jrpc_mpack_unpack(c->params.p, c->params.n, JRPC_WIRE_MAX_DEPTH, &zone,
-                                    &params) == 0);
+            CHECK(jrpc_mpack_unpack(mp.p, mp.len, JRPC_WIRE_MAX_DEPTH, &zone, &params) == 0);
             CHECK(c->answered || params.type == MSGPACK_OBJECT_ARRAY ||
                   params.type == MSGPACK_OBJECT_MAP);
             /* msgpack-c's unpacker gives up past 32 levels; when it does
@@ -82,15 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             msgpack_unpacked u;
             msgpack_unpacked_init(&u);
             size_t off = 0;
-            if (msgpack_unpack_next(&u, c->params.p, c->params.n, &off) == MSGPACK_UNPACK_SUCCESS)
-                CHECK(off == c->params.n && u.data.type == params.type);
+            if (msgpack_unpack_next(&u, mp.p, mp.len, &off) == MSGPACK_UNPACK_SUCCESS)
+                CHECK(off == mp.len && u.data.type == params.type);
             msgpack_unpacked_destroy(&u);
         }
         if (c->answered || c->notification)
             continue;
         switch (i % 3) {
         case 0: CHECK(jrpc_batch_answer_result(&b, i, &fixed) == 0); break;
-        case 1: CHECK(jrpc_batch_answer_result(&b, i, &params) == 0); break;
+        case 1:   /* echo: as msgpack, or as the JSON text a json worker sends */
+            CHECK(jrpc_batch_answer_result(&b, i, (i / 3) % 2 && c->params.n ? &params_text
+                                                                               : &params) == 0);
+            break;
         default: answer_error(&b, i, &params); break;
         }
     }
@@ -110,6 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     msgpack_zone_destroy(&zone);
     jrpc_buf_dispose(&out);
+    jrpc_buf_dispose(&mp);
     jrpc_batch_dispose(&b);
     free(body);
     return 0;

@@ -8,9 +8,15 @@
  *    valid item's seq reads the same by jrpc_wire_request_item_seq();
  *  - a decoded REQUEST call is re-encoded with the encoder and decoded again:
  *    seq, method, timeout and the params' bytes must survive the round trip;
+ *    params given as JSON text (a bin) go back as the same bin, and, when
+ *    jrpc_json_check() accepts them as an array or object, also transcoded
+ *    as the broker does for a msgpack worker
+ *    (jrpc_wire_put_request_call_json): they must decode to an array or map
+ *    that writes back as valid JSON;
  *  - RESPONSE answers are fed, as the broker does, to a small parsed batch
  *    (call seq % ncalls, first answer wins) with jrpc_batch_answer_result()
- *    or jrpc_batch_answer_error_obj(); the reply must be valid JSON;
+ *    or jrpc_batch_answer_error_obj(); the reply must be valid JSON (results
+ *    and error data given as JSON text, a bin, included);
  *  - params and results that jrpc_json_write_msgpack() accepts must come out
  *    as valid JSON;
  *  - the same bytes go through jrpc_header_decode() (client header frame,
@@ -64,9 +70,55 @@ static void check_json_form(const msgpack_object *o)
     jrpc_buf_dispose(&j);
 }
 
+/* Params as JSON text: the same bin again; transcoded when they check. */
+static void request_json_round_trip(const jrpc_wire_call_t *c)
+{
+    jrpc_buf_t fb;
+    jrpc_buf_init(&fb);
+    msgpack_zone z;
+    CHECK(msgpack_zone_init(&z, 256));
+    jrpc_wire_msg_t m;
+    jrpc_wire_call_t c2;
+    CHECK(jrpc_wire_put_request_begin(&fb) == 0);
+    CHECK(jrpc_wire_put_request_call_json(&fb, c->seq, c->method, c->params_json, true,
+                                          c->timeout_ms, c->traceparent) == 0);
+    jrpc_wire_put_request_end(&fb, 1);
+    CHECK(jrpc_wire_decode(fb.p, fb.len, &z, &m) == 0);
+    CHECK(jrpc_wire_request_item(&m, 0, &c2) == 0);
+    CHECK(c2.json && c2.seq == c->seq && c2.params_json.n == c->params_json.n &&
+          (c->params_json.n == 0 ||
+           memcmp(c2.params_json.p, c->params_json.p, c->params_json.n) == 0));
+    jrpc_span_t v;
+    if (c->params_json.n > 0 &&
+        jrpc_json_check(c->params_json.p, c->params_json.n, 1024, &v) == 0 &&
+        (v.p[0] == '[' || v.p[0] == '{')) {
+        jrpc_buf_reset(&fb);
+        msgpack_zone_clear(&z);
+        CHECK(jrpc_wire_put_request_begin(&fb) == 0);
+        CHECK(jrpc_wire_put_request_call_json(&fb, c->seq, c->method, c->params_json, false,
+                                              c->timeout_ms, c->traceparent) == 0);
+        jrpc_wire_put_request_end(&fb, 1);
+        CHECK(jrpc_wire_decode(fb.p, fb.len, &z, &m) == 0);
+        CHECK(jrpc_wire_request_item(&m, 0, &c2) == 0);
+        CHECK(!c2.json && (c2.params->type == MSGPACK_OBJECT_ARRAY ||
+                           c2.params->type == MSGPACK_OBJECT_MAP));
+        jrpc_buf_t j;
+        jrpc_buf_init(&j);
+        CHECK(jrpc_json_write_msgpack(&j, c2.params, JRPC_WIRE_MAX_DEPTH) == 0);
+        CHECK(jrpc_json_validate(j.p, j.len, JRPC_WIRE_MAX_DEPTH) == 0);
+        jrpc_buf_dispose(&j);
+    }
+    msgpack_zone_destroy(&z);
+    jrpc_buf_dispose(&fb);
+}
+
 /* Re-encodes one REQUEST call and decodes it again. */
 static void request_round_trip(const jrpc_wire_call_t *c)
 {
+    if (c->json) {
+        request_json_round_trip(c);
+        return;
+    }
     jrpc_buf_t pb, fb;
     jrpc_buf_init(&pb);
     jrpc_buf_init(&fb);
@@ -172,6 +224,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(m.methods->via.array.ptr[i].type == MSGPACK_OBJECT_STR &&
                       m.methods->via.array.ptr[i].via.str.size > 0);
             CHECK(m.options == NULL || m.options->type == MSGPACK_OBJECT_MAP);
+            for (uint32_t i = 0; m.json && i < m.json->via.array.size; i++)
+                CHECK(m.json->via.array.ptr[i].type == MSGPACK_OBJECT_STR &&
+                      m.json->via.array.ptr[i].via.str.size > 0);
             (void)jrpc_mpack_map_get(m.options, "max_params");
             break;
         case JRPC_WIRE_REQUEST:

@@ -59,7 +59,7 @@ static struct {
     uint32_t  handles[NCALLS];
 } G;
 
-static const char params[] = { (char)0x91, 0x01 };   /* [1] */
+static const char params[] = { '[', '1', ']' };   /* the client's JSON text */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -262,7 +262,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             char m[3] = { 'm', (char)('0' + a % 8), 0 };
             jrpc_span_t method = a % 9 == 8 ? (jrpc_span_t){ "zz", 2 } : (jrpc_span_t){ m, 2 };
-            int rc = jrpc_workers_dispatch(w, method, (jrpc_span_t){ params, sizeof params },
+            int rc = jrpc_workers_dispatch(w, method, (jrpc_span_t){ params, sizeof params }, (jrpc_span_t){ NULL, 0 },
                                            (jrpc_span_t){ NULL, 0 }, uv_now(&G.loop) + 1000, 0,
                                            &G, j, &G.handles[j]);
             CHECK(rc == 0 || rc == -ENOENT || rc == -EBUSY);

@@ -262,6 +262,13 @@ def wire():
                       "timeout_ms": 500, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
         "header-dup": b"\x82\xa3key\xa1a\xa3key\xa1b",
         "ext-str32": b"\x93\x01\x03\x91\x93\x07\x00\xd6\x01" + b"abcd",
+        # JSON text (PROTOCOL.md 2.1 "json", 2.2, 2.3): params, results and data as bin
+        "ready-json": mp([1, 1, 8, ["echo", "sum"], {"idempotent": ["echo"], "json": ["echo"]}]),
+        "request-json": mp([1, 2, [[1, "echo", b'[1, {"a" : 2.5, "b":"\\u00e9"}]', 3000],
+                                   [2, "echo", b"", 5], [3, "sum", [1, 2], 0]]]),
+        "response-json": mp([1, 3, [[1, 0, b' {"a" : [1, 2.50]} '],
+                                    [2, 1, {"code": -1, "message": "m", "data": b"[true]"}],
+                                    [3, 0, b"[1,"], [4, 0, b"1e400"]]]),
     }
     for name, s in seeds.items():
         open(os.path.join(d, name + ".mp"), "wb").write(s)
@@ -296,6 +303,8 @@ def workers():
         "grace_unknown": bytes([1, 8, 1, 1, 3, 2]) + frame(0, ready(1, ["m3"])) + bytes([6, 3]),
         "too_many": frame(0, ready(4, ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "a", "b"])),
         "unreachable": frame(3, ready(4, ["m0"])) + bytes([1, 0, 1, 6, 3]),
+        "json_and_msgpack": frame(0, ready(4, ["m0", "m1"], {"idempotent": ["m0"], "json": ["m0"]})) +
+        frame(2, ready(4, ["m0"])) + bytes([1, 0, 1, 1, 1, 2, 6, 4, 3, 3, 6, 7, 2, 0]),
     }
     for name, s in seeds.items():
         open(os.path.join(d, name), "wb").write(s)

@@ -123,11 +123,13 @@ static void serve(jrpc_batch_t *b)
         msgpack_unpacked u;
         msgpack_unpacked_init(&u);
         const msgpack_object *p = NULL;
+        jrpc_buf_t mp;   /* the params as a msgpack worker gets them */
+        jrpc_buf_init(&mp);
         if (c->params.n) {
             size_t off = 0;
-            assert_int_equal(msgpack_unpack_next(&u, c->params.p, c->params.n, &off),
-                             MSGPACK_UNPACK_SUCCESS);
-            assert_int_equal(off, c->params.n);
+            assert_int_equal(jrpc_json_to_msgpack(c->params.p, c->params.n, 64, &mp), 0);
+            assert_int_equal(msgpack_unpack_next(&u, mp.p, mp.len, &off), MSGPACK_UNPACK_SUCCESS);
+            assert_int_equal(off, mp.len);
             p = &u.data;
         }
         if (method_is(c, "subtract")) {
@@ -148,6 +150,7 @@ static void serve(jrpc_batch_t *b)
             assert_int_equal(jrpc_batch_answer_error(b, i, JRPC_METHOD_NOT_FOUND, NULL), 0);
         }
         msgpack_unpacked_destroy(&u);
+        jrpc_buf_dispose(&mp);
     }
 }
 
@@ -226,8 +229,8 @@ static void test_calls(void **state)
     assert_false(c->notification);
     assert_int_equal(c->method.n, 3);
     assert_memory_equal(c->method.p, "add", 3);
-    assert_int_equal(c->params.n, 3);
-    assert_memory_equal(c->params.p, "\x92\x2a\x17", 3);
+    assert_int_equal(c->params.n, 7);   /* the client's text, borrowed from the body */
+    assert_memory_equal(c->params.p, "[42,23]", 7);
     assert_int_equal(c->id.n, 1);
     assert_memory_equal(c->id.p, "1", 1);
     req_dispose(&r);
@@ -429,7 +432,7 @@ static void test_limits(void **state)
         req_parse_n(&r, body, (size_t)n, &def);
         if (depth == 64) {
             assert_false(r.b.calls[0].answered);
-            assert_int_equal(r.b.calls[0].params.n, 63);
+            assert_int_equal(r.b.calls[0].params.n, 2 * 63);   /* [[...]] as sent */
         } else {
             assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
                                 "\"message\":\"Parse error\",\"data\":\"nesting depth exceeds 64\"},\"id\":null}");
@@ -640,6 +643,162 @@ static void test_suite(void **state)
     assert_true(count >= 300);
 }
 
+
+/* Answers call i from the msgpack bytes mp[0..n): a result, or an error. */
+static void answer_mp(jrpc_batch_t *b, uint32_t i, bool error, const char *mp, size_t n)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    assert_int_equal(msgpack_unpack_next(&u, mp, n, &off), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(off, n);
+    if (error)
+        assert_int_equal(jrpc_batch_answer_error_obj(b, i, &u.data), 0);
+    else
+        assert_int_equal(jrpc_batch_answer_result(b, i, &u.data), 0);
+    msgpack_unpacked_destroy(&u);
+}
+
+/* A result as JSON text: msgpack bin8 of the text. */
+static void answer_json(jrpc_batch_t *b, uint32_t i, const char *json)
+{
+    size_t n = strlen(json);
+    assert_true(n < 256);
+    char mp[260] = { (char)0xc4, (char)n };
+    memcpy(mp + 2, json, n);
+    answer_mp(b, i, false, mp, n + 2);
+}
+
+/* An error {"code": -1, "message": "m", "data": bin(json)}. */
+static void answer_json_error(jrpc_batch_t *b, uint32_t i, const char *json)
+{
+    size_t n = strlen(json);
+    assert_true(n < 200);
+    char mp[260];
+    size_t k = 0;
+    memcpy(mp, "\x83\xa4" "code" "\xff" "\xa7" "message" "\xa1m" "\xa4" "data", 22);
+    k = 22;
+    mp[k++] = (char)0xc4;
+    mp[k++] = (char)n;
+    memcpy(mp + k, json, n);
+    answer_mp(b, i, true, mp, k + n);
+}
+
+/* PROTOCOL.md 2.3: a result or error data as JSON text is checked as
+ * strictly as a client's body and copied as it is (without the whitespace
+ * around it); anything else is the -32603 a malformed answer gets. */
+static void test_json_text_answers(void **state)
+{
+    (void)state;
+    char deep[200];
+    req_t r;
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":1},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":2},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":3},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":4},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":5},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":6},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":7},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":8},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":9}]");
+    assert_int_equal(r.b.ncalls, 9);
+    answer_json(&r.b, 0, " \n{\"a\" : [1, 2.50, \"x\\u00e9\"]}\t");
+    answer_json(&r.b, 1, "{\"a\":");                       /* not JSON */
+    for (int k = 0; k < 64; k++)                           /* 64 deep: the limit */
+        deep[k] = '[', deep[64 + k] = ']';
+    deep[128] = '\0';
+    answer_json(&r.b, 2, deep);
+    memmove(deep + 1, deep, 129);                          /* 65 deep */
+    deep[0] = '[';
+    strcat(deep, "]");
+    answer_json(&r.b, 3, deep);
+    answer_json(&r.b, 4, "1e400");                         /* no double: as NaN would be */
+    answer_json(&r.b, 5, "1 2");                           /* two values */
+    answer_json_error(&r.b, 6, "{\"k\": true}");
+    answer_json_error(&r.b, 7, "nope");
+    answer_json(&r.b, 8, "\"\xff\"");                      /* not UTF-8 */
+    assert_string_equal(req_reply(&r),
+        "[{\"jsonrpc\":\"2.0\",\"result\":{\"a\" : [1, 2.50, \"x\\u00e9\"]},\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":2},"
+        "{\"jsonrpc\":\"2.0\",\"result\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],\"id\":3},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":4},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":5},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":6},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-1,\"message\":\"m\",\"data\":{\"k\": true}},\"id\":7},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"worker sent a malformed error\"},\"id\":8},"
+        "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"result has no JSON form\"},\"id\":9}]");
+    req_dispose(&r);
+}
+
+/* Params are the client's bytes, whatever their spelling; a number out of a
+ * double's range there is still a parse error (whichever worker would have
+ * got them), one elsewhere (an id, an unknown member) is not. */
+static void test_params_text(void **state)
+{
+    (void)state;
+    req_t r;
+    const char *body = "{\"params\" :\t{ \"a\" : [ 1 , -0, 1E5 ] } , \"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":1}";
+    req_parse(&r, body);
+    assert_false(r.b.calls[0].answered);
+    assert_int_equal(r.b.calls[0].params.n, strlen("{ \"a\" : [ 1 , -0, 1E5 ] }"));
+    assert_memory_equal(r.b.calls[0].params.p, "{ \"a\" : [ 1 , -0, 1E5 ] }", r.b.calls[0].params.n);
+    req_dispose(&r);
+    req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":[1e400],\"id\":1}");
+    assert_string_equal(req_reply(&r), "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                        "\"message\":\"Parse error\",\"data\":\"number out of range\"},\"id\":null}");
+    req_dispose(&r);
+    req_parse(&r, "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":[1],\"x\":1e400,\"id\":1}");
+    assert_false(r.b.calls[0].answered);
+    assert_int_equal(r.b.calls[0].params_mp.n, 2);   /* no hint: made, 91 01 */
+    assert_memory_equal(r.b.calls[0].params_mp.p, "\x91\x01", 2);
+    req_dispose(&r);
+}
+
+static bool hint_not_echo(void *arg, jrpc_span_t method)
+{
+    (*(int *)arg)++;
+    return !(method.n == 4 && memcmp(method.p, "echo", 4) == 0);
+}
+
+/* The hint: params of a method whose workers all take JSON stay text only;
+ * the others are transcoded in the same pass; params before the method are
+ * transcoded (the hint cannot be asked). The verdicts do not change. */
+static void test_params_hint(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,\"a\"],\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":2},"
+        "{\"params\":{\"k\":null},\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":3},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1e400],\"id\":4}]";
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    jrpc_batch_t b;
+    int asked = 0;
+    jrpc_batch_init(&b);
+    b.msgpack_hint = hint_not_echo;
+    b.hint_arg = &asked;
+    assert_int_equal(jrpc_batch_parse(&b, body, sizeof body - 1, &lim), 0);
+    assert_int_equal(b.body_code, JRPC_PARSE_ERROR);   /* 1e400 in echo's params still */
+    jrpc_batch_dispose(&b);
+    static const char three[] =
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,\"a\"],\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":2},"
+        "{\"params\":{\"k\":null},\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":3}]";
+    jrpc_batch_init(&b);
+    asked = 0;
+    b.msgpack_hint = hint_not_echo;
+    b.hint_arg = &asked;
+    assert_int_equal(jrpc_batch_parse(&b, three, sizeof three - 1, &lim), 0);
+    assert_int_equal(b.ncalls, 3);
+    assert_int_equal(asked, 2);
+    assert_int_equal(b.calls[0].params.n, 7);
+    assert_int_equal(b.calls[0].params_mp.n, 0);              /* echo: text only */
+    assert_int_equal(b.calls[1].params_mp.n, 3);              /* add: 92 01 02 */
+    assert_memory_equal(b.calls[1].params_mp.p, "\x92\x01\x02", 3);
+    assert_int_equal(b.calls[2].params_mp.n, 4);              /* before the method: 81 a1 6b c0 */
+    jrpc_batch_dispose(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +811,9 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_params_round_trip),
         cmocka_unit_test(test_worker_answers),
+        cmocka_unit_test(test_json_text_answers),
+        cmocka_unit_test(test_params_text),
+        cmocka_unit_test(test_params_hint),
         cmocka_unit_test(test_suite),
         cmocka_unit_test(test_count),
     };
