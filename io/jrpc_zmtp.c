@@ -296,7 +296,6 @@ void jrpc_zmtp_outq_written(jrpc_zmtp_outq_t *q)
 
 #define READ_MIN    16384   /* free room offered to each read */
 #define SHRINK_AT   262144  /* an empty input buffer larger than this is freed */
-#define MAX_BUFS    64      /* iovecs per write */
 #define MAX_FRAMES  3       /* delimiter, header, body; more is "excess" */
 
 /* Our greeting and READY (Socket-Type ROUTER), sent at once on accept. */

@@ -1,18 +1,22 @@
 /* jrpc_zmtp — a ZMTP 3.1 server ("ROUTER") on the libuv loop, no threads.
  *
- * The client front's own ZeroMQ wire (docs/ARCHITECTURE.md, "Our own ZMTP
- * on the client front"): tcp:// (IPv4, IPv6) and ipc:// listeners, the NULL
- * security mechanism only, peers of type DEALER, REQ or ROUTER (the ZMTP
- * socket-type rules for a ROUTER), ZMTP 3.0 and 3.1 (a 1.0 or 2.0 peer, that
- * is libzmq before 4.0, is closed after the greeting). Bytes are read and
- * written on the loop thread, like the HTTP front: no I/O thread, no mailbox.
- * CURVE is not here: the front keeps libzmq for it.
+ * The broker's own ZeroMQ wire, for clients (broker/jrpc_front_zmq) and for
+ * workers (broker/jrpc_workers) alike (docs/ARCHITECTURE.md, "Our own ZMTP
+ * on the client front" and "... on the worker side"): tcp:// (IPv4, IPv6)
+ * and ipc:// listeners, the NULL security mechanism only, peers of type
+ * DEALER, REQ or ROUTER (the ZMTP socket-type rules for a ROUTER), ZMTP 3.0
+ * and 3.1 (a 1.0 or 2.0 peer, that is libzmq before 4.0, is closed after the
+ * greeting). Bytes are read and written on the loop thread, like the HTTP
+ * front: no I/O thread, no mailbox. CURVE is not here: both sides keep
+ * libzmq for it.
  *
- * Two layers. The decoder (jrpc_zmtp_greeting_check .. jrpc_zmtp_prop_next)
+ * Three layers. The decoder (jrpc_zmtp_greeting_check .. jrpc_zmtp_prop_next)
  * is pure code over bytes, picohttpparser-style: it never allocates, never
  * reads past the input, and says "need more" or "malformed", never guesses.
- * The server (jrpc_zmtp_new ..) owns the sockets, one outbound queue per
- * connection bounded like libzmq's SNDHWM, and batches writes per loop turn.
+ * The output queue (jrpc_zmtp_outq_*) is pure too: messages appended to one
+ * buffer, counted exactly. The server (jrpc_zmtp_new ..) owns the sockets,
+ * one output queue per connection bounded like libzmq's SNDHWM, and batches
+ * writes per loop turn.
  *
  * A routing id is our per-connection handle: the server generates one for
  * every connection and ignores the peer's Identity property (libzmq's ROUTER
