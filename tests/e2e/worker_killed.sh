@@ -2,8 +2,8 @@
 # A worker SIGKILLed while it holds calls, with heartbeats far apart (5 s):
 # its calls are neither lost nor left hanging. With the broker's own ZMTP
 # engine on the worker side (the default) the connection's close is the
-# loss: the non-idempotent call comes back -32004 and the idempotent one is
-# re-run at the other worker, both well before a heartbeat could have told.
+# loss: the idempotent calls are re-run at the other worker and the
+# non-idempotent one comes back -32004, well before a heartbeat could tell.
 # With --workers-engine libzmq (JRPC_WORKERS_ENGINE=libzmq, the _libzmq
 # variant) the loss is seen at the next heartbeat send, within 5 s.
 # Either way: reason=unreachable, every call answered once. ~10 s.
@@ -11,6 +11,7 @@
 source "$JRPC_E2E_LIB"
 command -v curl >/dev/null || { echo "curl is required"; exit 1; }
 
+# shellcheck disable=SC2034  # read by lib.sh
 E2E_HTTP=1
 HB=(--heartbeat-ms 5000)
 e2e_start_broker "${HB[@]}" --liveness 3 --timeout-ms 30000
