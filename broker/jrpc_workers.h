@@ -97,7 +97,7 @@ typedef void (*jrpc_done_fn)(void *owner, uint32_t index, int kind, int code,
                              const msgpack_object *value, void *arg);
 
 /* Creates the module and binds its socket: io/jrpc_zmtp on the loop thread
- * for tcp:// and ipc:// without CURVE unless opts.libzmq, else a libzmq
+ * for tcp:// and ipc:// paths without CURVE unless opts.libzmq, else a libzmq
  * ROUTER (event=listening says which, and why). NULL on failure (logged). */
 jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,
                                  jrpc_done_fn done, void *arg);

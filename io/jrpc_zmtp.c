@@ -386,7 +386,9 @@ static void on_idle(uv_idle_t *h);
 
 bool jrpc_zmtp_supports(const char *endpoint)
 {
-    return strncmp(endpoint, "tcp://", 6) == 0 || strncmp(endpoint, "ipc://", 6) == 0;
+    /* ipc://@NAME is libzmq's Linux abstract namespace: not a path. */
+    return strncmp(endpoint, "tcp://", 6) == 0 ||
+           (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@');
 }
 
 /* A reply may be made after our prepare callback has run in this loop turn

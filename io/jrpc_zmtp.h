@@ -187,7 +187,8 @@ typedef struct jrpc_zmtp_stats {
     uint64_t pings;            /* PINGs answered */
 } jrpc_zmtp_stats_t;
 
-/* True when the native engine can bind endpoint (tcp:// or ipc://). */
+/* True when the native engine can bind endpoint: tcp://, or ipc:// with a
+ * path (not libzmq's abstract ipc://@NAME). */
 bool jrpc_zmtp_supports(const char *endpoint);
 
 /* Binds and listens (getaddrinfo for a host name: may block, at start-up).

@@ -320,6 +320,18 @@ static void test_ready(void **state)
     free(b);
 }
 
+/* What the engine binds, and what it leaves to libzmq. */
+static void test_supports(void **state)
+{
+    (void)state;
+    assert_true(jrpc_zmtp_supports("tcp://127.0.0.1:5556"));
+    assert_true(jrpc_zmtp_supports("tcp://*:*"));
+    assert_true(jrpc_zmtp_supports("ipc:///tmp/x.sock"));
+    assert_false(jrpc_zmtp_supports("ipc://@abstract"));   /* Linux abstract namespace */
+    assert_false(jrpc_zmtp_supports("inproc://x"));
+    assert_false(jrpc_zmtp_supports("tipc://<1,2>"));
+}
+
 /* ---- the output queue -------------------------------------------------- */
 
 /* The bytes of a message of frames, as a peer must read them. */
@@ -1087,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_frame_stream_pieces),
         cmocka_unit_test(test_command_split),
         cmocka_unit_test(test_ready),
+        cmocka_unit_test(test_supports),
         cmocka_unit_test(test_outq_count_consume),
         cmocka_unit_test(test_outq_pinned),
         cmocka_unit_test(test_dealer_req),
