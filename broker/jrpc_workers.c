@@ -44,6 +44,7 @@
 #include "jrpc_metrics.h"
 #include "jrpc_mpack.h"
 #include "jrpc_wire.h"
+#include "jrpc_zmtp.h"
 #include "jrpc_zwatch.h"
 
 #define NIL UINT32_MAX
@@ -57,6 +58,13 @@
  * REQUESTs outstanding at a worker, so only a worker that stopped reading
  * (heartbeats pile up) gets near it; by then liveness has removed it. */
 #define WORKER_HWM 100000
+#define MAX_FRAME (64u << 20)   /* ZMQ_MAXMSGSIZE: a larger frame cuts the connection */
+/* The native engine: greeting and READY within this after connecting (what
+ * libzmq's DEALER sends by itself at once), else closed. */
+#define HANDSHAKE_MS 5000
+/* Output buffer a worker connection keeps once drained (the native engine):
+ * few connections, many messages, so no allocation per REQUEST. */
+#define OUT_KEEP (256u << 10)
 /* Answer times per method, for the hedging threshold: LAT_BUCKETS buckets
  * of a quarter octave from LAT_BASE_US (so a p95 within 19 %), halved when
  * LAT_DECAY answers are counted (the last few thousand answers count). */
@@ -121,7 +129,8 @@ struct method {
 };
 
 struct worker {
-    char        id[MAX_ROUTING_ID]; /* ROUTER routing id */
+    jrpc_zmtp_conn_t *conn; /* native engine: its connection (a reference); NULL with libzmq */
+    char        id[MAX_ROUTING_ID]; /* ROUTER routing id (native: 0 and the conn id, as libzmq's) */
     size_t      idlen;
     char        name[MAX_NAME + 1]; /* READY's "name" option, else the id in hex (metrics) */
     uint32_t    credit;     /* announced at READY, at most max_worker_credit */
@@ -155,8 +164,10 @@ struct worker {
 
 struct jrpc_workers {
     uv_loop_t      *loop;
-    void           *sock;          /* ROUTER */
-    jrpc_zwatch_t   watch;
+    jrpc_zmtp_t    *zmtp;          /* the native ROUTER (io/jrpc_zmtp), or NULL: */
+    void           *sock;          /* the libzmq ROUTER, or NULL */
+    jrpc_zwatch_t   watch;         /* libzmq */
+    bool            destroying;    /* jrpc_workers_destroy ran: no more losses */
     uv_timer_t      heartbeat;
     int             closing;       /* handles still closing */
     jrpc_workers_opts_t opts;
@@ -395,17 +406,50 @@ static void slot_finish(jrpc_workers_t *w, uint32_t i, int kind, int code,
 
 /* ---- sending ---- */
 
-static int send_to(jrpc_workers_t *w, worker_t *wk, const char *p, size_t n)
+/* Whom a message comes from or goes to: a native connection (its routing id
+ * made up when needed: peer_id), or a libzmq routing id. */
+typedef struct peer {
+    jrpc_zmtp_conn_t *conn;
+    const char       *id;       /* libzmq */
+    size_t            idlen;
+} peer_t;
+
+#define NATIVE_IDLEN 5   /* a zero byte and a 32-bit number, as libzmq makes them */
+
+/* The routing id of a peer, for labels and logs: buf has NATIVE_IDLEN bytes. */
+static const char *peer_id(const peer_t *p, char *buf, size_t *len)
 {
-    if (zmq_send(w->sock, wk->id, wk->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+    if (p->conn == NULL) {
+        *len = p->idlen;
+        return p->id;
+    }
+    uint32_t n = jrpc_zmtp_conn_id(p->conn);
+    buf[0] = 0;
+    for (int i = 4; i >= 1; i--, n >>= 8)
+        buf[i] = (char)(uint8_t)n;
+    *len = NATIVE_IDLEN;
+    return buf;
+}
+
+static peer_t worker_peer(const worker_t *wk)
+{
+    return (peer_t){ .conn = wk->conn, .id = wk->id, .idlen = wk->idlen };
+}
+
+/* One frame to a peer. Returns 0, -EHOSTUNREACH (its connection is gone),
+ * -EAGAIN (WORKER_HWM messages wait for it), or another -errno. */
+static int send_to(jrpc_workers_t *w, const peer_t *to, const char *p, size_t n)
+{
+    if (to->conn)
+        return jrpc_zmtp_send(to->conn, &(jrpc_span_t){ p, n }, 1);
+    if (zmq_send(w->sock, to->id, to->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(w->sock, p, n, ZMQ_DONTWAIT) < 0)
         return -errno;
     return 0;
 }
 
-/* Returns 0, -ENOMEM, or -errno from zmq_send (-EHOSTUNREACH: the peer's
- * connection is gone). */
-static int send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type)
+/* Returns 0, -ENOMEM, or what send_to returns. */
+static int send_simple(jrpc_workers_t *w, const peer_t *to, int type)
 {
     jrpc_buf_reset(&w->scratch);
     /* Our heartbeat settings ride on every HEARTBEAT: workers adopt them
@@ -415,10 +459,7 @@ static int send_simple(jrpc_workers_t *w, const char *id, size_t idlen, int type
              ? jrpc_wire_put_heartbeat_settings(&w->scratch, w->opts.heartbeat_ms, w->opts.liveness)
              : jrpc_wire_put_disconnect(&w->scratch)) < 0)
         return -ENOMEM;
-    if (zmq_send(w->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(w->sock, w->scratch.p, w->scratch.len, ZMQ_DONTWAIT) < 0)
-        return -errno;
-    return 0;
+    return send_to(w, to, w->scratch.p, w->scratch.len);
 }
 
 /* ---- hedging ---- */
@@ -702,10 +743,16 @@ static void queue_push(jrpc_workers_t *w, method_t *m, uint32_t i)
 
 /* ---- worker lifecycle ---- */
 
-static worker_t *worker_find(jrpc_workers_t *w, const char *id, size_t idlen)
+/* The live worker speaking through a peer: the connection's own pointer
+ * (native), or a search by routing id (libzmq). */
+static worker_t *worker_find(jrpc_workers_t *w, const peer_t *from)
 {
+    if (from->conn) {
+        worker_t *wk = jrpc_zmtp_conn_data(from->conn);
+        return wk && !wk->dead ? wk : NULL;
+    }
     for (worker_t *wk = w->workers; wk; wk = wk->next)
-        if (!wk->dead && wk->idlen == idlen && memcmp(wk->id, id, idlen) == 0)
+        if (!wk->dead && wk->idlen == from->idlen && memcmp(wk->id, from->id, from->idlen) == 0)
             return wk;
     return NULL;
 }
@@ -860,6 +907,9 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
 
 static void worker_free(jrpc_workers_t *w, worker_t *wk)
 {
+    if (wk->conn && jrpc_zmtp_conn_data(wk->conn) == wk)   /* not a later session's */
+        jrpc_zmtp_conn_set_data(wk->conn, NULL);
+    jrpc_zmtp_conn_unref(&wk->conn);
     worker_release_methods(w, wk);
     jrpc_buf_dispose(&wk->out);
     free(wk->methods);
@@ -955,10 +1005,13 @@ static void worker_name(worker_t *wk, const msgpack_object *name)
 /* Refuses a READY: logged, counted, and the worker told DISCONNECT ("I do
  * not know you": it reconnects and tries again, at most once per heartbeat
  * interval, PROTOCOL.md section 6). */
-static void ready_refuse(jrpc_workers_t *w, const char *id, size_t idlen, const char *why,
-                         uint32_t n, uint32_t limit)
+static void ready_refuse(jrpc_workers_t *w, const peer_t *from, const char *why, uint32_t n,
+                         uint32_t limit)
 {
     w->ready_refused++;
+    char idbuf[NATIVE_IDLEN];
+    size_t idlen;
+    const char *id = peer_id(from, idbuf, &idlen);
     char hexid[2 * 16 + 1];
     size_t k = 0;
     for (size_t i = 0; i < idlen && i < 16; i++)
@@ -966,21 +1019,21 @@ static void ready_refuse(jrpc_workers_t *w, const char *id, size_t idlen, const 
     hexid[k] = '\0';
     JRPC_LOG(JRPC_LOG_WARN, "workers", "event=ready_refused id=%s reason=%s methods=%u limit=%u",
              hexid, why, n, limit);
-    send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
+    send_simple(w, from, JRPC_WIRE_DISCONNECT);
 }
 
 /* Starts a session. Linear in the size of the READY: one hash lookup per
  * name, duplicates found by the mark the READY leaves on each entry. */
-static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc_wire_msg_t *m)
+static void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
 {
-    worker_t *old = worker_find(w, id, idlen);
+    worker_t *old = worker_find(w, from);
     if (old)
         worker_kill(w, old, "ready_again");
     method_sweep(w);   /* what the old session alone listed */
     uint32_t n = m->methods->via.array.size;
     const msgpack_object *names = m->methods->via.array.ptr;
     if (n > w->opts.max_worker_methods) {
-        ready_refuse(w, id, idlen, "too_many_methods", n, w->opts.max_worker_methods);
+        ready_refuse(w, from, "too_many_methods", n, w->opts.max_worker_methods);
         return;
     }
     uint32_t fresh = 0;   /* names not known yet (a repeated one counted each time) */
@@ -990,7 +1043,7 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
             fresh++;
     if (fresh > w->opts.max_methods - (w->nmethods < w->opts.max_methods ? w->nmethods
                                                                            : w->opts.max_methods)) {
-        ready_refuse(w, id, idlen, "method_table_full", w->nmethods + fresh, w->opts.max_methods);
+        ready_refuse(w, from, "method_table_full", w->nmethods + fresh, w->opts.max_methods);
         return;
     }
     worker_t *wk = calloc(1, sizeof *wk);
@@ -1002,8 +1055,14 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
         return;
     }
     wk->json = wk->idem + n;
-    memcpy(wk->id, id, idlen);
-    wk->idlen = idlen;
+    char idbuf[NATIVE_IDLEN];
+    const char *id = peer_id(from, idbuf, &wk->idlen);
+    memcpy(wk->id, id, wk->idlen);
+    if (from->conn) {   /* the connection finds its worker without a search */
+        jrpc_zmtp_conn_ref(from->conn);
+        wk->conn = from->conn;
+        jrpc_zmtp_conn_set_data(wk->conn, wk);
+    }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
     wk->last_seen = jrpc_metrics.now;
@@ -1061,7 +1120,8 @@ static void on_ready(jrpc_workers_t *w, const char *id, size_t idlen, const jrpc
              "json=%u ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
              wk->njson, ignored, w->nworkers);
     /* The answer to READY: our heartbeat settings, before any REQUEST. */
-    send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT);
+    peer_t to = worker_peer(wk);
+    send_simple(w, &to, JRPC_WIRE_HEARTBEAT);
     worker_pull(w, wk);
 }
 
@@ -1142,7 +1202,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
     worker_pull(w, wk);
 }
 
-static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const char *p, size_t n)
+static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, size_t n)
 {
     jrpc_wire_msg_t m;
     msgpack_zone_clear(&w->zone);
@@ -1154,18 +1214,18 @@ static void on_message(jrpc_workers_t *w, const char *id, size_t idlen, const ch
                  jrpc_wire_strerror(rc));
         return;
     }
-    worker_t *wk = worker_find(w, id, idlen);
     if (m.type == JRPC_WIRE_READY) {
-        on_ready(w, id, idlen, &m);
+        on_ready(w, from, &m);
         return;
     }
+    worker_t *wk = worker_find(w, from);
     if (wk == NULL) {
         /* Not ours (we restarted, or it timed out): ask it to start over.
          * Its answers are for calls we gave up on or sent elsewhere. */
         if (m.type == JRPC_WIRE_RESPONSE)
             w->late += m.nitems;
         if (m.type != JRPC_WIRE_DISCONNECT)
-            send_simple(w, id, idlen, JRPC_WIRE_DISCONNECT);
+            send_simple(w, from, JRPC_WIRE_DISCONNECT);
         return;
     }
     wk->last_seen = jrpc_metrics.now;
@@ -1215,17 +1275,55 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
             zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
             ok = false;
         }
-        if (ok && zmq_msg_size(&id) <= MAX_ROUTING_ID)
-            on_message(w, zmq_msg_data(&id), zmq_msg_size(&id), zmq_msg_data(&body),
-                       zmq_msg_size(&body));
-        else
+        if (ok && zmq_msg_size(&id) <= MAX_ROUTING_ID) {
+            peer_t from = { .id = zmq_msg_data(&id), .idlen = zmq_msg_size(&id) };
+            on_message(w, &from, zmq_msg_data(&body), zmq_msg_size(&body));
+        } else {
             w->malformed++;
+        }
         zmq_msg_close(&id);
         zmq_msg_close(&body);
     }
     jrpc_workers_flush(w);
     reap(w);
     return 1;
+}
+
+/* The native engine's messages: a worker's is one frame from a DEALER
+ * (anything else is malformed, as with libzmq). What they produce leaves
+ * in one flush after the read (on_zmtp_read). */
+static void on_zmtp_message(void *data, jrpc_zmtp_conn_t *conn, const jrpc_span_t *frames, int n,
+                            bool excess, const char *peer_ip)
+{
+    (void)peer_ip;
+    jrpc_workers_t *w = data;
+    if (n != 1 || excess) {
+        w->malformed++;
+        return;
+    }
+    peer_t from = { .conn = conn };
+    on_message(w, &from, frames[0].p, frames[0].n);
+}
+
+static void on_zmtp_read(void *data)
+{
+    jrpc_workers_t *w = data;
+    jrpc_workers_flush(w);
+    reap(w);
+}
+
+/* A worker's connection closed (killed, crashed, cut, or it sent what is
+ * not ZMTP): it is lost now, not at the next heartbeat, as a send to it
+ * would find (libzmq: EHOSTUNREACH). Its calls go elsewhere at once. */
+static void on_zmtp_close(void *data, jrpc_zmtp_conn_t *conn)
+{
+    jrpc_workers_t *w = data;
+    worker_t *wk = jrpc_zmtp_conn_data(conn);
+    if (w->destroying || wk == NULL || wk->dead)
+        return;
+    worker_kill(w, wk, "unreachable");
+    jrpc_workers_flush(w);   /* its calls, re-dispatched */
+    reap(w);
 }
 
 /* Ejects wk (no new calls until the ejection ends, unless every worker of
@@ -1275,17 +1373,45 @@ static void on_heartbeat(uv_timer_t *t)
             worker_set_ejected(w, wk, false);
         /* A connection that closed (a killed process) is seen at the next
          * heartbeat, before the liveness runs out. */
+        peer_t to = worker_peer(wk);
         if (wk->missed >= w->opts.liveness && now_ns - wk->last_seen > limit)
             worker_kill(w, wk, "heartbeat_expired");
-        else if (send_simple(w, wk->id, wk->idlen, JRPC_WIRE_HEARTBEAT) == -EHOSTUNREACH)
+        else if (send_simple(w, &to, JRPC_WIRE_HEARTBEAT) == -EHOSTUNREACH)
             worker_kill(w, wk, "unreachable");
     }
     jrpc_workers_flush(w); /* calls re-dispatched above */
     reap(w);
-    jrpc_zwatch_kick(&w->watch);
+    if (w->sock)
+        jrpc_zwatch_kick(&w->watch);
 }
 
 /* ---- public ---- */
+
+/* The libzmq ROUTER: CURVE, other transports, or --workers-engine libzmq. */
+static int start_libzmq(jrpc_workers_t *w, uv_loop_t *loop, const jrpc_workers_opts_t *opts)
+{
+    w->sock = zmq_socket(opts->zmq_ctx, ZMQ_ROUTER);
+    if (w->sock == NULL)
+        return -1;
+    int one = 1, zero = 0;
+    int64_t maxmsg = MAX_FRAME;
+    zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    int hwm = WORKER_HWM;
+    zmq_setsockopt(w->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(w->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+        return -1;
+    }
+    if (zmq_bind(w->sock, opts->endpoint) != 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
+                 opts->endpoint, zmq_strerror(errno));
+        return -1;
+    }
+    return jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0 ? -1 : 0;
+}
 
 jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,
                                  jrpc_done_fn done, void *arg)
@@ -1316,37 +1442,32 @@ jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opt
     w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
     jrpc_buf_init(&w->scratch);
     msgpack_zone_init(&w->zone, 4096);
-    w->sock = zmq_socket(opts->zmq_ctx, ZMQ_ROUTER);
-    if (w->mtab == NULL || w->sock == NULL)
+    if (w->mtab == NULL)
         goto fail;
-    int one = 1, zero = 0;
-    int64_t maxmsg = 64 << 20;
-    zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    int hwm = WORKER_HWM;
-    zmq_setsockopt(w->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(w->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+    /* The native engine unless asked not to, or CURVE is on (libzmq's), or
+     * the transport is one it does not speak (inproc://, ...). */
+    const char *why = opts->libzmq ? "option" : opts->curve ? "curve"
+                      : !jrpc_zmtp_supports(opts->endpoint) ? "transport" : NULL;
+    if (why == NULL) {
+        jrpc_zmtp_opts_t zo = { .endpoint = opts->endpoint, .max_frame = MAX_FRAME,
+                                .hwm = WORKER_HWM, .handshake_ms = HANDSHAKE_MS,
+                                .out_keep = OUT_KEEP, .on_close = on_zmtp_close,
+                                .on_read = on_zmtp_read };
+        if (jrpc_zmtp_new(loop, &zo, on_zmtp_message, w, &w->zmtp) < 0)
+            goto fail;
+    } else if (start_libzmq(w, loop, opts) < 0) {
         goto fail;
     }
     w->opts.curve = NULL;   /* borrowed: not kept past new */
-    if (zmq_bind(w->sock, opts->endpoint) != 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
-                 opts->endpoint, zmq_strerror(errno));
-        goto fail;
-    }
-    if (jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0)
-        goto fail;
     uv_timer_init(loop, &w->heartbeat);
     w->heartbeat.data = w;
     uv_timer_init(loop, &w->hedge_timer);
     w->hedge_timer.data = w;
     uv_timer_start(&w->heartbeat, on_heartbeat, opts->heartbeat_ms, opts->heartbeat_ms);
     w->grace_until = now_ms(w) + (uint64_t)opts->heartbeat_ms * opts->liveness;
-    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s curve=%s", opts->endpoint,
-             opts->curve ? "on" : "off");
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=listening endpoint=%s curve=%s engine=%s%s%s",
+             opts->endpoint, opts->curve ? "on" : "off", w->zmtp ? "native" : "libzmq",
+             why ? " reason=" : "", why ? why : "");
     return w;
 fail:
     if (w->sock)
@@ -1431,19 +1552,20 @@ void jrpc_workers_flush(jrpc_workers_t *w)
                 continue;
             jrpc_wire_put_request_end(&wk->out, wk->out_n);
             wk->out_n = 0;
-            int rc = send_to(w, wk, wk->out.p, wk->out.len);
+            peer_t to = worker_peer(wk);
+            int rc = send_to(w, &to, wk->out.p, wk->out.len);
             sent = true;
             if (rc == 0) {
                 wk->flushes++;
                 continue;
             }
             /* EHOSTUNREACH: it is gone; EAGAIN: it stopped reading. Either
-             * way ZeroMQ took nothing, so this REQUEST was not delivered. */
+             * way nothing was queued, so this REQUEST was not delivered. */
             worker_kill(w, wk, rc == -EHOSTUNREACH ? "unreachable" : "send_blocked");
             again = true;
         }
     }
-    if (sent)
+    if (sent && w->sock)
         jrpc_zwatch_kick(&w->watch);
 }
 
@@ -1551,7 +1673,8 @@ static void on_closed_handle(uv_handle_t *h)
     }
     free(w->mtab);
     free(w->slots);
-    zmq_close(w->sock);
+    if (w->sock)
+        zmq_close(w->sock);
     jrpc_buf_dispose(&w->scratch);
     msgpack_zone_destroy(&w->zone);
     free(w);
@@ -1573,15 +1696,26 @@ void jrpc_workers_destroy(jrpc_workers_t **self_p)
      * (a rolling restart), instead of finding out by liveness; one that
      * found us by name also resolves the name again. The linger lets the
      * DISCONNECTs leave: zmq_ctx_term() waits for them, at most this long. */
+    w->destroying = true;
     uint32_t told = 0;
-    for (worker_t *wk = w->workers; wk != NULL; wk = wk->next)
-        if (!wk->dead && send_simple(w, wk->id, wk->idlen, JRPC_WIRE_DISCONNECT) == 0)
+    for (worker_t *wk = w->workers; wk != NULL; wk = wk->next) {
+        peer_t to = worker_peer(wk);
+        if (!wk->dead && send_simple(w, &to, JRPC_WIRE_DISCONNECT) == 0)
             told++;
-    int linger = DISCONNECT_LINGER_MS;
-    zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+    }
     JRPC_LOG(JRPC_LOG_INFO, "workers", "event=disconnect_sent workers=%u of=%u", told, w->nworkers);
-    w->closing = 3;
+    w->closing = 2;
     uv_close((uv_handle_t *)&w->heartbeat, on_closed_handle);
     uv_close((uv_handle_t *)&w->hedge_timer, on_closed_handle);
+    if (w->zmtp) {
+        /* The DISCONNECTs start leaving now; the engine lingers for them on
+         * the loop (uv_run returns once they are out or the time is up) and
+         * frees itself with the last connection the workers let go of. */
+        jrpc_zmtp_destroy(&w->zmtp, DISCONNECT_LINGER_MS);
+        return;
+    }
+    int linger = DISCONNECT_LINGER_MS;
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+    w->closing++;
     jrpc_zwatch_stop(&w->watch, on_closed_watch);
 }

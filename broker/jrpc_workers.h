@@ -27,6 +27,8 @@ typedef struct jrpc_workers jrpc_workers_t;
 typedef struct jrpc_workers_opts {
     const char *endpoint;      /* ROUTER bind address for workers */
     void       *zmq_ctx;       /* ZeroMQ context (borrowed) */
+    bool        libzmq;        /* --workers-engine libzmq: a libzmq ROUTER even where
+                                  io/jrpc_zmtp could serve (tcp://, ipc://, no CURVE) */
     uint32_t    max_queue;     /* calls waiting for credit, all methods together */
     uint32_t    heartbeat_ms;  /* heartbeat interval, both ways (10..3600000) */
     uint32_t    liveness;      /* missed heartbeats before a worker is dead (1..1000);
@@ -94,7 +96,9 @@ enum jrpc_done_kind {
 typedef void (*jrpc_done_fn)(void *owner, uint32_t index, int kind, int code,
                              const msgpack_object *value, void *arg);
 
-/* Creates the module and binds its socket. NULL on failure (logged). */
+/* Creates the module and binds its socket: io/jrpc_zmtp on the loop thread
+ * for tcp:// and ipc:// paths without CURVE unless opts.libzmq, else a libzmq
+ * ROUTER (event=listening says which, and why). NULL on failure (logged). */
 jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,
                                  jrpc_done_fn done, void *arg);
 /* Closes the socket and the loop handles; frees from the close callbacks.

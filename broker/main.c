@@ -436,6 +436,7 @@ static jrpc_conf_t *conf;
 int main(int argc, char **argv)
 {
     const char *config = NULL, *zmq_ep = NULL, *keys_path = NULL, *zmq_engine = NULL;
+    const char *workers_engine = NULL;
     bool hedge = false;
     uint32_t hedge_budget = 5;
     const char *admin_listen = NULL;      /* --admin HOST:PORT or "none" */
@@ -468,6 +469,10 @@ int main(int argc, char **argv)
           .dest = &ho.listen, .check = hp_ok },
         { "workers", S, "ENDPOINT", "tcp://127.0.0.1:5556", "ROUTER socket workers connect to",
           .dest = &o.workers.endpoint, .check = zmq_ok },
+        { "workers-engine", S, "NAME", "native", "who speaks ZMTP to workers: native (our own,\n"
+          "on the loop thread; tcp:// and ipc://, no CURVE) or libzmq;\n"
+          "CURVE and other transports always use libzmq",
+          .dest = &workers_engine, .check = jrpc_conf_check_zmq_engine },
         { "timeout-ms", U, "N", "30000", "deadline of every call; a client may ask for less",
           .dest = &o.timeout_ms, .min = 1, .max = 86400000 },
         { "max-body", U, "N", "1048576", "largest request body in bytes, both fronts",
@@ -698,6 +703,7 @@ int main(int argc, char **argv)
         jrpc_logbuf_start(&a.loop);
     void *zctx = zmq_ctx_new();
     o.workers.zmq_ctx = zctx;
+    o.workers.libzmq = strcmp(workers_engine, "libzmq") == 0;
     if (curve) {   /* the ZAP handler is bound before any CURVE socket */
         if ((a.zap = jrpc_curve_zap_new(&a.loop, zctx)) == NULL ||
             jrpc_curve_zap_allow(a.zap, "clients", &curve_lists[0]) < 0 ||

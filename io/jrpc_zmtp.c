@@ -2,6 +2,7 @@
  * the NULL mechanism and metadata of spec 23, socket types of spec 28. */
 #include "jrpc_zmtp.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -15,18 +16,141 @@
 
 #define COMP "zmtp"
 
+/* ---- the output queue -------------------------------------------------- */
+
+#define OUTQ_MIN   256     /* first capacity */
+#define ENDS_MIN   16      /* first message-end slots */
+#define WRITE_MAX  (1u << 30)  /* bytes one uv_buf_t may carry */
+
+void jrpc_zmtp_outq_init(jrpc_zmtp_outq_t *q, size_t keep)
+{
+    memset(q, 0, sizeof *q);
+    q->keep = keep;
+}
+
+void jrpc_zmtp_outq_dispose(jrpc_zmtp_outq_t *q)
+{
+    free(q->buf);
+    free(q->ends);
+    free(q->pinned);
+    jrpc_zmtp_outq_init(q, q->keep);
+}
+
+/* Room for n more bytes at buf + len. Unwritten bytes move to the start
+ * when that makes room and no write reads them; else the buffer grows, and
+ * one a write still reads is pinned rather than freed. */
+static int outq_room(jrpc_zmtp_outq_t *q, size_t n)
+{
+    if (q->cap - q->len >= n)
+        return 0;
+    size_t pending = q->len - q->off;
+    if (q->inflight == 0 && q->off > 0 && q->cap - pending >= n && pending <= q->cap / 2) {
+        memmove(q->buf, q->buf + q->off, pending);
+    } else {
+        size_t cap = q->cap * 2 > OUTQ_MIN ? q->cap * 2 : OUTQ_MIN;
+        if (cap < pending + n)
+            cap = pending + n;
+        uint8_t *b = malloc(cap);
+        if (b == NULL)
+            return -ENOMEM;
+        if (pending)
+            memcpy(b, q->buf + q->off, pending);
+        if (q->inflight && q->pinned == NULL)
+            q->pinned = q->buf;   /* the write in flight reads it */
+        else
+            free(q->buf);         /* an earlier copy: nobody reads it */
+        q->buf = b;
+        q->cap = cap;
+    }
+    for (uint32_t i = q->ehead; i < q->en; i++)
+        q->ends[i] -= q->off;
+    q->len = pending;
+    q->off = 0;
+    return 0;
+}
+
+/* Room for one more message end. */
+static int outq_ends_room(jrpc_zmtp_outq_t *q)
+{
+    if (q->en < q->ecap)
+        return 0;
+    if (q->ehead > 0) {
+        memmove(q->ends, q->ends + q->ehead, (q->en - q->ehead) * sizeof *q->ends);
+        q->en -= q->ehead;
+        q->ehead = 0;
+        return 0;
+    }
+    uint32_t ecap = q->ecap ? q->ecap * 2 : ENDS_MIN;
+    size_t *e = realloc(q->ends, ecap * sizeof *e);
+    if (e == NULL)
+        return -ENOMEM;
+    q->ends = e;
+    q->ecap = ecap;
+    return 0;
+}
+
+int jrpc_zmtp_outq_put(jrpc_zmtp_outq_t *q, const jrpc_span_t *frames, int n, const void *raw,
+                       size_t raw_len)
+{
+    size_t total = raw_len;
+    if (raw == NULL)
+        for (int i = 0; i < n; i++)
+            total += 9 + frames[i].n;
+    if (outq_ends_room(q) < 0 || outq_room(q, total) < 0)
+        return -ENOMEM;
+    uint8_t *o = q->buf + q->len;
+    if (raw) {
+        memcpy(o, raw, raw_len);
+        o += raw_len;
+    } else {
+        for (int i = 0; i < n; i++) {
+            o += jrpc_zmtp_frame_head(o, i + 1 < n ? JRPC_ZMTP_FLAG_MORE : 0, frames[i].n);
+            if (frames[i].n)
+                memcpy(o, frames[i].p, frames[i].n);
+            o += frames[i].n;
+        }
+    }
+    q->len = (size_t)(o - q->buf);
+    q->ends[q->en++] = q->len;
+    return 0;
+}
+
+void jrpc_zmtp_outq_consume(jrpc_zmtp_outq_t *q, size_t bytes)
+{
+    q->off += bytes;
+    while (q->ehead < q->en && q->ends[q->ehead] <= q->off)
+        q->ehead++;
+    if (q->off < q->len || q->inflight)
+        return;
+    q->off = q->len = 0;
+    q->ehead = q->en = 0;
+    if (q->cap > q->keep) {
+        free(q->buf);
+        q->buf = NULL;
+        q->cap = 0;
+    }
+}
+
+void jrpc_zmtp_outq_writing(jrpc_zmtp_outq_t *q, size_t n)
+{
+    q->inflight = n;
+}
+
+void jrpc_zmtp_outq_written(jrpc_zmtp_outq_t *q)
+{
+    size_t n = q->inflight;
+    q->inflight = 0;
+    free(q->pinned);
+    q->pinned = NULL;
+    jrpc_zmtp_outq_consume(q, n);
+}
+
 /* ---- the server -------------------------------------------------------- */
 
 #define READ_MIN    16384   /* free room offered to each read */
 #define SHRINK_AT   262144  /* an empty input buffer larger than this is freed */
-#define MAX_BUFS    64      /* iovecs per write */
 #define MAX_FRAMES  3       /* delimiter, header, body; more is "excess" */
 
-typedef struct outmsg {
-    struct outmsg *next;
-    size_t         len;
-    uint8_t        data[];
-} outmsg_t;
 
 enum conn_state {
     ST_GREETING,   /* waiting for the peer's 64 bytes */
@@ -61,10 +185,10 @@ struct jrpc_zmtp_conn {
     size_t            off[MAX_FRAMES], size[MAX_FRAMES];  /* kept frames, from base */
     int               nframes;
     bool              excess;     /* the message had more than MAX_FRAMES */
-    outmsg_t         *qhead, *qtail;  /* replies to write */
-    size_t            qoff;       /* bytes of qhead already written */
-    uint32_t          qlen;       /* messages on the queue */
-    unsigned          inflight;   /* messages in wreq */
+    bool              opened;     /* got past READY: its close is reported */
+    jrpc_zmtp_outq_t  out;        /* what is to be written */
+    void             *user;       /* jrpc_zmtp_conn_set_data */
+    uint32_t          id;         /* jrpc_zmtp_conn_id */
     char              peer[INET6_ADDRSTRLEN];  /* "" on ipc:// */
 };
 
@@ -82,7 +206,11 @@ struct jrpc_zmtp {
     bool              ipc;
     char             *ipc_path;   /* unlinked at the end */
     jrpc_zmtp_msg_cb  cb;
+    jrpc_zmtp_close_cb on_close;
+    jrpc_zmtp_read_cb on_read;
     void             *data;
+    size_t            out_keep;
+    uint32_t          next_id;    /* jrpc_zmtp_conn_id of the next connection */
     uint64_t          max_frame;
     uint32_t          hwm;
     uint32_t          handshake_ms;
@@ -94,6 +222,7 @@ struct jrpc_zmtp {
     jrpc_zmtp_conn_t *dirty;      /* connections with bytes to write */
     jrpc_zmtp_stats_t st;
     uint64_t          paused_dropped; /* messages read while paused */
+    uint64_t          delivered;  /* messages given to cb */
 };
 
 static void conn_close(jrpc_zmtp_conn_t *c);
@@ -104,7 +233,9 @@ static void on_idle(uv_idle_t *h);
 
 bool jrpc_zmtp_supports(const char *endpoint)
 {
-    return strncmp(endpoint, "tcp://", 6) == 0 || strncmp(endpoint, "ipc://", 6) == 0;
+    /* ipc://@NAME is libzmq's Linux abstract namespace: not a path. */
+    return strncmp(endpoint, "tcp://", 6) == 0 ||
+           (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@');
 }
 
 /* A reply may be made after our prepare callback has run in this loop turn
@@ -123,46 +254,17 @@ static void mark_dirty(jrpc_zmtp_conn_t *c)
         uv_idle_start(&c->z->idle, on_idle);
 }
 
-/* Takes ownership of m. */
-static void enqueue(jrpc_zmtp_conn_t *c, outmsg_t *m)
-{
-    m->next = NULL;
-    if (c->qtail)
-        c->qtail->next = m;
-    else
-        c->qhead = m;
-    c->qtail = m;
-    c->qlen++;
-    mark_dirty(c);
-}
-
-static int enqueue_bytes(jrpc_zmtp_conn_t *c, const void *p, size_t n)
-{
-    outmsg_t *m = malloc(sizeof *m + n);
-    if (m == NULL)
-        return -ENOMEM;
-    memcpy(m->data, p, n);
-    m->len = n;
-    enqueue(c, m);
-    return 0;
-}
-
 /* A command of ours: name, then data. */
 static int enqueue_command(jrpc_zmtp_conn_t *c, const char *name, const void *data, size_t n)
 {
-    size_t nl = strlen(name);
-    uint8_t head[9];
-    size_t hl = jrpc_zmtp_frame_head(head, JRPC_ZMTP_FLAG_COMMAND, 1 + nl + n);
-    outmsg_t *m = malloc(sizeof *m + hl + 1 + nl + n);
-    if (m == NULL)
-        return -ENOMEM;
-    memcpy(m->data, head, hl);
-    m->data[hl] = (uint8_t)nl;
-    memcpy(m->data + hl + 1, name, nl);
+    uint8_t cmd[9 + 1 + 255 + 255];   /* PONG (16 bytes of context) and ERROR (255) fit */
+    assert(1 + strlen(name) + n <= sizeof cmd - 9);
+    size_t hl = jrpc_zmtp_command_head(cmd, name, n);
     if (n)
-        memcpy(m->data + hl + 1 + nl, data, n);
-    m->len = hl + 1 + nl + n;
-    enqueue(c, m);
+        memcpy(cmd + hl, data, n);
+    if (jrpc_zmtp_outq_put(&c->out, NULL, 0, cmd, hl + n) < 0)
+        return -ENOMEM;
+    mark_dirty(c);
     return 0;
 }
 
@@ -170,40 +272,32 @@ int jrpc_zmtp_send(jrpc_zmtp_conn_t *c, const jrpc_span_t *frames, int n)
 {
     if (c->state != ST_OPEN)
         return -EHOSTUNREACH;
-    if (c->qlen >= c->z->hwm)
+    if (jrpc_zmtp_outq_count(&c->out) >= c->z->hwm)
         return -EAGAIN;
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += 9 + frames[i].n;
-    outmsg_t *m = malloc(sizeof *m + total);
-    if (m == NULL)
+    if (jrpc_zmtp_outq_put(&c->out, frames, n, NULL, 0) < 0)
         return -ENOMEM;
-    size_t o = 0;
-    for (int i = 0; i < n; i++) {
-        o += jrpc_zmtp_frame_head(m->data + o, i + 1 < n ? JRPC_ZMTP_FLAG_MORE : 0, frames[i].n);
-        if (frames[i].n)
-            memcpy(m->data + o, frames[i].p, frames[i].n);
-        o += frames[i].n;
-    }
-    m->len = o;
-    enqueue(c, m);
+    mark_dirty(c);
     return 0;
+}
+
+void jrpc_zmtp_conn_set_data(jrpc_zmtp_conn_t *c, void *p)
+{
+    c->user = p;
+}
+
+void *jrpc_zmtp_conn_data(const jrpc_zmtp_conn_t *c)
+{
+    return c->user;
+}
+
+uint32_t jrpc_zmtp_conn_id(const jrpc_zmtp_conn_t *c)
+{
+    return c->id;
 }
 
 void jrpc_zmtp_conn_ref(jrpc_zmtp_conn_t *c)
 {
     c->refs++;
-}
-
-static void queue_free(jrpc_zmtp_conn_t *c)
-{
-    for (outmsg_t *m = c->qhead, *next; m; m = next) {
-        next = m->next;
-        free(m);
-    }
-    c->qhead = c->qtail = NULL;
-    c->qlen = 0;
-    c->qoff = 0;
 }
 
 void jrpc_zmtp_conn_unref(jrpc_zmtp_conn_t **conn_p)
@@ -215,58 +309,18 @@ void jrpc_zmtp_conn_unref(jrpc_zmtp_conn_t **conn_p)
     if (--c->refs > 0)
         return;
     jrpc_zmtp_t *z = c->z;
-    queue_free(c);
+    jrpc_zmtp_outq_dispose(&c->out);
     free(c->in);
     free(c);
     z->live--;
     maybe_free(z);
 }
 
-/* Frees the first `bytes` written bytes of the queue. */
-static void queue_consume(jrpc_zmtp_conn_t *c, size_t bytes)
-{
-    while (bytes > 0 && c->qhead) {
-        outmsg_t *m = c->qhead;
-        size_t left = m->len - c->qoff;
-        if (bytes < left) {
-            c->qoff += bytes;
-            return;
-        }
-        bytes -= left;
-        c->qoff = 0;
-        c->qhead = m->next;
-        if (c->qhead == NULL)
-            c->qtail = NULL;
-        c->qlen--;
-        free(m);
-    }
-}
-
-static unsigned queue_bufs(jrpc_zmtp_conn_t *c, uv_buf_t *bufs)
-{
-    unsigned nb = 0;
-    for (outmsg_t *m = c->qhead; m && nb < MAX_BUFS; m = m->next, nb++) {
-        size_t skip = m == c->qhead ? c->qoff : 0;
-        bufs[nb] = uv_buf_init((char *)m->data + skip, (unsigned)(m->len - skip));
-    }
-    return nb;
-}
-
 static void on_write(uv_write_t *w, int status)
 {
     jrpc_zmtp_conn_t *c = w->data;
     c->writing = false;
-    /* Every buffer of the request is written, the first from qoff. */
-    for (unsigned i = 0; i < c->inflight && c->qhead; i++) {
-        outmsg_t *m = c->qhead;
-        c->qhead = m->next;
-        if (c->qhead == NULL)
-            c->qtail = NULL;
-        c->qlen--;
-        c->qoff = 0;
-        free(m);
-    }
-    c->inflight = 0;
+    jrpc_zmtp_outq_written(&c->out);
     if (c->state == ST_CLOSED)
         return;
     if (status < 0) {
@@ -278,16 +332,22 @@ static void on_write(uv_write_t *w, int status)
     conn_flush(c);
 }
 
-/* Writes what is queued: uv_try_write first (no request, no copy), what is
- * left with one uv_write of up to MAX_BUFS messages. */
+/* The unwritten bytes as one buffer (at most WRITE_MAX of them). */
+static uv_buf_t out_buf(const jrpc_zmtp_conn_t *c)
+{
+    size_t n = jrpc_zmtp_outq_pending(&c->out);
+    return uv_buf_init((char *)c->out.buf + c->out.off, (unsigned)(n > WRITE_MAX ? WRITE_MAX : n));
+}
+
+/* Writes what is queued: uv_try_write first (no request), what is left
+ * with one uv_write, which it reads in place (jrpc_zmtp_outq_writing). */
 static void conn_flush(jrpc_zmtp_conn_t *c)
 {
     if (c->writing || c->state == ST_CLOSED)
         return;
-    uv_buf_t bufs[MAX_BUFS];
-    while (c->qhead) {
-        unsigned nb = queue_bufs(c, bufs);
-        int w = uv_try_write(&c->io.s, bufs, nb);
+    while (jrpc_zmtp_outq_pending(&c->out) > 0) {
+        uv_buf_t b = out_buf(c);
+        int w = uv_try_write(&c->io.s, &b, 1);
         if (w == UV_EAGAIN || w == 0)
             break;
         if (w < 0) {
@@ -296,27 +356,24 @@ static void conn_flush(jrpc_zmtp_conn_t *c)
             conn_close(c);
             return;
         }
-        size_t all = 0;
-        for (unsigned i = 0; i < nb; i++)
-            all += bufs[i].len;
-        queue_consume(c, (size_t)w);
-        if ((size_t)w < all)
+        jrpc_zmtp_outq_consume(&c->out, (size_t)w);
+        if ((size_t)w < b.len)
             break;   /* the socket is full */
     }
-    if (c->qhead == NULL) {
+    if (jrpc_zmtp_outq_pending(&c->out) == 0) {
         if (c->state == ST_FLUSHING)
             conn_close(c);
         return;
     }
-    unsigned nb = queue_bufs(c, bufs);
+    uv_buf_t b = out_buf(c);
     c->wreq.data = c;
-    int rc = uv_write(&c->wreq, &c->io.s, bufs, nb, on_write);
+    int rc = uv_write(&c->wreq, &c->io.s, &b, 1, on_write);
     if (rc < 0) {
         conn_close(c);
         return;
     }
     c->writing = true;
-    c->inflight = nb;
+    jrpc_zmtp_outq_writing(&c->out, b.len);
 }
 
 static void flush_dirty(jrpc_zmtp_t *z)
@@ -378,6 +435,8 @@ static void conn_close(jrpc_zmtp_conn_t *c)
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
     if (z->destroyed && z->conns == NULL)
         close_linger(z);
+    else if (c->opened && z->on_close && !z->destroyed)
+        z->on_close(z->data, c);
 }
 
 /* Refuses the peer: ERROR with the reason, then closed once written. */
@@ -437,6 +496,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
             return -1;
         }
         c->state = ST_OPEN;
+        c->opened = true;
         uv_timer_stop(&c->timer);
         return 0;
     }
@@ -447,7 +507,7 @@ static int on_command(jrpc_zmtp_conn_t *c, const jrpc_zmtp_frame_t *f)
         }
         /* A peer that sends PINGs and does not read gets no more PONGs
          * once hwm messages wait for it: the queue stays bounded. */
-        if (c->qlen >= c->z->hwm)
+        if (jrpc_zmtp_outq_count(&c->out) >= c->z->hwm)
             return 0;
         if (enqueue_command(c, "PONG", data.p + 2, data.n - 2) < 0) {
             conn_close(c);
@@ -476,6 +536,7 @@ static void deliver(jrpc_zmtp_conn_t *c)
     jrpc_span_t frames[MAX_FRAMES];
     for (int i = 0; i < c->nframes; i++)
         frames[i] = (jrpc_span_t){ (const char *)c->in + c->base + c->off[i], c->size[i] };
+    z->delivered++;
     z->cb(z->data, c, frames, c->nframes, c->excess, c->peer[0] ? c->peer : NULL);
 }
 
@@ -603,8 +664,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in_len += (size_t)nread;
-    if (nread > 0)
-        conn_process(c);
+    if (nread == 0)
+        return;
+    jrpc_zmtp_t *z = c->z;
+    uint64_t before = z->delivered;
+    conn_process(c);
+    if (z->on_read && !z->destroyed && z->delivered != before)
+        z->on_read(z->data);
 }
 
 static void peer_name(jrpc_zmtp_conn_t *c)
@@ -630,6 +696,8 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     c->z = z;
     c->refs = 1;
+    c->id = z->next_id++;
+    jrpc_zmtp_outq_init(&c->out, z->out_keep);
     z->live++;
     if (z->ipc)
         uv_pipe_init(z->loop, &c->io.pipe, 0);
@@ -655,7 +723,7 @@ static void on_connection(uv_stream_t *server, int status)
     uint8_t hello[JRPC_ZMTP_GREETING_LEN + JRPC_ZMTP_READY_MAX];
     memcpy(hello, jrpc_zmtp_greeting, JRPC_ZMTP_GREETING_LEN);
     size_t hl = JRPC_ZMTP_GREETING_LEN + jrpc_zmtp_ready_put(hello + JRPC_ZMTP_GREETING_LEN, "ROUTER");
-    if (enqueue_bytes(c, hello, hl) < 0) {
+    if (jrpc_zmtp_outq_put(&c->out, NULL, 0, hello, hl) < 0) {
         conn_close(c);
         return;
     }
@@ -779,6 +847,10 @@ int jrpc_zmtp_new(uv_loop_t *loop, const jrpc_zmtp_opts_t *opts, jrpc_zmtp_msg_c
         return -ENOMEM;
     z->loop = loop;
     z->cb = cb;
+    z->on_close = opts->on_close;
+    z->on_read = opts->on_read;
+    z->out_keep = opts->out_keep;
+    z->next_id = (uint32_t)uv_hrtime() ^ (uint32_t)uv_os_getpid() << 16;
     z->data = data;
     z->max_frame = opts->max_frame;
     z->hwm = opts->hwm;
@@ -845,7 +917,7 @@ void jrpc_zmtp_destroy(jrpc_zmtp_t **self_p, uint32_t linger_ms)
         next = c->next;
         if (c->state == ST_CLOSED)
             continue;
-        if (c->qhead == NULL) {
+        if (jrpc_zmtp_outq_pending(&c->out) == 0) {
             conn_close(c);
             continue;
         }

@@ -158,7 +158,7 @@ static void ready(jrpc_workers_t *w, char id, uint32_t credit, const char *prefi
         msgpack_pack_str_body(&pk, name, name_len);
     }
     jrpc_metrics_tick();
-    on_message(w, &id, 1, b.p, b.len);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
     jrpc_buf_dispose(&b);
 }
 
@@ -166,12 +166,12 @@ static void heartbeat_from(jrpc_workers_t *w, char id)
 {
     static const char hb[] = { (char)0x92, 1, 4 };
     jrpc_metrics_tick();
-    on_message(w, &id, 1, hb, sizeof hb);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, hb, sizeof hb);
 }
 
 static worker_t *find(jrpc_workers_t *w, char id)
 {
-    return worker_find(w, &id, 1);
+    return worker_find(w, &(peer_t){ .id = &id, .idlen = 1 });
 }
 
 /* High 1: a callback that held the loop for longer than the liveness (the
@@ -313,7 +313,7 @@ static void ready_m(jrpc_workers_t *w, char id, bool idem)
     jrpc_buf_init(&b);
     assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, names, 1, &o), 0);
     jrpc_metrics_tick();
-    on_message(w, &id, 1, b.p, b.len);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
     jrpc_buf_dispose(&b);
 }
 
@@ -327,7 +327,7 @@ static void answer_from(jrpc_workers_t *w, char id, uint64_t seq)
     assert_int_equal(jrpc_buf_append(&b, "\xc0", 1), 0);
     jrpc_wire_put_response_end(&b, 1);
     jrpc_metrics_tick();
-    on_message(w, &id, 1, b.p, b.len);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
     jrpc_buf_dispose(&b);
 }
 
@@ -510,7 +510,7 @@ static void ready_json(jrpc_workers_t *w, char id, uint32_t credit, bool json_m,
     jrpc_buf_init(&b);
     assert_int_equal(jrpc_wire_put_ready_opts(&b, credit, names, 2, &o), 0);
     jrpc_metrics_tick();
-    on_message(w, &id, 1, b.p, b.len);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
     jrpc_buf_dispose(&b);
 }
 
@@ -632,7 +632,7 @@ static void test_json_option_malformed(void **state)
     static const char bad[] = "\x95\x01\x01\x04\x91\xa1m\x81\xa4json\xa1m";   /* "json": "m" */
     char id = 'A';
     jrpc_metrics_tick();
-    on_message(w, &id, 1, bad, sizeof bad - 1);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, bad, sizeof bad - 1);
     assert_null(find(w, 'A'));
     assert_int_equal(w->malformed, 1);
     destroy(w);

@@ -81,6 +81,19 @@ e2e_launch_broker() {
     e2e_wait_for e2e_broker_up 10
 }
 
+# A _libzmq variant (JRPC_ZMQ_ENGINE or JRPC_WORKERS_ENGINE=libzmq) that
+# ran on the native engine would test nothing: its broker must say so.
+e2e_check_engines() {
+    local side var
+    for side in workers front_zmq; do
+        var=JRPC_WORKERS_ENGINE
+        [ $side = front_zmq ] && var=JRPC_ZMQ_ENGINE
+        [ -n "${!var:-}" ] || continue
+        check "$var: comp=$side listens on engine=${!var}" 1 \
+            "$(grep -c "comp=$side event=listening .*engine=${!var}" "$E2E_TMP/broker.log")"
+    done
+}
+
 e2e_start_broker() {
     local try
     for try in 1 2 3 4 5 6 7 8; do
@@ -91,7 +104,7 @@ e2e_start_broker() {
         HTTP_PORT=$((zp + 2))
         HTTP_URL="http://127.0.0.1:$HTTP_PORT"
         export JRPC_URL=$URL
-        if e2e_launch_broker "$@"; then return 0; fi
+        if e2e_launch_broker "$@"; then e2e_check_engines; return 0; fi
         kill -9 "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null
     done
     echo "could not start the broker"; cat "$E2E_TMP/broker.log"; exit 1

@@ -174,7 +174,7 @@ static void answer_one(jrpc_workers_t *w, worker_t *wk, uint8_t pick)
         f[k++] = (char)(seq >> (8 * i));
     f[k++] = 0;
     f[k++] = (char)0xc3;
-    on_message(w, wk->id, wk->idlen, f, k);
+    on_message(w, &(peer_t){ .id = wk->id, .idlen = wk->idlen }, f, k);
 }
 
 /* What jrpc_workers_new() makes, on the shared ROUTER, no handle started. */
@@ -251,7 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (n)
                 memcpy(frame, data + p, n);
             p += n;
-            on_message(w, &id, 1, frame, n);
+            on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, frame, n);
             free(frame);
             break;
         }
@@ -300,7 +300,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 7: {
             p += 2;
             char id = (char)('A' + (a & 3));
-            worker_t *wk = worker_find(w, &id, 1);
+            worker_t *wk = worker_find(w, &(peer_t){ .id = &id, .idlen = 1 });
             if (wk)
                 answer_one(w, wk, b);
             break;

@@ -320,6 +320,136 @@ static void test_ready(void **state)
     free(b);
 }
 
+/* What the engine binds, and what it leaves to libzmq. */
+static void test_supports(void **state)
+{
+    (void)state;
+    assert_true(jrpc_zmtp_supports("tcp://127.0.0.1:5556"));
+    assert_true(jrpc_zmtp_supports("tcp://*:*"));
+    assert_true(jrpc_zmtp_supports("ipc:///tmp/x.sock"));
+    assert_false(jrpc_zmtp_supports("ipc://@abstract"));   /* Linux abstract namespace */
+    assert_false(jrpc_zmtp_supports("inproc://x"));
+    assert_false(jrpc_zmtp_supports("tipc://<1,2>"));
+}
+
+/* ---- the output queue -------------------------------------------------- */
+
+/* The bytes of a message of frames, as a peer must read them. */
+static size_t wire_bytes(uint8_t *out, const jrpc_span_t *fr, int n)
+{
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        o += jrpc_zmtp_frame_head(out + o, i + 1 < n ? JRPC_ZMTP_FLAG_MORE : 0, fr[i].n);
+        memcpy(out + o, fr[i].p, fr[i].n);
+        o += fr[i].n;
+    }
+    return o;
+}
+
+/* Messages of 1..3 frames and sizes around the long-size edge go in as
+ * frames, come out as the peer must read them; the count drops by one
+ * exactly when a message's last byte is consumed, written one byte at a
+ * time or in odd steps; an empty queue starts over and frees its buffer
+ * above keep. */
+static void test_outq_count_consume(void **state)
+{
+    (void)state;
+    static uint8_t body[600], want[1 << 14];
+    for (size_t i = 0; i < sizeof body; i++)
+        body[i] = (uint8_t)(i * 7 + 1);
+    static const size_t sizes[] = { 0, 1, 255, 256, 300, 599 };
+    for (size_t keep = 0; keep <= 1 << 20; keep += 1 << 20) {
+        for (size_t step = 1; step <= 97; step += 48) {
+            jrpc_zmtp_outq_t q;
+            jrpc_zmtp_outq_init(&q, keep);
+            size_t total = 0, ends[32];
+            int nmsg = 0;
+            for (int k = 0; k < 12; k++) {
+                jrpc_span_t fr[3];
+                int n = 1 + k % 3;
+                for (int i = 0; i < n; i++)
+                    fr[i] = (jrpc_span_t){ (const char *)body, sizes[(k + i) % 6] };
+                total += wire_bytes(want + total, fr, n);
+                ends[nmsg++] = total;
+                assert_int_equal(jrpc_zmtp_outq_put(&q, fr, n, NULL, 0), 0);
+                assert_int_equal(jrpc_zmtp_outq_count(&q), (uint32_t)nmsg);
+            }
+            assert_int_equal(jrpc_zmtp_outq_put(&q, NULL, 0, "raw", 3), 0);   /* a command */
+            memcpy(want + total, "raw", 3);
+            total += 3;
+            ends[nmsg++] = total;
+            assert_int_equal(jrpc_zmtp_outq_pending(&q), total);
+            assert_memory_equal(q.buf + q.off, want, total);
+            size_t done = 0;
+            while (done < total) {
+                size_t n = total - done < step ? total - done : step;
+                jrpc_zmtp_outq_consume(&q, n);
+                done += n;
+                uint32_t left = 0;
+                for (int i = 0; i < nmsg; i++)
+                    left += ends[i] > done;
+                assert_int_equal(jrpc_zmtp_outq_count(&q), left);
+                assert_int_equal(jrpc_zmtp_outq_pending(&q), total - done);
+                if (done < total)
+                    assert_memory_equal(q.buf + q.off, want + done, total - done);
+            }
+            assert_int_equal(q.off, 0);
+            assert_int_equal(q.len, 0);
+            if (keep)
+                assert_non_null(q.buf);   /* kept for the next messages */
+            else
+                assert_null(q.buf);
+            jrpc_zmtp_outq_dispose(&q);
+        }
+    }
+}
+
+/* A write in flight reads its bytes where they were: a queue that grows
+ * meanwhile copies, and the old buffer stays (pinned) until the write
+ * ends; then what follows is in order. Also many messages (the ends array
+ * grows and compacts) and a partly written queue that compacts. */
+static void test_outq_pinned(void **state)
+{
+    (void)state;
+    jrpc_zmtp_outq_t q;
+    jrpc_zmtp_outq_init(&q, 1 << 16);
+    char a[100];
+    memset(a, 'a', sizeof a);
+    jrpc_span_t fa = { a, sizeof a };
+    assert_int_equal(jrpc_zmtp_outq_put(&q, &fa, 1, NULL, 0), 0);
+    const uint8_t *inflight = q.buf + q.off;
+    size_t n = jrpc_zmtp_outq_pending(&q);
+    uint8_t copy[128];
+    memcpy(copy, inflight, n);
+    jrpc_zmtp_outq_writing(&q, n);
+    /* enough to grow the buffer several times */
+    static char big[5000];
+    memset(big, 'b', sizeof big);
+    jrpc_span_t fb = { big, sizeof big };
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(jrpc_zmtp_outq_put(&q, &fb, 1, NULL, 0), 0);
+    assert_non_null(q.pinned);
+    assert_memory_equal(inflight, copy, n);   /* untouched (ASan: not freed) */
+    assert_int_equal(jrpc_zmtp_outq_count(&q), 41);
+    jrpc_zmtp_outq_written(&q);
+    assert_null(q.pinned);
+    assert_int_equal(jrpc_zmtp_outq_count(&q), 40);
+    assert_int_equal(jrpc_zmtp_outq_pending(&q), 40 * (9 + sizeof big));
+    assert_int_equal(q.buf[q.off], JRPC_ZMTP_FLAG_LONG);
+    /* partly written, then more: compacts or grows, order kept */
+    jrpc_zmtp_outq_consume(&q, 39 * (9 + sizeof big) + 4);
+    assert_int_equal(jrpc_zmtp_outq_count(&q), 1);
+    for (int i = 0; i < 3000; i++)
+        assert_int_equal(jrpc_zmtp_outq_put(&q, &fa, 1, NULL, 0), 0);
+    assert_int_equal(jrpc_zmtp_outq_count(&q), 3001);
+    assert_int_equal(jrpc_zmtp_outq_pending(&q), 9 + sizeof big - 4 + 3000 * 102);
+    assert_int_equal(q.buf[q.off + 9 + sizeof big - 4], 0);   /* a short frame's flags */
+    assert_int_equal(q.buf[q.off + 9 + sizeof big - 4 + 1], 100);
+    jrpc_zmtp_outq_consume(&q, jrpc_zmtp_outq_pending(&q));
+    assert_int_equal(jrpc_zmtp_outq_count(&q), 0);
+    jrpc_zmtp_outq_dispose(&q);
+}
+
 /* ---- the server against real peers ------------------------------------- */
 
 typedef struct srv {
@@ -333,6 +463,12 @@ typedef struct srv {
     int      sent, drops;
     bool     record;       /* keep what each message was, do not answer */
     uint64_t seen[512];    /* per message: a hash of n, excess and the frames */
+    bool     tag;          /* set each connection's data to its first message's byte */
+    int      reads;        /* on_read calls */
+    int      closes;       /* on_close calls */
+    void    *closed_data;  /* the last closed connection's data */
+    uint32_t closed_id;    /* ... and its id */
+    jrpc_zmtp_conn_t *held; /* the first connection tagged (a reference) */
 } srv_t;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -382,6 +518,13 @@ static void on_msg(void *data, jrpc_zmtp_conn_t *c, const jrpc_span_t *fr, int n
 {
     srv_t *s = data;
     s->msgs++;
+    if (s->tag && jrpc_zmtp_conn_data(c) == NULL && n >= 1 && fr[n - 1].n >= 1) {
+        jrpc_zmtp_conn_set_data(c, (void *)(uintptr_t)(uint8_t)fr[n - 1].p[0]);
+        if (s->held == NULL) {
+            jrpc_zmtp_conn_ref(c);
+            s->held = c;
+        }
+    }
     s->last_n = n;
     s->last_excess = excess;
     s->excess_seen += excess;
@@ -410,6 +553,20 @@ static void on_msg(void *data, jrpc_zmtp_conn_t *c, const jrpc_span_t *fr, int n
         s->drops++;
 }
 
+static void on_srv_read(void *data)
+{
+    ((srv_t *)data)->reads++;
+}
+
+static void on_srv_close(void *data, jrpc_zmtp_conn_t *c)
+{
+    srv_t *s = data;
+    s->closes++;
+    s->closed_data = jrpc_zmtp_conn_data(c);
+    s->closed_id = jrpc_zmtp_conn_id(c);
+    assert_int_equal(jrpc_zmtp_send(c, &(jrpc_span_t){ "x", 1 }, 1), -EHOSTUNREACH);
+}
+
 static int server_up(void **state, int port, uint32_t hwm, uint32_t handshake_ms)
 {
     (void)state;
@@ -417,7 +574,8 @@ static int server_up(void **state, int port, uint32_t hwm, uint32_t handshake_ms
     uv_loop_init(&loop);
     zctx = zmq_ctx_new();
     jrpc_zmtp_opts_t o = { .endpoint = endpoint, .max_frame = 100000, .hwm = hwm,
-                           .handshake_ms = handshake_ms };
+                           .handshake_ms = handshake_ms, .on_read = on_srv_read,
+                           .on_close = on_srv_close };
     if (port == 0)
         return jrpc_zmtp_new(&loop, &o, on_msg, &srv, &server);
     /* 431xx is inside the ephemeral range: a client's port (or its
@@ -867,6 +1025,48 @@ static void test_destroy_flushes(void **state)
     zmq_ctx_term(zctx);
 }
 
+/* The hooks a worker side uses: each connection carries the caller's
+ * pointer and a distinct id; the messages of a read are followed by one
+ * on_read; a connection that was open reports its close once (sends to it
+ * fail as a closed libzmq ROUTER_MANDATORY peer: -EHOSTUNREACH), one that
+ * never finished its handshake does not, and none after destroy. */
+static void test_conn_hooks(void **state)
+{
+    assert_int_equal(server_up(state, 43108, 1000, 2000), 0);
+    srv.tag = true;
+    void *d1 = client(ZMQ_DEALER), *d2 = client(ZMQ_DEALER);
+    char buf[8];
+    zmq_send(d1, "1", 1, 0);
+    assert_int_equal(zrecv(d1, buf, sizeof buf, 3000), 1);
+    zmq_send(d2, "2", 1, 0);
+    assert_int_equal(zrecv(d2, buf, sizeof buf, 3000), 1);
+    assert_int_equal(srv.msgs, 2);
+    assert_true(srv.reads >= 2 && srv.reads <= srv.msgs);
+    assert_non_null(srv.held);
+    assert_ptr_equal(jrpc_zmtp_conn_data(srv.held), (void *)(uintptr_t)'1');
+    uint32_t id1 = jrpc_zmtp_conn_id(srv.held);
+    /* a peer that leaves before its greeting: no report */
+    int fd = raw_connect(port_used);
+    close(fd);
+    pump(100);
+    assert_int_equal(srv.closes, 0);
+    zmq_close(d1);
+    uint64_t end = now_ms() + 3000;
+    while (srv.closes == 0 && now_ms() < end)
+        pump(10);
+    assert_int_equal(srv.closes, 1);
+    assert_ptr_equal(srv.closed_data, (void *)(uintptr_t)'1');
+    assert_int_equal(srv.closed_id, id1);
+    assert_int_equal(jrpc_zmtp_send(srv.held, &(jrpc_span_t){ "x", 1 }, 1), -EHOSTUNREACH);
+    jrpc_zmtp_conn_unref(&srv.held);
+    assert_null(srv.held);
+    /* d2 leaves while the loop is not turning: destroy comes first, and
+     * closes it without a report */
+    zmq_close(d2);
+    server_down();
+    assert_int_equal(srv.closes, 1);
+}
+
 /* Paused (drain): messages are read and dropped, PINGs still answered. */
 static void test_pause(void **state)
 {
@@ -899,6 +1099,9 @@ int main(void)
         cmocka_unit_test(test_frame_stream_pieces),
         cmocka_unit_test(test_command_split),
         cmocka_unit_test(test_ready),
+        cmocka_unit_test(test_supports),
+        cmocka_unit_test(test_outq_count_consume),
+        cmocka_unit_test(test_outq_pinned),
         cmocka_unit_test(test_dealer_req),
         cmocka_unit_test(test_routing_id_heartbeat),
         cmocka_unit_test(test_multi_frame_excess),
@@ -909,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_destroy_flushes),
         cmocka_unit_test(test_pause),
+        cmocka_unit_test(test_conn_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
