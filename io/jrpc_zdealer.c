@@ -424,18 +424,26 @@ static void on_connect(uv_connect_t *req, int status)
     d->writing = true;
 }
 
-static void connect_to(jrpc_zdealer_t *d, const struct sockaddr *sa)
+/* The handle was initialised with rc (uv_tcp_init, uv_pipe_init): owns it
+ * and says "connecting", or retries. Returns whether to connect now. */
+static bool begin_connect(jrpc_zdealer_t *d, int rc)
 {
-    int rc = uv_tcp_init(d->loop, &d->io.tcp);
     if (rc < 0) {
         retry(d, uv_strerror(rc));
-        return;
+        return false;
     }
     d->io.h.data = d;
     d->io_open = true;
     d->state = ST_CONNECTING;
     d->creq.data = d;
-    if ((rc = uv_tcp_connect(&d->creq, &d->io.tcp, sa, on_connect)) < 0)
+    return true;
+}
+
+static void connect_to(jrpc_zdealer_t *d, const struct sockaddr *sa)
+{
+    int rc;
+    if (begin_connect(d, uv_tcp_init(d->loop, &d->io.tcp)) &&
+        (rc = uv_tcp_connect(&d->creq, &d->io.tcp, sa, on_connect)) < 0)
         retry(d, uv_strerror(rc));
 }
 
@@ -463,16 +471,8 @@ static void attempt(jrpc_zdealer_t *d)
     if (d->state != ST_RETRY && d->state != ST_RESOLVING)
         return;
     if (d->ipc) {
-        int rc = uv_pipe_init(d->loop, &d->io.pipe, 0);
-        if (rc < 0) {
-            retry(d, uv_strerror(rc));
-            return;
-        }
-        d->io.h.data = d;
-        d->io_open = true;
-        d->state = ST_CONNECTING;
-        d->creq.data = d;
-        uv_pipe_connect(&d->creq, &d->io.pipe, d->endpoint + 6, on_connect);
+        if (begin_connect(d, uv_pipe_init(d->loop, &d->io.pipe, 0)))
+            uv_pipe_connect(&d->creq, &d->io.pipe, d->endpoint + 6, on_connect);
         return;
     }
     struct sockaddr_storage ss;

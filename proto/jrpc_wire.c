@@ -248,8 +248,10 @@ int jrpc_wire_put_result_head(jrpc_buf_t *out, jrpc_seq_t seq)
     return 0;
 }
 
-int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
-                        jrpc_span_t data)
+/* An error item; data (n == 0: none) is msgpack bytes, or with as_bin JSON
+ * text sent as a bin. */
+static int put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                     jrpc_span_t data, bool as_bin)
 {
     assert(seq != 0 && message != NULL);
     size_t len0 = out->len;
@@ -265,12 +267,23 @@ int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *m
     PACK(jrpc_mpack_put_str(&pk, message, strlen(message)));
     if (data.n) {
         PACK(jrpc_mpack_put_str(&pk, "data", 4));
-        PACK(jrpc_buf_append(out, data.p, data.n));
+        if (as_bin) {
+            PACK(msgpack_pack_bin(&pk, data.n));
+            PACK(msgpack_pack_bin_body(&pk, data.p, data.n));
+        } else {
+            PACK(jrpc_buf_append(out, data.p, data.n));
+        }
     }
     return 0;
 nomem:
     out->len = len0;
     return -ENOMEM;
+}
+
+int jrpc_wire_put_error(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
+                        jrpc_span_t data)
+{
+    return put_error(out, seq, code, message, data, false);
 }
 
 int jrpc_wire_put_result_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t json)
@@ -295,27 +308,7 @@ int jrpc_wire_put_result_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t json)
 int jrpc_wire_put_error_json(jrpc_buf_t *out, jrpc_seq_t seq, int code, const char *message,
                              jrpc_span_t data_json)
 {
-    assert(seq != 0 && message != NULL);
-    size_t len0 = out->len;
-    msgpack_packer pk;
-    jrpc_mpack_packer_init(&pk, out);
-    PACK(msgpack_pack_array(&pk, 3));
-    PACK(msgpack_pack_uint64(&pk, seq));
-    PACK(msgpack_pack_uint8(&pk, 1));
-    PACK(msgpack_pack_map(&pk, data_json.n ? 3 : 2));
-    PACK(jrpc_mpack_put_str(&pk, "code", 4));
-    PACK(msgpack_pack_int(&pk, code));
-    PACK(jrpc_mpack_put_str(&pk, "message", 7));
-    PACK(jrpc_mpack_put_str(&pk, message, strlen(message)));
-    if (data_json.n) {
-        PACK(jrpc_mpack_put_str(&pk, "data", 4));
-        PACK(msgpack_pack_bin(&pk, data_json.n));
-        PACK(msgpack_pack_bin_body(&pk, data_json.p, data_json.n));
-    }
-    return 0;
-nomem:
-    out->len = len0;
-    return -ENOMEM;
+    return put_error(out, seq, code, message, data_json, true);
 }
 
 void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)

@@ -335,58 +335,65 @@ static jrpc_zdealer_t *dealer_to(uv_loop_t *loop, int port)
     return d;
 }
 
+/* A loop, a raw peer of a kind, and a dealer connecting to it. */
+typedef struct rawfx {
+    uv_loop_t       loop;
+    raw_server_t   *s;
+    jrpc_zdealer_t *d;
+} rawfx_t;
+
+static void rawfx_start(rawfx_t *f, raw_t kind)
+{
+    memset(&seen, 0, sizeof seen);
+    uv_loop_init(&f->loop);
+    f->s = raw_start(kind);
+    f->d = dealer_to(&f->loop, f->s->port);
+}
+
+static void rawfx_stop(rawfx_t *f, uint32_t linger_ms)
+{
+    close_and_wait(&f->loop, f->d, linger_ms);
+    raw_stop(f->s);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
 /* Not ZMTP: retried with back-off, never "down" (it never was up). */
 static void test_not_zmtp_retried(void **state)
 {
     (void)state;
-    memset(&seen, 0, sizeof seen);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    raw_server_t *s = raw_start(RAW_HTTP);
-    jrpc_zdealer_t *d = dealer_to(&loop, s->port);
-    assert_int_equal(jrpc_zdealer_send(d, "kept", 4), 0);
-    pump(&loop, NULL, 600);
-    assert_true(atomic_load(&s->accepts) >= 3);
-    assert_true(atomic_load(&s->accepts) <= 8);   /* 50, 100, 200, 200 ms apart: no spin */
+    rawfx_t f;
+    rawfx_start(&f, RAW_HTTP);
+    assert_int_equal(jrpc_zdealer_send(f.d, "kept", 4), 0);
+    pump(&f.loop, NULL, 600);
+    assert_true(atomic_load(&f.s->accepts) >= 3);
+    assert_true(atomic_load(&f.s->accepts) <= 8);   /* 50, 100, 200, 200 ms apart: no spin */
     assert_int_equal(seen.downs, 0);
     assert_int_equal(seen.messages, 0);
-    close_and_wait(&loop, d, 1000);
-    raw_stop(s);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    rawfx_stop(&f, 1000);
 }
 
 static void test_frame_above_limit(void **state)
 {
     (void)state;
-    memset(&seen, 0, sizeof seen);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    raw_server_t *s = raw_start(RAW_BIG_FRAME);
-    jrpc_zdealer_t *d = dealer_to(&loop, s->port);
+    rawfx_t f;
+    rawfx_start(&f, RAW_BIG_FRAME);
     for (int64_t t = now_ms() + 3000; seen.downs == 0 && now_ms() < t;)
-        pump(&loop, NULL, 5);
+        pump(&f.loop, NULL, 5);
     assert_int_equal(seen.downs, 1);
     assert_string_equal(seen.why, "frame above the limit");
-    close_and_wait(&loop, d, 0);
-    raw_stop(s);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    rawfx_stop(&f, 0);
 }
 
 static void test_ping(void **state)
 {
     (void)state;
-    memset(&seen, 0, sizeof seen);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    raw_server_t *s = raw_start(RAW_PING);
-    jrpc_zdealer_t *d = dealer_to(&loop, s->port);
-    for (int64_t t = now_ms() + 3000; atomic_load(&s->pongs) == 0 && now_ms() < t;)
-        pump(&loop, NULL, 5);
-    assert_int_equal(atomic_load(&s->pongs), 1);
+    rawfx_t f;
+    rawfx_start(&f, RAW_PING);
+    for (int64_t t = now_ms() + 3000; atomic_load(&f.s->pongs) == 0 && now_ms() < t;)
+        pump(&f.loop, NULL, 5);
+    assert_int_equal(atomic_load(&f.s->pongs), 1);
     assert_int_equal(seen.downs, 0);
-    close_and_wait(&loop, d, 0);
-    raw_stop(s);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    rawfx_stop(&f, 0);
 }
 
 static void test_ipc_and_endpoints(void **state)
