@@ -153,15 +153,26 @@ int jrpc_wire_put_request_begin(jrpc_buf_t *out)
     return put_batch_begin(out, JRPC_WIRE_REQUEST);
 }
 
-int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
-                               jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent)
+/* How a REQUEST item's params are given. */
+enum params_as {
+    PARAMS_MSGPACK,    /* msgpack bytes, copied */
+    PARAMS_JSON_BIN,   /* the client's JSON text, sent as a bin */
+    PARAMS_TRANSCODE,  /* the client's JSON text, transcoded to msgpack in the frame */
+};
+
+/* One REQUEST item, written in place (one reserve, no packer): once per
+ * call on the broker's hot path (bench/README.md, "Profile"). params.n == 0:
+ * none (nil, or an empty bin). Returns 0, -ENOMEM, or -EINVAL when params
+ * do not transcode. */
+static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_span_t params,
+                    enum params_as as, uint32_t timeout_ms, jrpc_span_t traceparent)
 {
-    assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX);
+    assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX && params.n <= UINT32_MAX);
     assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
-    /* Written in place (one reserve, no packer): once per call on the
-     * broker's hot path (bench/README.md, "Profile"). */
-    size_t room = 1 + 9 + 5 + method.n + (params.n ? params.n : 1) + 5 +
-                  (traceparent.n ? 5 + traceparent.n : 0);
+    size_t pbound = as == PARAMS_JSON_BIN    ? 5 + params.n
+                    : as == PARAMS_TRANSCODE ? JRPC_JSON_MSGPACK_BOUND(params.n) + 1
+                                             : (params.n ? params.n : 1);
+    size_t room = 1 + 9 + 5 + method.n + pbound + 5 + (traceparent.n ? 5 + traceparent.n : 0);
     if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
         return -ENOMEM;
     unsigned char *u = (unsigned char *)out->p + out->len;
@@ -170,9 +181,14 @@ int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t meth
     u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
     memcpy(u, method.p, method.n);
     u += method.n;
-    if (params.n == 0) {
+    if (as == PARAMS_JSON_BIN)
+        u = jrpc_mpack_put_bin_head(u, (uint32_t)params.n);   /* empty: no params */
+    if (params.n == 0 && as != PARAMS_JSON_BIN) {
         *u++ = 0xc0;                                  /* nil */
-    } else {
+    } else if (as == PARAMS_TRANSCODE) {
+        if ((u = (unsigned char *)jrpc_json_msgpack_at((char *)u, params.p, params.n)) == NULL)
+            return -EINVAL;
+    } else if (params.n) {
         memcpy(u, params.p, params.n);
         u += params.n;
     }
@@ -186,43 +202,18 @@ int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t meth
     return 0;
 }
 
+int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                               jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent)
+{
+    return put_call(out, seq, method, params, PARAMS_MSGPACK, timeout_ms, traceparent);
+}
+
 int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
                                     jrpc_span_t params, bool as_json, uint32_t timeout_ms,
                                     jrpc_span_t traceparent)
 {
-    assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX && params.n <= UINT32_MAX);
-    assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
-    /* Written in place, like jrpc_wire_put_request_call(); msgpack params
-     * are transcoded straight into the frame (no copy, no allocation). */
-    size_t room = 1 + 9 + 5 + method.n + (as_json ? 5 + params.n : JRPC_JSON_MSGPACK_BOUND(params.n) + 1) +
-                  5 + (traceparent.n ? 5 + traceparent.n : 0);
-    if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
-        return -ENOMEM;
-    unsigned char *u = (unsigned char *)out->p + out->len;
-    *u++ = traceparent.n ? 0x95 : 0x94;               /* array of 5 or 4 */
-    u = jrpc_mpack_put_uint(u, seq);
-    u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
-    memcpy(u, method.p, method.n);
-    u += method.n;
-    if (as_json) {
-        u = jrpc_mpack_put_bin_head(u, (uint32_t)params.n);   /* empty: no params */
-        if (params.n) {
-            memcpy(u, params.p, params.n);
-            u += params.n;
-        }
-    } else if (params.n == 0) {
-        *u++ = 0xc0;                                  /* nil */
-    } else if ((u = (unsigned char *)jrpc_json_msgpack_at((char *)u, params.p, params.n)) == NULL) {
-        return -EINVAL;
-    }
-    u = jrpc_mpack_put_uint(u, timeout_ms);
-    if (traceparent.n) {
-        u = jrpc_mpack_put_str_head(u, (uint32_t)traceparent.n);
-        memcpy(u, traceparent.p, traceparent.n);
-        u += traceparent.n;
-    }
-    out->len = (size_t)((char *)u - out->p);
-    return 0;
+    return put_call(out, seq, method, params, as_json ? PARAMS_JSON_BIN : PARAMS_TRANSCODE,
+                    timeout_ms, traceparent);
 }
 
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls)

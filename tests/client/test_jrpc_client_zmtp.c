@@ -146,6 +146,12 @@ static void *serve(void *arg)
     if (s->greet == GREET_HTTP) {
         const char *r = "HTTP/1.1 400 Bad Request\r\n\r\n";
         send(fd, r, strlen(r), MSG_NOSIGNAL);
+        /* Held open until the client goes: closing with its greeting
+         * unread would reset the connection, and a reset may beat the
+         * bytes that show it is not ZMTP. */
+        char sink[256];
+        while (read_n(s, fd, sink, sizeof sink) == 0)
+            ;
         goto out;
     }
     memcpy(greeting, jrpc_zmtp_greeting, 64);

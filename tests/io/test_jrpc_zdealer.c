@@ -122,6 +122,18 @@ static int router_recv(void *r, char id[256], size_t *idlen, char body[][2048], 
     return k;
 }
 
+/* Runs the loop until the ROUTER has a message (3 s at most): its body
+ * frames, 0 when none came. */
+static int router_wait(uv_loop_t *loop, void *r, char id[256], size_t *idlen, char body[][2048])
+{
+    int k = 0;
+    for (int64_t t = now_ms() + 3000; k == 0 && now_ms() < t;) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        k = router_recv(r, id, idlen, body, 5);
+    }
+    return k;
+}
+
 static void close_and_wait(uv_loop_t *loop, jrpc_zdealer_t *d, uint32_t linger)
 {
     jrpc_zdealer_close(d, linger);
@@ -151,12 +163,7 @@ static void test_router_queue_answers_down(void **state)
     size_t idlen;
     const char *want[] = { "one", "two", "three" };
     for (int i = 0; i < 3; i++) {
-        int k = 0;
-        for (int64_t t = now_ms() + 3000; k == 0 && now_ms() < t;) {
-            uv_run(&loop, UV_RUN_NOWAIT);
-            k = router_recv(r, id, &idlen, body, 5);
-        }
-        assert_int_equal(k, 1);
+        assert_int_equal(router_wait(&loop, r, id, &idlen, body), 1);
         assert_string_equal(body[0], want[i]);
     }
     zmq_send(r, id, idlen, ZMQ_SNDMORE);
@@ -201,12 +208,7 @@ static void test_linger(void **state)
     assert_int_equal(jrpc_zdealer_send(d, "first", 5), 0);
     char id[256], body[3][2048];
     size_t idlen;
-    int k = 0;
-    for (int64_t t = now_ms() + 3000; k == 0 && now_ms() < t;) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        k = router_recv(r, id, &idlen, body, 5);
-    }
-    assert_int_equal(k, 1);
+    assert_int_equal(router_wait(&loop, r, id, &idlen, body), 1);
     for (int i = 0; i < 2000; i++)
         assert_int_equal(jrpc_zdealer_send(d, big, sizeof big), 0);
     jrpc_zdealer_close(d, 3000);
@@ -364,9 +366,10 @@ static void test_not_zmtp_retried(void **state)
     rawfx_t f;
     rawfx_start(&f, RAW_HTTP);
     assert_int_equal(jrpc_zdealer_send(f.d, "kept", 4), 0);
-    pump(&f.loop, NULL, 600);
+    pump(&f.loop, NULL, 1000);
+    /* 50, 100, 200, 200 ... ms apart: retried (5 or 6 attempts), no spin */
     assert_true(atomic_load(&f.s->accepts) >= 3);
-    assert_true(atomic_load(&f.s->accepts) <= 8);   /* 50, 100, 200, 200 ms apart: no spin */
+    assert_true(atomic_load(&f.s->accepts) <= 12);
     assert_int_equal(seen.downs, 0);
     assert_int_equal(seen.messages, 0);
     rawfx_stop(&f, 1000);
@@ -419,12 +422,7 @@ static void test_ipc_and_endpoints(void **state)
     assert_int_equal(jrpc_zdealer_send(d, "over ipc", 8), 0);
     char id[256], body[3][2048];
     size_t idlen;
-    int k = 0;
-    for (int64_t t = now_ms() + 3000; k == 0 && now_ms() < t;) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        k = router_recv(r, id, &idlen, body, 5);
-    }
-    assert_int_equal(k, 1);
+    assert_int_equal(router_wait(&loop, r, id, &idlen, body), 1);
     assert_string_equal(body[0], "over ipc");
     close_and_wait(&loop, d, 0);
     zmq_close(r);
