@@ -42,6 +42,13 @@ typedef struct bparse {
     char                *scratch;  /* next free byte for params and method names */
     uint32_t             cap;      /* room in b->calls */
     enum whole           whole;    /* set when the body gets a single error */
+    /* A batch mostly calls one method: the last plain method name read (its
+     * bytes in the body), its copy made for a valid call (n == 0: none
+     * yet), and the hint's answer for it (-1: not asked), reused by the
+     * calls that name it again. */
+    jrpc_span_t          prev_raw;
+    jrpc_span_t          prev_copy;
+    int                  prev_hint;
 } bparse_t;
 
 void jrpc_batch_init(jrpc_batch_t *b)
@@ -225,16 +232,76 @@ static enum member known_key(jrpc_jp_t *j)
     }
 }
 
+/* Whether the n bytes at a and b are the same (short names: no call). */
+static bool same_bytes(const char *a, const char *b, size_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+/* Notes the plain method name just read; returns whether it is the one
+ * read before (whose copy and hint may then be reused). */
+static bool method_seen(bparse_t *bp, jrpc_span_t method)
+{
+    if (bp->prev_raw.p && bp->prev_raw.n == method.n &&
+        same_bytes(bp->prev_raw.p, method.p, method.n))
+        return true;
+    bp->prev_raw = method;
+    bp->prev_copy = (jrpc_span_t){ NULL, 0 };
+    bp->prev_hint = -1;
+    return false;
+}
+
 /* Whether to transcode the params being read: yes unless the hint says the
  * method's workers all take JSON; the method must be known by then (it
- * usually comes first) and plain, or we cannot ask: yes. */
-static bool want_msgpack(const bparse_t *bp, unsigned seen, jrpc_span_t method, bool plain)
+ * usually comes first) and plain, or we cannot ask: yes. same: the method
+ * is bp->prev_raw (method_seen), whose answer is kept. */
+static bool want_msgpack(bparse_t *bp, unsigned seen, jrpc_span_t method, bool plain, bool same)
 {
     const jrpc_batch_t *b = bp->b;
     if (b->msgpack_hint == NULL || !(seen & (1u << M_METHOD)) || method.p == NULL || !plain)
         return true;
-    return b->msgpack_hint(b->hint_arg, method);
+    if (same && bp->prev_hint >= 0)
+        return bp->prev_hint;
+    bool v = b->msgpack_hint(b->hint_arg, method);
+    bp->prev_hint = v;   /* method is bp->prev_raw: method_seen ran for it */
+    return v;
 }
+
+/* Reads the params member's value at j->p, an array or an object: with mp,
+ * transcoded to msgpack into the scratch block (even in a request already
+ * known to be invalid, so that an out-of-range number is a parse error
+ * whatever the member order); without, kept as the client's text only,
+ * checked so that it transcodes when sent to a msgpack worker (the same
+ * verdict, out-of-range numbers included). */
+static int read_params(bparse_t *bp, unsigned depth, bool mp, jrpc_span_t *params,
+                       jrpc_span_t *params_mp)
+{
+    jrpc_jp_t *j = &bp->j;
+    const char *start = j->p;
+    int rc;
+    if (mp) {
+        j->w = bp->scratch;
+        rc = jrpc_jp_value(j, depth + 1);
+        *params_mp = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
+        bp->scratch = j->w;
+        j->w = NULL;
+    } else {
+        j->range = true;
+        rc = jrpc_jp_value(j, depth + 1);
+        j->range = false;
+    }
+    *params = (jrpc_span_t){ start, (size_t)(j->p - start) };
+    return rc;
+}
+
+#define HEAD_USUAL "{\"jsonrpc\":\"2.0\",\"method\":\""
+#define PARAMS_USUAL ",\"params\":"
+#define ID_USUAL ",\"id\":"
 
 /* Reads the object at j->p as a request and adds its call. depth is the
  * number of containers open around it. Returns 0, -ENOMEM or a JSON error. */
@@ -244,12 +311,66 @@ static int request(bparse_t *bp, unsigned depth)
     char *mark = bp->scratch;
     unsigned seen = 0;
     bool dup = false, id_dup = false, version_ok = false, method_ok = false;
-    bool params_ok = false, id_ok = false, method_plain = true;
+    bool params_ok = false, id_ok = false, method_plain = true, same = false;
     jrpc_span_t method = { NULL, 0 }, params = { NULL, 0 }, params_mp = { NULL, 0 }, id = id_null;
     int rc;
 
     if (depth + 1 > j->max_depth)
         return JRPC_JSON_EDEPTH;
+    /* The shape nearly every client sends, compact and in this order:
+     * {"jsonrpc":"2.0","method":"M","params":P[,"id":I]} with a plain M and
+     * P an array or object, read here without the general loop's
+     * bookkeeping. At the first byte that differs from that shape, the
+     * loop below reads the object again from its start. A JSON error on
+     * the way is returned at once: the loop, reading the same members in
+     * the same order, would meet the same one. */
+    if ((size_t)(j->end - j->p) > sizeof HEAD_USUAL &&
+        memcmp(j->p, HEAD_USUAL, sizeof HEAD_USUAL - 1) == 0) {
+        const char *obj = j->p;
+        j->p += sizeof HEAD_USUAL - 2;   /* the method's opening quote */
+        if ((rc = jrpc_jp_string(j, &method, &method_plain)) < 0)
+            return rc;
+        if (method_plain && (size_t)(j->end - j->p) > sizeof PARAMS_USUAL &&
+            memcmp(j->p, PARAMS_USUAL, sizeof PARAMS_USUAL - 1) == 0 &&
+            (j->p[sizeof PARAMS_USUAL - 1] == '[' || j->p[sizeof PARAMS_USUAL - 1] == '{')) {
+            j->p += sizeof PARAMS_USUAL - 1;
+            same = method_seen(bp, method);
+            seen = 1u << M_JSONRPC | 1u << M_METHOD | 1u << M_PARAMS;
+            if ((rc = read_params(bp, depth, want_msgpack(bp, seen, method, true, same), &params,
+                                  &params_mp)) < 0)
+                return rc;
+            if ((size_t)(j->end - j->p) > sizeof ID_USUAL &&
+                memcmp(j->p, ID_USUAL, sizeof ID_USUAL - 1) == 0) {
+                j->p += sizeof ID_USUAL - 1;
+                jrpc_jp_skip_ws(j);
+                if (j->p == j->end)
+                    return JRPC_JSON_EINCOMPLETE;
+                const char *start = j->p;
+                char c = *start;
+                jrpc_span_t v;
+                bool plain;
+                rc = c == '"' ? jrpc_jp_string(j, &v, &plain) : jrpc_jp_value(j, depth + 1);
+                if (rc < 0)
+                    return rc;
+                id = (jrpc_span_t){ start, (size_t)(j->p - start) };
+                id_ok = c == '"' || c == 'n' || c == '-' || (c >= '0' && c <= '9');
+                seen |= 1u << M_ID;
+            }
+            if (j->p < j->end && *j->p == '}') {
+                version_ok = method_ok = params_ok = true;
+                goto end;
+            }
+        }
+        /* Not that shape after all: all over again. */
+        j->p = obj;
+        bp->scratch = mark;
+        seen = 0;
+        same = false;
+        method_plain = true;
+        method = params = params_mp = (jrpc_span_t){ NULL, 0 };
+        id = id_null;
+        id_ok = false;
+    }
     j->p++;
     jrpc_jp_skip_ws(j);
     if (j->p == j->end)
@@ -299,33 +420,17 @@ static int request(bparse_t *bp, unsigned depth)
                 method_ok = c == '"';
                 rc = method_ok ? jrpc_jp_string(j, &method, &method_plain)
                                : jrpc_jp_value(j, depth + 1);
+                same = rc == 0 && method_ok && method_plain && method_seen(bp, method);
                 break;
             case M_PARAMS:
                 params_ok = c == '[' || c == '{';
-                if (params_ok && want_msgpack(bp, seen, method, method_plain)) {
-                    /* Transcoded even in a request already known to be
-                     * invalid, so that an out-of-range number is a parse
-                     * error whatever the member order. */
-                    j->w = bp->scratch;
-                    rc = jrpc_jp_value(j, depth + 1);
-                    params_mp = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
-                    bp->scratch = j->w;
-                    j->w = NULL;
-                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
-                } else if (params_ok) {
-                    /* Kept as the client's text only, checked so that it
-                     * transcodes when sent to a msgpack worker: the same
-                     * verdict (out-of-range numbers included). */
-                    j->range = true;
-                    rc = jrpc_jp_value(j, depth + 1);
-                    j->range = false;
-                    params = (jrpc_span_t){ start, (size_t)(j->p - start) };
-                } else {
-                    rc = jrpc_jp_value(j, depth + 1);
-                }
+                rc = params_ok ? read_params(bp, depth,
+                                             want_msgpack(bp, seen, method, method_plain, same),
+                                             &params, &params_mp)
+                               : jrpc_jp_value(j, depth + 1);
                 break;
-            case M_ID:
-                rc = jrpc_jp_value(j, depth + 1);
+            case M_ID:   /* a string, the usual id, read without jrpc_jp_value */
+                rc = c == '"' ? jrpc_jp_string(j, &v, &plain) : jrpc_jp_value(j, depth + 1);
                 id = (jrpc_span_t){ start, (size_t)(j->p - start) };
                 id_ok = c == '"' || c == 'n' || c == '-' || (c >= '0' && c <= '9');
                 break;
@@ -342,6 +447,7 @@ static int request(bparse_t *bp, unsigned depth)
             }
         }
     }
+end:
     j->p++;
 
     bool has_id = seen & (1u << M_ID);
@@ -351,7 +457,10 @@ static int request(bparse_t *bp, unsigned depth)
                  (!(seen & (1u << M_PARAMS)) || params_ok) && (!has_id || id_ok);
     size_t mn = 0;
     char *m = bp->scratch;
-    if (valid) {
+    if (valid && same && bp->prev_copy.n) {   /* the method of the call before */
+        m = (char *)bp->prev_copy.p;
+        mn = bp->prev_copy.n;
+    } else if (valid) {
         if (method_plain) {
             memcpy(m, method.p, method.n);
             mn = method.n;
@@ -364,7 +473,11 @@ static int request(bparse_t *bp, unsigned depth)
         bp->scratch = mark;  /* its params are not needed */
         return add_invalid(bp, id);
     }
-    bp->scratch += mn;
+    if (m == bp->scratch) {
+        bp->scratch += mn;
+        if (method_plain)   /* a copy of bp->prev_raw: method_seen ran for it */
+            bp->prev_copy = (jrpc_span_t){ m, mn };
+    }
 
     jrpc_call_t *call = new_call(bp);
     if (call == NULL)

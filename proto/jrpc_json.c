@@ -307,7 +307,22 @@ static void finish_container(jrpc_jp_t *j, unsigned char *hdr, uint32_t count,
     size_t len = (size_t)((unsigned char *)j->w - content);
     if (count < 16 && len <= 256) {
         hdr[0] = (unsigned char)(fix | count);
-        memmove(hdr + 1, content, len);
+        if (len <= 16) {
+            /* The usual small container: two overlapping loads, both
+             * before either store, move it without a call to memmove. */
+            uint64_t a, b;
+            if (len >= 8) {
+                memcpy(&a, content, 8);
+                memcpy(&b, content + len - 8, 8);
+                memcpy(hdr + 1, &a, 8);
+                memcpy(hdr + 1 + len - 8, &b, 8);
+            } else {
+                for (size_t k = 0; k < len; k++)
+                    hdr[1 + k] = content[k];
+            }
+        } else {
+            memmove(hdr + 1, content, len);
+        }
         j->w -= 4;
     } else {
         hdr[0] = big;
@@ -473,6 +488,36 @@ static int container_open(jrpc_jp_t *j, unsigned depth, unsigned char **hdr)
     return j->p == j->end ? JRPC_JSON_EINCOMPLETE : 0;
 }
 
+/* One value inside a container: numbers and strings, most of them, are
+ * read here without the frame and switch of jrpc_jp_value. */
+static inline int element(jrpc_jp_t *j, unsigned depth)
+{
+    if (j->p == j->end)
+        return JRPC_JSON_EINCOMPLETE;
+    unsigned char c = (unsigned char)*j->p;
+    if ((unsigned)(c - '1') <= 8u) {
+        /* The usual number, here: at most 18 digits (no overflow), no
+         * leading zero, then neither a fraction nor an exponent nor the
+         * end of the text. Anything else is number()'s. */
+        const char *p = j->p, *end = j->end;
+        const char *lim = end - p > 18 ? p + 18 : end;
+        uint64_t v = 0;
+        while (p < lim && (unsigned char)(*p - '0') <= 9u)
+            v = v * 10 + (uint64_t)(*p++ - '0');
+        if (p == lim || *p == '.' || *p == 'e' || *p == 'E')
+            return number(j);
+        j->p = p;
+        if (j->w)
+            j->w = (char *)jrpc_mpack_put_uint((unsigned char *)j->w, v);
+        return 0;
+    }
+    if (c == '0' || c == '-')
+        return number(j);
+    if (c == '"')
+        return value_string(j);
+    return jrpc_jp_value(j, depth);
+}
+
 static int parse_array(jrpc_jp_t *j, unsigned depth)
 {
     unsigned char *hdr;
@@ -482,7 +527,7 @@ static int parse_array(jrpc_jp_t *j, unsigned depth)
         return rc;
     if (*j->p != ']') {
         for (;;) {
-            if ((rc = jrpc_jp_value(j, depth)) < 0)
+            if ((rc = element(j, depth)) < 0)
                 return rc;
             count++;
             if ((rc = jrpc_jp_next(j, ']')) != 0) {
@@ -514,7 +559,7 @@ static int parse_object(jrpc_jp_t *j, unsigned depth)
             if ((rc = value_string(j)) < 0 || (rc = jrpc_jp_colon(j)) < 0)
                 return rc;
             jrpc_jp_skip_ws(j);
-            if ((rc = jrpc_jp_value(j, depth)) < 0)
+            if ((rc = element(j, depth)) < 0)
                 return rc;
             count++;
             if ((rc = jrpc_jp_next(j, '}')) != 0) {

@@ -52,6 +52,15 @@ static inline int jrpc_jp_colon(jrpc_jp_t *j)
  * JRPC_JSON_EMALFORMED. */
 static inline int jrpc_jp_next(jrpc_jp_t *j, char close)
 {
+    if (j->end - j->p >= 2) {   /* compact text: no whitespace on either side */
+        char c = j->p[0];
+        if (c == close)
+            return 1;
+        if (c == ',' && (unsigned char)j->p[1] > ' ') {
+            j->p++;
+            return 0;
+        }
+    }
     jrpc_jp_skip_ws(j);
     if (j->p == j->end)
         return JRPC_JSON_EINCOMPLETE;

@@ -799,6 +799,98 @@ static void test_params_hint(void **state)
     jrpc_batch_dispose(&b);
 }
 
+/* Every "{\"jsonrpc\"" of body with a space after its '{': the same
+ * request, outside the usual shape. */
+static char *spaced(const char *body)
+{
+    char *out = malloc(2 * strlen(body) + 1), *w = out;
+    assert_non_null(out);
+    for (const char *p = body; *p; p++) {
+        *w++ = *p;
+        if (*p == '{' && strncmp(p + 1, "\"jsonrpc\"", 9) == 0)
+            *w++ = ' ';
+    }
+    *w = '\0';
+    return out;
+}
+
+/* The usual shape, {"jsonrpc":"2.0","method":"M","params":P,"id":I}, has a
+ * fast path of its own (jrpc_batch.c, request): each body here must get
+ * exactly the reply of the same body with a space after its '{' (read by
+ * the general loop), and each of its prefixes a parse error (read within
+ * its bytes: the ASan build checks). */
+static void test_usual_shape(void **state)
+{
+    (void)state;
+    static const char *bodies[] = {
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":\"a\"}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\": 7 }",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":\n7}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2]}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2] }",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":1,\"x\":0}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":1,\"id\":2}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"params\":[3],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":3,\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":null,\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\" :[1,2],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"id\":1,\"params\":[1,2]}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"s\\u0075m\",\"params\":[1,2],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"a\":[1e400]},\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[123456789012345678,1234567890123456789,"
+        "12345678901234567890123,-0,0,0.5,1E2,9e-1,-17],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[007],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1.],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,2],\"id\":[1]}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,2],\"id\":null}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1,2],\"id\":tru}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"\",\"params\":[],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.x\",\"params\":[],\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.x\",\"params\":[]}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"params\":[],\"id\":1}",
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2],\"id\":1},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[3,4],\"id\":2},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[5],\"id\":3},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"s\\u0075m\",\"params\":[6,7],\"id\":4},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[8],\"id\":5},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":3,\"id\":6},"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[9],\"id\":7}]",
+    };
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        char *other = spaced(bodies[i]);
+        req_t a, b;
+        req_parse(&a, bodies[i]);
+        req_parse(&b, other);
+        serve(&a.b);
+        serve(&b.b);
+        const char *got = req_reply(&a), *want = req_reply(&b);
+        if (strcmp(got, want) != 0)
+            fail_msg("body %s\n got  %s\n want %s", bodies[i], got, want);
+        assert_int_equal(a.b.ncalls, b.b.ncalls);
+        for (uint32_t k = 0; k < a.b.ncalls; k++) {
+            const jrpc_call_t *x = &a.b.calls[k], *y = &b.b.calls[k];
+            assert_int_equal(x->method.n, y->method.n);
+            assert_memory_equal(x->method.p, y->method.p, x->method.n);
+            assert_int_equal(x->params_mp.n, y->params_mp.n);
+            assert_memory_equal(x->params_mp.p, y->params_mp.p, x->params_mp.n);
+            assert_int_equal(x->notification, y->notification);
+        }
+        req_dispose(&a);
+        req_dispose(&b);
+        free(other);
+        for (size_t n = 1; n < strlen(bodies[i]); n++) {
+            req_t t;
+            req_parse_n(&t, bodies[i], n, &lim);
+            static const char parse_error[] = "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,";
+            if (strncmp(req_reply(&t), parse_error, sizeof parse_error - 1) != 0)
+                fail_msg("prefix of %zu bytes of %s: %s", n, bodies[i], t.out.p);
+            req_dispose(&t);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -814,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_json_text_answers),
         cmocka_unit_test(test_params_text),
         cmocka_unit_test(test_params_hint),
+        cmocka_unit_test(test_usual_shape),
         cmocka_unit_test(test_suite),
         cmocka_unit_test(test_count),
     };
