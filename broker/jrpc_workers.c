@@ -192,8 +192,8 @@ struct jrpc_workers {
     uint64_t        ejections;     /* workers ejected */
     msgpack_zone    zone;          /* for decoding one frame at a time */
     uint32_t        njson_workers; /* connected workers that declared any method "json" */
-    const method_t *hint_m;        /* jrpc_workers_wants_msgpack's last method (a batch
-                                      is mostly one method); NULL when freed */
+    method_t       *hint_m;        /* the last method looked up by name (a batch is
+                                      mostly one method); NULL when freed */
     jrpc_buf_t      scratch;       /* encoding of small messages */
     uv_timer_t      hedge_timer;   /* walks the watch list while it is not empty */
     uint32_t        whead, wtail;  /* the watch list, oldest first */
@@ -216,6 +216,18 @@ static uint32_t hash(const char *s, size_t n)
 }
 
 /* ---- methods ---- */
+
+static bool same_name(const method_t *m, jrpc_span_t s)
+{
+    if (m->len != s.n)
+        return false;
+    if (s.n > 16)
+        return memcmp(m->name, s.p, s.n) == 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (m->name[i] != s.p[i])
+            return false;
+    return true;
+}
 
 static method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)
 {
@@ -351,10 +363,8 @@ static int slot_alloc(jrpc_workers_t *w, uint32_t *idx)
     w->free_head = s->next;
     if (++w->generation == 0)
         w->generation = 1;
-    memset(s, 0, sizeof *s);
-    s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
-    s->next = NIL;
-    s->twin = s->wprev = s->wnext = NIL;
+    *s = (slot_t){ .seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1),
+                   .next = NIL, .twin = NIL, .wprev = NIL, .wnext = NIL };
     *idx = i;
     return 0;
 }
@@ -1482,7 +1492,11 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
                           jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
                           void *owner, uint32_t index, uint32_t *handle)
 {
-    method_t *m = method_find(w, method.p, method.n);
+    method_t *m = w->hint_m;
+    if (m == NULL || !same_name(m, method)) {
+        if ((m = method_find(w, method.p, method.n)) != NULL)
+            w->hint_m = m;
+    }
     if (m == NULL || m->nworkers == 0) {
         /* Right after a (re)start the workers have not announced themselves
          * yet: a call waits for them (queued) instead of -32601, until the
@@ -1593,23 +1607,11 @@ bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
 
 /* m's name is s: short names compared inline (a call of libc's memcmp
  * costs more than the bytes, once per call). */
-static bool same_name(const method_t *m, jrpc_span_t s)
-{
-    if (m->len != s.n)
-        return false;
-    if (s.n > 16)
-        return memcmp(m->name, s.p, s.n) == 0;
-    for (size_t i = 0; i < s.n; i++)
-        if (m->name[i] != s.p[i])
-            return false;
-    return true;
-}
-
 bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
 {
     if (w->njson_workers == 0)   /* nobody takes JSON: msgpack, no lookup */
         return true;
-    const method_t *m = w->hint_m;
+    method_t *m = w->hint_m;
     if (m == NULL || !same_name(m, method)) {
         if ((m = method_find(w, method.p, method.n)) == NULL)
             return true;

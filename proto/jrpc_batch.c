@@ -789,11 +789,11 @@ static char *object_put(char *w, const jrpc_call_t *c)
     const jrpc_span_t *a = answer_of(c, &answer_lost_span);
     memcpy(w, LIT(REPLY_HEAD));
     w += sizeof REPLY_HEAD - 1;
-    memcpy(w, a->p, a->n);
+    jrpc_move(w, a->p, a->n);
     w += a->n;
     memcpy(w, LIT(REPLY_ID));
     w += sizeof REPLY_ID - 1;
-    memcpy(w, c->id.p, c->id.n);
+    jrpc_move(w, c->id.p, c->id.n);
     w += c->id.n;
     *w++ = '}';
     return w;

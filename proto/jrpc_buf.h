@@ -15,6 +15,38 @@ typedef struct jrpc_span {
     size_t      n;  /* length in bytes */
 } jrpc_span_t;
 
+/* Copies n bytes from src to dst, which may overlap: memmove, without the
+ * call for the short runs of the hot path (names, ids, small params and
+ * results: n <= 16 is a few loads, all before any store). */
+static inline void jrpc_move(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (n > 16) {
+        memmove(d, s, n);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n >= 2) {
+        uint16_t a, b;
+        memcpy(&a, s, 2);
+        memcpy(&b, s + n - 2, 2);
+        memcpy(d, &a, 2);
+        memcpy(d + n - 2, &b, 2);
+    } else if (n == 1) {
+        *d = *s;
+    }
+}
+
 /* A growable buffer in caller storage. */
 typedef struct jrpc_buf {
     char  *p;    /* bytes; NULL until the first write */

@@ -307,22 +307,7 @@ static void finish_container(jrpc_jp_t *j, unsigned char *hdr, uint32_t count,
     size_t len = (size_t)((unsigned char *)j->w - content);
     if (count < 16 && len <= 256) {
         hdr[0] = (unsigned char)(fix | count);
-        if (len <= 16) {
-            /* The usual small container: two overlapping loads, both
-             * before either store, move it without a call to memmove. */
-            uint64_t a, b;
-            if (len >= 8) {
-                memcpy(&a, content, 8);
-                memcpy(&b, content + len - 8, 8);
-                memcpy(hdr + 1, &a, 8);
-                memcpy(hdr + 1 + len - 8, &b, 8);
-            } else {
-                for (size_t k = 0; k < len; k++)
-                    hdr[1 + k] = content[k];
-            }
-        } else {
-            memmove(hdr + 1, content, len);
-        }
+        jrpc_move(hdr + 1, content, len);
         j->w -= 4;
     } else {
         hdr[0] = big;
@@ -345,7 +330,7 @@ static int value_string(jrpc_jp_t *j)
     size_t h = raw.n < 32 ? 1 : raw.n < 256 ? 2 : raw.n < 65536 ? 3 : 5;
     size_t n;
     if (plain) {
-        memcpy(u + h, raw.p, raw.n);
+        jrpc_move(u + h, raw.p, raw.n);
         n = raw.n;
     } else {
         n = jrpc_json_unescape(raw.p, raw.n, (char *)u + h);
@@ -771,7 +756,7 @@ static char *u64_put(char *w, uint64_t v)
         *--q = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    memcpy(w, q, (size_t)(e - q));
+    jrpc_move(w, q, (size_t)(e - q));
     return w + (e - q);
 }
 

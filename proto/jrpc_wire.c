@@ -179,7 +179,7 @@ static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_sp
     *u++ = traceparent.n ? 0x95 : 0x94;               /* array of 5 or 4 */
     u = jrpc_mpack_put_uint(u, seq);
     u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
-    memcpy(u, method.p, method.n);
+    jrpc_move(u, method.p, method.n);
     u += method.n;
     if (as == PARAMS_JSON_BIN)
         u = jrpc_mpack_put_bin_head(u, (uint32_t)params.n);   /* empty: no params */
@@ -189,7 +189,7 @@ static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_sp
         if ((u = (unsigned char *)jrpc_json_msgpack_at((char *)u, params.p, params.n)) == NULL)
             return -EINVAL;
     } else if (params.n) {
-        memcpy(u, params.p, params.n);
+        jrpc_move(u, params.p, params.n);
         u += params.n;
     }
     u = jrpc_mpack_put_uint(u, timeout_ms);
