@@ -75,6 +75,7 @@ struct jrpc_broker {
     bbatch_t         *head, *tail; /* open bodies by deadline */
     uint32_t          open;
     jrpc_buf_t        out;         /* the reply being written */
+    jrpc_arena_pool_t arenas;      /* the bodies' first arena chunks, kept for the next */
     jrpc_buf_t        one;         /* streamed mode: the answer being sent */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
@@ -917,6 +918,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->ctx = ctx;
     x->busy = true;
     jrpc_batch_init(&x->req);
+    x->req.arena.pool = &b->arenas;
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
@@ -1132,6 +1134,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     jrpc_metrics_init();
     jrpc_buf_init(&b->out);
     jrpc_buf_init(&b->one);
+    b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
     b->signer = b->workers ? jrpc_signer_new() : NULL;
     if (b->signer == NULL) {
@@ -1185,6 +1188,7 @@ static void on_timer_closed(uv_handle_t *h)
     }
     jrpc_buf_dispose(&b->out);
     jrpc_buf_dispose(&b->one);
+    jrpc_arena_pool_dispose(&b->arenas);
     free(b);
 }
 

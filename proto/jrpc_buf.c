@@ -71,14 +71,32 @@ void jrpc_arena_init(jrpc_arena_t *a, size_t first_chunk)
 {
     a->head = NULL;
     a->first = first_chunk ? first_chunk : 4096;
+    a->pool = NULL;
+}
+
+void jrpc_arena_pool_dispose(jrpc_arena_pool_t *p)
+{
+    while (p->spare) {
+        jrpc_arena_chunk_t *next = p->spare->next;
+        free(p->spare);
+        p->spare = next;
+    }
+    p->n = 0;
 }
 
 void jrpc_arena_dispose(jrpc_arena_t *a)
 {
     jrpc_arena_chunk_t *c = a->head;
+    jrpc_arena_pool_t *pool = a->pool;
     while (c) {
         jrpc_arena_chunk_t *next = c->next;
-        free(c);
+        if (pool && c->size == a->first && pool->n < pool->max) {
+            c->next = pool->spare;
+            pool->spare = c;
+            pool->n++;
+        } else {
+            free(c);
+        }
         c = next;
     }
     a->head = NULL;
@@ -109,9 +127,15 @@ void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n)
             size = n;
         if (size > SIZE_MAX - sizeof *c)
             return NULL;
-        jrpc_arena_chunk_t *nc = malloc(sizeof *nc + size);
-        if (nc == NULL)
+        jrpc_arena_chunk_t *nc;
+        jrpc_arena_pool_t *pool = a->pool;
+        if (pool && pool->spare && size == a->first && pool->spare->size == size) {
+            nc = pool->spare;
+            pool->spare = nc->next;
+            pool->n--;
+        } else if ((nc = malloc(sizeof *nc + size)) == NULL) {
             return NULL;
+        }
         nc->next = c;
         nc->used = 0;
         nc->size = size;

@@ -83,11 +83,26 @@ int jrpc_buf_putc(jrpc_buf_t *b, char c);
 /* A chunked arena: many small allocations freed at once.
  * Memory from jrpc_arena_alloc() stays valid until _reset or _dispose. */
 typedef struct jrpc_arena_chunk jrpc_arena_chunk_t;
+
+/* Spare first chunks, kept between the arenas of one owner (one thread:
+ * no lock) so that an arena made and disposed of per message does not cost
+ * a malloc and a free of its first chunk each time: a chunk of the
+ * standard first size goes back here when its arena is disposed of (up to
+ * max), and the next arena's first chunk comes from here. */
+typedef struct jrpc_arena_pool {
+    jrpc_arena_chunk_t *spare;  /* a list through chunk->next */
+    uint32_t            n, max;
+} jrpc_arena_pool_t;
+/* Frees the spare chunks. */
+void  jrpc_arena_pool_dispose(jrpc_arena_pool_t *p);
+
 typedef struct jrpc_arena {
     jrpc_arena_chunk_t *head;   /* current chunk (newest first) */
     size_t              first;  /* size of the first chunk to allocate */
+    jrpc_arena_pool_t  *pool;   /* where first chunks come from and go back to, or NULL */
 } jrpc_arena_t;
 
+/* pool is NULL after init; the owner sets it. */
 void  jrpc_arena_init(jrpc_arena_t *a, size_t first_chunk);
 void  jrpc_arena_dispose(jrpc_arena_t *a);
 /* Frees all but the first chunk and rewinds it, for reuse. */
