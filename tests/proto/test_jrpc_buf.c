@@ -95,12 +95,54 @@ static void test_move(void **state)
     }
 }
 
+/* The arena pool: a disposed arena's first chunk goes back to it (its
+ * bigger chunks do not), the next arena's first allocation reuses it, no
+ * more than max are kept, and pool_dispose frees the rest (the ASan build
+ * finds a leak or a double free). */
+static void test_arena_pool(void **state)
+{
+    (void)state;
+    jrpc_arena_pool_t pool = { .max = 2 };
+    jrpc_arena_t a, b, c;
+    jrpc_arena_init(&a, 256);
+    a.pool = &pool;
+    char *pa = jrpc_arena_alloc(&a, 100);
+    assert_non_null(pa);
+    assert_non_null(jrpc_arena_alloc(&a, 1000));   /* a second, bigger chunk */
+    jrpc_arena_dispose(&a);
+    assert_int_equal(pool.n, 1);                    /* only the first */
+    jrpc_arena_init(&b, 256);
+    b.pool = &pool;
+    assert_ptr_equal(jrpc_arena_alloc(&b, 8), pa);  /* the same chunk, from its start */
+    assert_int_equal(pool.n, 0);
+    jrpc_arena_init(&c, 256);
+    c.pool = &pool;
+    assert_non_null(jrpc_arena_alloc(&c, 300));     /* larger than first: not pooled */
+    jrpc_arena_dispose(&c);
+    assert_int_equal(pool.n, 0);
+    jrpc_arena_t more[3];
+    for (int i = 0; i < 3; i++) {
+        jrpc_arena_init(&more[i], 256);
+        more[i].pool = &pool;
+        assert_non_null(jrpc_arena_alloc(&more[i], 8));
+    }
+    for (int i = 0; i < 3; i++)
+        jrpc_arena_dispose(&more[i]);
+    assert_int_equal(pool.n, 2);                    /* max */
+    jrpc_arena_dispose(&b);
+    assert_int_equal(pool.n, 2);
+    jrpc_arena_pool_dispose(&pool);
+    assert_int_equal(pool.n, 0);
+    assert_null(pool.spare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf_append),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_move),
+        cmocka_unit_test(test_arena_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
