@@ -272,7 +272,8 @@ static bool want_msgpack(bparse_t *bp, unsigned seen, jrpc_span_t method, bool p
     return v;
 }
 
-/* Reads the params member's value at j->p, an array or an object: with mp,
+/* Reads the params member's value at j->p, an array or an object (the caller
+ * saw its first byte): with mp,
  * transcoded to msgpack into the scratch block (even in a request already
  * known to be invalid, so that an out-of-range number is a parse error
  * whatever the member order); without, kept as the client's text only,
@@ -286,13 +287,13 @@ static int read_params(bparse_t *bp, unsigned depth, bool mp, jrpc_span_t *param
     int rc;
     if (mp) {
         j->w = bp->scratch;
-        rc = jrpc_jp_value(j, depth + 1);
+        rc = jrpc_jp_container(j, depth + 1);
         *params_mp = (jrpc_span_t){ bp->scratch, (size_t)(j->w - bp->scratch) };
         bp->scratch = j->w;
         j->w = NULL;
     } else {
         j->range = true;
-        rc = jrpc_jp_value(j, depth + 1);
+        rc = jrpc_jp_container(j, depth + 1);
         j->range = false;
     }
     *params = (jrpc_span_t){ start, (size_t)(j->p - start) };

@@ -560,6 +560,11 @@ static int parse_object(jrpc_jp_t *j, unsigned depth)
     return 0;
 }
 
+int jrpc_jp_container(jrpc_jp_t *j, unsigned depth)
+{
+    return *j->p == '[' ? parse_array(j, depth + 1) : parse_object(j, depth + 1);
+}
+
 int jrpc_jp_value(jrpc_jp_t *j, unsigned depth)
 {
     if (j->p == j->end)

@@ -78,6 +78,9 @@ static inline int jrpc_jp_next(jrpc_jp_t *j, char close)
  * Returns 0 or a JRPC_JSON_E* code (ERANGE only when transcoding, or
  * validating with j->range). */
 int jrpc_jp_value(jrpc_jp_t *j, unsigned depth);
+/* The same for a value known to be an array or an object (j->p is '[' or
+ * '{'): without the switch over every kind of value. */
+int jrpc_jp_container(jrpc_jp_t *j, unsigned depth);
 
 /* The bytes of w (8, loaded little-endian) that end a run of plain string
  * bytes — a control byte, '"', '\\' or any byte >= 0x80 — each as its top
