@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -44,10 +46,35 @@ static void to_hex(char *hex, const unsigned char *bytes, size_t n)
 
 /* ---- reused state ---- */
 
+/* Random bytes for nonces, drawn from the CSPRNG this many at a time (64
+ * nonces of 22 characters): one RAND_bytes call per draw instead of one per
+ * body. RAND_bytes' own cost is mostly per call (its DRBG's lookup, lock
+ * and parameters), not per byte. */
+#define NONCE_POOL 1408
+
 struct jrpc_signer {
     EVP_MD     *md;    /* SHA-256, fetched once */
     EVP_MD_CTX *ctx;   /* every digest of a signature runs in it, one after another */
+    unsigned char pool[NONCE_POOL]; /* random bytes not used yet: pool[used..] */
+    size_t      used;  /* bytes of pool handed out (NONCE_POOL: empty) */
+    unsigned    gen;   /* fork_gen when the pool was drawn */
 };
+
+/* Bumped in the child of every fork(): a pool drawn before it is dropped
+ * there, so parent and child never hand out the same bytes (OpenSSL's own
+ * DRBG reseeds after a fork the same way). */
+static volatile unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    fork_gen++;
+}
+
+static void fork_watch(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
 
 struct jrpc_sign_key {
     EVP_MD_CTX *inner; /* SHA-256 that has absorbed K0 ^ ipad (RFC 2104) */
@@ -61,8 +88,10 @@ jrpc_signer_t *jrpc_signer_new(void)
     jrpc_signer_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
+    pthread_once(&fork_once, fork_watch);
     s->md = EVP_MD_fetch(NULL, "SHA256", NULL);
     s->ctx = EVP_MD_CTX_new();
+    s->used = NONCE_POOL;
     if (s->md == NULL || s->ctx == NULL)
         jrpc_signer_destroy(&s);
     return s;
@@ -76,6 +105,7 @@ void jrpc_signer_destroy(jrpc_signer_t **self_p)
     *self_p = NULL;
     EVP_MD_CTX_free(s->ctx);   /* SHA-256's context is freed with OPENSSL_clear_free */
     EVP_MD_free(s->md);
+    OPENSSL_cleanse(s->pool, sizeof s->pool);
     free(s);
 }
 
@@ -286,6 +316,27 @@ bool jrpc_sign_verify(jrpc_span_t signature, jrpc_span_t secret, jrpc_span_t key
     jrpc_sign_key_destroy(&k);
     jrpc_signer_destroy(&s);
     return ok;
+}
+
+int jrpc_signer_new_nonce(jrpc_signer_t *s, char *nonce, size_t n)
+{
+    assert(s != NULL);
+    if (n < JRPC_NONCE_MIN || n > JRPC_NONCE_MAX)
+        return -EINVAL;
+    if (s->used + n > NONCE_POOL || s->gen != fork_gen) {
+        s->used = NONCE_POOL;
+        s->gen = fork_gen;
+        if (RAND_bytes(s->pool, NONCE_POOL) != 1)
+            return -EIO;
+        s->used = 0;
+    }
+    const unsigned char *raw = s->pool + s->used;
+    for (size_t i = 0; i < n; i++)
+        nonce[i] = nonce_alphabet[raw[i] & 63];
+    nonce[n] = '\0';
+    OPENSSL_cleanse(s->pool + s->used, n);   /* handed out: never again */
+    s->used += n;
+    return 0;
 }
 
 int jrpc_sign_new_nonce(char *nonce, size_t n)
