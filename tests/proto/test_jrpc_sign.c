@@ -306,6 +306,39 @@ static void test_signer_nonce_fork(void **state)
     jrpc_signer_destroy(&s);
 }
 
+/* The signer writes the timestamp and the hex itself: its signature is the
+ * HMAC (OpenSSL's one-shot HMAC()) of jrpc_sign_string's S (snprintf) for
+ * timestamps of every length, 0 and INT64_MAX included. */
+static void test_signer_timestamps(void **state)
+{
+    (void)state;
+    static const int64_t ts[] = { 0, 1, 9, 10, 99, 100, 1764000000, INT64_C(999999999999),
+                                  INT64_MAX - 1, INT64_MAX };
+    jrpc_signer_t *s = jrpc_signer_new();
+    jrpc_sign_key_t *k = jrpc_sign_key_new(SPAN(EX_SECRET));
+    assert_non_null(s);
+    assert_non_null(k);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        jrpc_buf_t S;
+        jrpc_buf_init(&S);
+        assert_int_equal(jrpc_sign_string(&S, SPAN(EX_KEY), ts[i], SPAN(EX_NONCE), EX_BODY,
+                                          sizeof EX_BODY - 1), 0);
+        unsigned char mac[32];
+        unsigned int mn = 0;
+        assert_non_null(HMAC(EVP_sha256(), EX_SECRET, sizeof EX_SECRET - 1,
+                             (const unsigned char *)S.p, S.len, mac, &mn));
+        char want[65], got[JRPC_SIGN_HEX_LEN + 1];
+        for (int b = 0; b < 32; b++)
+            snprintf(want + 2 * b, 3, "%02x", mac[b]);
+        assert_int_equal(jrpc_signer_compute(s, k, got, SPAN(EX_KEY), ts[i], SPAN(EX_NONCE),
+                                             EX_BODY, sizeof EX_BODY - 1), 0);
+        assert_string_equal(got, want);
+        jrpc_buf_dispose(&S);
+    }
+    jrpc_sign_key_destroy(&k);
+    jrpc_signer_destroy(&s);
+}
+
 /* ---- the reused state: jrpc_signer_t and jrpc_sign_key_t ---- */
 
 static void hex_of(char *hex, const unsigned char *b, size_t n)
@@ -475,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_new_nonce),
         cmocka_unit_test(test_signer_nonce),
         cmocka_unit_test(test_signer_nonce_fork),
+        cmocka_unit_test(test_signer_timestamps),
         cmocka_unit_test(test_signer_rfc4231),
         cmocka_unit_test(test_signer_key_lengths),
         cmocka_unit_test(test_signer_worked_example),
