@@ -1072,10 +1072,13 @@ static size_t put_u64(char *out, uint64_t v)
 static size_t resp_format(char *out, size_t cap, int argc, const char **argv,
                           const size_t *lens)
 {
-    size_t need = 1 + 20 + 2, n = 0;
-    for (int i = 0; i < argc; i++)
-        need += 1 + 20 + 2 + lens[i] + 2;
-    if (need > cap)   /* the bound: each length at most 20 digits */
+    size_t need = 1 + 20 + 2, n = 0;   /* the bound: each length at most 20 digits */
+    for (int i = 0; i < argc; i++) {
+        if (need > cap || lens[i] > cap - need || 25 > cap - need - lens[i])
+            return 0;
+        need += 25 + lens[i];
+    }
+    if (need > cap)
         return 0;
     out[n++] = '*';
     n += put_u64(out + n, (uint64_t)argc);
