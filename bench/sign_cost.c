@@ -8,8 +8,10 @@
  * (jrpc_sign_compute / jrpc_sign_verify: everything made per call, as
  * the broker and the client did before they kept a signer). Each of the N
  * rounds signs (or verifies) jrpc-bench's body: a batch of 100 "add"
- * calls, 5773 bytes. Run it with N and with 0: the difference over N is
- * the cost of one. */
+ * calls, 5773 bytes. MODE nonce | nonce-pool: N nonces of 22 characters,
+ * one RAND_bytes each (jrpc_sign_new_nonce) or from a signer's pool
+ * (jrpc_signer_new_nonce, as libjrpc-client signs). Run it with N and with
+ * 0: the difference over N is the cost of one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,8 @@
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: jrpc-bench-sign sign|verify|sign-oneshot|verify-oneshot N\n");
+        fprintf(stderr, "usage: jrpc-bench-sign sign|verify|sign-oneshot|verify-oneshot|nonce|"
+                "nonce-pool N\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -46,7 +49,11 @@ int main(int argc, char **argv)
     long ok = 0;
     for (long i = 0; i < n; i++) {
         char out[JRPC_SIGN_HEX_LEN + 1];
-        if (verify && oneshot)
+        if (strcmp(mode, "nonce") == 0)
+            ok += jrpc_sign_new_nonce(out, 22) == 0;
+        else if (strcmp(mode, "nonce-pool") == 0)
+            ok += jrpc_signer_new_nonce(s, out, 22) == 0;
+        else if (verify && oneshot)
             ok += jrpc_sign_verify(sig, secret, key, 1764000000, nonce, body, len);
         else if (verify)
             ok += jrpc_signer_verify(s, k, sig, key, 1764000000, nonce, body, len);

@@ -8,7 +8,9 @@
 #    the broker, libjrpc-client) and one-shot (jrpc_sign_compute: every
 #    context made per call, as before). Under valgrind OpenSSL takes its
 #    AVX2 SHA-256, not the SHA-NI one the CPU may have: the hashing share is
-#    larger here than on the real machine, the rest is the same.
+#    larger here than on the real machine, the rest is the same. Then a
+#    nonce: one RAND_bytes each (jrpc_sign_new_nonce) and from a signer's
+#    pool (jrpc_signer_new_nonce, what libjrpc-client uses).
 # 2. Redis: a signed broker, one demo worker and jrpc-bench --batch 100
 #    signed (CONNECTIONS, default 4); counters reset after a 2 s warm-up.
 #    Prints EVALSHA calls, usec_per_call, claims per script (= batches /
@@ -27,8 +29,8 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$T"' EXIT
 ir() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 
-echo "== 1. Ir per signature (callgrind, jrpc-bench-sign)"
-for mode in sign verify sign-oneshot verify-oneshot; do
+echo "== 1. Ir per signature and per nonce (callgrind, jrpc-bench-sign)"
+for mode in sign verify sign-oneshot verify-oneshot nonce nonce-pool; do
     for n in 0 200; do
         valgrind --tool=callgrind --callgrind-out-file="$T/cg$n" "$B/jrpc-bench-sign" "$mode" $n \
             >/dev/null 2>&1

@@ -85,7 +85,7 @@ static int sign_body(jrpc_client_t *c, const jrpc_header_t *hdr, const char *bod
     *out = hdr ? *hdr : (jrpc_header_t){ 0 };
     out->key = (jrpc_span_t){ c->key_id, strlen(c->key_id) };
     out->timestamp = (int64_t)time(NULL) + c->clock_offset_s;
-    if ((rc = jrpc_sign_new_nonce(nonce, NONCE_LEN)) < 0) {
+    if ((rc = jrpc_signer_new_nonce(c->signer, nonce, NONCE_LEN)) < 0) {
         jrpc_client_errf(c, "cannot sign the request: no random bytes for a nonce");
         return rc;
     }

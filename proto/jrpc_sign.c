@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -16,38 +18,90 @@
 static const char nonce_alphabet[64] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-static bool nonce_char_ok(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
-}
+/* 1 for the 64 symbols: one load per character (the broker checks every
+ * nonce twice, the client once per body). */
+#define R3(c) [c] = 1, [c + 1] = 1, [c + 2] = 1
+#define R10(c) R3(c), R3(c + 3), R3(c + 6), [c + 9] = 1
+static const unsigned char nonce_char[256] = {
+    R10('0'), R10('A'), R10('K'), R3('U'), R3('X'), R10('a'), R10('k'), R3('u'), R3('x'),
+    ['-'] = 1, ['_'] = 1,
+};
+#undef R10
+#undef R3
 
 bool jrpc_sign_nonce_ok(const char *s, size_t n)
 {
     if (n < JRPC_NONCE_MIN || n > JRPC_NONCE_MAX)
         return false;
+    unsigned ok = 1;
     for (size_t i = 0; i < n; i++)
-        if (!nonce_char_ok((unsigned char)s[i]))
-            return false;
-    return true;
+        ok &= nonce_char[(unsigned char)s[i]];
+    return ok != 0;
 }
+
+/* Two hex digits per byte from one table: a load and a 2-byte copy each. */
+static const char hex_pairs[513] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
 static void to_hex(char *hex, const unsigned char *bytes, size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        hex[2 * i] = digits[bytes[i] >> 4];
-        hex[2 * i + 1] = digits[bytes[i] & 15];
-    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(hex + 2 * i, hex_pairs + 2 * bytes[i], 2);
     hex[2 * n] = '\0';
+}
+
+/* The canonical decimal of v >= 0 at out (no NUL). Returns its length. */
+static size_t put_decimal(char *out, int64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    uint64_t u = (uint64_t)v;
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
 }
 
 /* ---- reused state ---- */
 
+/* Random bytes for nonces, drawn from the CSPRNG this many at a time (64
+ * nonces of 22 characters): one RAND_bytes call per draw instead of one per
+ * body. RAND_bytes' own cost is mostly per call (its DRBG's lookup, lock
+ * and parameters), not per byte. */
+#define NONCE_POOL 1408
+
 struct jrpc_signer {
     EVP_MD     *md;    /* SHA-256, fetched once */
     EVP_MD_CTX *ctx;   /* every digest of a signature runs in it, one after another */
+    unsigned char pool[NONCE_POOL]; /* random bytes not used yet: pool[used..] */
+    size_t      used;  /* bytes of pool handed out (NONCE_POOL: empty) */
+    unsigned    gen;   /* fork_gen when the pool was drawn */
 };
+
+/* Bumped in the child of every fork(): a pool drawn before it is dropped
+ * there, so parent and child never hand out the same bytes (OpenSSL's own
+ * DRBG reseeds after a fork the same way). */
+static volatile unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    fork_gen++;
+}
+
+static void fork_watch(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
 
 struct jrpc_sign_key {
     EVP_MD_CTX *inner; /* SHA-256 that has absorbed K0 ^ ipad (RFC 2104) */
@@ -61,8 +115,10 @@ jrpc_signer_t *jrpc_signer_new(void)
     jrpc_signer_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
+    pthread_once(&fork_once, fork_watch);
     s->md = EVP_MD_fetch(NULL, "SHA256", NULL);
     s->ctx = EVP_MD_CTX_new();
+    s->used = NONCE_POOL;
     if (s->md == NULL || s->ctx == NULL)
         jrpc_signer_destroy(&s);
     return s;
@@ -76,6 +132,7 @@ void jrpc_signer_destroy(jrpc_signer_t **self_p)
     *self_p = NULL;
     EVP_MD_CTX_free(s->ctx);   /* SHA-256's context is freed with OPENSSL_clear_free */
     EVP_MD_free(s->md);
+    OPENSSL_cleanse(s->pool, sizeof s->pool);
     free(s);
 }
 
@@ -195,10 +252,10 @@ int jrpc_signer_compute(jrpc_signer_t *s, const jrpc_sign_key_t *k,
     if (!digest_once(s, body, len, digest))
         return -ENOMEM;
     to_hex(body_hex, digest, sizeof digest);
-    int tn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
+    size_t tn = put_decimal(ts, timestamp);
     /* S goes to the inner hash in its pieces: no buffer to build. */
     const jrpc_span_t S[] = {
-        { "v1\n", 3 }, key_id, { "\n", 1 }, { ts, (size_t)tn }, { "\n", 1 }, nonce, { "\n", 1 },
+        { "v1\n", 3 }, key_id, { "\n", 1 }, { ts, tn }, { "\n", 1 }, nonce, { "\n", 1 },
         { body_hex, JRPC_SIGN_HEX_LEN },
     };
     if (!hmac_parts(s, k, S, sizeof S / sizeof S[0], mac))
@@ -286,6 +343,27 @@ bool jrpc_sign_verify(jrpc_span_t signature, jrpc_span_t secret, jrpc_span_t key
     jrpc_sign_key_destroy(&k);
     jrpc_signer_destroy(&s);
     return ok;
+}
+
+int jrpc_signer_new_nonce(jrpc_signer_t *s, char *nonce, size_t n)
+{
+    assert(s != NULL);
+    if (n < JRPC_NONCE_MIN || n > JRPC_NONCE_MAX)
+        return -EINVAL;
+    if (s->used + n > NONCE_POOL || s->gen != fork_gen) {
+        s->used = NONCE_POOL;
+        s->gen = fork_gen;
+        if (RAND_bytes(s->pool, NONCE_POOL) != 1)
+            return -EIO;
+        s->used = 0;
+    }
+    const unsigned char *raw = s->pool + s->used;
+    for (size_t i = 0; i < n; i++)
+        nonce[i] = nonce_alphabet[raw[i] & 63];
+    nonce[n] = '\0';
+    OPENSSL_cleanse(s->pool + s->used, n);   /* handed out: never again */
+    s->used += n;
+    return 0;
 }
 
 int jrpc_sign_new_nonce(char *nonce, size_t n)

@@ -96,7 +96,17 @@ bool jrpc_signer_verify(jrpc_signer_t *s, const jrpc_sign_key_t *k, jrpc_span_t 
                         const char *body, size_t len);
 
 /* Fills nonce[0..n) with random [A-Za-z0-9_-] characters (n in 16..64) from
- * the OS's CSPRNG and adds a NUL. Returns 0 or -EINVAL / -EIO. */
+ * the OS's CSPRNG and adds a NUL. Returns 0 or -EINVAL / -EIO. One-shot:
+ * one RAND_bytes call per nonce. */
 int jrpc_sign_new_nonce(char *nonce, size_t n);
+
+/* As jrpc_sign_new_nonce, from s's pool of random bytes: drawn from the
+ * same CSPRNG (RAND_bytes) about 1.4 KB at a time, each byte handed out
+ * once and wiped, so every nonce is as random and as unpredictable as one
+ * drawn alone; only the call's fixed cost is shared. A fork() empties the
+ * pool in the child (pthread_atfork), so parent and child never share
+ * nonces. One signer per thread, as for signing. Returns 0 or -EINVAL /
+ * -EIO. */
+int jrpc_signer_new_nonce(jrpc_signer_t *s, char *nonce, size_t n);
 
 #endif

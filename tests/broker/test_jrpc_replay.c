@@ -411,6 +411,70 @@ static char *capture_end(capture_t *c)
 
 /* ---- tests --------------------------------------------------------------- */
 
+/* resp_format (the claims' command, written without hiredis' formatter)
+ * gives the very bytes of hiredis' redisFormatCommandArgv: random argument
+ * vectors of binary bytes, empty strings and lengths across digit counts,
+ * and the longest claim script (MULTI_MAX nonce keys of the longest key
+ * id and nonce, the longest epoch and proposal), which must fit
+ * BATCH_CMD_MAX. A buffer one byte short is refused. */
+static void test_resp_format_as_hiredis(void **state)
+{
+    (void)state;
+    static char pool[20000], out[BATCH_CMD_MAX];
+    const char *argv[4 + MULTI_MAX + 5];
+    size_t lens[4 + MULTI_MAX + 5];
+    unsigned seed = 12345;
+    for (size_t i = 0; i < sizeof pool; i++)
+        pool[i] = (char)(rand_r(&seed) & 0xff);
+    for (int round = 0; round < 500; round++) {
+        int argc = 1 + rand_r(&seed) % 12;
+        for (int i = 0; i < argc; i++) {
+            static const size_t sizes[] = { 0, 1, 9, 10, 99, 100, 999, 1000, 1400 };
+            lens[i] = rand_r(&seed) % 3 ? (size_t)(rand_r(&seed) % 200)
+                                        : sizes[rand_r(&seed) % 9];
+            argv[i] = pool + rand_r(&seed) % (sizeof pool - lens[i]);
+        }
+        char *want = NULL;
+        long long wn = redisFormatCommandArgv(&want, argc, argv, lens);
+        assert_true(wn > 0);
+        size_t n = resp_format(out, sizeof out, argc, argv, lens);
+        assert_int_equal(n, (size_t)wn);
+        assert_memory_equal(out, want, n);
+        redisFreeCommand(want);
+    }
+    /* The longest claim script. */
+    static char nkey[NKEY_MAX], epoch[EPOCH_MAX], sha[40];
+    memset(nkey, 'k', sizeof nkey);
+    memset(epoch, 'e', sizeof epoch);
+    memset(sha, 'f', sizeof sha);
+    int argc = 0;
+    argv[argc] = "EVALSHA", lens[argc++] = 7;
+    argv[argc] = sha, lens[argc++] = sizeof sha;
+    argv[argc] = "65", lens[argc++] = 2;
+    argv[argc] = EPOCH_KEY, lens[argc++] = sizeof EPOCH_KEY - 1;
+    for (int i = 0; i < MULTI_MAX; i++)
+        argv[argc] = nkey, lens[argc++] = sizeof nkey;
+    argv[argc] = epoch, lens[argc++] = sizeof epoch;
+    argv[argc] = epoch, lens[argc++] = sizeof epoch;
+    argv[argc] = "18446744073709551615", lens[argc++] = 20;
+    argv[argc] = "18446744073709551615", lens[argc++] = 20;
+    argv[argc] = "m", lens[argc++] = 1;
+    char *want = NULL;
+    long long wn = redisFormatCommandArgv(&want, argc, argv, lens);
+    size_t n = resp_format(out, sizeof out, argc, argv, lens);
+    assert_int_equal(n, (size_t)wn);
+    assert_memory_equal(out, want, n);
+    redisFreeCommand(want);
+    /* Refused, not overrun, when the buffer is short of resp_format's bound. */
+    assert_int_equal(resp_format(out, 10, 1, argv, lens), 0);
+    char u[24];
+    size_t un = put_u64(u, UINT64_MAX);
+    assert_int_equal(un, 20);
+    assert_memory_equal(u, "18446744073709551615", 20);
+    assert_int_equal(put_u64(u, 0), 1);
+    assert_int_equal(u[0], '0');
+}
+
 static void test_bad_urls(void **state)
 {
     fx_t *f = *state;
@@ -1935,6 +1999,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sentinel_passwords, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_replicas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_names, setup, teardown),
+        cmocka_unit_test(test_resp_format_as_hiredis),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

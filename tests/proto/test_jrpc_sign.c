@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "jrpc_sign.h"
@@ -212,6 +214,131 @@ static void test_new_nonce(void **state)
     assert_int_equal(symbols, 64);
 }
 
+static int cmp_nonce(const void *a, const void *b)
+{
+    return memcmp(a, b, 23);
+}
+
+/* Nonces from signers' pools (jrpc_signer_new_nonce, what libjrpc-client
+ * sends): the length asked, the alphabet, every symbol reachable, and no
+ * two alike across many draws (several pool refills) and several signers,
+ * as jrpc-bench's connections each have their own. */
+static void test_signer_nonce(void **state)
+{
+    (void)state;
+    enum { SIGNERS = 4, EACH = 2000 };   /* 2000 × 22 bytes: 31 refills of a signer's pool */
+    jrpc_signer_t *s[SIGNERS];
+    char (*all)[23] = calloc(SIGNERS * EACH, 23);
+    char a[JRPC_NONCE_MAX + 1];
+    int seen[256] = { 0 };
+    assert_non_null(all);
+    for (int k = 0; k < SIGNERS; k++)
+        assert_non_null(s[k] = jrpc_signer_new());
+    assert_int_equal(jrpc_signer_new_nonce(s[0], a, 15), -EINVAL);
+    assert_int_equal(jrpc_signer_new_nonce(s[0], a, 65), -EINVAL);
+    for (size_t n = JRPC_NONCE_MIN; n <= JRPC_NONCE_MAX; n++) {
+        assert_int_equal(jrpc_signer_new_nonce(s[0], a, n), 0);
+        assert_int_equal(strlen(a), n);
+        assert_true(jrpc_sign_nonce_ok(a, n));
+    }
+    for (int i = 0; i < EACH; i++)
+        for (int k = 0; k < SIGNERS; k++) {
+            char *x = all[i * SIGNERS + k];
+            assert_int_equal(jrpc_signer_new_nonce(s[k], x, 22), 0);
+            assert_int_equal(strlen(x), 22);
+            assert_true(jrpc_sign_nonce_ok(x, 22));
+            for (int c = 0; c < 22; c++)
+                seen[(unsigned char)x[c]]++;
+        }
+    qsort(all, SIGNERS * EACH, 23, cmp_nonce);
+    for (int i = 1; i < SIGNERS * EACH; i++)
+        assert_string_not_equal(all[i - 1], all[i]);
+    int symbols = 0;
+    for (int c = 0; c < 256; c++)
+        symbols += seen[c] > 0;
+    assert_int_equal(symbols, 64);
+    /* Uniform over the 64 symbols: 176 000 draws, 2750 expected of each;
+     * a symbol off by more than 20 % means a biased mapping. */
+    for (int c = 0; c < 256; c++)
+        if (seen[c] > 0)
+            assert_true(seen[c] > 2200 && seen[c] < 3300);
+    for (int k = 0; k < SIGNERS; k++)
+        jrpc_signer_destroy(&s[k]);
+    free(all);
+}
+
+/* A fork() after a pool was drawn: the child's nonces are not the ones the
+ * parent hands out next (they would be, from a copied pool). */
+static void test_signer_nonce_fork(void **state)
+{
+    (void)state;
+    jrpc_signer_t *s = jrpc_signer_new();
+    char mine[8][23], theirs[8][23];
+    int fd[2];
+    assert_non_null(s);
+    assert_int_equal(jrpc_signer_new_nonce(s, mine[0], 22), 0);   /* the pool is drawn */
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        for (int i = 0; i < 8; i++)
+            if (jrpc_signer_new_nonce(s, theirs[i], 22) != 0)
+                _exit(1);
+        _exit(write(fd[1], theirs, sizeof theirs) == (ssize_t)sizeof theirs ? 0 : 1);
+    }
+    close(fd[1]);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(jrpc_signer_new_nonce(s, mine[i], 22), 0);
+    size_t got = 0;
+    while (got < sizeof theirs) {
+        ssize_t n = read(fd[0], (char *)theirs + got, sizeof theirs - got);
+        assert_true(n > 0);
+        got += (size_t)n;
+    }
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            assert_string_not_equal(mine[i], theirs[j]);
+    jrpc_signer_destroy(&s);
+}
+
+/* The signer writes the timestamp and the hex itself: its signature is the
+ * HMAC (OpenSSL's one-shot HMAC()) of jrpc_sign_string's S (snprintf) for
+ * timestamps of every length, 0 and INT64_MAX included. */
+static void test_signer_timestamps(void **state)
+{
+    (void)state;
+    static const int64_t ts[] = { 0, 1, 9, 10, 99, 100, 1764000000, INT64_C(999999999999),
+                                  INT64_MAX - 1, INT64_MAX };
+    jrpc_signer_t *s = jrpc_signer_new();
+    jrpc_sign_key_t *k = jrpc_sign_key_new(SPAN(EX_SECRET));
+    assert_non_null(s);
+    assert_non_null(k);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        jrpc_buf_t S;
+        jrpc_buf_init(&S);
+        assert_int_equal(jrpc_sign_string(&S, SPAN(EX_KEY), ts[i], SPAN(EX_NONCE), EX_BODY,
+                                          sizeof EX_BODY - 1), 0);
+        unsigned char mac[32];
+        unsigned int mn = 0;
+        assert_non_null(HMAC(EVP_sha256(), EX_SECRET, sizeof EX_SECRET - 1,
+                             (const unsigned char *)S.p, S.len, mac, &mn));
+        char want[65], got[JRPC_SIGN_HEX_LEN + 1];
+        for (int b = 0; b < 32; b++)
+            snprintf(want + 2 * b, 3, "%02x", mac[b]);
+        assert_int_equal(jrpc_signer_compute(s, k, got, SPAN(EX_KEY), ts[i], SPAN(EX_NONCE),
+                                             EX_BODY, sizeof EX_BODY - 1), 0);
+        assert_string_equal(got, want);
+        jrpc_buf_dispose(&S);
+    }
+    jrpc_sign_key_destroy(&k);
+    jrpc_signer_destroy(&s);
+}
+
 /* ---- the reused state: jrpc_signer_t and jrpc_sign_key_t ---- */
 
 static void hex_of(char *hex, const unsigned char *b, size_t n)
@@ -379,6 +506,9 @@ int main(void)
         cmocka_unit_test(test_compute_einval),
         cmocka_unit_test(test_nonce_ok),
         cmocka_unit_test(test_new_nonce),
+        cmocka_unit_test(test_signer_nonce),
+        cmocka_unit_test(test_signer_nonce_fork),
+        cmocka_unit_test(test_signer_timestamps),
         cmocka_unit_test(test_signer_rfc4231),
         cmocka_unit_test(test_signer_key_lengths),
         cmocka_unit_test(test_signer_worked_example),
