@@ -902,12 +902,17 @@ static bool is_str_head(unsigned char b)
 
 static int rsize(const char **pp, const char *end, unsigned depth, unsigned max_depth, size_t *acc)
 {
+    if (*pp == end)
+        return JRPC_JSON_EMALFORMED;
+    if ((unsigned char)**pp <= 0x7f) {   /* positive fixint: the commonest result */
+        ++*pp;
+        *acc += 20;
+        return 0;
+    }
     msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
     uint64_t count;
     size_t n;
     int rc;
-    if (*pp == end)
-        return JRPC_JSON_EMALFORMED;
     int64_t used = jrpc_mpack_read_head(*pp, (size_t)(end - *pp), &o, &count);
     if (used < 0)
         return JRPC_JSON_EMALFORMED;
@@ -973,6 +978,11 @@ int jrpc_json_raw_size(const char *p, size_t n, unsigned max_depth, size_t *out)
 
 static char *rput(char *w, const char **pp, const char *end)
 {
+    unsigned char b = (unsigned char)**pp;
+    if (b <= 0x7f) {   /* positive fixint: the commonest result */
+        ++*pp;
+        return u64_put(w, b);
+    }
     msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
     uint64_t count;
     int64_t used = jrpc_mpack_read_head(*pp, (size_t)(end - *pp), &o, &count);

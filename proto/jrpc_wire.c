@@ -655,8 +655,9 @@ static bool item_elem(jrpc_wire_rsp_t *r, msgpack_object *o, uint64_t *owed)
     return true;
 }
 
-/* Any item, element by element (what the fast path below leaves). */
-static int next_item(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a)
+/* Any item, element by element (what the fast path below leaves). Not
+ * inlined: its registers would make every call of the fast path pay. */
+__attribute__((noinline)) static int next_item(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a)
 {
     msgpack_object o;
     uint64_t owed = 1;   /* values left of this item, itself included */
@@ -717,7 +718,7 @@ int jrpc_wire_response_next(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a)
         size_t sl = jrpc_mpack_scalar_size[u[1]];
         jrpc_seq_t seq = 0;
         if (avail >= 3 + sl)   /* the broker's seqs are uint64 (generation << 32 | slot) */
-            seq = sl == 1 ? u[1] : u[1] == 0xcf ? jrpc_be_load(u + 2, 8)
+            seq = sl == 1 ? u[1] : u[1] == 0xcf ? jrpc_be_load64(u + 2)
                                                 : jrpc_be_load(u + 2, (int)sl - 1);
         if (seq != 0 && u[1 + sl] == 0) {
             const char *v = (const char *)u + 2 + sl;
