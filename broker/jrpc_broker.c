@@ -330,8 +330,7 @@ static bool wants_msgpack(void *arg, jrpc_span_t method)
     return jrpc_workers_wants_msgpack(arg, method);
 }
 
-static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_object *value,
-                    void *arg)
+static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, void *arg)
 {
     jrpc_broker_t *b = arg;
     bbatch_t *x = owner;
@@ -341,9 +340,9 @@ static void on_done(void *owner, uint32_t i, int kind, int code, const msgpack_o
     if (!c->notification && !c->answered) {
         int rc = 0;
         if (kind == JRPC_DONE_RESULT)
-            rc = jrpc_batch_answer_result(&x->req, i, value);
+            rc = jrpc_batch_answer_result_raw(&x->req, i, value);
         else if (kind == JRPC_DONE_ERROR)
-            rc = jrpc_batch_answer_error_obj(&x->req, i, value);
+            rc = jrpc_batch_answer_error_raw(&x->req, i, value);
         else
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)

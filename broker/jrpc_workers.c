@@ -402,9 +402,12 @@ static slot_t *slot_by_seq(jrpc_workers_t *w, uint64_t seq, uint32_t *idx)
     return s;
 }
 
+/* The value of a call that ends without the worker's answer. */
+#define NO_VALUE ((jrpc_span_t){ NULL, 0 })
+
 /* Ends a call: tells its owner (unless cancelled) and frees the slot. */
 static void slot_finish(jrpc_workers_t *w, uint32_t i, int kind, int code,
-                        const msgpack_object *value)
+                        jrpc_span_t value)
 {
     slot_t *s = &w->slots[i];
     void *owner = s->owner;
@@ -792,7 +795,7 @@ static void method_fail_queue(jrpc_workers_t *w, method_t *m)
         if (s->resent && s->owner)
             w->lost++;
         slot_finish(w, i, JRPC_DONE_FAILED, s->resent ? JRPC_WORKER_FAILED : JRPC_METHOD_NOT_FOUND,
-                    NULL);
+                    NO_VALUE);
     }
     m->qtail = NIL;
 }
@@ -905,7 +908,7 @@ static void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why)
             continue;
         }
         failed++;
-        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NULL);
+        slot_finish(w, i, JRPC_DONE_FAILED, JRPC_WORKER_FAILED, NO_VALUE);
     }
     worker_release_methods(w, wk);
     w->redispatched += resent;
@@ -970,7 +973,7 @@ static void worker_pull(jrpc_workers_t *w, worker_t *wk)
             }
             w->queued--;
             if (worker_add_call(w, wk, i) < 0)
-                slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
+                slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NO_VALUE);
         }
     }
 }
@@ -1163,7 +1166,7 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
         if (s->twin != NIL)   /* its twin may still answer */
             slot_free(w, i);
         else
-            slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NULL);
+            slot_finish(w, i, JRPC_DONE_FAILED, JRPC_INTERNAL_ERROR, NO_VALUE);
     }
     JRPC_LOG(JRPC_LOG_WARN, "workers",
              "event=request_rejected worker=%s request=%llu calls=%u inflight=%u", wk->name,
@@ -1171,13 +1174,15 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
     worker_pull(w, wk);
 }
 
-static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+/* The items of a RESPONSE read in place (jrpc_wire_response_open checked
+ * the whole frame: nothing is answered from a malformed one). */
+static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
 {
-    for (uint32_t k = 0; k < m->nitems; k++) {
-        jrpc_wire_answer_t a;
-        uint32_t i;
+    while (r->next < r->nitems) {
+        jrpc_wire_answer_raw_t a;
+        uint32_t i, k = r->next;
         slot_t *s;
-        if (jrpc_wire_response_item(m, k, &a) < 0) {
+        if (jrpc_wire_response_next(r, &a) < 0) {
             w->malformed++;
             JRPC_LOG(JRPC_LOG_WARN, "workers", "event=malformed_answer item=%u", k);
             continue;
@@ -1212,16 +1217,52 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *
     worker_pull(w, wk);
 }
 
+/* A message from a peer we do not know (we restarted, or it timed out): ask
+ * it to start over. Its answers are for calls we gave up on or sent
+ * elsewhere. */
+static void on_stranger(jrpc_workers_t *w, const peer_t *from, int type, uint32_t nitems)
+{
+    if (type == JRPC_WIRE_RESPONSE)
+        w->late += nitems;
+    if (type != JRPC_WIRE_DISCONNECT)
+        send_simple(w, from, JRPC_WIRE_DISCONNECT);
+}
+
+static void on_malformed(jrpc_workers_t *w, size_t n, int rc)
+{
+    w->malformed++;
+    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=malformed_frame bytes=%zu error=\"%s\"", n,
+             jrpc_wire_strerror(rc));
+}
+
+/* RESPONSEs, nearly every message, are read in place (no tree: see
+ * docs/ARCHITECTURE.md, "RESPONSE frames read in place"); the others are
+ * decoded into w->zone. */
 static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, size_t n)
 {
+    jrpc_metrics_tick();
+    jrpc_wire_rsp_t r;
+    int rc = jrpc_wire_response_open(p, n, &r);
+    if (rc < 0) {
+        on_malformed(w, n, rc);
+        return;
+    }
+    if (rc == 0) {
+        worker_t *wk = worker_find(w, from);
+        if (wk == NULL) {
+            on_stranger(w, from, JRPC_WIRE_RESPONSE, r.nitems);
+            return;
+        }
+        wk->last_seen = jrpc_metrics.now;
+        wk->seen = true;
+        on_response(w, wk, &r);
+        return;
+    }
     jrpc_wire_msg_t m;
     msgpack_zone_clear(&w->zone);
-    jrpc_metrics_tick();
-    int rc = jrpc_wire_decode(p, n, &w->zone, &m);
+    rc = jrpc_wire_decode(p, n, &w->zone, &m);
     if (rc < 0) {
-        w->malformed++;
-        JRPC_LOG(JRPC_LOG_WARN, "workers", "event=malformed_frame bytes=%zu error=\"%s\"", n,
-                 jrpc_wire_strerror(rc));
+        on_malformed(w, n, rc);
         return;
     }
     if (m.type == JRPC_WIRE_READY) {
@@ -1230,20 +1271,12 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
     }
     worker_t *wk = worker_find(w, from);
     if (wk == NULL) {
-        /* Not ours (we restarted, or it timed out): ask it to start over.
-         * Its answers are for calls we gave up on or sent elsewhere. */
-        if (m.type == JRPC_WIRE_RESPONSE)
-            w->late += m.nitems;
-        if (m.type != JRPC_WIRE_DISCONNECT)
-            send_simple(w, from, JRPC_WIRE_DISCONNECT);
+        on_stranger(w, from, m.type, m.nitems);
         return;
     }
     wk->last_seen = jrpc_metrics.now;
     wk->seen = true;
     switch (m.type) {
-    case JRPC_WIRE_RESPONSE:
-        on_response(w, wk, &m);
-        break;
     case JRPC_WIRE_DISCONNECT:
         JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_disconnect inflight=%u", wk->inflight);
         wk->draining = true;
@@ -1254,7 +1287,7 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
     case JRPC_WIRE_REJECT:
         on_reject(w, wk, &m);
         break;
-    default: /* REQUEST is not for us */
+    default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
         break;
     }

@@ -88,13 +88,16 @@ enum jrpc_cancel_why {
 enum jrpc_done_kind {
     JRPC_DONE_RESULT,  /* value is the worker's result */
     JRPC_DONE_ERROR,   /* value is the worker's error object (unchecked map) */
-    JRPC_DONE_FAILED,  /* value is NULL; code says why (-32601, -32004, ...) */
+    JRPC_DONE_FAILED,  /* value is empty; code says why (-32601, -32004, ...) */
 };
 
-/* Called once per dispatched call that was not cancelled. value borrows from
- * the worker's frame: use it before returning. */
+/* Called once per dispatched call that was not cancelled. value is the
+ * msgpack bytes of the worker's result or error, one well-formed value read
+ * in place from its RESPONSE (jrpc_batch_answer_result_raw and
+ * jrpc_batch_answer_error_raw take it as it is); it borrows from the
+ * worker's frame: use it before returning. */
 typedef void (*jrpc_done_fn)(void *owner, uint32_t index, int kind, int code,
-                             const msgpack_object *value, void *arg);
+                             jrpc_span_t value, void *arg);
 
 /* Creates the module and binds its socket: io/jrpc_zmtp on the loop thread
  * for tcp:// and ipc:// paths without CURVE unless opts.libzmq, else a libzmq

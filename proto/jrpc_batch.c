@@ -12,6 +12,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_json.h"
 #include "jrpc_json_internal.h"
+#include "jrpc_mpack.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -651,6 +652,32 @@ int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *d
     return rc;
 }
 
+/* Sets call c's answer to `"result":` and n bytes of JSON: text verbatim
+ * when text.p, else written from the tree obj or the bytes raw (n from the
+ * matching _size pass). */
+static int result_answer(jrpc_batch_t *b, jrpc_call_t *c, size_t n, jrpc_span_t text,
+                         const msgpack_object *obj, jrpc_span_t raw)
+{
+    char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
+    if (w0 == NULL)
+        return -ENOMEM;
+    memcpy(w0, LIT("\"result\":"));
+    char *w = w0 + sizeof "\"result\":" - 1;
+    if (text.p) {
+        memcpy(w, text.p, text.n);
+        w += text.n;
+    } else if (obj) {
+        w = jrpc_json_msgpack_put(w, obj);
+    } else {
+        w = jrpc_json_raw_put(w, raw.p, raw.n);
+    }
+    c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
+    c->code = 0;
+    c->error = false;
+    c->answered = true;
+    return 0;
+}
+
 int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result)
 {
     assert(i < b->ncalls);
@@ -666,22 +693,29 @@ int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *
     } else if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0) {
         return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
     }
-    char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
-    if (w0 == NULL)
-        return -ENOMEM;
-    memcpy(w0, LIT("\"result\":"));
-    char *w = w0 + sizeof "\"result\":" - 1;
-    if (text.p) {
-        memcpy(w, text.p, text.n);
-        w += text.n;
-    } else {
-        w = jrpc_json_msgpack_put(w, result);
+    return result_answer(b, c, n, text, result, (jrpc_span_t){ NULL, 0 });
+}
+
+int jrpc_batch_answer_result_raw(jrpc_batch_t *b, uint32_t i, jrpc_span_t result)
+{
+    assert(i < b->ncalls);
+    jrpc_call_t *c = &b->calls[i];
+    if (c->notification)
+        return 0;
+    size_t n;
+    jrpc_span_t text = { NULL, 0 };
+    msgpack_object bin;
+    uint64_t count;
+    if (result.n > 0 && (unsigned char)result.p[0] - 0xc4u < 3 &&   /* bin8/16/32 */
+        jrpc_mpack_read_head(result.p, result.n, &bin, &count) > 0) {
+        /* JSON text (PROTOCOL.md 2.3): checked, copied */
+        if (json_text(&bin, &text) < 0)
+            return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+        n = text.n;
+    } else if (jrpc_json_raw_size(result.p, result.n, JRPC_JSON_MAX_DEPTH, &n) < 0) {
+        return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
     }
-    c->answer = (jrpc_span_t){ w0, (size_t)(w - w0) };
-    c->code = 0;
-    c->error = false;
-    c->answered = true;
-    return 0;
+    return result_answer(b, c, n, text, NULL, result);
 }
 
 static bool str_is(const msgpack_object *o, const char *s, size_t n)
@@ -756,6 +790,26 @@ int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_objec
     return 0;
 malformed:
     return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "worker sent a malformed error");
+}
+
+/* Rare (workers answer errors far less often than results): the error is
+ * made a tree from its own bytes and checked as one. No depth limit of its
+ * own: the frame it came in had one, and members other than "data" (dropped)
+ * may nest as deep as that allows. */
+int jrpc_batch_answer_error_raw(jrpc_batch_t *b, uint32_t i, jrpc_span_t error)
+{
+    assert(i < b->ncalls);
+    if (b->calls[i].notification)
+        return 0;
+    msgpack_zone zone;
+    msgpack_object o;
+    if (!msgpack_zone_init(&zone, 1024))
+        return -ENOMEM;
+    int rc = jrpc_mpack_unpack(error.p, error.n, SIZE_MAX, &zone, &o);
+    if (rc != -ENOMEM)   /* bytes that do not unpack leave o nil: a malformed error */
+        rc = jrpc_batch_answer_error_obj(b, i, &o);
+    msgpack_zone_destroy(&zone);
+    return rc;
 }
 
 bool jrpc_batch_expects_reply(const jrpc_batch_t *b)

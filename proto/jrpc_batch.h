@@ -125,6 +125,13 @@ uint32_t jrpc_batch_count(const char *body, size_t len);
  * for the two functions below. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result);
 
+/* The same for a result given as the msgpack bytes of one value (read in
+ * place from a RESPONSE frame jrpc_wire_response_open() checked; borrowed
+ * for the call): the same answer, byte for byte, as
+ * jrpc_batch_answer_result() gives for the tree of those bytes, without
+ * one. Returns 0 or -ENOMEM. */
+int jrpc_batch_answer_result_raw(jrpc_batch_t *b, uint32_t i, jrpc_span_t result);
+
 /* Answers call i with an error object from a worker. It must be a map with
  * an integer "code" in int range and a valid UTF-8 string "message", "data"
  * optional (any value with a JSON form, or a bin of JSON text checked as
@@ -132,6 +139,12 @@ int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *
  * else (duplicate or non-string keys included) answers -32603 with data
  * "worker sent a malformed error" instead. Returns 0 or -ENOMEM. */
 int jrpc_batch_answer_error_obj(jrpc_batch_t *b, uint32_t i, const msgpack_object *error);
+
+/* The same for an error object given as msgpack bytes (as above): unpacked
+ * into a tree of its own for the call (errors are rare), then the same
+ * answer; bytes that are not one msgpack value are a malformed error.
+ * Returns 0 or -ENOMEM. */
+int jrpc_batch_answer_error_raw(jrpc_batch_t *b, uint32_t i, jrpc_span_t error);
 
 /* Answers call i with one of our codes, its standard message and, when data
  * is not NULL, a string "data" member (left out if not valid UTF-8).

@@ -7,6 +7,7 @@
 #define JRPC_BE_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* The n-byte (1..8) big-endian unsigned integer at p. */
 static inline uint64_t jrpc_be_load(const unsigned char *p, int n)
@@ -14,6 +15,17 @@ static inline uint64_t jrpc_be_load(const unsigned char *p, int n)
     uint64_t v = 0;
     for (int i = 0; i < n; i++)
         v = (v << 8) | p[i];
+    return v;
+}
+
+/* The 8-byte big-endian unsigned integer at p, in one load. */
+static inline uint64_t jrpc_be_load64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 

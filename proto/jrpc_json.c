@@ -754,15 +754,19 @@ char *jrpc_json_string_put(char *w, const char *s, size_t n)
     return w;
 }
 
+/* The digits are counted first and written backwards in place: no copy (a
+ * call to memcpy of a variable length cost more than the digits). */
 static char *u64_put(char *w, uint64_t v)
 {
-    char buf[20], *e = buf + sizeof buf, *q = e;
+    size_t digits = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        digits++;
+    char *e = w + digits;
     do {
-        *--q = (char)('0' + v % 10);
+        *--e = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    jrpc_move(w, q, (size_t)(e - q));
-    return w + (e - q);
+    return w + digits;
 }
 
 char *jrpc_json_int_put(char *w, int64_t v)
@@ -916,6 +920,159 @@ char *jrpc_json_msgpack_put(char *w, const msgpack_object *o)
     default:
         return w;  /* unreachable after jrpc_json_msgpack_size() */
     }
+}
+
+/* ---- msgpack bytes → JSON, in place ----
+ *
+ * The same two passes as msize/jrpc_json_msgpack_put, over the bytes of a
+ * value instead of its tree (RESPONSE results, read in place): the same
+ * visiting order, so the same first refusal, the same bound and the same
+ * text. Both recurse as the tree walkers do, at most max_depth deep: a
+ * container deeper than that is refused before anything inside it. */
+
+static bool is_str_head(unsigned char b)
+{
+    return (b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb);
+}
+
+static int rsize(const char **pp, const char *end, unsigned depth, unsigned max_depth, size_t *acc)
+{
+    if (*pp == end)
+        return JRPC_JSON_EMALFORMED;
+    if ((unsigned char)**pp <= 0x7f) {   /* positive fixint: the commonest result */
+        ++*pp;
+        *acc += 20;
+        return 0;
+    }
+    msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
+    uint64_t count;
+    size_t n;
+    int rc;
+    int64_t used = jrpc_mpack_read_head(*pp, (size_t)(end - *pp), &o, &count);
+    if (used < 0)
+        return JRPC_JSON_EMALFORMED;
+    *pp += used;
+    switch (o.type) {
+    case MSGPACK_OBJECT_NIL:
+        *acc += 4;
+        return 0;
+    case MSGPACK_OBJECT_BOOLEAN:
+        *acc += 5;
+        return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *acc += 20;
+        return 0;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        if (!isfinite(o.via.f64))
+            return JRPC_JSON_EUNREPR;
+        *acc += DOUBLE_MAX_TEXT;
+        return 0;
+    case MSGPACK_OBJECT_STR:
+        if ((rc = jrpc_json_string_size(o.via.str.ptr, o.via.str.size, &n)) < 0)
+            return rc;
+        *acc += n;
+        return 0;
+    case MSGPACK_OBJECT_ARRAY:
+        if (depth + 1 > max_depth)
+            return JRPC_JSON_EDEPTH;
+        *acc += 2 + (size_t)count;
+        for (uint64_t i = 0; i < count; i++)
+            if ((rc = rsize(pp, end, depth + 1, max_depth, acc)) < 0)
+                return rc;
+        return 0;
+    case MSGPACK_OBJECT_MAP:
+        if (depth + 1 > max_depth)
+            return JRPC_JSON_EDEPTH;
+        *acc += 2 + 2 * (size_t)count;
+        for (uint64_t i = 0; i < count; i++) {
+            if (*pp == end)
+                return JRPC_JSON_EMALFORMED;
+            if (!is_str_head((unsigned char)**pp))
+                return JRPC_JSON_EUNREPR;
+            if ((rc = rsize(pp, end, depth + 1, max_depth, acc)) < 0 ||
+                (rc = rsize(pp, end, depth + 1, max_depth, acc)) < 0)
+                return rc;
+        }
+        return 0;
+    default:  /* bin, ext */
+        return JRPC_JSON_EUNREPR;
+    }
+}
+
+int jrpc_json_raw_size(const char *p, size_t n, unsigned max_depth, size_t *out)
+{
+    const char *q = p, *end = p + n;
+    *out = 0;
+    int rc = rsize(&q, end, 0, max_depth, out);
+    if (rc == 0 && q != end)
+        rc = JRPC_JSON_EMALFORMED;
+    return rc;
+}
+
+static char *rput(char *w, const char **pp, const char *end)
+{
+    unsigned char b = (unsigned char)**pp;
+    if (b <= 0x7f) {   /* positive fixint: the commonest result */
+        ++*pp;
+        return u64_put(w, b);
+    }
+    msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
+    uint64_t count;
+    int64_t used = jrpc_mpack_read_head(*pp, (size_t)(end - *pp), &o, &count);
+    if (used < 0)
+        return w;   /* unreachable after jrpc_json_raw_size() */
+    *pp += used;
+    switch (o.type) {
+    case MSGPACK_OBJECT_NIL:
+        memcpy(w, "null", 4);
+        return w + 4;
+    case MSGPACK_OBJECT_BOOLEAN:
+        if (o.via.boolean) {
+            memcpy(w, "true", 4);
+            return w + 4;
+        }
+        memcpy(w, "false", 5);
+        return w + 5;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return u64_put(w, o.via.u64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return jrpc_json_int_put(w, o.via.i64);
+    case MSGPACK_OBJECT_FLOAT32:
+        return double_put(w, o.via.f64, true);
+    case MSGPACK_OBJECT_FLOAT64:
+        return double_put(w, o.via.f64, false);
+    case MSGPACK_OBJECT_STR:
+        return jrpc_json_string_put(w, o.via.str.ptr, o.via.str.size);
+    case MSGPACK_OBJECT_ARRAY:
+        *w++ = '[';
+        for (uint64_t i = 0; i < count; i++) {
+            if (i)
+                *w++ = ',';
+            w = rput(w, pp, end);
+        }
+        *w++ = ']';
+        return w;
+    case MSGPACK_OBJECT_MAP:
+        *w++ = '{';
+        for (uint64_t i = 0; i < count; i++) {
+            if (i)
+                *w++ = ',';
+            w = rput(w, pp, end);
+            *w++ = ':';
+            w = rput(w, pp, end);
+        }
+        *w++ = '}';
+        return w;
+    default:
+        return w;  /* unreachable after jrpc_json_raw_size() */
+    }
+}
+
+char *jrpc_json_raw_put(char *w, const char *p, size_t n)
+{
+    return rput(w, &p, p + n);
 }
 
 int jrpc_json_write_msgpack(jrpc_buf_t *out, const msgpack_object *o, unsigned max_depth)

@@ -139,6 +139,14 @@ size_t jrpc_json_unescape(const char *raw, size_t n, char *dst);
  * returns the new cursor. */
 int   jrpc_json_msgpack_size(const msgpack_object *o, unsigned max_depth, size_t *n);
 char *jrpc_json_msgpack_put(char *w, const msgpack_object *o);
+/* The same two passes over the bytes p[0..n) of one msgpack value (read in
+ * place: no tree), with the same verdicts, bound and text as the two above
+ * for the tree jrpc_mpack_unpack() makes of those bytes. The bytes must be
+ * one well-formed value (e.g. inside a frame jrpc_mpack_check() accepted);
+ * others are never read past p + n and get an error (JRPC_JSON_EMALFORMED
+ * when nothing else was found first). _put only after _size said 0. */
+int   jrpc_json_raw_size(const char *p, size_t n, unsigned max_depth, size_t *out);
+char *jrpc_json_raw_put(char *w, const char *p, size_t n);
 int   jrpc_json_string_size(const char *s, size_t n, size_t *out);
 char *jrpc_json_string_put(char *w, const char *s, size_t n);
 char *jrpc_json_int_put(char *w, int64_t v);

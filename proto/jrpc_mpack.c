@@ -32,166 +32,36 @@ _Static_assert(sizeof(msgpack_object_kv) == 2 * sizeof(msgpack_object) &&
                offsetof(msgpack_object_kv, val) == sizeof(msgpack_object),
                "a map's entries are filled as a flat run of objects");
 
+/* Bytes of a value whose size its first byte tells: every fixed-size scalar
+ * (nil, bool, ints, floats, fixext) and fixstr; 0 for the rest (containers,
+ * str8/16/32, bin, ext8/16/32, the reserved 0xc1). */
+const uint8_t jrpc_mpack_scalar_size[256] = {
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 00 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 10 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 20 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 30 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 40 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 50 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 60 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* 70 */
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 80 */
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 90 */
+     1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16,  /* A0 */
+    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,  /* B0 */
+     1,  0,  1,  1,  0,  0,  0,  0,  0,  0,  5,  9,  2,  3,  5,  9,  /* C0 */
+     2,  3,  5,  9,  3,  4,  6, 10, 18,  0,  0,  0,  0,  0,  0,  0,  /* D0 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* E0 */
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  /* F0 */
+};
+
 /* Levels kept on the C stack; deeper nesting moves the stack to the heap. */
 #define INLINE_LEVELS 32
-
-/* The header of one value at p[0..avail): sets *o for a scalar, or its type
- * and *count (elements, or entries of a map) for a container, whose slots the
- * caller allocates. Returns the bytes the value's own encoding takes (a
- * container's header only), or JRPC_MPACK_EMALFORMED. */
-static int64_t read_head(const unsigned char *p, size_t avail, msgpack_object *o, uint64_t *count)
-{
-    unsigned char b = p[0];
-    uint64_t len = 0;
-    size_t head = 1;        /* bytes before the payload */
-    int lenbytes = 0;       /* a big-endian length field after b */
-    *count = 0;
-    if (b <= 0x7f) {
-        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-        o->via.u64 = b;
-        return 1;
-    }
-    if (b >= 0xe0) {
-        o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
-        o->via.i64 = (int8_t)b;
-        return 1;
-    }
-    if (b <= 0x8f) {
-        o->type = MSGPACK_OBJECT_MAP;
-        *count = b & 0x0f;
-        return 1;
-    }
-    if (b <= 0x9f) {
-        o->type = MSGPACK_OBJECT_ARRAY;
-        *count = b & 0x0f;
-        return 1;
-    }
-    if (b <= 0xbf) {
-        o->type = MSGPACK_OBJECT_STR;
-        len = b & 0x1f;
-        goto payload;
-    }
-    switch (b) {
-    case 0xc0:
-        o->type = MSGPACK_OBJECT_NIL;
-        return 1;
-    case 0xc2:
-    case 0xc3:
-        o->type = MSGPACK_OBJECT_BOOLEAN;
-        o->via.boolean = b == 0xc3;
-        return 1;
-    case 0xc4: case 0xc5: case 0xc6:                /* bin8/16/32 */
-        o->type = MSGPACK_OBJECT_BIN;
-        lenbytes = 1 << (b - 0xc4);
-        break;
-    case 0xd9: case 0xda: case 0xdb:                /* str8/16/32 */
-        o->type = MSGPACK_OBJECT_STR;
-        lenbytes = 1 << (b - 0xd9);
-        break;
-    case 0xc7: case 0xc8: case 0xc9:                /* ext8/16/32: length, type */
-        o->type = MSGPACK_OBJECT_EXT;
-        lenbytes = 1 << (b - 0xc7);
-        break;
-    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext1..16: type */
-        o->type = MSGPACK_OBJECT_EXT;
-        len = 1u << (b - 0xd4);
-        break;
-    case 0xdc: case 0xdd:                           /* array16/32 */
-        o->type = MSGPACK_OBJECT_ARRAY;
-        lenbytes = 2 << (b - 0xdc);
-        break;
-    case 0xde: case 0xdf:                           /* map16/32 */
-        o->type = MSGPACK_OBJECT_MAP;
-        lenbytes = 2 << (b - 0xde);
-        break;
-    case 0xca: case 0xcb: {                         /* float32/64 */
-        size_t w = b == 0xca ? 4 : 8;
-        if (avail < 1 + w)
-            return JRPC_MPACK_EMALFORMED;
-        uint64_t bits = jrpc_be_load(p + 1, (int)w);
-        if (w == 4) {
-            uint32_t b32 = (uint32_t)bits;
-            float f;
-            memcpy(&f, &b32, sizeof f);
-            o->type = MSGPACK_OBJECT_FLOAT32;
-            o->via.f64 = f;
-        } else {
-            double d;
-            memcpy(&d, &bits, sizeof d);
-            o->type = MSGPACK_OBJECT_FLOAT64;
-            o->via.f64 = d;
-        }
-        return (int64_t)(1 + w);
-    }
-    case 0xcc: case 0xcd: case 0xce: case 0xcf: {   /* uint8..64 */
-        int w = 1 << (b - 0xcc);
-        if (avail < 1 + (size_t)w)
-            return JRPC_MPACK_EMALFORMED;
-        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-        o->via.u64 = jrpc_be_load(p + 1, w);
-        return 1 + w;
-    }
-    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {   /* int8..64 */
-        int w = 1 << (b - 0xd0);
-        if (avail < 1 + (size_t)w)
-            return JRPC_MPACK_EMALFORMED;
-        uint64_t u = jrpc_be_load(p + 1, w);
-        int64_t v;
-        if (w < 8 && (u >> (8 * w - 1)))
-            u |= ~(uint64_t)0 << (8 * w);       /* sign-extend */
-        memcpy(&v, &u, sizeof v);
-        /* As msgpack-c: a non-negative value is a positive integer
-         * whatever its encoding. */
-        if (v < 0) {
-            o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
-            o->via.i64 = v;
-        } else {
-            o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-            o->via.u64 = (uint64_t)v;
-        }
-        return 1 + w;
-    }
-    default:                                        /* 0xc1, reserved */
-        return JRPC_MPACK_EMALFORMED;
-    }
-    if (lenbytes) {
-        if (avail - head < (size_t)lenbytes)
-            return JRPC_MPACK_EMALFORMED;
-        len = jrpc_be_load(p + head, lenbytes);
-        head += (size_t)lenbytes;
-    }
-    if (o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP) {
-        *count = len;
-        return (int64_t)head;
-    }
-    if (o->type == MSGPACK_OBJECT_EXT) {
-        if (avail - head < 1)
-            return JRPC_MPACK_EMALFORMED;
-        o->via.ext.type = (int8_t)p[head];
-        head++;
-    }
-payload:
-    if (len > avail - head)
-        return JRPC_MPACK_EMALFORMED;
-    /* len < 2^32 here: every length field is at most 32 bits wide. */
-    if (o->type == MSGPACK_OBJECT_EXT) {
-        o->via.ext.size = (uint32_t)len;
-        o->via.ext.ptr = (const char *)p + head;
-    } else if (o->type == MSGPACK_OBJECT_STR) {
-        o->via.str.size = (uint32_t)len;
-        o->via.str.ptr = (const char *)p + head;
-    } else {
-        o->via.bin.size = (uint32_t)len;
-        o->via.bin.ptr = (const char *)p + head;
-    }
-    return (int64_t)(head + len);
-}
 
 int64_t jrpc_mpack_head(const char *p, size_t avail, msgpack_object *o, uint64_t *count)
 {
     if (p == NULL || avail == 0)
         return JRPC_MPACK_EMALFORMED;
-    return read_head((const unsigned char *)p, avail, o, count);
+    return jrpc_mpack_read_head(p, avail, o, count);
 }
 
 /* Gives a container of count elements (entries, for a map) its slots. */
@@ -240,7 +110,7 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
         if (avail == 0)
             goto out;
         uint64_t count;
-        int64_t used = read_head(p + pos, avail, dst, &count);
+        int64_t used = jrpc_mpack_read_head((const char *)p + pos, avail, dst, &count);
         if (used < 0)
             goto out;
         pos += (size_t)used;
@@ -288,6 +158,113 @@ out:
     if (rc < 0)
         memset(out, 0, sizeof *out);
     return rc;
+}
+
+/* The same walk as jrpc_mpack_unpack, with a count per level instead of
+ * slots: it accepts exactly the same bytes (the unpacker's early "owed"
+ * refusals are truncations found before reaching them), so bytes checked
+ * here can be read in place as if they had been decoded. */
+int64_t jrpc_mpack_check_values(const char *p, size_t avail, uint64_t count, size_t max_depth)
+{
+    assert(max_depth >= 1);
+    uint64_t inline_levels[INLINE_LEVELS];
+    uint64_t *levels = inline_levels;  /* values left in each container around the open one */
+    size_t cap = INLINE_LEVELS, depth = 0, pos = 0;
+    uint64_t left = count;             /* values left in the open container (at first: the run) */
+    int64_t rc = JRPC_MPACK_EMALFORMED;
+    if (count == 0)
+        return 0;
+    if (p == NULL)
+        goto out;
+    for (;;) {
+        if (pos == avail)
+            goto out;
+        size_t size = jrpc_mpack_scalar_size[(unsigned char)p[pos]];
+        if (size) {   /* most values: the first byte says it all */
+            if (size > avail - pos)
+                goto out;
+            pos += size;
+            left--;
+            goto filled;
+        }
+        msgpack_object o;
+        uint64_t n;
+        int64_t used = jrpc_mpack_read_head(p + pos, avail - pos, &o, &n);
+        if (used < 0)
+            goto out;
+        pos += (size_t)used;
+        left--;
+        if (o.type == MSGPACK_OBJECT_ARRAY || o.type == MSGPACK_OBJECT_MAP) {
+            uint64_t slots = jrpc_mpack_slots(&o, n);
+            if (depth == max_depth || slots > avail - pos)
+                goto out;
+            if (slots > 0) {
+                if (depth == cap) {
+                    size_t ncap = cap * 2 > max_depth ? max_depth : cap * 2;
+                    uint64_t *nl = levels == inline_levels ? malloc(ncap * sizeof *nl)
+                                                           : realloc(levels, ncap * sizeof *nl);
+                    if (nl == NULL) {
+                        rc = -ENOMEM;
+                        goto out;
+                    }
+                    if (levels == inline_levels)
+                        memcpy(nl, inline_levels, sizeof inline_levels);
+                    levels = nl;
+                    cap = ncap;
+                }
+                levels[depth++] = left;
+                left = slots;
+            }
+        }
+    filled:
+        while (left == 0) {   /* the open container is full: back to its parent */
+            if (depth == 0) {
+                rc = (int64_t)pos;
+                goto out;
+            }
+            left = levels[--depth];
+        }
+    }
+out:
+    if (levels != inline_levels)
+        free(levels);
+    return rc;
+}
+
+int jrpc_mpack_check(const char *buf, size_t n, size_t max_depth)
+{
+    int64_t used = jrpc_mpack_check_values(buf, n, 1, max_depth);
+    if (used < 0)
+        return (int)used;
+    return (size_t)used == n ? 0 : JRPC_MPACK_EMALFORMED;
+}
+
+/* One running count of values owed is enough to find the end: no stack. */
+int64_t jrpc_mpack_skip(const char *p, size_t avail, uint64_t count)
+{
+    size_t pos = 0;
+    while (count > 0) {
+        if (pos == avail)
+            return JRPC_MPACK_EMALFORMED;
+        size_t size = jrpc_mpack_scalar_size[(unsigned char)p[pos]];
+        if (size) {
+            if (size > avail - pos)
+                return JRPC_MPACK_EMALFORMED;
+            pos += size;
+            count--;
+            continue;
+        }
+        msgpack_object o;
+        uint64_t n;
+        int64_t used = jrpc_mpack_read_head(p + pos, avail - pos, &o, &n);
+        if (used < 0)
+            return JRPC_MPACK_EMALFORMED;
+        pos += (size_t)used;
+        count += jrpc_mpack_slots(&o, n) - 1;
+        if (count > avail - pos)   /* each value owed takes a byte at least */
+            return JRPC_MPACK_EMALFORMED;
+    }
+    return (int64_t)pos;
 }
 
 const msgpack_object *jrpc_mpack_map_get(const msgpack_object *o, const char *key)

@@ -24,6 +24,163 @@ enum {
     JRPC_MPACK_EMALFORMED = -4001,  /* not exactly one msgpack value within the limits */
 };
 
+/* The bytes a value takes when its first byte b alone tells (fixed-size
+ * scalars and fixstr), else 0: the in-place readers' fast path. */
+extern const uint8_t jrpc_mpack_scalar_size[256];
+
+/* jrpc_mpack_head() without its checks, inline for the in-place readers
+ * (the decoder, jrpc_mpack_check, RESPONSE frames, msgpack bytes as JSON):
+ * p[0..avail) with avail >= 1 (not checked). */
+static inline int64_t jrpc_mpack_read_head(const char *s, size_t avail, msgpack_object *o,
+                                           uint64_t *count)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char b = p[0];
+    uint64_t len = 0;
+    size_t head = 1;        /* bytes before the payload */
+    int lenbytes = 0;       /* a big-endian length field after b */
+    *count = 0;
+    if (b <= 0x7f) {
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        o->via.u64 = b;
+        return 1;
+    }
+    if (b >= 0xe0) {
+        o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+        o->via.i64 = (int8_t)b;
+        return 1;
+    }
+    if (b <= 0x8f) {
+        o->type = MSGPACK_OBJECT_MAP;
+        *count = b & 0x0f;
+        return 1;
+    }
+    if (b <= 0x9f) {
+        o->type = MSGPACK_OBJECT_ARRAY;
+        *count = b & 0x0f;
+        return 1;
+    }
+    if (b <= 0xbf) {
+        o->type = MSGPACK_OBJECT_STR;
+        len = b & 0x1f;
+        goto payload;
+    }
+    switch (b) {
+    case 0xc0:
+        o->type = MSGPACK_OBJECT_NIL;
+        return 1;
+    case 0xc2:
+    case 0xc3:
+        o->type = MSGPACK_OBJECT_BOOLEAN;
+        o->via.boolean = b == 0xc3;
+        return 1;
+    case 0xc4: case 0xc5: case 0xc6:                /* bin8/16/32 */
+        o->type = MSGPACK_OBJECT_BIN;
+        lenbytes = 1 << (b - 0xc4);
+        break;
+    case 0xd9: case 0xda: case 0xdb:                /* str8/16/32 */
+        o->type = MSGPACK_OBJECT_STR;
+        lenbytes = 1 << (b - 0xd9);
+        break;
+    case 0xc7: case 0xc8: case 0xc9:                /* ext8/16/32: length, type */
+        o->type = MSGPACK_OBJECT_EXT;
+        lenbytes = 1 << (b - 0xc7);
+        break;
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext1..16: type */
+        o->type = MSGPACK_OBJECT_EXT;
+        len = 1u << (b - 0xd4);
+        break;
+    case 0xdc: case 0xdd:                           /* array16/32 */
+        o->type = MSGPACK_OBJECT_ARRAY;
+        lenbytes = 2 << (b - 0xdc);
+        break;
+    case 0xde: case 0xdf:                           /* map16/32 */
+        o->type = MSGPACK_OBJECT_MAP;
+        lenbytes = 2 << (b - 0xde);
+        break;
+    case 0xca: case 0xcb: {                         /* float32/64 */
+        size_t w = b == 0xca ? 4 : 8;
+        if (avail < 1 + w)
+            return JRPC_MPACK_EMALFORMED;
+        uint64_t bits = jrpc_be_load(p + 1, (int)w);
+        if (w == 4) {
+            uint32_t b32 = (uint32_t)bits;
+            float f;
+            memcpy(&f, &b32, sizeof f);
+            o->type = MSGPACK_OBJECT_FLOAT32;
+            o->via.f64 = f;
+        } else {
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            o->type = MSGPACK_OBJECT_FLOAT64;
+            o->via.f64 = d;
+        }
+        return (int64_t)(1 + w);
+    }
+    case 0xcc: case 0xcd: case 0xce: case 0xcf: {   /* uint8..64 */
+        int w = 1 << (b - 0xcc);
+        if (avail < 1 + (size_t)w)
+            return JRPC_MPACK_EMALFORMED;
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        o->via.u64 = jrpc_be_load(p + 1, w);
+        return 1 + w;
+    }
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {   /* int8..64 */
+        int w = 1 << (b - 0xd0);
+        if (avail < 1 + (size_t)w)
+            return JRPC_MPACK_EMALFORMED;
+        uint64_t u = jrpc_be_load(p + 1, w);
+        int64_t v;
+        if (w < 8 && (u >> (8 * w - 1)))
+            u |= ~(uint64_t)0 << (8 * w);       /* sign-extend */
+        memcpy(&v, &u, sizeof v);
+        /* As msgpack-c: a non-negative value is a positive integer
+         * whatever its encoding. */
+        if (v < 0) {
+            o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+            o->via.i64 = v;
+        } else {
+            o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+            o->via.u64 = (uint64_t)v;
+        }
+        return 1 + w;
+    }
+    default:                                        /* 0xc1, reserved */
+        return JRPC_MPACK_EMALFORMED;
+    }
+    if (lenbytes) {
+        if (avail - head < (size_t)lenbytes)
+            return JRPC_MPACK_EMALFORMED;
+        len = jrpc_be_load(p + head, lenbytes);
+        head += (size_t)lenbytes;
+    }
+    if (o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP) {
+        *count = len;
+        return (int64_t)head;
+    }
+    if (o->type == MSGPACK_OBJECT_EXT) {
+        if (avail - head < 1)
+            return JRPC_MPACK_EMALFORMED;
+        o->via.ext.type = (int8_t)p[head];
+        head++;
+    }
+payload:
+    if (len > avail - head)
+        return JRPC_MPACK_EMALFORMED;
+    /* len < 2^32 here: every length field is at most 32 bits wide. */
+    if (o->type == MSGPACK_OBJECT_EXT) {
+        o->via.ext.size = (uint32_t)len;
+        o->via.ext.ptr = (const char *)p + head;
+    } else if (o->type == MSGPACK_OBJECT_STR) {
+        o->via.str.size = (uint32_t)len;
+        o->via.str.ptr = (const char *)p + head;
+    } else {
+        o->via.bin.size = (uint32_t)len;
+        o->via.bin.ptr = (const char *)p + head;
+    }
+    return (int64_t)(head + len);
+}
+
 /* Decodes exactly one msgpack value covering buf[0..n) into *out, as
  * msgpack_unpack() would (same object types and values), but with nesting
  * allowed up to max_depth (>= 1) containers, counting the outermost.
@@ -47,6 +204,32 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
  * included), or JRPC_MPACK_EMALFORMED (avail 0, truncated, reserved byte
  * 0xc1). */
 int64_t jrpc_mpack_head(const char *p, size_t avail, msgpack_object *o, uint64_t *count);
+
+/* Checks that buf[0..n) is exactly one msgpack value within max_depth (>= 1)
+ * levels of nesting: what jrpc_mpack_unpack() accepts, without building
+ * anything (the in-place readers then walk the bytes trusting their
+ * structure). Keeps a stack of counts only beyond 32 levels.
+ * Returns 0, JRPC_MPACK_EMALFORMED (as jrpc_mpack_unpack would), or -ENOMEM
+ * (deep nesting only). Never blocks. */
+int jrpc_mpack_check(const char *buf, size_t n, size_t max_depth);
+
+/* The same for a run of count values at p[0..avail), each within max_depth
+ * levels, and bytes may follow: returns the bytes the run takes (0 for
+ * count 0), JRPC_MPACK_EMALFORMED or -ENOMEM. */
+int64_t jrpc_mpack_check_values(const char *p, size_t avail, uint64_t count, size_t max_depth);
+
+/* The bytes the next count values at p[0..avail) take (0 for count 0), with
+ * no depth limit (for bytes jrpc_mpack_check() accepted), or
+ * JRPC_MPACK_EMALFORMED when they are not there. Never allocates, never
+ * recurses. */
+int64_t jrpc_mpack_skip(const char *p, size_t avail, uint64_t count);
+
+/* The slots a container head read by jrpc_mpack_head() opens: its elements,
+ * twice its entries for a map, 0 for a scalar. */
+static inline uint64_t jrpc_mpack_slots(const msgpack_object *o, uint64_t count)
+{
+    return o->type == MSGPACK_OBJECT_MAP ? 2 * count : count;
+}
 
 /* The value of the first string key equal to key in map o; NULL when absent
  * or when o is NULL or not a map. Borrowed from o. */

@@ -577,6 +577,167 @@ int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answ
     return 0;
 }
 
+/* ---- RESPONSE frames read in place ---- */
+
+/* The head of the value at *p (inside a checked frame), *p moved past it. */
+static bool head_at(const char **p, const char *end, msgpack_object *o, uint64_t *count)
+{
+    if (*p == end)
+        return false;
+    int64_t used = jrpc_mpack_read_head(*p, (size_t)(end - *p), o, count);
+    if (used < 0)
+        return false;
+    *p += used;
+    return true;
+}
+
+/* Checking the frame as jrpc_mpack_check() would, item by item: an item
+ * of three scalars (nearly all of them) by its first bytes, any other with
+ * the general walk at the depth it sits at (the frame's own array, then the
+ * items', then the item's). */
+static int check_items(const char *p, const char *end, uint64_t nitems, uint64_t rest)
+{
+    for (uint64_t k = 0; k < nitems; k++) {
+        const unsigned char *u = (const unsigned char *)p;
+        size_t avail = (size_t)(end - p), s1, s2, s3;
+        if (avail >= 4 && u[0] == 0x93 && (s1 = jrpc_mpack_scalar_size[u[1]]) != 0 &&
+            avail >= 3 + s1 && (s2 = jrpc_mpack_scalar_size[u[1 + s1]]) != 0 &&
+            avail >= 2 + s1 + s2 && (s3 = jrpc_mpack_scalar_size[u[1 + s1 + s2]]) != 0 &&
+            avail >= 1 + s1 + s2 + s3) {
+            p += 1 + s1 + s2 + s3;
+            continue;
+        }
+        int64_t used = jrpc_mpack_check_values(p, avail, 1, JRPC_WIRE_MAX_DEPTH - 2);
+        if (used < 0)
+            return (int)used;
+        p += used;
+    }
+    int64_t used = jrpc_mpack_check_values(p, (size_t)(end - p), rest, JRPC_WIRE_MAX_DEPTH - 1);
+    if (used < 0)
+        return (int)used;
+    return p + used == end ? 0 : JRPC_MPACK_EMALFORMED;
+}
+
+int jrpc_wire_response_open(const char *buf, size_t n, jrpc_wire_rsp_t *r)
+{
+    const char *p = buf, *end = buf + n;
+    msgpack_object o;
+    uint64_t count, unused, nitems;
+    if (buf == NULL || !head_at(&p, end, &o, &count) || o.type != MSGPACK_OBJECT_ARRAY ||
+        count < 2 || !head_at(&p, end, &o, &unused) ||
+        o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 != JRPC_WIRE_VERSION ||
+        !head_at(&p, end, &o, &unused) || o.type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        o.via.u64 != JRPC_WIRE_RESPONSE)
+        return 1;
+    /* From here on jrpc_wire_decode() has only EMALFORMED (or -ENOMEM) to
+     * say, whichever fault comes first. */
+    int rc;
+    if (count < 3 || !head_at(&p, end, &o, &nitems) || o.type != MSGPACK_OBJECT_ARRAY ||
+        nitems == 0) {
+        rc = jrpc_mpack_check(buf, n, JRPC_WIRE_MAX_DEPTH);
+        return rc == -ENOMEM ? rc : JRPC_WIRE_EMALFORMED;
+    }
+    rc = check_items(p, end, nitems, count - 3);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : JRPC_WIRE_EMALFORMED;
+    *r = (jrpc_wire_rsp_t){ .p = p, .end = end, .nitems = (uint32_t)nitems, .next = 0 };
+    return 0;
+}
+
+/* The element of an item at r->p: *owed counts the values after it still
+ * inside the item, its own elements included when it is a container. */
+static bool item_elem(jrpc_wire_rsp_t *r, msgpack_object *o, uint64_t *owed)
+{
+    uint64_t count;
+    if (!head_at(&r->p, r->end, o, &count))
+        return false;
+    *owed += jrpc_mpack_slots(o, count) - 1;
+    return true;
+}
+
+/* Any item, element by element (what the fast path below leaves). Not
+ * inlined: its registers would make every call of the fast path pay. */
+__attribute__((noinline)) static int next_item(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a)
+{
+    msgpack_object o;
+    uint64_t owed = 1;   /* values left of this item, itself included */
+    int rc = JRPC_WIRE_EMALFORMED;
+    if (!item_elem(r, &o, &owed))
+        goto broken;
+    if (o.type != MSGPACK_OBJECT_ARRAY || owed < 3)
+        goto skip;
+    if (!item_elem(r, &o, &owed))
+        goto broken;
+    if (o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 == 0)
+        goto skip;
+    jrpc_seq_t seq = o.via.u64;
+    if (!item_elem(r, &o, &owed))
+        goto broken;
+    if (o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 > 1)
+        goto skip;
+    bool is_error = o.via.u64 == 1;
+    const char *value = r->p;
+    uint64_t before = owed;
+    if (!item_elem(r, &o, &owed))
+        goto broken;
+    if (is_error && o.type != MSGPACK_OBJECT_MAP)
+        goto skip;
+    int64_t inside = jrpc_mpack_skip(r->p, (size_t)(r->end - r->p), owed - (before - 1));
+    if (inside < 0)
+        goto broken;
+    r->p += inside;
+    owed = before - 1;
+    a->seq = seq;
+    a->is_error = is_error;
+    a->value = (jrpc_span_t){ value, (size_t)(r->p - value) };
+    rc = 0;
+skip:
+    if (owed > 0) {
+        int64_t rest = jrpc_mpack_skip(r->p, (size_t)(r->end - r->p), owed);
+        if (rest < 0)
+            goto broken;
+        r->p += rest;
+    }
+    return rc;
+broken:   /* only in a frame jrpc_wire_response_open() did not check: read no further */
+    r->p = r->end;
+    r->next = r->nitems;
+    return JRPC_WIRE_EMALFORMED;
+}
+
+/* The fast path: nearly every item is [seq, 0, value] as a fixarray, seq a
+ * positive fixint or uint8..64 (what every encoder writes), value a scalar
+ * or a container skipped whole; anything else goes element by element. */
+int jrpc_wire_response_next(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a)
+{
+    assert(r->next < r->nitems);
+    r->next++;
+    const unsigned char *u = (const unsigned char *)r->p;
+    size_t avail = (size_t)(r->end - r->p);
+    if (avail >= 4 && u[0] == 0x93 && (u[1] <= 0x7f || (u[1] >= 0xcc && u[1] <= 0xcf))) {
+        size_t sl = jrpc_mpack_scalar_size[u[1]];
+        jrpc_seq_t seq = 0;
+        if (avail >= 3 + sl)   /* the broker's seqs are uint64 (generation << 32 | slot) */
+            seq = sl == 1 ? u[1] : u[1] == 0xcf ? jrpc_be_load64(u + 2)
+                                                : jrpc_be_load(u + 2, (int)sl - 1);
+        if (seq != 0 && u[1 + sl] == 0) {
+            const char *v = (const char *)u + 2 + sl;
+            size_t left = avail - 2 - sl;
+            int64_t vl = jrpc_mpack_scalar_size[u[2 + sl]];
+            if (vl == 0 && (vl = jrpc_mpack_skip(v, left, 1)) < 0)
+                vl = (int64_t)left + 1;
+            if ((size_t)vl <= left) {
+                a->seq = seq;
+                a->is_error = false;
+                a->value = (jrpc_span_t){ v, (size_t)vl };
+                r->p = v + vl;
+                return 0;
+            }
+        }
+    }
+    return next_item(r, a);
+}
+
 const char *jrpc_wire_strerror(int rc)
 {
     switch (rc) {

@@ -191,6 +191,39 @@ int jrpc_wire_request_item_seq(const jrpc_wire_msg_t *m, uint32_t i, jrpc_seq_t 
 int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c);
 int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *a);
 
+/* ---- RESPONSE frames read in place (the broker's answer path) ----
+ *
+ * The same verdicts as jrpc_wire_decode() + jrpc_wire_response_item(),
+ * without a tree: the whole frame is checked first (jrpc_mpack_check), so a
+ * frame malformed anywhere is refused before any item is read, then the
+ * items are walked in order, each value handed out as its msgpack bytes. */
+
+typedef struct jrpc_wire_rsp {
+    const char *p;        /* the next item's first byte */
+    const char *end;      /* the end of the frame */
+    uint32_t    nitems;   /* items in the frame (>= 1) */
+    uint32_t    next;     /* the next item's index (== nitems: all read) */
+} jrpc_wire_rsp_t;
+
+typedef struct jrpc_wire_answer_raw {   /* one RESPONSE item, in place */
+    jrpc_seq_t  seq;
+    bool        is_error;
+    jrpc_span_t value;    /* the result (any), or the error (a map: checked by jrpc_batch),
+                             as msgpack bytes borrowed from the frame */
+} jrpc_wire_answer_raw_t;
+
+/* Opens buf[0..n) as a RESPONSE. Returns 1 when it is not one (its head is
+ * not [1, 3, ...]: jrpc_wire_decode() it, which says what it is, even
+ * malformed); otherwise what jrpc_wire_decode() would return for it, 0 (r
+ * set, buf must outlive it), JRPC_WIRE_EMALFORMED, or -ENOMEM (nesting
+ * beyond 32 levels only). Never blocks. */
+int jrpc_wire_response_open(const char *buf, size_t n, jrpc_wire_rsp_t *r);
+
+/* Reads item r->next (< r->nitems) and moves past it, as
+ * jrpc_wire_response_item() reads that item of the decoded frame: 0 with *a
+ * set, or JRPC_WIRE_EMALFORMED (*a unset; the next item can still be read). */
+int jrpc_wire_response_next(jrpc_wire_rsp_t *r, jrpc_wire_answer_raw_t *a);
+
 /* A short English description of a JRPC_WIRE_E* code (or -ENOMEM). Never
  * NULL: "unknown error" for anything else. */
 const char *jrpc_wire_strerror(int rc);

@@ -19,7 +19,7 @@ static struct {
     int       last_code;
 } G;
 
-static void on_done(void *owner, uint32_t index, int kind, int code, const msgpack_object *value,
+static void on_done(void *owner, uint32_t index, int kind, int code, jrpc_span_t value,
                     void *arg)
 {
     (void)owner, (void)index, (void)kind, (void)value, (void)arg;

@@ -19,6 +19,11 @@
  *    and error data given as JSON text, a bin, included);
  *  - params and results that jrpc_json_write_msgpack() accepts must come out
  *    as valid JSON;
+ *  - the in-place RESPONSE reader the broker uses (jrpc_wire_response_open,
+ *    _next) against the tree: the same verdict on the frame and on each
+ *    item, the same seq and flag, and each value answering a call with the
+ *    same text (jrpc_batch_answer_result_raw / _error_raw against
+ *    jrpc_batch_answer_result / _error_obj);
  *  - the same bytes go through jrpc_header_decode() (client header frame,
  *    proto/jrpc_header).
  * A broken invariant is an abort(), which libFuzzer reports as a crash. */
@@ -201,6 +206,51 @@ static void feed_response(const jrpc_wire_msg_t *m)
     jrpc_batch_dispose(&b);
 }
 
+/* The in-place reader agrees with the tree (rc and m from jrpc_wire_decode). */
+static void check_in_place(const char *buf, size_t size, int rc, const jrpc_wire_msg_t *m)
+{
+    jrpc_wire_rsp_t r;
+    int ro = jrpc_wire_response_open(buf, size, &r);
+    if (ro == 1) {
+        CHECK(rc != 0 || m->type != JRPC_WIRE_RESPONSE);
+        return;
+    }
+    CHECK(ro == rc);
+    if (ro != 0)
+        return;
+    CHECK(m->type == JRPC_WIRE_RESPONSE && r.nitems == m->nitems);
+    jrpc_limits_t lim = JRPC_LIMITS_DEFAULT;
+    for (uint32_t i = 0; i < m->nitems; i++) {
+        jrpc_wire_answer_t a;
+        jrpc_wire_answer_raw_t ar;
+        int it = jrpc_wire_response_item(m, i, &a);
+        CHECK(r.next == i);
+        int ir = jrpc_wire_response_next(&r, &ar);
+        CHECK(it == ir);
+        if (it < 0)
+            continue;
+        CHECK(a.seq == ar.seq && a.is_error == ar.is_error);
+        jrpc_batch_t bt, br;
+        jrpc_batch_init(&bt);
+        jrpc_batch_init(&br);
+        CHECK(jrpc_batch_parse(&bt, batch_body, sizeof batch_body - 1, &lim) == 0);
+        CHECK(jrpc_batch_parse(&br, batch_body, sizeof batch_body - 1, &lim) == 0);
+        if (a.is_error) {
+            CHECK(jrpc_batch_answer_error_obj(&bt, 0, a.value) == 0);
+            CHECK(jrpc_batch_answer_error_raw(&br, 0, ar.value) == 0);
+        } else {
+            CHECK(jrpc_batch_answer_result(&bt, 0, a.value) == 0);
+            CHECK(jrpc_batch_answer_result_raw(&br, 0, ar.value) == 0);
+        }
+        const jrpc_call_t *ct = &bt.calls[0], *cr = &br.calls[0];
+        CHECK(ct->error == cr->error && ct->code == cr->code && ct->answer.n == cr->answer.n &&
+              memcmp(ct->answer.p, cr->answer.p, ct->answer.n) == 0);
+        jrpc_batch_dispose(&bt);
+        jrpc_batch_dispose(&br);
+    }
+    CHECK(r.next == r.nitems);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* An exact-size copy: an over-read past the frame trips ASan. */
@@ -213,6 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jrpc_wire_msg_t m;
     int rc = jrpc_wire_decode(buf, size, &zone, &m);
     CHECK(rc == 0 || rc == JRPC_WIRE_EMALFORMED || rc == JRPC_WIRE_EVERSION);
+    check_in_place(buf, size, rc, &m);
     int head = jrpc_wire_peek_type(buf, size);  /* reads any input without over-reading */
     CHECK(head >= 0 || head == JRPC_WIRE_EMALFORMED || head == JRPC_WIRE_EVERSION);
     if (rc == 0) {

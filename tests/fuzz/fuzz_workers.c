@@ -89,7 +89,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void on_done(void *owner, uint32_t index, int kind, int code, const msgpack_object *value,
+static void on_done(void *owner, uint32_t index, int kind, int code, jrpc_span_t value,
                     void *arg)
 {
     (void)owner;
