@@ -2,7 +2,8 @@
 # Broker hot path under callgrind: instructions (Ir) per call, and the top
 # functions by Ir share. Instruction counts repeat from run to run, unlike
 # wall-clock time on a shared machine.
-#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
+#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
+# PROF_CMAKE: more cmake options for build-prof (e.g. -DJRPC_LTO=OFF; kept in its cache).
 # IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
 # and holds them through the run: what they cost the active calls, in Ir.
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
