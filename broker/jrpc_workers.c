@@ -219,14 +219,7 @@ static uint32_t hash(const char *s, size_t n)
 
 static bool same_name(const method_t *m, jrpc_span_t s)
 {
-    if (m->len != s.n)
-        return false;
-    if (s.n > 16)
-        return memcmp(m->name, s.p, s.n) == 0;
-    for (size_t i = 0; i < s.n; i++)
-        if (m->name[i] != s.p[i])
-            return false;
-    return true;
+    return m->len == s.n && jrpc_same(m->name, s.p, s.n);
 }
 
 static method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)

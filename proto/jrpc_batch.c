@@ -233,23 +233,12 @@ static enum member known_key(jrpc_jp_t *j)
     }
 }
 
-/* Whether the n bytes at a and b are the same (short names: no call). */
-static bool same_bytes(const char *a, const char *b, size_t n)
-{
-    if (n > 16)
-        return memcmp(a, b, n) == 0;
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
-}
-
 /* Notes the plain method name just read; returns whether it is the one
  * read before (whose copy and hint may then be reused). */
 static bool method_seen(bparse_t *bp, jrpc_span_t method)
 {
     if (bp->prev_raw.p && bp->prev_raw.n == method.n &&
-        same_bytes(bp->prev_raw.p, method.p, method.n))
+        jrpc_same(bp->prev_raw.p, method.p, method.n))
         return true;
     bp->prev_raw = method;
     bp->prev_copy = (jrpc_span_t){ NULL, 0 };

@@ -5,6 +5,7 @@
 #ifndef JRPC_BUF_H
 #define JRPC_BUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,19 @@ static inline void jrpc_move(void *dst, const void *src, size_t n)
     } else if (n == 1) {
         *d = *s;
     }
+}
+
+/* Whether the n bytes at a and b are the same: memcmp, without the call
+ * for the short names of the hot path (n <= 16). */
+static inline bool jrpc_same(const void *a, const void *b, size_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i])
+            return false;
+    return true;
 }
 
 /* A growable buffer in caller storage. */

@@ -816,7 +816,10 @@ static char *double_put(char *w, double d, bool is_float)
     return w;
 }
 
-static int msize(const msgpack_object *o, unsigned depth, unsigned max_depth, size_t *acc)
+/* Adds the JSON size bound of a scalar to *acc (0), refuses what has no
+ * JSON form (JRPC_JSON_E*), or returns 1: not a scalar (an array, a map,
+ * bin, ext). The tree's walker and the bytes' walker both use it. */
+static int scalar_size(const msgpack_object *o, size_t *acc)
 {
     size_t n;
     int rc;
@@ -842,6 +845,17 @@ static int msize(const msgpack_object *o, unsigned depth, unsigned max_depth, si
             return rc;
         *acc += n;
         return 0;
+    default:
+        return 1;
+    }
+}
+
+static int msize(const msgpack_object *o, unsigned depth, unsigned max_depth, size_t *acc)
+{
+    int rc = scalar_size(o, acc);
+    if (rc <= 0)
+        return rc;
+    switch (o->type) {
     case MSGPACK_OBJECT_ARRAY:
         if (depth + 1 > max_depth)
             return JRPC_JSON_EDEPTH;
@@ -946,34 +960,14 @@ static int rsize(const char **pp, const char *end, unsigned depth, unsigned max_
     }
     msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
     uint64_t count;
-    size_t n;
-    int rc;
     int64_t used = jrpc_mpack_read_head(*pp, (size_t)(end - *pp), &o, &count);
     if (used < 0)
         return JRPC_JSON_EMALFORMED;
     *pp += used;
+    int rc = scalar_size(&o, acc);
+    if (rc <= 0)
+        return rc;
     switch (o.type) {
-    case MSGPACK_OBJECT_NIL:
-        *acc += 4;
-        return 0;
-    case MSGPACK_OBJECT_BOOLEAN:
-        *acc += 5;
-        return 0;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        *acc += 20;
-        return 0;
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        if (!isfinite(o.via.f64))
-            return JRPC_JSON_EUNREPR;
-        *acc += DOUBLE_MAX_TEXT;
-        return 0;
-    case MSGPACK_OBJECT_STR:
-        if ((rc = jrpc_json_string_size(o.via.str.ptr, o.via.str.size, &n)) < 0)
-            return rc;
-        *acc += n;
-        return 0;
     case MSGPACK_OBJECT_ARRAY:
         if (depth + 1 > max_depth)
             return JRPC_JSON_EDEPTH;

@@ -85,6 +85,22 @@ static int alloc_slots(msgpack_object *o, uint64_t count, msgpack_zone *zone)
     return 0;
 }
 
+/* Doubles a walker's stack of open containers (at most max entries),
+ * moving it off the caller's inline array (inl, INLINE_LEVELS entries of
+ * size bytes) the first time. Returns the stack, or NULL (out of memory:
+ * the old one is still the caller's). */
+static void *levels_grow(void *levels, void *inl, size_t size, size_t *cap, size_t max)
+{
+    size_t ncap = *cap * 2 > max ? max : *cap * 2;
+    void *nl = levels == inl ? malloc(ncap * size) : realloc(levels, ncap * size);
+    if (nl == NULL)
+        return NULL;
+    if (levels == inl)
+        memcpy(nl, inl, INLINE_LEVELS * size);
+    *cap = ncap;
+    return nl;
+}
+
 /* Why iterative, with one running count of values still owed: the depth
  * limit is far beyond what recursion on a small thread stack tolerates, and
  * `owed` (every value takes at least one byte) is checked against the bytes
@@ -125,17 +141,12 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
             rc = JRPC_MPACK_EMALFORMED;
             if (slots > 0) {
                 if (depth == cap) {
-                    size_t ncap = cap * 2 > max_depth ? max_depth : cap * 2;
-                    level_t *nl = levels == inline_levels ? malloc(ncap * sizeof *nl)
-                                                          : realloc(levels, ncap * sizeof *nl);
+                    void *nl = levels_grow(levels, inline_levels, sizeof *levels, &cap, max_depth);
                     if (nl == NULL) {
                         rc = -ENOMEM;
                         goto out;
                     }
-                    if (levels == inline_levels)
-                        memcpy(nl, inline_levels, sizeof inline_levels);
                     levels = nl;
-                    cap = ncap;
                 }
                 levels[depth++] = cur;
                 cur = (level_t){ .next = dst->via.array.ptr, .left = slots };
@@ -200,17 +211,12 @@ int64_t jrpc_mpack_check_values(const char *p, size_t avail, uint64_t count, siz
                 goto out;
             if (slots > 0) {
                 if (depth == cap) {
-                    size_t ncap = cap * 2 > max_depth ? max_depth : cap * 2;
-                    uint64_t *nl = levels == inline_levels ? malloc(ncap * sizeof *nl)
-                                                           : realloc(levels, ncap * sizeof *nl);
+                    void *nl = levels_grow(levels, inline_levels, sizeof *levels, &cap, max_depth);
                     if (nl == NULL) {
                         rc = -ENOMEM;
                         goto out;
                     }
-                    if (levels == inline_levels)
-                        memcpy(nl, inline_levels, sizeof inline_levels);
                     levels = nl;
-                    cap = ncap;
                 }
                 levels[depth++] = left;
                 left = slots;
