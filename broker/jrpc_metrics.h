@@ -29,15 +29,26 @@ typedef struct jrpc_hist {
     double          scale;            /* printed value = units * scale (1e-9 for ns) */
     uint64_t        counts[JRPC_HIST_MAX + 1]; /* per bucket, not cumulative; [nb]: +Inf */
     uint64_t        sum;              /* of observations, in units */
+    uint64_t        lo, hi;           /* the last observation's bucket: [lo, hi] (all zero: */
+    uint32_t        bi;               /* bucket 0 holds 0, true of every histogram) is bi */
 } jrpc_hist_t;
 
-/* Counts n observations of v. Linear search from the smallest bound: a
- * value in the first buckets (most calls) costs a comparison or three. */
+/* Counts n observations of v. The last observation's bucket first: the
+ * calls of one batch are observed with one value each time (one body's
+ * queue time, one RESPONSE's worker time), and latencies cluster. Else a
+ * linear search from the smallest bound: a value in the first buckets
+ * (most calls) costs a comparison or three. */
 static inline void jrpc_hist_observe_n(jrpc_hist_t *h, uint64_t v, uint64_t n)
 {
-    uint32_t i = 0;
-    while (i < h->nb && v > h->bounds[i])
-        i++;
+    uint32_t i = h->bi;
+    if (v < h->lo || v > h->hi) {
+        i = 0;
+        while (i < h->nb && v > h->bounds[i])
+            i++;
+        h->bi = i;
+        h->lo = i > 0 ? h->bounds[i - 1] + 1 : 0;
+        h->hi = i < h->nb ? h->bounds[i] : UINT64_MAX;
+    }
     h->counts[i] += n;
     h->sum += v * n;
 }

@@ -60,13 +60,6 @@ int jrpc_buf_putc(jrpc_buf_t *b, char c)
 
 /* ---- arena ---- */
 
-struct jrpc_arena_chunk {
-    jrpc_arena_chunk_t *next;  /* older chunk */
-    size_t              used;  /* bytes handed out from data */
-    size_t              size;  /* bytes in data */
-    max_align_t         data[]; /* the memory */
-};
-
 void jrpc_arena_init(jrpc_arena_t *a, size_t first_chunk)
 {
     a->head = NULL;
@@ -117,33 +110,27 @@ void jrpc_arena_reset(jrpc_arena_t *a)
     a->head = c;
 }
 
-void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n)
+void *jrpc_arena_alloc_grow(jrpc_arena_t *a, size_t n)
 {
-    n = (n + 7) & ~(size_t)7;
     jrpc_arena_chunk_t *c = a->head;
-    if (c == NULL || c->size - c->used < n) {
-        size_t size = c ? c->size * 2 : a->first;
-        if (size < n)
-            size = n;
-        if (size > SIZE_MAX - sizeof *c)
-            return NULL;
-        jrpc_arena_chunk_t *nc;
-        jrpc_arena_pool_t *pool = a->pool;
-        if (pool && pool->spare && size == a->first && pool->spare->size == size) {
-            nc = pool->spare;
-            pool->spare = nc->next;
-            pool->n--;
-        } else if ((nc = malloc(sizeof *nc + size)) == NULL) {
-            return NULL;
-        }
-        nc->next = c;
-        nc->used = 0;
-        nc->size = size;
-        a->head = c = nc;
+    size_t size = c ? c->size * 2 : a->first;
+    if (size < n)
+        size = n;
+    if (size > SIZE_MAX - sizeof *c)
+        return NULL;
+    jrpc_arena_pool_t *pool = a->pool;
+    if (pool && pool->spare && size == a->first && pool->spare->size == size) {
+        c = pool->spare;
+        pool->spare = c->next;
+        pool->n--;
+    } else if ((c = malloc(sizeof *c + size)) == NULL) {
+        return NULL;
     }
-    void *p = (char *)c->data + c->used;
-    c->used += n;
-    return p;
+    c->next = a->head;
+    c->used = n;
+    c->size = size;
+    a->head = c;
+    return c->data;
 }
 
 char *jrpc_arena_dup(jrpc_arena_t *a, const void *p, size_t n)

@@ -49,16 +49,25 @@ static inline void jrpc_move(void *dst, const void *src, size_t n)
 }
 
 /* Whether the n bytes at a and b are the same: memcmp, without the call
- * for the short names of the hot path (n <= 16). */
+ * for the short names of the hot path (n <= 16), by two overlapping words
+ * as jrpc_move copies them. */
 static inline bool jrpc_same(const void *a, const void *b, size_t n)
 {
+    const unsigned char *x = a, *y = b;
     if (n > 16)
         return memcmp(a, b, n) == 0;
-    const unsigned char *x = a, *y = b;
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != y[i])
-            return false;
-    return true;
+    if (n >= 8) {
+        uint64_t p, q, r, t;
+        memcpy(&p, x, 8), memcpy(&q, y, 8), memcpy(&r, x + n - 8, 8), memcpy(&t, y + n - 8, 8);
+        return ((p ^ q) | (r ^ t)) == 0;
+    }
+    if (n >= 4) {
+        uint32_t p, q, r, t;
+        memcpy(&p, x, 4), memcpy(&q, y, 4), memcpy(&r, x + n - 4, 4), memcpy(&t, y + n - 4, 4);
+        return ((p ^ q) | (r ^ t)) == 0;
+    }
+    /* 0 to 3 bytes: the first, the middle and the last cover them all. */
+    return n == 0 || (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
 }
 
 /* A growable buffer in caller storage. */
@@ -97,6 +106,12 @@ int jrpc_buf_putc(jrpc_buf_t *b, char c);
 /* A chunked arena: many small allocations freed at once.
  * Memory from jrpc_arena_alloc() stays valid until _reset or _dispose. */
 typedef struct jrpc_arena_chunk jrpc_arena_chunk_t;
+struct jrpc_arena_chunk {
+    jrpc_arena_chunk_t *next;  /* older chunk */
+    size_t              used;  /* bytes handed out from data */
+    size_t              size;  /* bytes in data */
+    max_align_t         data[]; /* the memory */
+};
 
 /* Spare first chunks, kept between the arenas of one owner (one thread:
  * no lock) so that an arena made and disposed of per message does not cost
@@ -121,8 +136,20 @@ void  jrpc_arena_init(jrpc_arena_t *a, size_t first_chunk);
 void  jrpc_arena_dispose(jrpc_arena_t *a);
 /* Frees all but the first chunk and rewinds it, for reuse. */
 void  jrpc_arena_reset(jrpc_arena_t *a);
-/* Returns n bytes aligned to 8, or NULL on allocation failure. */
-void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n);
+/* Returns n bytes aligned to 8, or NULL on allocation failure. Inline
+ * while the current chunk has room (every call's answer is allocated
+ * here); a new chunk is the slow path. */
+void *jrpc_arena_alloc_grow(jrpc_arena_t *a, size_t n); /* n rounded; the slow path */
+static inline void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    jrpc_arena_chunk_t *c = a->head;
+    if (c == NULL || c->size - c->used < n)
+        return jrpc_arena_alloc_grow(a, n);
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    return p;
+}
 /* Copies n bytes into the arena. NULL on allocation failure. */
 char *jrpc_arena_dup(jrpc_arena_t *a, const void *p, size_t n);
 

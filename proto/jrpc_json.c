@@ -998,6 +998,10 @@ static int rsize(const char **pp, const char *end, unsigned depth, unsigned max_
 int jrpc_json_raw_size(const char *p, size_t n, unsigned max_depth, size_t *out)
 {
     const char *q = p, *end = p + n;
+    if (n == 1 && (unsigned char)*p <= 0x7f) {   /* a positive fixint alone: rsize's bound, */
+        *out = 20;                                /* without its frame */
+        return 0;
+    }
     *out = 0;
     int rc = rsize(&q, end, 0, max_depth, out);
     if (rc == 0 && q != end)
@@ -1066,6 +1070,13 @@ static char *rput(char *w, const char **pp, const char *end)
 
 char *jrpc_json_raw_put(char *w, const char *p, size_t n)
 {
+    unsigned char b = (unsigned char)*p;
+    if (n == 1 && b <= 0x7f) {   /* a positive fixint alone: without rput's frame */
+        size_t k = b >= 100 ? 3 : b >= 10 ? 2 : 1;
+        for (size_t i = k; i-- > 0; b /= 10)
+            w[i] = (char)('0' + b % 10);
+        return w + k;
+    }
     return rput(w, &p, p + n);
 }
 

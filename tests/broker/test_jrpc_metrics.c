@@ -53,6 +53,47 @@ static void test_batch_buckets_edges(void **state)
     jrpc_buf_dispose(&out);
 }
 
+/* The last bucket remembered (observe_n's shortcut) never puts a value in
+ * another bucket than the search would: runs of one value, values on
+ * every edge and either side of it, 0 and the largest, in an order that
+ * jumps between buckets, against a plain search, for both kinds. */
+static void test_buckets_memo(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 2; kind++) {
+        jrpc_hist_t h;
+        if (kind == 0)
+            jrpc_hist_init_batch(&h);
+        else
+            jrpc_hist_init_seconds(&h);
+        uint64_t want[JRPC_HIST_MAX + 1] = { 0 };
+        uint64_t vals[3 * JRPC_HIST_MAX + 4];
+        size_t nv = 0;
+        for (uint32_t b = 0; b < h.nb; b++) {
+            vals[nv++] = h.bounds[b] - 1;
+            vals[nv++] = h.bounds[b];
+            vals[nv++] = h.bounds[b] + 1;
+        }
+        vals[nv++] = 0;
+        vals[nv++] = UINT64_MAX / 4;
+        unsigned x = 12345;
+        for (int k = 0; k < 20000; k++) {
+            x = x * 1103515245u + 12345u;
+            uint64_t v = vals[(x >> 8) % nv];
+            uint64_t n = 1 + (x >> 24) % 3;   /* a run: the same value again */
+            for (uint64_t r = 0; r < n; r++) {
+                uint32_t i = 0;
+                while (i < h.nb && v > h.bounds[i])
+                    i++;
+                want[i]++;
+                jrpc_hist_observe(&h, v);
+            }
+        }
+        for (uint32_t i = 0; i <= h.nb; i++)
+            assert_int_equal(h.counts[i], want[i]);
+    }
+}
+
 static void test_seconds_buckets(void **state)
 {
     (void)state;
@@ -250,6 +291,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_buckets_edges),
         cmocka_unit_test(test_seconds_buckets),
+        cmocka_unit_test(test_buckets_memo),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_reply_counts),
         cmocka_unit_test(test_error_code_table_bounded),

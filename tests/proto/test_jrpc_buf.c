@@ -95,6 +95,31 @@ static void test_move(void **state)
     }
 }
 
+/* jrpc_same is memcmp() == 0: every length across its inline cases, equal,
+ * and with one byte differing at each position in turn (each must be seen,
+ * whichever of its words or bytes covers it), at an unaligned start. */
+static void test_same(void **state)
+{
+    (void)state;
+    unsigned char x[48], y[48];
+    for (size_t i = 0; i < sizeof x; i++)
+        x[i] = y[i] = (unsigned char)(i * 13 + 5);
+    for (size_t n = 0; n <= 40; n++) {
+        assert_true(jrpc_same(x + 3, y + 3, n));
+        for (size_t k = 0; k < n; k++) {
+            y[3 + k] ^= 0x20;
+            assert_false(jrpc_same(x + 3, y + 3, n));
+            assert_int_equal(jrpc_same(x + 3, y + 3, n), memcmp(x + 3, y + 3, n) == 0);
+            y[3 + k] ^= 0x20;
+        }
+        if (n < sizeof x - 3) {   /* a byte just past the end does not count */
+            y[3 + n] ^= 0x20;
+            assert_true(jrpc_same(x + 3, y + 3, n));
+            y[3 + n] ^= 0x20;
+        }
+    }
+}
+
 /* The arena pool: a disposed arena's first chunk goes back to it (its
  * bigger chunks do not), the next arena's first allocation reuses it, no
  * more than max are kept, and pool_dispose frees the rest (the ASan build
@@ -142,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_buf_append),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_move),
+        cmocka_unit_test(test_same),
         cmocka_unit_test(test_arena_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
