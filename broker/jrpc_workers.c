@@ -337,29 +337,39 @@ static void grace_end(jrpc_workers_t *w)
 
 /* ---- slots ---- */
 
-static int slot_alloc(jrpc_workers_t *w, uint32_t *idx)
+/* Makes one more free slot. Returns 0 or -ENOMEM. */
+static int slot_grow(jrpc_workers_t *w)
 {
-    if (w->free_head == NIL) {
-        if (w->nslots == w->cap_slots) {
-            uint32_t cap = w->cap_slots ? w->cap_slots * 2 : 1024;
-            slot_t *s = realloc(w->slots, (size_t)cap * sizeof *s);
-            if (s == NULL)
-                return -ENOMEM;
-            w->slots = s;
-            w->cap_slots = cap;
-        }
-        w->slots[w->nslots].next = NIL;
-        w->free_head = w->nslots++;
+    if (w->nslots == w->cap_slots) {
+        uint32_t cap = w->cap_slots ? w->cap_slots * 2 : 1024;
+        slot_t *s = realloc(w->slots, (size_t)cap * sizeof *s);
+        if (s == NULL)
+            return -ENOMEM;
+        w->slots = s;
+        w->cap_slots = cap;
     }
+    w->slots[w->nslots].next = NIL;
+    w->free_head = w->nslots++;
+    return 0;
+}
+
+/* Takes a free slot and sets it to *init (the caller's compound literal:
+ * inline, so it is written in place, once), with a new seq and no links.
+ * The array may move: pointers into it are stale after. Returns its
+ * index, or NIL when out of memory. */
+static inline uint32_t slot_alloc(jrpc_workers_t *w, const slot_t *init)
+{
+    if (w->free_head == NIL && slot_grow(w) < 0)
+        return NIL;
     uint32_t i = w->free_head;
     slot_t *s = &w->slots[i];
     w->free_head = s->next;
     if (++w->generation == 0)
         w->generation = 1;
-    *s = (slot_t){ .seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1),
-                   .next = NIL, .twin = NIL, .wprev = NIL, .wnext = NIL };
-    *idx = i;
-    return 0;
+    *s = *init;
+    s->seq = (uint64_t)w->generation << 32 | (uint64_t)(i + 1);
+    s->next = s->twin = s->wprev = s->wnext = NIL;
+    return i;
 }
 
 static void watch_del(jrpc_workers_t *w, uint32_t i);
@@ -590,21 +600,16 @@ static int hedge(jrpc_workers_t *w, uint32_t i)
             best_free = fr;
         }
     }
-    uint32_t j;
     if (best == NULL)
         return -ENOENT;
-    if (slot_alloc(w, &j) < 0)   /* may move the slots */
+    const slot_t *s = &w->slots[i];
+    uint32_t j = slot_alloc(w, &(slot_t){ .owner = s->owner, .index = s->index, .method = m,
+                                          .params = s->params, .trace = s->trace,
+                                          .deadline = s->deadline, .t_ns = jrpc_metrics.now,
+                                          .flags = SL_HEDGE });
+    if (j == NIL)   /* s is stale now: the slots may have moved */
         return -ENOMEM;
-    slot_t *s = &w->slots[i], *h = &w->slots[j];
-    h->owner = s->owner;
-    h->index = s->index;
-    h->method = m;
     m->refs++;
-    h->params = s->params;
-    h->trace = s->trace;
-    h->deadline = s->deadline;
-    h->t_ns = jrpc_metrics.now;
-    h->flags = SL_HEDGE;
     if (worker_add_call(w, best, j) < 0) {
         slot_free(w, j);
         return -ENOMEM;
@@ -1534,21 +1539,17 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
             return -ENOMEM;
     }
     worker_t *best = method_pick(w, m);
-    uint32_t i;
-    if ((best == NULL && w->queued >= w->opts.max_queue) || slot_alloc(w, &i) < 0) {
+    uint32_t i = NIL;
+    if (best != NULL || w->queued < w->opts.max_queue)
+        i = slot_alloc(w, &(slot_t){ .owner = owner, .index = index, .method = m,
+                                     .params = params, .params_mp = params_mp,
+                                     .trace = traceparent, .deadline = deadline,
+                                     .t_ns = submitted_ns });  /* queue time: from the body's arrival */
+    if (i == NIL) {
         method_check(w, m);   /* a grace entry made for nothing */
         return best == NULL && w->queued >= w->opts.max_queue ? -EBUSY : -ENOMEM;
     }
-    slot_t *s = &w->slots[i];
-    s->owner = owner;
-    s->index = index;
-    s->method = m;
     m->refs++;
-    s->params = params;
-    s->params_mp = params_mp;
-    s->trace = traceparent;
-    s->deadline = deadline;
-    s->t_ns = submitted_ns;   /* queue time runs from the body's arrival */
     *handle = i;
     if (best) {
         if (worker_add_call(w, best, i) < 0) {

@@ -70,42 +70,48 @@ void jrpc_batch_dispose(jrpc_batch_t *b)
     jrpc_batch_init(b);
 }
 
-static jrpc_call_t *new_call(bparse_t *bp)
+/* Doubles calls[] (the first time: a guess from the body's size). Returns
+ * 0 or -ENOMEM. */
+static int calls_grow(bparse_t *bp)
 {
     jrpc_batch_t *b = bp->b;
-    if (b->ncalls == bp->cap) {
-        uint32_t cap = bp->cap * 2;
-        if (cap == 0) {  /* guess from the body: a small call is ~50 bytes */
-            size_t guess = (size_t)(bp->j.end - bp->j.p) / 48 + 1;
-            cap = guess < bp->lim->max_batch ? (uint32_t)guess : bp->lim->max_batch;
-            if (cap == 0)
-                cap = 1;
-        }
-        jrpc_call_t *calls = jrpc_arena_alloc(&b->arena, (size_t)cap * sizeof *calls);
-        if (calls == NULL)
-            return NULL;
-        if (b->ncalls)
-            memcpy(calls, b->calls, (size_t)b->ncalls * sizeof *calls);
-        b->calls = calls;
-        bp->cap = cap;
+    uint32_t cap = bp->cap * 2;
+    if (cap == 0) {  /* guess from the body: a small call is ~50 bytes */
+        size_t guess = (size_t)(bp->j.end - bp->j.p) / 48 + 1;
+        cap = guess < bp->lim->max_batch ? (uint32_t)guess : bp->lim->max_batch;
+        if (cap == 0)
+            cap = 1;
     }
+    jrpc_call_t *calls = jrpc_arena_alloc(&b->arena, (size_t)cap * sizeof *calls);
+    if (calls == NULL)
+        return -ENOMEM;
+    if (b->ncalls)
+        memcpy(calls, b->calls, (size_t)b->ncalls * sizeof *calls);
+    b->calls = calls;
+    bp->cap = cap;
+    return 0;
+}
+
+/* Appends the call *init (every member set by the caller's compound
+ * literal, written once: inline, so the literal is built in place). NULL
+ * when out of memory. */
+static inline jrpc_call_t *new_call(bparse_t *bp, const jrpc_call_t *init)
+{
+    jrpc_batch_t *b = bp->b;
+    if (b->ncalls == bp->cap && calls_grow(bp) < 0)
+        return NULL;
     jrpc_call_t *c = &b->calls[b->ncalls++];
-    *c = (jrpc_call_t){ .id = id_null };
-    b->nanswers++;   /* until it turns out a notification */
+    *c = *init;
+    b->nanswers += !c->notification;
     return c;
 }
 
 static int add_invalid(bparse_t *bp, jrpc_span_t id)
 {
-    jrpc_call_t *c = new_call(bp);
-    if (c == NULL)
-        return -ENOMEM;
-    c->id = id;
-    c->answer = (jrpc_span_t){ LIT(ANSWER_INVALID) };
-    c->code = JRPC_INVALID_REQUEST;
-    c->error = true;
-    c->answered = true;
-    return 0;
+    return new_call(bp, &(jrpc_call_t){ .id = id, .answer = { LIT(ANSWER_INVALID) },
+                                        .code = JRPC_INVALID_REQUEST, .error = true,
+                                        .answered = true })
+               ? 0 : -ENOMEM;
 }
 
 /* ---- error objects ---- */
@@ -470,15 +476,11 @@ end:
             bp->prev_copy = (jrpc_span_t){ m, mn };
     }
 
-    jrpc_call_t *call = new_call(bp);
+    jrpc_call_t *call = new_call(bp, &(jrpc_call_t){ .id = id, .method = { m, mn },
+                                                     .params = params, .params_mp = params_mp,
+                                                     .notification = !has_id });
     if (call == NULL)
         return -ENOMEM;
-    call->id = id;
-    call->method = (jrpc_span_t){ m, mn };
-    call->params = params;
-    call->params_mp = params_mp;
-    call->notification = !has_id;
-    bp->b->nanswers -= call->notification;
     if (mn >= 4 && memcmp(m, "rpc.", 4) == 0) {
         if (call->notification) {
             call->answered = true;  /* dropped: never dispatched */
@@ -589,12 +591,11 @@ int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_l
     b->ncalls = 0;
     b->nanswers = 0;
     b->is_array = false;
-    jrpc_call_t *c = new_call(&bp);
+    b->body_code = rc == 0 ? JRPC_INVALID_REQUEST : JRPC_PARSE_ERROR;
+    jrpc_call_t *c = new_call(&bp, &(jrpc_call_t){ .id = id_null, .code = b->body_code,
+                                                   .error = true, .answered = true });
     if (c == NULL)
         return -ENOMEM;
-    c->answered = true;
-    c->code = b->body_code = rc == 0 ? JRPC_INVALID_REQUEST : JRPC_PARSE_ERROR;
-    c->error = true;
     char data[64];
     switch (rc) {
     case 0:
