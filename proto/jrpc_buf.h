@@ -74,6 +74,20 @@ static inline bool jrpc_same(const void *a, const void *b, size_t n)
     return n == 0 || x[0] == y[0];
 }
 
+/* The decimal digits of v at w (no NUL, at most 20). Returns the end. */
+static inline char *jrpc_u64_put(char *w, uint64_t v)
+{
+    size_t digits = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        digits++;
+    char *e = w + digits;
+    do {
+        *--e = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return w + digits;
+}
+
 /* A growable buffer in caller storage. */
 typedef struct jrpc_buf {
     char  *p;    /* bytes; NULL until the first write */

@@ -756,26 +756,14 @@ char *jrpc_json_string_put(char *w, const char *s, size_t n)
 
 /* The digits are counted first and written backwards in place: no copy (a
  * call to memcpy of a variable length cost more than the digits). */
-static char *u64_put(char *w, uint64_t v)
-{
-    size_t digits = 1;
-    for (uint64_t t = v; t >= 10; t /= 10)
-        digits++;
-    char *e = w + digits;
-    do {
-        *--e = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return w + digits;
-}
 
 char *jrpc_json_int_put(char *w, int64_t v)
 {
     if (v < 0) {
         *w++ = '-';
-        return u64_put(w, (uint64_t)0 - (uint64_t)v);
+        return jrpc_u64_put(w, (uint64_t)0 - (uint64_t)v);
     }
-    return u64_put(w, (uint64_t)v);
+    return jrpc_u64_put(w, (uint64_t)v);
 }
 
 #define DOUBLE_MAX_TEXT 32  /* "-2.2250738585072014e-308" and then some */
@@ -902,7 +890,7 @@ char *jrpc_json_msgpack_put(char *w, const msgpack_object *o)
         memcpy(w, "false", 5);
         return w + 5;
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        return u64_put(w, o->via.u64);
+        return jrpc_u64_put(w, o->via.u64);
     case MSGPACK_OBJECT_NEGATIVE_INTEGER:
         return jrpc_json_int_put(w, o->via.i64);
     case MSGPACK_OBJECT_FLOAT32:
@@ -1014,7 +1002,7 @@ static char *rput(char *w, const char **pp, const char *end)
     unsigned char b = (unsigned char)**pp;
     if (b <= 0x7f) {   /* positive fixint: the commonest result */
         ++*pp;
-        return u64_put(w, b);
+        return jrpc_u64_put(w, b);
     }
     msgpack_object o = { .type = MSGPACK_OBJECT_NIL };   /* set by the read (for gcc's -O3) */
     uint64_t count;
@@ -1034,7 +1022,7 @@ static char *rput(char *w, const char **pp, const char *end)
         memcpy(w, "false", 5);
         return w + 5;
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        return u64_put(w, o.via.u64);
+        return jrpc_u64_put(w, o.via.u64);
     case MSGPACK_OBJECT_NEGATIVE_INTEGER:
         return jrpc_json_int_put(w, o.via.i64);
     case MSGPACK_OBJECT_FLOAT32:

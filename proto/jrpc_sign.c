@@ -57,20 +57,6 @@ static void to_hex(char *hex, const unsigned char *bytes, size_t n)
     hex[2 * n] = '\0';
 }
 
-/* The canonical decimal of v >= 0 at out (no NUL). Returns its length. */
-static size_t put_decimal(char *out, int64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    uint64_t u = (uint64_t)v;
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
-
 /* ---- reused state ---- */
 
 /* Random bytes for nonces, drawn from the CSPRNG this many at a time (64
@@ -252,7 +238,7 @@ int jrpc_signer_compute(jrpc_signer_t *s, const jrpc_sign_key_t *k,
     if (!digest_once(s, body, len, digest))
         return -ENOMEM;
     to_hex(body_hex, digest, sizeof digest);
-    size_t tn = put_decimal(ts, timestamp);
+    size_t tn = (size_t)(jrpc_u64_put(ts, (uint64_t)timestamp) - ts);   /* timestamp >= 0 */
     /* S goes to the inner hash in its pieces: no buffer to build. */
     const jrpc_span_t S[] = {
         { "v1\n", 3 }, key_id, { "\n", 1 }, { ts, tn }, { "\n", 1 }, nonce, { "\n", 1 },
