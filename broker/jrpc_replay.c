@@ -1052,14 +1052,7 @@ static void batch_push(jrpc_replay_t *r, pending_t *p)
 /* Decimal digits of v at out (no NUL). Returns their count. */
 static size_t put_u64(char *out, uint64_t v)
 {
-    char tmp[20];
-    size_t n = 0;
-    do
-        tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
+    return (size_t)(jrpc_u64_put(out, v) - out);
 }
 
 /* The RESP bytes of one command (an array of bulk strings), as hiredis'

@@ -1539,15 +1539,17 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
             return -ENOMEM;
     }
     worker_t *best = method_pick(w, m);
-    uint32_t i = NIL;
-    if (best != NULL || w->queued < w->opts.max_queue)
-        i = slot_alloc(w, &(slot_t){ .owner = owner, .index = index, .method = m,
-                                     .params = params, .params_mp = params_mp,
-                                     .trace = traceparent, .deadline = deadline,
-                                     .t_ns = submitted_ns });  /* queue time: from the body's arrival */
-    if (i == NIL) {
+    if (best == NULL && w->queued >= w->opts.max_queue) {
         method_check(w, m);   /* a grace entry made for nothing */
-        return best == NULL && w->queued >= w->opts.max_queue ? -EBUSY : -ENOMEM;
+        return -EBUSY;
+    }
+    uint32_t i = slot_alloc(w, &(slot_t){ .owner = owner, .index = index, .method = m,
+                                          .params = params, .params_mp = params_mp,
+                                          .trace = traceparent, .deadline = deadline,
+                                          .t_ns = submitted_ns });  /* queue time: from the body's arrival */
+    if (i == NIL) {
+        method_check(w, m);
+        return -ENOMEM;
     }
     m->refs++;
     *handle = i;

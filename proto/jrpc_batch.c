@@ -642,18 +642,32 @@ int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *d
     return rc;
 }
 
-/* Sets call c's answer to `"result":` and n bytes of JSON: text verbatim
- * when text.p, else written from the tree obj or the bytes raw (n from the
- * matching _size pass). */
-static int result_answer(jrpc_batch_t *b, jrpc_call_t *c, size_t n, jrpc_span_t text,
+/* Answers call i with `"result":` and the result's JSON: a bin's bytes
+ * (JSON text, PROTOCOL.md 2.3: checked, copied verbatim) when bin, else
+ * written from the tree obj or, without one, from the msgpack bytes raw;
+ * -32603 when the result has no JSON form. */
+static int result_answer(jrpc_batch_t *b, uint32_t i, const msgpack_object *bin,
                          const msgpack_object *obj, jrpc_span_t raw)
 {
+    assert(i < b->ncalls);
+    jrpc_call_t *c = &b->calls[i];
+    if (c->notification)
+        return 0;
+    size_t n = 0;
+    jrpc_span_t text = { NULL, 0 };
+    int rc = bin ? json_text(bin, &text)
+           : obj ? jrpc_json_msgpack_size(obj, JRPC_JSON_MAX_DEPTH, &n)
+                 : jrpc_json_raw_size(raw.p, raw.n, JRPC_JSON_MAX_DEPTH, &n);
+    if (rc < 0)
+        return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
+    if (bin)
+        n = text.n;
     char *w0 = jrpc_arena_alloc(&b->arena, sizeof "\"result\":" - 1 + n);
     if (w0 == NULL)
         return -ENOMEM;
     memcpy(w0, LIT("\"result\":"));
     char *w = w0 + sizeof "\"result\":" - 1;
-    if (text.p) {
+    if (bin) {
         memcpy(w, text.p, text.n);
         w += text.n;
     } else if (obj) {
@@ -670,42 +684,17 @@ static int result_answer(jrpc_batch_t *b, jrpc_call_t *c, size_t n, jrpc_span_t 
 
 int jrpc_batch_answer_result(jrpc_batch_t *b, uint32_t i, const msgpack_object *result)
 {
-    assert(i < b->ncalls);
-    jrpc_call_t *c = &b->calls[i];
-    if (c->notification)
-        return 0;
-    size_t n;
-    jrpc_span_t text = { NULL, 0 };
-    if (result->type == MSGPACK_OBJECT_BIN) {   /* JSON text (PROTOCOL.md 2.3): checked, copied */
-        if (json_text(result, &text) < 0)
-            return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
-        n = text.n;
-    } else if (jrpc_json_msgpack_size(result, JRPC_JSON_MAX_DEPTH, &n) < 0) {
-        return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
-    }
-    return result_answer(b, c, n, text, result, (jrpc_span_t){ NULL, 0 });
+    return result_answer(b, i, result->type == MSGPACK_OBJECT_BIN ? result : NULL, result,
+                         (jrpc_span_t){ NULL, 0 });
 }
 
 int jrpc_batch_answer_result_raw(jrpc_batch_t *b, uint32_t i, jrpc_span_t result)
 {
-    assert(i < b->ncalls);
-    jrpc_call_t *c = &b->calls[i];
-    if (c->notification)
-        return 0;
-    size_t n;
-    jrpc_span_t text = { NULL, 0 };
     msgpack_object bin;
     uint64_t count;
-    if (result.n > 0 && (unsigned char)result.p[0] - 0xc4u < 3 &&   /* bin8/16/32 */
-        jrpc_mpack_read_head(result.p, result.n, &bin, &count) > 0) {
-        /* JSON text (PROTOCOL.md 2.3): checked, copied */
-        if (json_text(&bin, &text) < 0)
-            return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
-        n = text.n;
-    } else if (jrpc_json_raw_size(result.p, result.n, JRPC_JSON_MAX_DEPTH, &n) < 0) {
-        return jrpc_batch_answer_error(b, i, JRPC_INTERNAL_ERROR, "result has no JSON form");
-    }
-    return result_answer(b, c, n, text, NULL, result);
+    bool is_bin = result.n > 0 && (unsigned char)result.p[0] - 0xc4u < 3 &&   /* bin8/16/32 */
+                  jrpc_mpack_read_head(result.p, result.n, &bin, &count) > 0;
+    return result_answer(b, i, is_bin ? &bin : NULL, NULL, result);
 }
 
 static bool str_is(const msgpack_object *o, const char *s, size_t n)

@@ -160,6 +160,8 @@ void  jrpc_arena_reset(jrpc_arena_t *a);
 void *jrpc_arena_alloc_grow(jrpc_arena_t *a, size_t n); /* n rounded; the slow path */
 static inline void *jrpc_arena_alloc(jrpc_arena_t *a, size_t n)
 {
+    if (n > SIZE_MAX - 7)
+        return NULL;
     n = (n + 7) & ~(size_t)7;
     jrpc_arena_chunk_t *c = a->head;
     if (c == NULL || c->size - c->used < n)
