@@ -30,6 +30,10 @@ run() {
     check "$tag: banner after the readiness check" 1 "$(grep -c '^jrpc: ready: .* with 2 workers' "$log")"
     check "$tag: both workers connected before the banner" 2 \
         "$(sed '/^jrpc: ready/q' "$log" | grep -c 'event=worker_ready')"
+    # Signed: the broker's one Redis connection is the unix socket's.
+    [ "$tag" = signed ] && check "$tag: the broker reaches Redis over its unix socket" \
+        "addr=$E2E_TMP/dev-$tag/redis.sock:0" \
+        "$(redis-cli -p $((base + 4)) client list | grep -v 'cmd=client' | grep -o 'addr=[^ ]*' | head -1)"
     # Everything the script started, to check afterwards that none is left.
     local kids
     kids=$(pgrep -P "$script" | tr '\n' ' ')
