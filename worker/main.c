@@ -490,14 +490,12 @@ int main(int argc, char **argv)
         JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-worker", JRPC_VERSION, usage_head, usage_tail };
-    jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
-    int lrc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
-    if (lrc != 0) {
-        status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
+    jrpc_conf_t *conf = NULL;
+    int done = jrpc_conf_main(&conf, &info, table, sizeof table / sizeof *table, &std, argc, argv);
+    if (done >= 0) {
+        status = done;
         goto out;
     }
-    jrpc_log_set_level(std.log_level);
-    jrpc_log_set_format(std.log_format);
     if ((curve_secret == NULL) != (broker_key == NULL)) {
         fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
                 "Try 'jrpc-worker --help'.\n");
