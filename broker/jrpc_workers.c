@@ -1431,26 +1431,9 @@ static void on_heartbeat(uv_timer_t *t)
 /* The libzmq ROUTER: CURVE, other transports, or --workers-engine libzmq. */
 static int start_libzmq(jrpc_workers_t *w, uv_loop_t *loop, const jrpc_workers_opts_t *opts)
 {
-    w->sock = zmq_socket(opts->zmq_ctx, ZMQ_ROUTER);
-    if (w->sock == NULL)
+    if (jrpc_curve_router(&w->sock, opts->zmq_ctx, opts->endpoint, MAX_FRAME, WORKER_HWM,
+                          opts->curve, "workers", "workers") < 0)
         return -1;
-    int one = 1, zero = 0;
-    int64_t maxmsg = MAX_FRAME;
-    zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    int hwm = WORKER_HWM;
-    zmq_setsockopt(w->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(w->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
-        return -1;
-    }
-    if (zmq_bind(w->sock, opts->endpoint) != 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
-                 opts->endpoint, zmq_strerror(errno));
-        return -1;
-    }
     return jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0 ? -1 : 0;
 }
 
