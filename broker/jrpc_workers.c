@@ -1665,16 +1665,20 @@ void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
     }
 }
 
-static void on_closed_handle(uv_handle_t *h)
+/* Frees every worker, dead or alive. */
+static void free_workers(jrpc_workers_t *w)
 {
-    jrpc_workers_t *w = h->data;
-    if (--w->closing > 0)
-        return;
     while (w->workers) {
         worker_t *wk = w->workers;
         w->workers = wk->next;
         worker_free(w, wk);
     }
+}
+
+/* Frees the method table, the slots and w itself: what is left once the
+ * workers are freed, but the socket (the tests share one among theirs). */
+static void free_rest(jrpc_workers_t *w)
+{
     for (uint32_t b = 0; b < w->mtab_size; b++) {
         while (w->mtab[b]) {
             method_t *m = w->mtab[b];
@@ -1687,11 +1691,20 @@ static void on_closed_handle(uv_handle_t *h)
     }
     free(w->mtab);
     free(w->slots);
-    if (w->sock)
-        zmq_close(w->sock);
     jrpc_buf_dispose(&w->scratch);
     msgpack_zone_destroy(&w->zone);
     free(w);
+}
+
+static void on_closed_handle(uv_handle_t *h)
+{
+    jrpc_workers_t *w = h->data;
+    if (--w->closing > 0)
+        return;
+    free_workers(w);
+    if (w->sock)
+        zmq_close(w->sock);
+    free_rest(w);
 }
 
 static void on_closed_watch(jrpc_zwatch_t *zw)
