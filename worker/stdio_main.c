@@ -1086,17 +1086,6 @@ static void bridge_shutdown(bridge_t *b)
 
 /* ---- flags ---- */
 
-static int name_ok(const char *v, char *err, size_t errlen)
-{
-    size_t n = strlen(v);
-    bool ok = n > 0 && n < 64;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = v[i] > 0x20 && v[i] < 0x7f;
-    if (!ok)
-        snprintf(err, errlen, "'%s' is not 1 to 63 printable bytes without spaces", v);
-    return ok ? 0 : -1;
-}
-
 /* NAME or NAME:idempotent, NAME non-empty. */
 static int method_ok(const char *v, char *err, size_t errlen)
 {
@@ -1180,7 +1169,7 @@ int main(int argc, char **argv)
         { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
           .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
-          .dest = &opts.name, .check = name_ok },
+          .dest = &opts.name, .check = jrpc_connect_name_check },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
           .min = 10, .max = 60000 },
         { "liveness", U, "N", "3", "silent intervals before a broker counts as dead",
