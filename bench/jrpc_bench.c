@@ -259,19 +259,6 @@ static size_t take_response(worker_t *w, const char *p, size_t i, size_t n, cons
 static char call_head[512];
 static size_t call_head_len;
 
-static size_t put_uint(char *out, unsigned v)   /* decimal, no NUL */
-{
-    char tmp[12];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++)
-        out[k] = tmp[n - 1 - k];
-    return n;
-}
-
 /* idprefix: the batch's ids all start with it ("<idx>-<seq>-, quote
  * included); the call's index follows, then the closing quote. */
 static void build_batch(jrpc_buf_t *b, const char *idprefix, size_t idprefix_len, uint64_t *rng,
@@ -317,7 +304,7 @@ static void build_batch(jrpc_buf_t *b, const char *idprefix, size_t idprefix_len
             n = 6;
             memcpy(tmp + n, idprefix, idprefix_len);
             n += idprefix_len;
-            n += put_uint(tmp + n, (unsigned)i);
+            n = (size_t)(jrpc_u64_put(tmp + n, (uint64_t)i) - tmp);
             tmp[n++] = '"';
             tmp[n++] = '}';
             jrpc_buf_append(b, tmp, n);

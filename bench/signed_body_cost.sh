@@ -22,26 +22,17 @@ set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
 conns=${2:-4} secs=${3:-8}
-port=${PORT:-$((30000 + RANDOM % 20000))}
-T=$(mktemp -d)
-pids=() pp=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+source bench/signed_lib.sh
+pp=()
 rp=$port sz=$((port + 1)) sw=$((port + 2)) uz=$((port + 3)) uw=$((port + 4))
-KEY=bench SECRET=bench-secret-0123456789abcdef
-printf '%s %s\n' $KEY $SECRET > "$T/keys"
-ir() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 batches() { sed -n 's/.*"batches":\([0-9]*\).*/\1/p' "$1"; }
 bench() {   # URL SECONDS [signing options...] > json
     local url=$1 s=$2; shift 2
     "$B/jrpc-bench" --url "$url" --batch 100 --connections "$conns" --duration "$s" --warmup 0 \
         "$@" --json
 }
-sign=(--key-id $KEY --secret $SECRET)
 
-redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no \
-    --unixsocket "$T/redis.sock" --unixsocketperm 700 >"$T/redis.log" 2>&1 & pids+=($!)
-redis_pid=$!
-for _ in $(seq 50); do redis-cli -p $rp PING >/dev/null 2>&1 && break; sleep 0.1; done
+start_redis $rp --unixsocket "$T/redis.sock" --unixsocketperm 700
 rurl=redis://127.0.0.1:$rp
 [ "${REDIS:-tcp}" = unix ] && rurl=unix://$T/redis.sock
 

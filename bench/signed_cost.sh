@@ -23,11 +23,7 @@ set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
 conns=${2:-4} secs=${3:-10}
-port=${PORT:-$((30000 + RANDOM % 20000))}
-T=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$T"' EXIT
-ir() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
+source bench/signed_lib.sh
 
 echo "== 1. Ir per signature and per nonce (callgrind, jrpc-bench-sign)"
 for mode in sign verify sign-oneshot verify-oneshot nonce nonce-pool; do
@@ -40,16 +36,13 @@ done
 
 echo "== 2. Redis per claim (INFO commandstats), $conns connections, $secs s"
 rp=$port zp=$((port + 1)) wp=$((port + 2))
-printf 'bench bench-secret-0123456789abcdef\n' > "$T/keys"
-redis-server --bind 127.0.0.1 --port $rp --save '' --appendonly no >"$T/redis.log" 2>&1 & pids+=($!)
-sleep 0.5
+start_redis $rp
 "$B/jrpc-broker" --zmq tcp://127.0.0.1:$zp --workers tcp://127.0.0.1:$wp --http none \
     --keys "$T/keys" --redis redis://127.0.0.1:$rp --log-level warn 2>"$T/broker.log" & pids+=($!)
 "$B/jrpc-worker" --connect tcp://127.0.0.1:$wp --credit 256 --log-level warn \
     2>"$T/worker.log" & pids+=($!)
-sign=(--key-id bench --secret bench-secret-0123456789abcdef)
 for _ in $(seq 50); do
-    "$B/jrpc" --url tcp://127.0.0.1:$zp -t 500 -k bench -s bench-secret-0123456789abcdef \
+    "$B/jrpc" --url tcp://127.0.0.1:$zp -t 500 -k $KEY -s $SECRET \
         call add '[1,2]' >/dev/null 2>&1 && break
     sleep 0.2
 done

@@ -281,27 +281,10 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 
 static int start_libzmq(jrpc_front_zmq_t *f, void *zmq_ctx, const jrpc_front_zmq_opts_t *opts)
 {
-    const char *endpoint = opts->endpoint;
-    f->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
-    if (f->sock == NULL)
+    if (jrpc_curve_router(&f->sock, zmq_ctx, opts->endpoint,
+                          (int64_t)opts->max_body * OVERSIZE_FACTOR, CLIENT_HWM, opts->curve,
+                          "clients", "front_zmq") < 0)
         return -1;
-    int one = 1, zero = 0;
-    zmq_setsockopt(f->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
-    int64_t max_msg_bytes = (int64_t)opts->max_body * OVERSIZE_FACTOR;
-    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes);
-    int hwm = CLIENT_HWM;
-    zmq_setsockopt(f->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (opts->curve && jrpc_curve_server(f->sock, opts->curve, "clients") < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
-        return -1;
-    }
-    if (zmq_bind(f->sock, endpoint) != 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "front_zmq", "event=bind_failed endpoint=%s error=\"%s\"",
-                 endpoint, zmq_strerror(errno));
-        return -1;
-    }
     return jrpc_zwatch_start(f->loop, &f->watch, f->sock, on_readable, f) < 0 ? -1 : 0;
 }
 

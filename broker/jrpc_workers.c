@@ -1431,26 +1431,9 @@ static void on_heartbeat(uv_timer_t *t)
 /* The libzmq ROUTER: CURVE, other transports, or --workers-engine libzmq. */
 static int start_libzmq(jrpc_workers_t *w, uv_loop_t *loop, const jrpc_workers_opts_t *opts)
 {
-    w->sock = zmq_socket(opts->zmq_ctx, ZMQ_ROUTER);
-    if (w->sock == NULL)
+    if (jrpc_curve_router(&w->sock, opts->zmq_ctx, opts->endpoint, MAX_FRAME, WORKER_HWM,
+                          opts->curve, "workers", "workers") < 0)
         return -1;
-    int one = 1, zero = 0;
-    int64_t maxmsg = MAX_FRAME;
-    zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    int hwm = WORKER_HWM;
-    zmq_setsockopt(w->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(w->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (opts->curve && jrpc_curve_server(w->sock, opts->curve, "workers") < 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=curve_failed error=\"%s\"", zmq_strerror(errno));
-        return -1;
-    }
-    if (zmq_bind(w->sock, opts->endpoint) != 0) {
-        JRPC_LOG(JRPC_LOG_ERROR, "workers", "event=bind_failed endpoint=%s error=\"%s\"",
-                 opts->endpoint, zmq_strerror(errno));
-        return -1;
-    }
     return jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0 ? -1 : 0;
 }
 
@@ -1682,16 +1665,20 @@ void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
     }
 }
 
-static void on_closed_handle(uv_handle_t *h)
+/* Frees every worker, dead or alive. */
+static void free_workers(jrpc_workers_t *w)
 {
-    jrpc_workers_t *w = h->data;
-    if (--w->closing > 0)
-        return;
     while (w->workers) {
         worker_t *wk = w->workers;
         w->workers = wk->next;
         worker_free(w, wk);
     }
+}
+
+/* Frees the method table, the slots and w itself: what is left once the
+ * workers are freed, but the socket (the tests share one among theirs). */
+static void free_rest(jrpc_workers_t *w)
+{
     for (uint32_t b = 0; b < w->mtab_size; b++) {
         while (w->mtab[b]) {
             method_t *m = w->mtab[b];
@@ -1704,11 +1691,20 @@ static void on_closed_handle(uv_handle_t *h)
     }
     free(w->mtab);
     free(w->slots);
-    if (w->sock)
-        zmq_close(w->sock);
     jrpc_buf_dispose(&w->scratch);
     msgpack_zone_destroy(&w->zone);
     free(w);
+}
+
+static void on_closed_handle(uv_handle_t *h)
+{
+    jrpc_workers_t *w = h->data;
+    if (--w->closing > 0)
+        return;
+    free_workers(w);
+    if (w->sock)
+        zmq_close(w->sock);
+    free_rest(w);
 }
 
 static void on_closed_watch(jrpc_zwatch_t *zw)

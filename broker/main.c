@@ -622,14 +622,11 @@ int main(int argc, char **argv)
     };
     static const jrpc_conf_info_t info = { "jrpc-broker", JRPC_VERSION, usage_head, usage_tail };
     jrpc_log_init("jrpc-broker");
-    conf = jrpc_conf_new(&info, opts, sizeof opts / sizeof *opts);
-    int rc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
-    if (rc != 0) {
+    int done = jrpc_conf_main(&conf, &info, opts, sizeof opts / sizeof *opts, &std, argc, argv);
+    if (done >= 0) {
         jrpc_conf_destroy(&conf);
-        return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
+        return done;
     }
-    jrpc_log_set_level(std.log_level);
-    jrpc_log_set_format(std.log_format);
     bool curve = load_curve(curve_files, &curve_kp, curve_lists);
 
     static app_t a;   /* static: see below */

@@ -6,6 +6,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "jrpc_log.h"
 
 const char *const jrpc_conf_log_levels[] = { "debug", "info", "warn", "error", NULL };
 const char *const jrpc_conf_log_formats[] = { "kv", "json", NULL };
@@ -520,6 +523,18 @@ int jrpc_conf_load(jrpc_conf_t *c, int argc, char **argv, char **envp)
     if (c->errors)
         return -EINVAL;
     return commit(c);
+}
+
+int jrpc_conf_main(jrpc_conf_t **c_p, const jrpc_conf_info_t *info, const jrpc_conf_opt_t *opts,
+                   size_t nopts, const jrpc_conf_std_t *std, int argc, char **argv)
+{
+    *c_p = jrpc_conf_new(info, opts, nopts);
+    int rc = *c_p ? jrpc_conf_load(*c_p, argc, argv, environ) : -ENOMEM;
+    if (rc != 0)
+        return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
+    jrpc_log_set_level(std->log_level);
+    jrpc_log_set_format(std->log_format);
+    return -1;
 }
 
 const char *jrpc_conf_source(const jrpc_conf_t *c, const char *name)

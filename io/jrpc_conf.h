@@ -129,6 +129,15 @@ extern const char *const jrpc_conf_log_formats[];
     { "version", JRPC_CONF_FLAG, NULL, NULL, "print the version and exit",                    \
       .dest = &(std)->version }
 
+/* For a program's main: a conf over opts (a table ending with
+ * JRPC_CONF_STD_OPTS(std)), loaded from argv and environ, then std's log
+ * level and format applied. Returns -1 when the program goes on, with *c_p
+ * its conf; else the program's exit status, with *c_p NULL or a conf to
+ * destroy: 0 after --help or --version, 1 out of memory, 2 bad options
+ * (already said on stderr). */
+int jrpc_conf_main(jrpc_conf_t **c_p, const jrpc_conf_info_t *info, const jrpc_conf_opt_t *opts,
+                   size_t nopts, const jrpc_conf_std_t *std, int argc, char **argv);
+
 /* Syntax checks for the table. */
 int jrpc_conf_check_zmq_endpoint(const char *value, char *err, size_t errlen);
 

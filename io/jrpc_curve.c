@@ -332,6 +332,31 @@ int jrpc_curve_client(void *sock, const jrpc_curve_keypair_t *kp, const char *se
     return 0;
 }
 
+int jrpc_curve_router(void **sock_p, void *zmq_ctx, const char *endpoint, int64_t max_msg,
+                      int hwm, const jrpc_curve_keypair_t *kp, const char *zap_domain,
+                      const char *comp)
+{
+    void *sock = *sock_p = zmq_socket(zmq_ctx, ZMQ_ROUTER);
+    if (sock == NULL)
+        return -1;
+    int one = 1, zero = 0;
+    zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (kp && jrpc_curve_server(sock, kp, zap_domain) < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, comp, "event=curve_failed error=\"%s\"", zmq_strerror(errno));
+        return -1;
+    }
+    if (zmq_bind(sock, endpoint) != 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, comp, "event=bind_failed endpoint=%s error=\"%s\"", endpoint,
+                 zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Writes all of p to a new file path with exactly mode. */
 static int write_new_file(const char *path, const char *p, size_t n, mode_t mode)
 {

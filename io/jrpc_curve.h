@@ -66,6 +66,17 @@ void jrpc_curve_allowlist_destroy(jrpc_curve_allowlist_t **self_p);
  * no ZAP handler is bound, rather than let everyone in. Returns 0 or -errno. */
 int jrpc_curve_server(void *sock, const jrpc_curve_keypair_t *kp, const char *zap_domain);
 
+/* The broker's libzmq ROUTER (for clients, for workers): *sock_p a ROUTER
+ * of zmq_ctx with ROUTER_MANDATORY (a send to a peer gone fails,
+ * EHOSTUNREACH, rather than vanish), no linger, messages over max_msg
+ * refused by libzmq and hwm each way; a CURVE server under zap_domain when
+ * kp is not NULL; bound to endpoint. A failure is logged under comp.
+ * Returns 0 or -1; *sock_p, when not NULL, is the caller's to close
+ * either way. */
+int jrpc_curve_router(void **sock_p, void *zmq_ctx, const char *endpoint, int64_t max_msg,
+                      int hwm, const jrpc_curve_keypair_t *kp, const char *zap_domain,
+                      const char *comp);
+
 /* Makes sock a CURVE client with keypair kp talking to the server whose
  * public key is server_public (Z85). Call before zmq_connect. Returns 0 or
  * -errno (-EINVAL for a malformed key). */

@@ -9,6 +9,7 @@
 
 #include "jrpc_buf.h"
 #include "jrpc_log.h"
+#include "jrpc_zmtp.h"
 #include "jrpc_zmtp_codec.h"
 
 #define COMP          "zdealer"
@@ -36,12 +37,7 @@ struct jrpc_zdealer {
     bool                ipc;
     char               *host, *port;  /* tcp:// */
     enum state          state;
-    union {
-        uv_handle_t h;
-        uv_stream_t s;
-        uv_tcp_t    tcp;
-        uv_pipe_t   pipe;
-    } io;
+    jrpc_zmtp_stream_t  io;
     bool                io_open;      /* io initialised and not closed yet */
     uv_connect_t        creq;
     uv_getaddrinfo_t    gai;

@@ -161,12 +161,7 @@ enum conn_state {
 };
 
 struct jrpc_zmtp_conn {
-    union {
-        uv_handle_t h;
-        uv_stream_t s;
-        uv_tcp_t    tcp;
-        uv_pipe_t   pipe;
-    } io;
+    jrpc_zmtp_stream_t io;
     uv_timer_t        timer;      /* the handshake deadline */
     uv_write_t        wreq;
     jrpc_zmtp_t      *z;
@@ -194,12 +189,7 @@ struct jrpc_zmtp_conn {
 
 struct jrpc_zmtp {
     uv_loop_t        *loop;
-    union {
-        uv_handle_t h;
-        uv_stream_t s;
-        uv_tcp_t    tcp;
-        uv_pipe_t   pipe;
-    } listener;
+    jrpc_zmtp_stream_t listener;
     uv_prepare_t      prepare;    /* writes the dirty connections before the loop blocks */
     uv_idle_t         idle;       /* started with the first dirty connection: see mark_dirty */
     uv_timer_t        linger;     /* destroy: how long queued replies may take */

@@ -33,6 +33,16 @@
 #include "jrpc_buf.h"
 #include "jrpc_zmtp_codec.h"
 
+/* The stream under one ZMTP connection or listener (ours, or
+ * jrpc_zdealer's): tcp:// or ipc://, chosen at run time; .h for uv_close,
+ * .s to read and write, .tcp or .pipe to set up. */
+typedef union jrpc_zmtp_stream {
+    uv_handle_t h;
+    uv_stream_t s;
+    uv_tcp_t    tcp;
+    uv_pipe_t   pipe;
+} jrpc_zmtp_stream_t;
+
 /* ---- the output queue (pure) ------------------------------------------- */
 
 /* What is to be written to one peer: whole messages appended to one

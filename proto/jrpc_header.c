@@ -90,6 +90,16 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
             goto nomem;         \
     } while (0)
 
+/* A string field and its name, only when it is set (nkeys counts it so). */
+static inline int put_span(msgpack_packer *pk, const char *name, jrpc_span_t v)
+{
+    if (v.n == 0)
+        return 0;
+    if (jrpc_mpack_put_str(pk, name, strlen(name)) < 0)
+        return -1;
+    return jrpc_mpack_put_str(pk, v.p, v.n);
+}
+
 int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
 {
     size_t len0 = out->len;
@@ -99,38 +109,23 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(msgpack_pack_map(&pk, nkeys));
-    if (h->key.n) {
-        PACK(jrpc_mpack_put_str(&pk, "key", 3));
-        PACK(jrpc_mpack_put_str(&pk, h->key.p, h->key.n));
-    }
+    PACK(put_span(&pk, "key", h->key));
     if (h->timestamp) {
         PACK(jrpc_mpack_put_str(&pk, "timestamp", 9));
         PACK(msgpack_pack_int64(&pk, h->timestamp));
     }
-    if (h->nonce.n) {
-        PACK(jrpc_mpack_put_str(&pk, "nonce", 5));
-        PACK(jrpc_mpack_put_str(&pk, h->nonce.p, h->nonce.n));
-    }
-    if (h->signature.n) {
-        PACK(jrpc_mpack_put_str(&pk, "signature", 9));
-        PACK(jrpc_mpack_put_str(&pk, h->signature.p, h->signature.n));
-    }
+    PACK(put_span(&pk, "nonce", h->nonce));
+    PACK(put_span(&pk, "signature", h->signature));
     if (h->timeout_ms) {
         PACK(jrpc_mpack_put_str(&pk, "timeout_ms", 10));
         PACK(msgpack_pack_uint32(&pk, h->timeout_ms));
     }
-    if (h->traceparent.n) {
-        PACK(jrpc_mpack_put_str(&pk, "traceparent", 11));
-        PACK(jrpc_mpack_put_str(&pk, h->traceparent.p, h->traceparent.n));
-    }
+    PACK(put_span(&pk, "traceparent", h->traceparent));
     if (h->stream) {
         PACK(jrpc_mpack_put_str(&pk, "stream", 6));
         PACK(msgpack_pack_true(&pk));
     }
-    if (h->idem_key.n) {
-        PACK(jrpc_mpack_put_str(&pk, "idempotency_key", 15));
-        PACK(jrpc_mpack_put_str(&pk, h->idem_key.p, h->idem_key.n));
-    }
+    PACK(put_span(&pk, "idempotency_key", h->idem_key));
     return 0;
 nomem:
     out->len = len0;

@@ -17,6 +17,11 @@
  * Returns 0, or -1 with the reason in err. */
 int jrpc_connect_check(const char *value, char *err, size_t errlen);
 
+/* jrpc_conf's check for --name, which both programs take too: what
+ * jrpc_worker_new accepts as READY's "name" (1 to 63 printable ASCII bytes,
+ * no spaces). Returns 0, or -1 with the reason in err. */
+int jrpc_connect_name_check(const char *value, char *err, size_t errlen);
+
 /* The three rows, for a table: endpoints is a jrpc_conf_list_t *, resolve_ms
  * a uint32_t * (jrpc_worker_opts_t.resolve_ms), engine a const char **
  * (jrpc_worker_opts_t.zmq_engine). */

@@ -429,21 +429,6 @@ static void abort_spins(jrpc_worker_t *w)
         uv_run(jrpc_worker_loop(w), UV_RUN_ONCE);
 }
 
-/* ---- flags ---- */
-
-
-/* --name: what jrpc_worker_new accepts (READY's "name"). */
-static int name_ok(const char *v, char *err, size_t errlen)
-{
-    size_t n = strlen(v);
-    bool ok = n > 0 && n < 64;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = v[i] > 0x20 && v[i] < 0x7f;
-    if (!ok)
-        snprintf(err, errlen, "'%s' is not 1 to 63 printable bytes without spaces", v);
-    return ok ? 0 : -1;
-}
-
 int main(int argc, char **argv)
 {
     jrpc_log_init("jrpc-worker");
@@ -464,7 +449,7 @@ int main(int argc, char **argv)
         JRPC_CONNECT_OPTS(&endpoints, &opts.resolve_ms, &opts.zmq_engine),
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics\n"
           "(1..63 printable bytes, no spaces); unset: its routing id", .dest = &opts.name,
-          .check = name_ok },
+          .check = jrpc_connect_name_check },
         { "credit", U, "N", "64", "calls held at once per broker", .dest = &opts.credit,
           .min = 1, .max = 1000000 },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
@@ -490,14 +475,12 @@ int main(int argc, char **argv)
         JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-worker", JRPC_VERSION, usage_head, usage_tail };
-    jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
-    int lrc = conf ? jrpc_conf_load(conf, argc, argv, environ) : -ENOMEM;
-    if (lrc != 0) {
-        status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
+    jrpc_conf_t *conf = NULL;
+    int done = jrpc_conf_main(&conf, &info, table, sizeof table / sizeof *table, &std, argc, argv);
+    if (done >= 0) {
+        status = done;
         goto out;
     }
-    jrpc_log_set_level(std.log_level);
-    jrpc_log_set_format(std.log_format);
     if ((curve_secret == NULL) != (broker_key == NULL)) {
         fprintf(stderr, "jrpc-worker: --curve-secret and --broker-key go together\n"
                 "Try 'jrpc-worker --help'.\n");

@@ -1086,17 +1086,6 @@ static void bridge_shutdown(bridge_t *b)
 
 /* ---- flags ---- */
 
-static int name_ok(const char *v, char *err, size_t errlen)
-{
-    size_t n = strlen(v);
-    bool ok = n > 0 && n < 64;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = v[i] > 0x20 && v[i] < 0x7f;
-    if (!ok)
-        snprintf(err, errlen, "'%s' is not 1 to 63 printable bytes without spaces", v);
-    return ok ? 0 : -1;
-}
-
 /* NAME or NAME:idempotent, NAME non-empty. */
 static int method_ok(const char *v, char *err, size_t errlen)
 {
@@ -1180,7 +1169,7 @@ int main(int argc, char **argv)
         { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
           .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
-          .dest = &opts.name, .check = name_ok },
+          .dest = &opts.name, .check = jrpc_connect_name_check },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
           .min = 10, .max = 60000 },
         { "liveness", U, "N", "3", "silent intervals before a broker counts as dead",
@@ -1188,14 +1177,12 @@ int main(int argc, char **argv)
         JRPC_CONF_STD_OPTS(&std),
     };
     static const jrpc_conf_info_t info = { "jrpc-stdio", JRPC_VERSION, usage_head, usage_tail };
-    jrpc_conf_t *conf = jrpc_conf_new(&info, table, sizeof table / sizeof *table);
-    int lrc = conf ? jrpc_conf_load(conf, optc, argv, environ) : -ENOMEM;
-    if (lrc != 0) {
-        status = lrc == 1 ? 0 : lrc == -ENOMEM ? 1 : 2;
+    jrpc_conf_t *conf = NULL;
+    int done = jrpc_conf_main(&conf, &info, table, sizeof table / sizeof *table, &std, optc, argv);
+    if (done >= 0) {
+        status = done;
         goto out;
     }
-    jrpc_log_set_level(std.log_level);
-    jrpc_log_set_format(std.log_format);
     if ((methods.n == 0 && !b.mcp) || optc >= argc - 1) {
         fprintf(stderr, "jrpc-stdio: %s\nTry 'jrpc-stdio --help'.\n",
                 methods.n == 0 && !b.mcp ? "at least one --method (or --mcp) is needed"

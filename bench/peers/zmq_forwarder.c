@@ -30,6 +30,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "jrpc_buf.h"   /* jrpc_u64_put, as jrpc-bench writes its ids */
 #include "peer_load.h"
 
 #define NAME "jrpc-peer-zmq-forwarder"
@@ -104,19 +105,6 @@ static void *fwd_open(const char *url)
     return c;
 }
 
-static size_t put_uint(char *out, uint64_t v)   /* decimal, no NUL */
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++)
-        out[k] = tmp[n - 1 - k];
-    return n;
-}
-
 /* jrpc-bench's body for --batch n (build_batch with the default method and
  * params, no notifications): its ids are "<connection>-<seq>-<index>", where
  * peer_load's base is the connection in the top bits and n ids per batch. */
@@ -125,9 +113,9 @@ static size_t build_batch(char *out, uint64_t base, int n)
     static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"params\":[1,2],\"id\":\"";
     uint64_t idx = base >> 40, seq = (base & ((UINT64_C(1) << 40) - 1)) / (uint64_t)n;
     char prefix[64];
-    size_t pl = put_uint(prefix, idx);
+    size_t pl = (size_t)(jrpc_u64_put(prefix, idx) - prefix);
     prefix[pl++] = '-';
-    pl += put_uint(prefix + pl, seq);
+    pl = (size_t)(jrpc_u64_put(prefix + pl, seq) - prefix);
     prefix[pl++] = '-';
     size_t len = 0;
     if (n > 1)
@@ -139,7 +127,7 @@ static size_t build_batch(char *out, uint64_t base, int n)
         len += sizeof head - 1;
         memcpy(out + len, prefix, pl);
         len += pl;
-        len += put_uint(out + len, (uint64_t)i);
+        len = (size_t)(jrpc_u64_put(out + len, (uint64_t)i) - out);
         out[len++] = '"';
         out[len++] = '}';
     }

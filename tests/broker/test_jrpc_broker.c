@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "../../broker/jrpc_broker.c"
+#include "broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -36,8 +37,9 @@ static struct {
     jrpc_seq_t     seq[MAX_SEEN];/* REQUEST items the worker received, in order */
     char           method[MAX_SEEN][16];
     uint32_t       nseen;
-    int            ep;           /* endpoint counter */
 } G;
+
+static int nep;   /* endpoints made: inproc names are never reused */
 
 static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
@@ -71,7 +73,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
 static jrpc_broker_t *broker_make(uint32_t max_open, const jrpc_keys_t *keys)
 {
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://test-broker-%d", ++G.ep);
+    snprintf(ep, sizeof ep, "inproc://test-broker-%d", ++nep);
     jrpc_broker_opts_t o = {
         .limits = JRPC_LIMITS_DEFAULT, .timeout_ms = 10000, .max_open = max_open,
         .workers = { .endpoint = ep, .zmq_ctx = G.zctx, .max_queue = 100, .heartbeat_ms = 1000,
@@ -101,12 +103,8 @@ static void broker_free(void)
 static int setup(void **state)
 {
     (void)state;
-    int ep = G.ep;
     memset(&G, 0, sizeof G);
-    G.ep = ep;
-    uv_loop_init(&G.loop);
-    G.zctx = zmq_ctx_new();
-    jrpc_log_set_level(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error");
+    broker_env_open(&G.loop, &G.zctx);
     return 0;
 }
 
@@ -115,8 +113,7 @@ static int teardown(void **state)
     (void)state;
     if (G.b)
         broker_free();
-    zmq_ctx_term(G.zctx);
-    assert_int_equal(uv_loop_close(&G.loop), 0);
+    broker_env_close(&G.loop, G.zctx);
     return 0;
 }
 

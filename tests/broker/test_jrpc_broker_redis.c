@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 
 #include "../../broker/jrpc_broker.c"
+#include "broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -53,8 +54,9 @@ static struct {
     jrpc_seq_t     seq[MAX_SEEN];/* REQUEST items the worker received, in order */
     char           method[MAX_SEEN][16];
     uint32_t       nseen;
-    int            ep;
 } G;
+
+static int nep;   /* endpoints made: inproc names are never reused */
 
 /* What one body got, for the tests that follow several (ctx of on_reply). */
 typedef struct body_reply {
@@ -132,7 +134,7 @@ static void pump_for(int ms)
 static void broker_start(uint32_t redis_timeout_ms, uint32_t rate, bool early)
 {
     char ep[64], url[64], err[256];
-    snprintf(ep, sizeof ep, "inproc://test-broker-redis-%d", ++G.ep);
+    snprintf(ep, sizeof ep, "inproc://test-broker-redis-%d", ++nep);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", G.port);
     char path[] = "/tmp/test_jrpc_broker_redis_keysXXXXXX";
     int fd = mkstemp(path);
@@ -206,12 +208,8 @@ static void worker_answer_from(uint32_t from)
 static int setup(void **state)
 {
     (void)state;
-    int ep = G.ep;
     memset(&G, 0, sizeof G);
-    G.ep = ep;
-    uv_loop_init(&G.loop);
-    G.zctx = zmq_ctx_new();
-    jrpc_log_set_level(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error");
+    broker_env_open(&G.loop, &G.zctx);
     redis_start();
     return 0;
 }
@@ -223,9 +221,8 @@ static int teardown(void **state)
     jrpc_broker_destroy(&G.b);
     uv_run(&G.loop, UV_RUN_DEFAULT);   /* the close callbacks */
     zmq_close(G.dealer);
-    zmq_ctx_term(G.zctx);
     jrpc_keys_destroy(&G.keys);
-    assert_int_equal(uv_loop_close(&G.loop), 0);
+    broker_env_close(&G.loop, G.zctx);
     return 0;
 }
 

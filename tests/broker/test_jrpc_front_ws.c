@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <zmq.h>
 
+#include "broker_env.h"
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_log.h"
@@ -147,9 +148,10 @@ static struct {
     size_t         queued;        /* what io.queued reports */
     bool           reading;
     int            overs;         /* io.over calls */
-    int            ep;
     jrpc_front_ws_t *s;           /* the session (for teardown after a failure) */
 } G;
+
+static int nep;   /* endpoints made: inproc names are never reused */
 
 static int io_write(void *conn, const char *p, size_t n)
 {
@@ -242,7 +244,7 @@ static void expect_frames(const char *want)
 static jrpc_front_ws_t *session(bool stream, uint32_t max_inflight)
 {
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://test-front-ws-%d", ++G.ep);
+    snprintf(ep, sizeof ep, "inproc://test-front-ws-%d", ++nep);
     /* No worker: a call waits for the start-up grace (heartbeat x liveness,
      * 300 ms), then -32601. */
     jrpc_broker_opts_t o = {
@@ -276,12 +278,8 @@ static void finish(jrpc_front_ws_t **s)
 static int setup(void **state)
 {
     (void)state;
-    int ep = G.ep;
     memset(&G, 0, sizeof G);
-    G.ep = ep;
-    uv_loop_init(&G.loop);
-    G.zctx = zmq_ctx_new();
-    jrpc_log_set_level(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error");
+    broker_env_open(&G.loop, &G.zctx);
     return 0;
 }
 
@@ -293,8 +291,7 @@ static int teardown(void **state)
         jrpc_broker_destroy(&G.b);
         uv_run(&G.loop, UV_RUN_DEFAULT);
     }
-    zmq_ctx_term(G.zctx);
-    assert_int_equal(uv_loop_close(&G.loop), 0);
+    broker_env_close(&G.loop, G.zctx);
     return 0;
 }
 

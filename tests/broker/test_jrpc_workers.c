@@ -94,32 +94,14 @@ static jrpc_workers_t *make(uint32_t eject_after)
 
 static void destroy(jrpc_workers_t *w)
 {
-    while (w->workers) {
-        worker_t *wk = w->workers;
-        w->workers = wk->next;
-        worker_free(w, wk);
-    }
+    free_workers(w);
     method_sweep(w);
     bool calls = false;
     for (uint32_t i = 0; i < w->nslots; i++)
         calls |= w->slots[i].state != SLOT_FREE;
     if (!calls)   /* nothing left once nobody refers to it */
         assert_int_equal(w->nmethods, 0);
-    for (uint32_t b = 0; b < w->mtab_size; b++) {
-        while (w->mtab[b]) {
-            method_t *m = w->mtab[b];
-            w->mtab[b] = m->next;
-            free(m->workers);
-            free(m->lat);
-            free(m->name);
-            free(m);
-        }
-    }
-    free(w->mtab);
-    free(w->slots);
-    jrpc_buf_dispose(&w->scratch);
-    msgpack_zone_destroy(&w->zone);
-    free(w);
+    free_rest(w);
     char buf[64];
     for (int i = 0; i < 2; i++)
         while (zmq_recv(G.dealers[i], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)

@@ -204,30 +204,6 @@ static jrpc_workers_t *workers_make(void)
     return w;
 }
 
-/* What on_closed_handle() frees, but the shared ROUTER. */
-static void workers_free(jrpc_workers_t *w)
-{
-    while (w->workers) {
-        worker_t *wk = w->workers;
-        w->workers = wk->next;
-        worker_free(w, wk);
-    }
-    for (uint32_t b = 0; b < w->mtab_size; b++) {
-        while (w->mtab[b]) {
-            method_t *m = w->mtab[b];
-            w->mtab[b] = m->next;
-            free(m->workers);
-            free(m->name);
-            free(m);
-        }
-    }
-    free(w->mtab);
-    free(w->slots);
-    jrpc_buf_dispose(&w->scratch);
-    msgpack_zone_destroy(&w->zone);
-    free(w);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     jrpc_workers_t *w = workers_make();
@@ -312,7 +288,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reap(w);
     check_books(w);
 
-    workers_free(w);
+    free_workers(w);   /* what on_closed_handle() frees, but the shared ROUTER */
+    free_rest(w);
     char buf[256];
     for (int i = 0; i < 3; i++)   /* what was sent to them, so the pipes never fill */
         while (zmq_recv(G.dealers[i], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
