@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Signed batches' rate beside unsigned, with the nonce store reached over
 # TCP loopback and over a unix socket, alternating in one run:
-#   [PORT=N] bash bench/signed_rate.sh [BUILD_DIR] [CONNECTIONS] [SECONDS] [ROUNDS]
+#   [PORT=N] [TCP_BROKER=CMD] bash bench/signed_rate.sh [BUILD_DIR] [CONNECTIONS] [SECONDS] [ROUNDS]
 # One redis-server (TCP and a unix socket), three brokers (signed with
 # --redis redis://, signed with --redis unix://, unsigned), one demo worker
 # serving all three (credit 256), then ROUNDS (default 3) rounds of
@@ -9,7 +9,10 @@
 # (default 5) against each in turn. Prints each side's calls/s and batch
 # p50/p99, and per round the two signed rates as ratios of the unsigned one
 # (medians are for the reader: a shared machine moves every rate, only a
-# ratio taken side by side means something). Stops what it started by PID.
+# ratio taken side by side means something). TCP_BROKER: the command that
+# runs the first (TCP) broker instead of BUILD_DIR's jrpc-broker, for a
+# scratch build under comparison (bench/RESULTS.md, fifth session). Stops
+# what it started by PID.
 set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
@@ -24,7 +27,9 @@ brokers=("tcp $((port + 1)) $((port + 2)) --keys $T/keys --redis redis://127.0.0
 connect=()
 for b in "${brokers[@]}"; do
     read -r -a a <<<"$b"
-    "$B/jrpc-broker" --zmq tcp://127.0.0.1:${a[1]} --workers tcp://127.0.0.1:${a[2]} --http none \
+    bin=("$B/jrpc-broker")
+    [ "${a[0]}" = tcp ] && [ -n "${TCP_BROKER:-}" ] && read -r -a bin <<<"$TCP_BROKER"
+    "${bin[@]}" --zmq tcp://127.0.0.1:${a[1]} --workers tcp://127.0.0.1:${a[2]} --http none \
         "${a[@]:3}" --log-level warn 2>"$T/broker-${a[0]}.log" &
     pids+=($!)
     connect+=(--connect tcp://127.0.0.1:${a[2]})
