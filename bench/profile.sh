@@ -3,7 +3,8 @@
 # functions by Ir share. Instruction counts repeat from run to run, unlike
 # wall-clock time on a shared machine.
 #   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
-# PROF_CMAKE: more cmake options for build-prof (e.g. -DJRPC_LTO=OFF; kept in its cache).
+# PROF_CMAKE: more cmake options for build-prof (e.g. -DJRPC_LTO=OFF); without it the
+# defaults are set again (LTO on), so a setting does not outlive its run.
 # IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
 # and holds them through the run: what they cost the active calls, in Ir.
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 mode=${1:?zmq or http} 
 case $mode in zmq) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq or http" >&2; exit 2 ;; esac
 secs=${3:-10} top=${4:-25}
-cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g ${PROF_CMAKE:-} >/dev/null
+cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} >/dev/null
 cmake --build build-prof -j2 --target jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle >/dev/null
 idle=${IDLE:-0}
 [ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
