@@ -343,6 +343,23 @@ static int start(jrpc_worker_opts_t *o, uint32_t hb_ms, uint32_t liveness, char 
     return n;
 }
 
+/* start() with the default options but for the worker's own heartbeat
+ * (own_hb_ms; 0: the default), the broker answering hb_ms × liveness. */
+static void start_with(uint32_t own_hb_ms, uint32_t hb_ms, uint32_t liveness)
+{
+    jrpc_worker_opts_t o;
+    jrpc_worker_opts_init(&o);
+    if (own_hb_ms)
+        o.heartbeat_ms = own_hb_ms;
+    start(&o, hb_ms, liveness, NULL, 0);
+}
+
+/* The usual worker: default options, the broker's 1000 ms × 3. */
+static void start_default(void)
+{
+    start_with(0, 1000, 3);
+}
+
 static conn_t *conn0(void)
 {
     return G.w->conns[0];
@@ -357,6 +374,85 @@ static void turn_until(const bool *flag)
         uv_sleep(1);
     }
     assert_true(*flag);
+}
+
+/* Turns the loop until "hold" keeps n calls in all, or fails after WAIT_MS. */
+static void wait_held(int n)
+{
+    uint64_t until = now_ms() + WAIT_MS;
+    while (G.nheld < n && now_ms() < until)
+        turn();
+    assert_int_equal(G.nheld, n);
+}
+
+/* One REQUEST with one "hold" call [seq] (its deadline timeout_ms), waited
+ * for until the handler keeps it. */
+static void hold_one(jrpc_seq_t seq, uint32_t timeout_ms)
+{
+    int before = G.nheld;
+    send_request(&(item_t){ seq, "hold", (int64_t)seq, timeout_ms, NULL }, 1);
+    wait_held(before + 1);
+}
+
+/* The next message of type `type`; asserts there is one, returns its size. */
+static int recv_ok(int type, char *buf, size_t cap)
+{
+    int n = recv_type(type, buf, cap, WAIT_MS);
+    assert_true(n > 0);
+    return n;
+}
+
+/* The next message of type `type` is, byte for byte, hex. */
+static void expect_msg(int type, const char *hex)
+{
+    char buf[512];
+    expect_bytes(buf, recv_type(type, buf, sizeof buf, WAIT_MS), hex);
+}
+
+/* A RESPONSE read and decoded (up to 4 answers). */
+typedef struct resp {
+    jrpc_seq_t seqs[4];
+    int64_t    vals[4];
+    bool       err[4];
+} resp_t;
+
+/* The next RESPONSE, decoded into r; returns how many answers it has. */
+static uint32_t recv_response(resp_t *r)
+{
+    char buf[512];
+    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
+    return decode_response(buf, (size_t)n, r->seqs, r->vals, r->err, 4);
+}
+
+/* The routing id the ROUTER last read, kept to tell a fresh socket by. */
+typedef struct rid {
+    char   id[256];
+    size_t len;
+} rid_t;
+
+static rid_t save_id(void)
+{
+    rid_t r;
+    r.len = G.idlen;
+    memcpy(r.id, G.id, r.len);
+    return r;
+}
+
+/* The worker speaks from another socket than the one saved. */
+static void assert_new_id(const rid_t *old)
+{
+    assert_false(G.idlen == old->len && memcmp(G.id, old->id, old->len) == 0);
+}
+
+/* A second broker: the first one's ROUTER moves to G.router2 (not read any
+ * more), a fresh one in G.router, and the worker's READY read from it. */
+static void connect_second_broker(void)
+{
+    char ep[64], buf[512];
+    G.router2 = G.router;
+    G.router = bind_router(ep, sizeof ep);
+    assert_int_equal(jrpc_worker_connect(G.w, ep), 0);
+    recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
 }
 
 /* ---- READY ---- */
@@ -419,16 +515,13 @@ static void test_ready_name_credit(void **state)
 static void test_protocol_example(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     send_hex("930102dd00000002"
              "9407a87375627472616374922a17cd1388"
              "9408a86765745f64617461c0cd1388");
-    char buf[512];
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "930103dd00000002" "93070013" "930801"
-                         "82a4636f6465d180a6a76d657373616765ae496e76616c696420706172616d73");
+    expect_msg(JRPC_WIRE_RESPONSE,
+               "930103dd00000002" "93070013" "930801"
+               "82a4636f6465d180a6a76d657373616765ae496e76616c696420706172616d73");
     assert_int_equal(jrpc_worker_answered(G.w), 2);
 }
 
@@ -437,39 +530,38 @@ static void test_protocol_example(void **state)
 static void test_method_errors(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 5, "nope", -1, 0, NULL }, 1);
-    char buf[512];
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    /* [1, 3, [[5, 1, {"code": -32601, "message": "Method not found"}]]] */
-    expect_bytes(buf, n, "930103dd00000001" "930501"
-                         "82a4636f6465d180a7a76d657373616765b04d6574686f64206e6f7420666f756e64");
-    send_request(&(item_t){ 6, "apperr", 1, 0, NULL }, 1);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    /* [1, 3, [[6, 1, {"code": 42, "message": "no such account"}]]] */
-    expect_bytes(buf, n, "930103dd00000001" "930601"
-                         "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74");
-    send_request(&(item_t){ 8, "apperr", 2, 0, NULL }, 1);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    /* [1, 3, [[8, 1, {"code": 42, "message": "no such account", "data": {"n": 1}}]]] */
-    expect_bytes(buf, n, "930103dd00000001" "930801"
-                         "83a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74"
-                         "a464617461" "81a16e01");
-    send_request(&(item_t){ 9, "apperr", 3, 0, NULL }, 1);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "930103dd00000001" "930901"
-                         "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74");
+    static const struct {
+        item_t      call;
+        const char *hex;   /* the RESPONSE it gets */
+    } cases[] = {
+        /* [1, 3, [[5, 1, {"code": -32601, "message": "Method not found"}]]] */
+        { { 5, "nope", -1, 0, NULL },
+          "930103dd00000001" "930501"
+          "82a4636f6465d180a7a76d657373616765b04d6574686f64206e6f7420666f756e64" },
+        /* [1, 3, [[6, 1, {"code": 42, "message": "no such account"}]]] */
+        { { 6, "apperr", 1, 0, NULL },
+          "930103dd00000001" "930601"
+          "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74" },
+        /* [1, 3, [[8, 1, {"code": 42, "message": "no such account", "data": {"n": 1}}]]] */
+        { { 8, "apperr", 2, 0, NULL },
+          "930103dd00000001" "930801"
+          "83a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74"
+          "a464617461" "81a16e01" },
+        { { 9, "apperr", 3, 0, NULL },
+          "930103dd00000001" "930901"
+          "82a4636f6465" "2a" "a76d657373616765af6e6f2073756368206163636f756e74" },
+    };
+    start_default();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        send_request(&cases[i].call, 1);
+        expect_msg(JRPC_WIRE_RESPONSE, cases[i].hex);
+    }
     send_request(&(item_t){ 7, "subtract", 1, 0, NULL }, 1);   /* one param: -32602 */
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    jrpc_seq_t seqs[4];
-    int64_t vals[4];
-    bool err[4];
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 1);
-    assert_int_equal(seqs[0], 7);
-    assert_true(err[0]);
-    assert_int_equal(vals[0], JRPC_INVALID_PARAMS);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 1);
+    assert_int_equal(r.seqs[0], 7);
+    assert_true(r.err[0]);
+    assert_int_equal(r.vals[0], JRPC_INVALID_PARAMS);
     assert_int_equal(jrpc_worker_answered(G.w), 5);
 }
 
@@ -478,36 +570,26 @@ static void test_method_errors(void **state)
 static void test_async_any_order(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     item_t it[3] = { { 7, "hold", 70, 0, NULL }, { 8, "hold", 80, 0, NULL },
                      { 9, "hold", 90, 0, NULL } };
     send_request(it, 3);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 3 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 3);
+    wait_held(3);
     assert_int_equal(conn0()->inflight, 3);
     expect_quiet(20);   /* nothing is answered before it is completed */
     finish_held(2);
     finish_held(0);
-    char buf[512];
-    jrpc_seq_t seqs[4];
-    int64_t vals[4];
-    bool err[4];
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 2);
-    assert_int_equal(seqs[0], 9);
-    assert_int_equal(vals[0], 90);
-    assert_int_equal(seqs[1], 7);
-    assert_int_equal(vals[1], 70);
-    assert_false(err[0] || err[1]);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 2);
+    assert_int_equal(r.seqs[0], 9);
+    assert_int_equal(r.vals[0], 90);
+    assert_int_equal(r.seqs[1], 7);
+    assert_int_equal(r.vals[1], 70);
+    assert_false(r.err[0] || r.err[1]);
     finish_held(1);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 1);
-    assert_int_equal(seqs[0], 8);
-    assert_int_equal(vals[0], 80);
+    assert_int_equal(recv_response(&r), 1);
+    assert_int_equal(r.seqs[0], 8);
+    assert_int_equal(r.vals[0], 80);
     assert_int_equal(conn0()->inflight, 0);
     assert_int_equal(jrpc_worker_answered(G.w), 3);
 }
@@ -525,20 +607,13 @@ static void test_credit_exceeded(void **state)
     item_t it[3] = { { 1, "hold", 1, 0, NULL }, { 2, "hold", 2, 0, NULL },
                      { 3, "hold", 3, 0, NULL } };
     send_request(it, 3);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 3 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 3);
+    wait_held(3);
     assert_non_null(strstr(G.log, "event=credit_exceeded"));
     assert_non_null(strstr(G.log, "inflight=3 credit=2"));
     for (int i = 0; i < 3; i++)
         finish_held(i);
-    char buf[512];
-    jrpc_seq_t seqs[4];
-    int64_t vals[4];
-    bool err[4];
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 3);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 3);
     assert_int_equal(jrpc_worker_answered(G.w), 3);
 }
 
@@ -548,17 +623,12 @@ static void test_credit_exceeded(void **state)
 static void test_deadlines(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     uint64_t before = uv_now(G.w->loop);
     item_t it[3] = { { 1, "hold", 1, 0, NULL }, { 2, "hold", 2, 5000, NULL },
                      { 3, "hold", 3, 1, NULL } };
     send_request(it, 3);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 3 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 3);
+    wait_held(3);
     uint64_t after = uv_now(G.w->loop);
     assert_int_equal(jrpc_wcall_deadline(G.held[0]), UINT64_MAX);
     assert_in_range(jrpc_wcall_deadline(G.held[1]), before + 5000, after + 5000);
@@ -567,33 +637,23 @@ static void test_deadlines(void **state)
     uv_update_time(G.w->loop);
     assert_true(uv_now(G.w->loop) > jrpc_wcall_deadline(G.held[2]));
     finish_held(2);   /* late, but answered */
-    char buf[512];
-    jrpc_seq_t seqs[4];
-    int64_t vals[4];
-    bool err[4];
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 1);
-    assert_int_equal(seqs[0], 3);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 1);
+    assert_int_equal(r.seqs[0], 3);
     finish_held(0);
     finish_held(1);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 2);
+    assert_int_equal(recv_response(&r), 2);
 }
 
 /* The traceparent reaches the handler; a call without one has none. */
 static void test_traceparent(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     item_t it[2] = { { 1, "hold", 1, 0, tp }, { 2, "hold", 2, 0, NULL } };
     send_request(it, 2);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 2 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 2);
+    wait_held(2);
     assert_string_equal(jrpc_wcall_traceparent(G.held[0]), tp);
     assert_null(jrpc_wcall_traceparent(G.held[1]));
     assert_string_equal(jrpc_wcall_method(G.held[1]), "hold");
@@ -606,13 +666,11 @@ static void test_traceparent(void **state)
 static void test_reject(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     char buf[512];
     /* REQUEST 1: served. */
     send_request(&(item_t){ 1, "echo", 1, 0, NULL }, 1);
-    assert_true(recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS) > 0);
+    recv_ok(JRPC_WIRE_RESPONSE, buf, sizeof buf);
     /* Not counted: a malformed non-REQUEST, another version, a multipart message. */
     send_hex("c1");
     send_hex("93020290");
@@ -621,28 +679,25 @@ static void test_reject(void **state)
     assert_true(zmq_send(G.router, "x", 1, 0) >= 0);
     /* REQUEST 2: truncated → REJECT [1, 6, 2]. */
     send_hex("930102919409");
-    int n = recv_type(JRPC_WIRE_REJECT, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "93010602");
+    expect_msg(JRPC_WIRE_REJECT, "93010602");
     /* REQUEST 3: an item whose seq cannot be read (0) beside a good one:
      * REJECT, and none of its calls runs. */
     G.echoed = 0;
     send_hex("930102929400a46563686fc000940aa46563686fc000");
-    n = recv_type(JRPC_WIRE_REJECT, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "93010603");
+    expect_msg(JRPC_WIRE_REJECT, "93010603");
     assert_int_equal(G.echoed, 0);
     /* REQUEST 4: an item with a readable seq and a bad method (an int):
      * -32603 for it, the other served. */
     send_hex("93010292940905c000940ba46563686f910b00");
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
     /* [1, 3, [[9, 1, {"code": -32603, "message": "Internal error"}], [11, 0, [11]]]] */
-    expect_bytes(buf, n, "930103dd00000002" "930901"
-                         "82a4636f6465d180a5a76d657373616765ae496e7465726e616c206572726f72"
-                         "930b00910b");
+    expect_msg(JRPC_WIRE_RESPONSE,
+               "930103dd00000002" "930901"
+               "82a4636f6465d180a5a76d657373616765ae496e7465726e616c206572726f72"
+               "930b00910b");
     assert_int_equal(G.echoed, 1);
     /* REQUEST 5: one more bad one: still counted right. */
     send_hex("93010290");
-    n = recv_type(JRPC_WIRE_REJECT, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "93010605");
+    expect_msg(JRPC_WIRE_REJECT, "93010605");
     assert_int_equal(jrpc_worker_answered(G.w), 3);
 }
 
@@ -653,10 +708,7 @@ static void test_reject(void **state)
 static void test_heartbeat_adopted(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    o.heartbeat_ms = 60000;
-    start(&o, 0, 0, NULL, 0);
+    start_with(60000, 0, 0);
     char buf[512];
     /* Malformed settings (below 10 ms) are dropped: own settings stay. */
     send_hex("94010405" "03");
@@ -680,21 +732,15 @@ static void test_heartbeat_adopted(void **state)
 static void test_liveness(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    o.heartbeat_ms = 60000;
-    start(&o, 20, 2, NULL, 0);
-    char old_id[256];
-    size_t old_len = G.idlen;
-    memcpy(old_id, G.id, old_len);
+    start_with(60000, 20, 2);
+    rid_t old = save_id();
     uint64_t gen = conn0()->gen;
     char buf[512];
     /* Silent from here on: only the worker speaks. Its own settings would
      * take three minutes. */
-    int n = recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS);
-    assert_true(n > 0);
+    recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
     assert_int_equal(conn0()->gen, gen + 1);
-    assert_false(G.idlen == old_len && memcmp(G.id, old_id, old_len) == 0);
+    assert_new_id(&old);
     assert_int_equal(conn0()->hb_ms, 60000);
     assert_int_equal(conn0()->liveness, 3);
     assert_int_equal(G.w->tick_ms, 60000);
@@ -705,15 +751,8 @@ static void test_liveness(void **state)
 static void test_two_brokers(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    o.heartbeat_ms = 60000;
-    start(&o, 500, 7, NULL, 0);
-    char ep[64], buf[512];
-    G.router2 = G.router;   /* the first broker, not read any more */
-    G.router = bind_router(ep, sizeof ep);
-    assert_int_equal(jrpc_worker_connect(G.w, ep), 0);
-    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    start_with(60000, 500, 7);
+    connect_second_broker();
     send_heartbeat(200, 9);
     uint64_t until = now_ms() + WAIT_MS;
     while ((G.w->conns[0]->hb_ms != 500 || G.w->conns[1]->hb_ms != 200) && now_ms() < until)
@@ -735,26 +774,20 @@ static void test_disconnect(void **state)
     jrpc_worker_opts_t o;
     jrpc_worker_opts_init(&o);
     start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 3, "hold", 3, 0, NULL }, 1);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 1);
+    hold_one(3, 0);
     conn0()->last_reset -= o.heartbeat_ms;   /* not "just reset": act at once */
-    char old_id[256], buf[512];
-    size_t old_len = G.idlen;
-    memcpy(old_id, G.id, old_len);
+    char buf[512];
+    rid_t old = save_id();
     send_hex("920105");
-    int n = recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS);
-    assert_true(n > 0);
-    assert_false(G.idlen == old_len && memcmp(G.id, old_id, old_len) == 0);
+    recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
+    assert_new_id(&old);
     assert_int_equal(conn0()->inflight, 0);
     finish_held(0);   /* stale: dropped */
     expect_quiet(50);
     assert_int_equal(jrpc_worker_answered(G.w), 0);
     /* The new session serves. */
     send_request(&(item_t){ 4, "echo", 4, 0, NULL }, 1);
-    assert_true(recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS) > 0);
+    recv_ok(JRPC_WIRE_RESPONSE, buf, sizeof buf);
     assert_int_equal(jrpc_worker_answered(G.w), 1);
 }
 
@@ -763,10 +796,7 @@ static void test_disconnect(void **state)
 static void test_disconnect_deferred(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    o.heartbeat_ms = 60000;
-    start(&o, 0, 0, NULL, 0);
+    start_with(60000, 0, 0);
     uint64_t gen = conn0()->gen;
     send_hex("920105");
     uint64_t until = now_ms() + WAIT_MS;
@@ -780,7 +810,7 @@ static void test_disconnect_deferred(void **state)
     assert_int_equal(G.echoed, 0);
     on_tick(&G.w->tick);
     char buf[512];
-    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
     assert_int_equal(conn0()->gen, gen + 1);
     assert_false(conn0()->reset_due);
 }
@@ -794,14 +824,11 @@ static void test_disconnect_deferred(void **state)
 static void test_pause_resume(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    char old_id[256], buf[512];
-    size_t old_len = G.idlen;
-    memcpy(old_id, G.id, old_len);
+    start_default();
+    char buf[512];
+    rid_t old = save_id();
     jrpc_worker_pause(G.w);
-    assert_true(recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS) > 0);
+    recv_ok(JRPC_WIRE_DISCONNECT, buf, sizeof buf);
     assert_null(conn0()->sock);
     on_tick(&G.w->tick);   /* a tick would reopen a lost session: not a paused one */
     on_tick(&G.w->tick);
@@ -809,50 +836,51 @@ static void test_pause_resume(void **state)
     assert_int_equal(recv_frame(buf, sizeof buf, 50), -1);
     jrpc_worker_pause(G.w);   /* no-op */
     jrpc_worker_resume(G.w);
-    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
-    assert_false(G.idlen == old_len && memcmp(G.id, old_id, old_len) == 0);
+    recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
+    assert_new_id(&old);
     send_request(&(item_t){ 4, "echo", 4, 0, NULL }, 1);
-    assert_true(recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS) > 0);
+    recv_ok(JRPC_WIRE_RESPONSE, buf, sizeof buf);
     assert_int_equal(jrpc_worker_answered(G.w), 1);
 }
 
 static void test_drain(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
+    start_default();
     item_t it[2] = { { 1, "hold", 1, 0, NULL }, { 2, "hold", 2, 0, NULL } };
     send_request(it, 2);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 2 && now_ms() < until)
-        turn();
+    wait_held(2);
     jrpc_worker_drain(G.w, 600000);
-    char buf[512];
-    int n = recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS);
-    expect_bytes(buf, n, "920105");
+    expect_msg(JRPC_WIRE_DISCONNECT, "920105");
     assert_true(G.w->draining);
     /* Sent before the broker read the DISCONNECT: still served. */
-    send_request(&(item_t){ 3, "hold", 3, 0, NULL }, 1);
-    until = now_ms() + WAIT_MS;
-    while (G.nheld < 3 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 3);
+    hold_one(3, 0);
     finish_held(0);
     finish_held(2);
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    assert_true(n > 0);
+    char buf[512];
+    recv_ok(JRPC_WIRE_RESPONSE, buf, sizeof buf);
     assert_false(G.w->stopping);
     finish_held(1);   /* the last: the worker stops */
     assert_true(G.w->stopping);
     assert_int_equal(jrpc_worker_run(G.w), 0);   /* returns at once */
-    n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    jrpc_seq_t seqs[4];
-    int64_t vals[4];
-    bool err[4];
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 4), 1);
-    assert_int_equal(seqs[0], 2);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 1);
+    assert_int_equal(r.seqs[0], 2);
     assert_int_equal(jrpc_worker_answered(G.w), 3);
+}
+
+/* One call held (its deadline call_timeout_ms), then a drain of drain_ms:
+ * the worker stops by itself, logging `logged`, and the call completed
+ * afterwards is dropped. */
+static void drain_abandons(uint32_t call_timeout_ms, uint32_t drain_ms, const char *logged)
+{
+    start_default();
+    hold_one(1, call_timeout_ms);
+    jrpc_worker_drain(G.w, drain_ms);
+    turn_until(&G.w->stopping);
+    assert_non_null(strstr(G.log, logged));
+    finish_held(0);
+    assert_int_equal(jrpc_worker_answered(G.w), 0);
 }
 
 /* A drain ends when every call held is past its deadline (the broker
@@ -861,18 +889,7 @@ static void test_drain(void **state)
 static void test_drain_deadlines(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 1, "hold", 1, 1, NULL }, 1);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
-    jrpc_worker_drain(G.w, 600000);
-    turn_until(&G.w->stopping);
-    assert_non_null(strstr(G.log, "reason=deadlines_passed abandoned=1"));
-    finish_held(0);
-    assert_int_equal(jrpc_worker_answered(G.w), 0);
+    drain_abandons(1, 600000, "reason=deadlines_passed abandoned=1");
 }
 
 /* A drain gives up at its timeout; DISCONNECT from the broker during a
@@ -880,33 +897,16 @@ static void test_drain_deadlines(void **state)
 static void test_drain_timeout(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 1, "hold", 1, 0, NULL }, 1);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
-    jrpc_worker_drain(G.w, 30);
-    turn_until(&G.w->stopping);
-    assert_non_null(strstr(G.log, "reason=timeout abandoned=1"));
-    finish_held(0);
-    assert_int_equal(jrpc_worker_answered(G.w), 0);
+    drain_abandons(0, 30, "reason=timeout abandoned=1");
 }
 
 static void test_drain_disconnect(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 1, "hold", 1, 0, NULL }, 1);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
+    start_default();
+    hold_one(1, 0);
     jrpc_worker_drain(G.w, 600000);
-    char buf[512];
-    expect_bytes(buf, recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS), "920105");
+    expect_msg(JRPC_WIRE_DISCONNECT, "920105");
     uint64_t gen = conn0()->gen;
     send_hex("920105");
     turn_until(&G.w->stopping);
@@ -930,26 +930,15 @@ static int count_lines(const char *what)
 static void test_drain_lost_conn_quiet(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    char id_a[256], ep[64], buf[512];
-    size_t id_a_len = G.idlen;
-    memcpy(id_a, G.id, id_a_len);
-    G.router2 = G.router;   /* broker A */
-    G.router = bind_router(ep, sizeof ep);
-    assert_int_equal(jrpc_worker_connect(G.w, ep), 0);
-    assert_true(recv_type(JRPC_WIRE_READY, buf, sizeof buf, WAIT_MS) > 0);
+    start_default();
+    rid_t id_a = save_id();
+    connect_second_broker();   /* broker A now in G.router2 */
     send_heartbeat(1000, 3);
-    send_request(&(item_t){ 1, "hold", 1, 0, NULL }, 1);   /* held for broker B */
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 1);
+    hold_one(1, 0);   /* held for broker B */
     jrpc_worker_drain(G.w, 600000);
-    assert_true(zmq_send(G.router2, id_a, id_a_len, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(G.router2, id_a.id, id_a.len, ZMQ_SNDMORE) >= 0);
     assert_true(zmq_send(G.router2, "\x92\x01\x05", 3, 0) >= 0);   /* A: DISCONNECT */
-    until = now_ms() + WAIT_MS;
+    uint64_t until = now_ms() + WAIT_MS;
     while (G.w->conns[0]->sock != NULL && now_ms() < until)
         turn();
     assert_null(G.w->conns[0]->sock);
@@ -969,18 +958,12 @@ static void test_drain_lost_conn_quiet(void **state)
 static void test_stop(void **state)
 {
     (void)state;
-    jrpc_worker_opts_t o;
-    jrpc_worker_opts_init(&o);
-    start(&o, 1000, 3, NULL, 0);
-    send_request(&(item_t){ 1, "hold", 1, 0, NULL }, 1);
-    uint64_t until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
+    start_default();
+    hold_one(1, 0);
     jrpc_worker_stop(G.w);
     jrpc_worker_stop(G.w);   /* twice is fine */
     assert_int_equal(jrpc_worker_run(G.w), 0);
-    char buf[512];
-    expect_bytes(buf, recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS), "920105");
+    expect_msg(JRPC_WIRE_DISCONNECT, "920105");
     finish_held(0);
     assert_int_equal(jrpc_worker_answered(G.w), 0);
 }
@@ -1041,11 +1024,7 @@ static void test_dns_name_set(void **state)
     assert_string_equal(ca->endpoint, a);
 
     /* A holds a call when its address leaves the name. */
-    send_request(&(item_t){ 7, "hold", 7, 0, NULL }, 1);
-    until = now_ms() + WAIT_MS;
-    while (G.nheld < 1 && now_ms() < until)
-        turn();
-    assert_int_equal(G.nheld, 1);
+    hold_one(7, 0);
     resolver_apply(rs, &eps[1], 1);
     assert_true(ca->retiring);
     assert_int_equal(recv_type(JRPC_WIRE_DISCONNECT, buf, sizeof buf, WAIT_MS), 3);
@@ -1053,13 +1032,10 @@ static void test_dns_name_set(void **state)
     on_tick(&G.w->tick);
     assert_non_null(ca->sock);
     finish_held(0);
-    int n = recv_type(JRPC_WIRE_RESPONSE, buf, sizeof buf, WAIT_MS);
-    jrpc_seq_t seqs[2];
-    int64_t vals[2];
-    bool err[2];
-    assert_int_equal(decode_response(buf, (size_t)n, seqs, vals, err, 2), 1);
-    assert_int_equal(seqs[0], 7);
-    assert_int_equal(vals[0], 7);
+    resp_t r;
+    assert_int_equal(recv_response(&r), 1);
+    assert_int_equal(r.seqs[0], 7);
+    assert_int_equal(r.vals[0], 7);
     on_tick(&G.w->tick); /* nothing held: closed */
     assert_null(ca->sock);
     on_tick(&G.w->tick); /* its watcher is still closing: kept */
