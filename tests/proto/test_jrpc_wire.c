@@ -85,6 +85,44 @@ static int check_buf(jrpc_buf_t *b)
     return rc;
 }
 
+/* Decodes bytes into f, which must succeed. */
+static void decode_ok(frame_t *f, const void *bytes, size_t n)
+{
+    frame_decode(f, bytes, n);
+    assert_int_equal(f->rc, 0);
+}
+
+/* Every proper prefix of the n bytes is malformed. */
+static void expect_prefixes_malformed(const void *bytes, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(check_bytes(bytes, k), JRPC_WIRE_EMALFORMED);
+}
+
+/* b holds exactly the n bytes of ex. */
+static void expect_buf(const jrpc_buf_t *b, const void *ex, size_t n)
+{
+    assert_int_equal(b->len, n);
+    assert_memory_equal(b->p, ex, n);
+}
+
+/* A packer on a fresh b, the frame's head written: [1, type, ... of nelems. */
+static void pk_head(msgpack_packer *pk, jrpc_buf_t *b, uint32_t nelems, int type)
+{
+    pk_init(pk, b);
+    msgpack_pack_array(pk, nelems);
+    msgpack_pack_int(pk, 1);
+    msgpack_pack_int(pk, type);
+}
+
+/* [1, type, [[ then an item of item_len elements, for the caller to write. */
+static void pk_one_item(msgpack_packer *pk, jrpc_buf_t *b, int type, uint32_t item_len)
+{
+    pk_head(pk, b, 3, type);
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_array(pk, item_len);
+}
+
 /* Valid frames used by the truncation and mutation tests. */
 static const char *const demo_methods[] = { "subtract", "sum", "echo" };
 
@@ -132,8 +170,7 @@ static void test_ready_round_trip(void **state)
     jrpc_buf_t b;
     build_ready(&b);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     assert_int_equal(f.m.type, JRPC_WIRE_READY);
     assert_int_equal(f.m.credit, 64);
     assert_null(f.m.options);
@@ -145,10 +182,7 @@ static void test_ready_round_trip(void **state)
 
     /* With an options map and trailing elements (later versions). */
     msgpack_packer pk;
-    pk_init(&pk, &b);
-    msgpack_pack_array(&pk, 7);
-    msgpack_pack_int(&pk, 1);
-    msgpack_pack_int(&pk, 1);
+    pk_head(&pk, &b, 7, JRPC_WIRE_READY);
     msgpack_pack_uint32(&pk, UINT32_MAX);
     msgpack_pack_array(&pk, 1);
     pk_str(&pk, "m");
@@ -157,8 +191,7 @@ static void test_ready_round_trip(void **state)
     pk_str(&pk, "w1");
     msgpack_pack_true(&pk);
     msgpack_pack_nil(&pk);
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     assert_int_equal(f.m.credit, UINT32_MAX);
     assert_non_null(f.m.options);
     assert_true(str_eq(jrpc_mpack_map_get(f.m.options, "name"), "w1"));
@@ -191,8 +224,7 @@ static void test_ready_options(void **state)
     jrpc_wire_ready_opts_t o = { .name = "w7", .idempotent = idem, .nidempotent = 2 };
     assert_int_equal(jrpc_wire_put_ready_opts(&b, 8, demo_methods, 3, &o), 0);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     assert_int_equal(f.m.type, JRPC_WIRE_READY);
     assert_non_null(f.m.options);
     assert_true(str_eq(jrpc_mpack_map_get(f.m.options, "name"), "w7"));
@@ -210,8 +242,7 @@ static void test_ready_options(void **state)
     jrpc_buf_init(&b);
     o = (jrpc_wire_ready_opts_t){ .idempotent = idem, .nidempotent = 1 };
     assert_int_equal(jrpc_wire_put_ready_opts(&b, 1, demo_methods, 1, &o), 0);
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     assert_null(jrpc_mpack_map_get(f.m.options, "name"));
     assert_int_equal(f.m.idempotent->via.array.size, 1);
     frame_dispose(&f);
@@ -222,10 +253,7 @@ static void test_ready_options(void **state)
            NONSTR_KEY, IDEM_EMPTY_ARRAY, UNKNOWN_KEY, NCASES };
     for (int c = 0; c < NCASES; c++) {
         msgpack_packer pk;
-        pk_init(&pk, &b);
-        msgpack_pack_array(&pk, 5);
-        msgpack_pack_int(&pk, 1);
-        msgpack_pack_int(&pk, JRPC_WIRE_READY);
+        pk_head(&pk, &b, 5, JRPC_WIRE_READY);
         msgpack_pack_int(&pk, 4);
         msgpack_pack_array(&pk, 1);
         pk_str(&pk, "m");
@@ -272,11 +300,9 @@ static void test_bare_round_trip(void **state)
             assert_int_equal(jrpc_wire_put_heartbeat(&b), 0);
         else
             assert_int_equal(jrpc_wire_put_disconnect(&b), 0);
-        assert_int_equal(b.len, 3);
-        assert_memory_equal(b.p, ((char[]){ (char)0x92, 1, (char)type }), 3);
+        expect_buf(&b, ((char[]){ (char)0x92, 1, (char)type }), 3);
         frame_t f;
-        frame_decode(&f, b.p, b.len);
-        assert_int_equal(f.rc, 0);
+        decode_ok(&f, b.p, b.len);
         assert_int_equal(f.m.type, type);
         assert_int_equal(f.m.nitems, 0);
         frame_dispose(&f);
@@ -308,6 +334,14 @@ typedef struct bytes_case {
 
 #define CASE(lit) { lit, sizeof lit - 1 }
 
+/* Each of the n frames is malformed; a failure names `what` and the case. */
+static void expect_malformed(const bytes_case_t *cases, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (check_bytes(cases[i].b, cases[i].n) != JRPC_WIRE_EMALFORMED)
+            fail_msg("%s %zu decoded", what, i);
+}
+
 /* HEARTBEAT [1, 4, heartbeat_ms, liveness]: the broker's settings (PROTOCOL.md
  * 2.4, 5), both or neither, within the bounds of the broker's options. */
 static void test_heartbeat_settings(void **state)
@@ -318,14 +352,12 @@ static void test_heartbeat_settings(void **state)
     /* The example of PROTOCOL.md 3. */
     assert_int_equal(jrpc_wire_put_heartbeat_settings(&b, 5000, 3), 0);
     static const char ex[] = { (char)0x94, 1, 4, (char)0xcd, 0x13, (char)0x88, 3 };
-    assert_int_equal(b.len, sizeof ex);
-    assert_memory_equal(b.p, ex, sizeof ex);
+    expect_buf(&b, ex, sizeof ex);
     assert_int_equal(decode_msg(b.p, b.len, &m), 0);
     assert_int_equal(m.type, JRPC_WIRE_HEARTBEAT);
     assert_int_equal(m.heartbeat_ms, 5000);
     assert_int_equal(m.liveness, 3);
-    for (size_t n = 0; n < b.len; n++)
-        assert_int_equal(check_bytes(b.p, n), JRPC_WIRE_EMALFORMED);
+    expect_prefixes_malformed(b.p, b.len);
     static const uint32_t ok[][2] = { { JRPC_WIRE_HEARTBEAT_MIN_MS, 1 },
                                       { JRPC_WIRE_HEARTBEAT_MAX_MS, JRPC_WIRE_LIVENESS_MAX },
                                       { 1000, 3 } };
@@ -365,9 +397,7 @@ static void test_heartbeat_settings(void **state)
         CASE("\x94\x01\x04\xcb\x40\x59\0\0\0\0\0\0\x03"), /* interval 100.0 */
         CASE("\x94\x01\x04\x64\x91\x03"),           /* liveness [3] */
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        if (check_bytes(bad[i].b, bad[i].n) != JRPC_WIRE_EMALFORMED)
-            fail_msg("bad heartbeat %zu decoded", i);
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad heartbeat");
     jrpc_buf_dispose(&b);
 }
 
@@ -379,14 +409,12 @@ static void test_reject(void **state)
     jrpc_buf_init(&b);
     assert_int_equal(jrpc_wire_put_reject(&b, 3), 0);
     static const char ex[] = { (char)0x93, 1, 6, 3 };   /* the example of PROTOCOL.md 3 */
-    assert_int_equal(b.len, sizeof ex);
-    assert_memory_equal(b.p, ex, sizeof ex);
+    expect_buf(&b, ex, sizeof ex);
     assert_int_equal(decode_msg(b.p, b.len, &m), 0);
     assert_int_equal(m.type, JRPC_WIRE_REJECT);
     assert_int_equal(m.request, 3);
     assert_int_equal(m.nitems, 0);
-    for (size_t n = 0; n < b.len; n++)
-        assert_int_equal(check_bytes(b.p, n), JRPC_WIRE_EMALFORMED);
+    expect_prefixes_malformed(b.p, b.len);
     jrpc_buf_reset(&b);
     assert_int_equal(jrpc_wire_put_reject(&b, UINT64_MAX), 0);
     assert_int_equal(decode_msg(b.p, b.len, &m), 0);
@@ -402,9 +430,7 @@ static void test_reject(void **state)
         CASE("\x93\x01\x06\xa1\x31"),   /* request "1" */
         CASE("\x93\x01\x06\x91\x01"),   /* request [1] */
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        if (check_bytes(bad[i].b, bad[i].n) != JRPC_WIRE_EMALFORMED)
-            fail_msg("bad reject %zu decoded", i);
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad reject");
     jrpc_buf_dispose(&b);
 }
 
@@ -474,8 +500,7 @@ static void test_request_item_seq(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         frame_t f;
-        frame_decode(&f, cases[i].c.b, cases[i].c.n);
-        assert_int_equal(f.rc, 0);
+        decode_ok(&f, cases[i].c.b, cases[i].c.n);
         jrpc_seq_t seq = 0;
         if (jrpc_wire_request_item_seq(&f.m, 0, &seq) != cases[i].rc || seq != cases[i].seq)
             fail_msg("item seq case %zu", i);
@@ -486,17 +511,24 @@ static void test_request_item_seq(void **state)
     }
 }
 
+typedef void (*builder_fn)(jrpc_buf_t *);
+
+/* A frame of three items the builder writes, of that type: its array32
+ * header is the one the builder promises, and it decodes. */
+static void decode_built(frame_t *f, jrpc_buf_t *b, builder_fn build, int type)
+{
+    build(b);
+    assert_memory_equal(b->p, ((char[]){ (char)0x93, 1, (char)type, (char)0xdd, 0, 0, 0, 3 }), 8);
+    decode_ok(f, b->p, b->len);
+    assert_int_equal(f->m.type, type);
+    assert_int_equal(f->m.nitems, 3);
+}
+
 static void test_request_round_trip(void **state)
 {
     jrpc_buf_t b;
-    build_request(&b);
-    /* The array32 header the builder promises. */
-    assert_memory_equal(b.p, ((char[]){ (char)0x93, 1, 2, (char)0xdd, 0, 0, 0, 3 }), 8);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
-    assert_int_equal(f.m.type, JRPC_WIRE_REQUEST);
-    assert_int_equal(f.m.nitems, 3);
+    decode_built(&f, &b, build_request, JRPC_WIRE_REQUEST);
     jrpc_wire_call_t c;
     assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
     assert_int_equal(c.seq, 1);
@@ -526,13 +558,8 @@ static void test_request_round_trip(void **state)
 static void test_response_round_trip(void **state)
 {
     jrpc_buf_t b;
-    build_response(&b);
-    assert_memory_equal(b.p, ((char[]){ (char)0x93, 1, 3, (char)0xdd, 0, 0, 0, 3 }), 8);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
-    assert_int_equal(f.m.type, JRPC_WIRE_RESPONSE);
-    assert_int_equal(f.m.nitems, 3);
+    decode_built(&f, &b, build_response, JRPC_WIRE_RESPONSE);
     jrpc_wire_answer_t a;
     assert_int_equal(jrpc_wire_response_item(&f.m, 0, &a), 0);
     assert_int_equal(a.seq, 1);
@@ -554,22 +581,18 @@ static void test_response_round_trip(void **state)
 
 /* ---- hostile input ---- */
 
-typedef void (*builder_fn)(jrpc_buf_t *);
-
 static void test_truncated(void **state)
 {
     builder_fn builders[] = { build_ready, build_request, build_response };
     for (size_t k = 0; k < sizeof builders / sizeof *builders; k++) {
         jrpc_buf_t b;
         builders[k](&b);
-        for (size_t n = 0; n < b.len; n++)
-            assert_int_equal(check_bytes(b.p, n), JRPC_WIRE_EMALFORMED);
+        expect_prefixes_malformed(b.p, b.len);
         assert_int_equal(check_bytes(b.p, b.len), 0);
         jrpc_buf_dispose(&b);
     }
     static const char hb[] = { (char)0x92, 1, 4 };
-    for (size_t n = 0; n < sizeof hb; n++)
-        assert_int_equal(check_bytes(hb, n), JRPC_WIRE_EMALFORMED);
+    expect_prefixes_malformed(hb, sizeof hb);
 }
 
 static void test_extra_bytes(void **state)
@@ -645,7 +668,7 @@ static void test_version(void **state)
 
 static void test_bad_envelope(void **state)
 {
-    static const struct { const char *b; size_t n; } cases[] = {
+    static const bytes_case_t cases[] = {
         { "\x90", 1 },                       /* [] */
         { "\x91\x01", 2 },                   /* [1] */
         { "\x92\x01\x00", 3 },               /* type 0 */
@@ -668,10 +691,7 @@ static void test_bad_envelope(void **state)
         { "\x93\x01\x02\x91\xc0", 5 },       /* item nil */
         { "\x93\x01\x03\x91\x92\x01\x00", 7 }, /* answer too short */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        if (check_bytes(cases[i].b, cases[i].n) != JRPC_WIRE_EMALFORMED)
-            fail_msg("case %zu decoded", i);
-    }
+    expect_malformed(cases, sizeof cases / sizeof *cases, "case");
 }
 
 static void test_ready_wrong_types(void **state)
@@ -680,10 +700,7 @@ static void test_ready_wrong_types(void **state)
         for (int bad = 0; bad < NBAD; bad++) {
             jrpc_buf_t b;
             msgpack_packer pk;
-            pk_init(&pk, &b);
-            msgpack_pack_array(&pk, 5);
-            msgpack_pack_int(&pk, 1);
-            msgpack_pack_int(&pk, JRPC_WIRE_READY);
+            pk_head(&pk, &b, 5, JRPC_WIRE_READY);
             if (field == 2) {
                 pack_bad_value(&pk, bad);
             } else {
@@ -712,10 +729,7 @@ static void test_ready_wrong_types(void **state)
             continue; /* "1" is a valid method name */
         jrpc_buf_t b;
         msgpack_packer pk;
-        pk_init(&pk, &b);
-        msgpack_pack_array(&pk, 4);
-        msgpack_pack_int(&pk, 1);
-        msgpack_pack_int(&pk, 1);
+        pk_head(&pk, &b, 4, JRPC_WIRE_READY);
         msgpack_pack_int(&pk, 1);
         msgpack_pack_array(&pk, 2);
         pk_str(&pk, "ok");
@@ -733,12 +747,7 @@ static void test_request_wrong_types(void **state)
         for (int bad = 0; bad < NBAD; bad++) {
             jrpc_buf_t b;
             msgpack_packer pk;
-            pk_init(&pk, &b);
-            msgpack_pack_array(&pk, 3);
-            msgpack_pack_int(&pk, 1);
-            msgpack_pack_int(&pk, JRPC_WIRE_REQUEST);
-            msgpack_pack_array(&pk, 1);
-            msgpack_pack_array(&pk, 6); /* a valid traceparent, then an ignored element */
+            pk_one_item(&pk, &b, JRPC_WIRE_REQUEST, 6); /* a valid traceparent, then an ignored element */
             if (field == 0) pack_bad_value(&pk, bad); else msgpack_pack_uint64(&pk, 9);
             if (field == 1) pack_bad_value(&pk, bad); else pk_str(&pk, "sum");
             if (field == 2) pack_bad_value(&pk, bad); else msgpack_pack_nil(&pk);
@@ -773,8 +782,7 @@ static void test_request_traceparent(void **state)
                                                 (jrpc_span_t){ p1, sizeof p1 }, 5000, NOSPAN), 0);
     assert_int_equal(jrpc_wire_put_request_call(&b, 8, span("get_data"), NOSPAN, 5000, NOSPAN), 0);
     jrpc_wire_put_request_end(&b, 2);
-    assert_int_equal(b.len, sizeof example);
-    assert_memory_equal(b.p, example, sizeof example);
+    expect_buf(&b, example, sizeof example);
 
     /* With one on the first call: a 5-element item; the second has none. */
     jrpc_buf_reset(&b);
@@ -786,8 +794,7 @@ static void test_request_traceparent(void **state)
     assert_int_equal(b.len, sizeof example + 2 + 55);  /* str8 head + 55 bytes */
     assert_int_equal((unsigned char)b.p[8], 0x95);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     jrpc_wire_call_t c;
     assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
     assert_int_equal(c.traceparent.n, 55);
@@ -802,12 +809,7 @@ static void test_request_traceparent(void **state)
      * malformed. */
     for (int which = 0; which < 9; which++) {
         msgpack_packer pk;
-        pk_init(&pk, &b);
-        msgpack_pack_array(&pk, 3);
-        msgpack_pack_int(&pk, 1);
-        msgpack_pack_int(&pk, JRPC_WIRE_REQUEST);
-        msgpack_pack_array(&pk, 1);
-        msgpack_pack_array(&pk, 5);
+        pk_one_item(&pk, &b, JRPC_WIRE_REQUEST, 5);
         msgpack_pack_uint64(&pk, 9);
         pk_str(&pk, "sum");
         msgpack_pack_nil(&pk);
@@ -824,8 +826,7 @@ static void test_request_traceparent(void **state)
         case 7: msgpack_pack_int(&pk, 1); break;
         case 8: msgpack_pack_array(&pk, 1); pk_str(&pk, TP); break;
         }
-        frame_decode(&f, b.p, b.len);
-        assert_int_equal(f.rc, 0);
+        decode_ok(&f, b.p, b.len);
         int rc = jrpc_wire_request_item(&f.m, 0, &c);
         if (rc != (ok ? 0 : JRPC_WIRE_EMALFORMED))
             fail_msg("5th element %d: rc %d", which, rc);
@@ -843,12 +844,7 @@ static void test_response_wrong_types(void **state)
             for (int bad = 0; bad < NBAD; bad++) {
                 jrpc_buf_t b;
                 msgpack_packer pk;
-                pk_init(&pk, &b);
-                msgpack_pack_array(&pk, 3);
-                msgpack_pack_int(&pk, 1);
-                msgpack_pack_int(&pk, JRPC_WIRE_RESPONSE);
-                msgpack_pack_array(&pk, 1);
-                msgpack_pack_array(&pk, 3);
+                pk_one_item(&pk, &b, JRPC_WIRE_RESPONSE, 3);
                 if (field == 0) pack_bad_value(&pk, bad); else msgpack_pack_uint64(&pk, 9);
                 if (field == 1) pack_bad_value(&pk, bad); else msgpack_pack_uint8(&pk, (uint8_t)err);
                 if (field == 2) {
@@ -892,7 +888,7 @@ static void test_seq_zero(void **state)
 
 static void test_huge_lengths(void **state)
 {
-    static const struct { const char *b; size_t n; } cases[] = {
+    static const bytes_case_t cases[] = {
         { "\xdd\xff\xff\xff\xff", 5 },                       /* array32 2^32-1 */
         { "\xdf\xff\xff\xff\xff", 5 },                       /* map32 */
         { "\xdc\xff\xff", 3 },                               /* array16 */
@@ -906,10 +902,7 @@ static void test_huge_lengths(void **state)
         { "\x93\x01\x02\x91\x94\x01\xa1m\xdf\x7f\xff\xff\xff", 13 }, /* params map32 */
         { "\x9f\x01\x04", 3 },                               /* fixarray 15 */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        if (check_bytes(cases[i].b, cases[i].n) != JRPC_WIRE_EMALFORMED)
-            fail_msg("case %zu decoded", i);
-    }
+    expect_malformed(cases, sizeof cases / sizeof *cases, "case");
 }
 
 /* A REQUEST whose params nest `depth` arrays deep. */
@@ -917,12 +910,7 @@ static int check_nested(int depth, int use_maps)
 {
     jrpc_buf_t b;
     msgpack_packer pk;
-    pk_init(&pk, &b);
-    msgpack_pack_array(&pk, 3);
-    msgpack_pack_int(&pk, 1);
-    msgpack_pack_int(&pk, JRPC_WIRE_REQUEST);
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_array(&pk, 4);
+    pk_one_item(&pk, &b, JRPC_WIRE_REQUEST, 4);
     msgpack_pack_int(&pk, 1);
     pk_str(&pk, "echo");
     for (int i = 0; i < depth; i++) {
@@ -1003,8 +991,7 @@ static void test_deep_params_round_trip(void **state)
                                                 (jrpc_span_t){ params.p, params.len }, 9, NOSPAN), 0);
     jrpc_wire_put_request_end(&b, 1);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     jrpc_wire_call_t c;
     assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
     assert_int_equal(c.seq, 5);
@@ -1116,27 +1103,21 @@ static void test_ready_json_option(void **state)
     static const unsigned char want[] = {
         0x95, 0x01, 0x01, 0x40, 0x92, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't', 0xa3, 's', 'u', 'm',
         0x81, 0xa4, 'j', 's', 'o', 'n', 0x91, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't' };
-    assert_int_equal(b.len, sizeof want);
-    assert_memory_equal(b.p, want, sizeof want);
+    expect_buf(&b, want, sizeof want);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     assert_non_null(f.m.json);
     assert_int_equal(f.m.json->via.array.size, 1);
     assert_null(f.m.idempotent);
     frame_dispose(&f);
     /* Wrong type, a non-str or empty name, given twice: malformed. */
-#define BAD(s) { s, sizeof s - 1 }
-    static const struct { const char *p; size_t n; } bad[] = {
-        BAD("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\xa1m"),
-        BAD("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\x91\x01"),
-        BAD("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\x91\xa0"),
-        BAD("\x95\x01\x01\x40\x91\xa1m\x82\xa4json\x91\xa1m\xa4json\x90"),
+    static const bytes_case_t bad[] = {
+        CASE("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\xa1m"),
+        CASE("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\x91\x01"),
+        CASE("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\x91\xa0"),
+        CASE("\x95\x01\x01\x40\x91\xa1m\x82\xa4json\x91\xa1m\xa4json\x90"),
     };
-#undef BAD
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        assert_int_equal(check_bytes(bad[i].p, bad[i].n), JRPC_WIRE_EMALFORMED);
-    }
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad json option");
     assert_int_equal(check_bytes("\x95\x01\x01\x40\x91\xa1m\x81\xa4json\x91\xa1m", 16), 0);
     /* An empty list and an unknown key next to it are fine. */
     assert_int_equal(check_bytes("\x95\x01\x01\x40\x91\xa1m\x82\xa4json\x90\xa1z\x01", 17), 0);
@@ -1156,8 +1137,7 @@ static void test_request_json_params(void **state)
     static const unsigned char item[] = { 0x94, 0x07, 0xa8, 's', 'u', 'b', 't', 'r', 'a', 'c', 't',
                                           0xc4, 0x07, '[', '4', '2', ',', '2', '3', ']',
                                           0xcd, 0x13, 0x88 };
-    assert_int_equal(b.len, sizeof item);
-    assert_memory_equal(b.p, item, sizeof item);
+    expect_buf(&b, item, sizeof item);
     /* As msgpack: what jrpc_wire_put_request_call() writes, for every
      * kind of value and at the bin/str header boundaries. */
     static const char *const texts[] = {
@@ -1199,8 +1179,7 @@ static void test_request_json_params(void **state)
                                                          true, 1, (jrpc_span_t){ TP, 55 }), 0);
         jrpc_wire_put_request_end(&b, 1);
         frame_t f;
-        frame_decode(&f, b.p, b.len);
-        assert_int_equal(f.rc, 0);
+        decode_ok(&f, b.p, b.len);
         jrpc_wire_call_t c;
         assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
         assert_true(c.json);
@@ -1239,8 +1218,7 @@ static void test_response_json(void **state)
     assert_memory_equal(ex.p, "\x93\x07\x00\xc4\x02" "19", 7);
     jrpc_buf_dispose(&ex);
     frame_t f;
-    frame_decode(&f, b.p, b.len);
-    assert_int_equal(f.rc, 0);
+    decode_ok(&f, b.p, b.len);
     jrpc_wire_answer_t a;
     assert_int_equal(jrpc_wire_response_item(&f.m, 0, &a), 0);
     assert_false(a.is_error);
