@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <msgpack.h>
 #include "jrpc_buf.h"
@@ -67,5 +68,60 @@ static inline void pack_bad_value(msgpack_packer *pk, int which)
     }
 }
 #define NBAD 12
+
+/* Mutation rounds over a valid frame of n bytes: each round a copy with one
+ * to four random bytes changed goes through check, which must not crash
+ * (what it returns is not judged). */
+static inline void check_mutations(const void *bytes, size_t n, int (*check)(const void *, size_t),
+                                   int rounds)
+{
+    char *copy = malloc(n);
+    assert_non_null(copy);
+    for (int i = 0; i < rounds; i++) {
+        memcpy(copy, bytes, n);
+        int nflip = 1 + (int)(rng() % 4);
+        for (int j = 0; j < nflip; j++)
+            copy[rng() % n] = (char)rng();
+        (void)check(copy, n);
+    }
+    free(copy);
+}
+
+/* n bytes of n - 1 nested one-element fixarrays around nil: deeper than any
+ * decoder allows. */
+static inline void fill_deep_arrays(char *p, size_t n)
+{
+    memset(p, (char)0x91, n - 1);
+    p[n - 1] = (char)0xc0;
+}
+
+/* The same as maps ({nil: {nil: ...}}), the innermost one empty. */
+static inline void fill_deep_maps(char *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        p[i] = (char)0x81;
+        p[i + 1] = (char)0xc0;
+    }
+    p[n - 1] = (char)0x80;
+}
+
+/* Declared lengths far beyond the bytes there, as { bytes, n } entries of a
+ * case table: what any msgpack decoder must refuse ... */
+#define HUGE_LENGTHS_MSGPACK                                                   \
+    { "\xdd\xff\xff\xff\xff", 5 },                 /* array32 2^32-1 */        \
+    { "\xdf\xff\xff\xff\xff", 5 },                 /* map32 */                 \
+    { "\xdc\xff\xff", 3 },                         /* array16 */               \
+    { "\xde\xff\xff", 3 },                         /* map16 */                 \
+    { "\xdb\xff\xff\xff\xff", 5 },                 /* str32 */                 \
+    { "\xc6\xff\xff\xff\xff", 5 },                 /* bin32 */                 \
+    { "\xc9\xff\xff\xff\xff\x01", 6 },             /* ext32 */                 \
+    { "\x9f\x01\x04", 3 },                         /* fixarray 15 */           \
+    { "\x93\x01\x02\xdd\x00\x00\x00\x02\x94", 9 }  /* 2 elements, one half there */
+
+/* ... and what a REQUEST frame's items add. */
+#define HUGE_LENGTHS_REQUEST                                                   \
+    { "\x93\x01\x02\xdd\xff\xff\xff\xff", 8 },     /* REQUEST, 2^32-1 items */ \
+    { "\x93\x01\x02\x91\x94\x01\xdb\xff\xff\xff\xff", 11 }, /* method str32 */ \
+    { "\x93\x01\x02\x91\x94\x01\xa1m\xdf\x7f\xff\xff\xff", 13 } /* params map32 */
 
 #endif

@@ -476,17 +476,7 @@ static void test_unpack_claims(void **state)
  * allocated for them. */
 static void test_huge_lengths(void **state)
 {
-    static const struct { const char *b; size_t n; } cases[] = {
-        { "\xdd\xff\xff\xff\xff", 5 },                       /* array32 2^32-1 */
-        { "\xdf\xff\xff\xff\xff", 5 },                       /* map32 */
-        { "\xdc\xff\xff", 3 },                               /* array16 */
-        { "\xde\xff\xff", 3 },                               /* map16 */
-        { "\xdb\xff\xff\xff\xff", 5 },                       /* str32 */
-        { "\xc6\xff\xff\xff\xff", 5 },                       /* bin32 */
-        { "\xc9\xff\xff\xff\xff\x01", 6 },                   /* ext32 */
-        { "\x9f\x01\x04", 3 },                               /* fixarray 15 */
-        { "\x93\x01\x02\xdd\x00\x00\x00\x02\x94", 9 },       /* 2 elements, one half there */
-    };
+    static const struct { const char *b; size_t n; } cases[] = { HUGE_LENGTHS_MSGPACK };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (unpack_copy(cases[i].b, cases[i].n, DEPTH) != JRPC_MPACK_EMALFORMED)
             fail_msg("case %zu decoded", i);
@@ -524,8 +514,7 @@ static void test_depth(void **state)
     /* Scalars need no level at all. */
     assert_int_equal(unpack_copy("\xc0", 1, 1), 0);
     size_t n = 100000;
-    memset(deep, (char)0x91, n - 1);
-    deep[n - 1] = (char)0xc0;
+    fill_deep_arrays(deep, n);
     assert_int_equal(unpack_copy(deep, n, DEPTH), JRPC_MPACK_EMALFORMED);
     assert_int_equal(unpack_copy(deep, n, n), 0);
     free(deep);

@@ -629,16 +629,7 @@ static void test_mutations(void **state)
     for (size_t k = 0; k < sizeof builders / sizeof *builders; k++) {
         jrpc_buf_t b;
         builders[k](&b);
-        char *copy = malloc(b.len);
-        assert_non_null(copy);
-        for (int i = 0; i < 5000; i++) {
-            memcpy(copy, b.p, b.len);
-            int nflip = 1 + (int)(rng() % 4);
-            for (int j = 0; j < nflip; j++)
-                copy[rng() % b.len] = (char)rng();
-            (void)check_bytes(copy, b.len);
-        }
-        free(copy);
+        check_mutations(b.p, b.len, check_bytes, 5000);
         jrpc_buf_dispose(&b);
     }
 }
@@ -888,20 +879,7 @@ static void test_seq_zero(void **state)
 
 static void test_huge_lengths(void **state)
 {
-    static const bytes_case_t cases[] = {
-        { "\xdd\xff\xff\xff\xff", 5 },                       /* array32 2^32-1 */
-        { "\xdf\xff\xff\xff\xff", 5 },                       /* map32 */
-        { "\xdc\xff\xff", 3 },                               /* array16 */
-        { "\xde\xff\xff", 3 },                               /* map16 */
-        { "\xdb\xff\xff\xff\xff", 5 },                       /* str32 */
-        { "\xc6\xff\xff\xff\xff", 5 },                       /* bin32 */
-        { "\xc9\xff\xff\xff\xff\x01", 6 },                   /* ext32 */
-        { "\x93\x01\x02\xdd\xff\xff\xff\xff", 8 },           /* REQUEST, 2^32-1 items */
-        { "\x93\x01\x02\xdd\x00\x00\x00\x02\x94", 9 },       /* 2 items, one half there */
-        { "\x93\x01\x02\x91\x94\x01\xdb\xff\xff\xff\xff", 11 }, /* method str32 */
-        { "\x93\x01\x02\x91\x94\x01\xa1m\xdf\x7f\xff\xff\xff", 13 }, /* params map32 */
-        { "\x9f\x01\x04", 3 },                               /* fixarray 15 */
-    };
+    static const bytes_case_t cases[] = { HUGE_LENGTHS_MSGPACK, HUGE_LENGTHS_REQUEST };
     expect_malformed(cases, sizeof cases / sizeof *cases, "case");
 }
 
@@ -946,16 +924,11 @@ static void test_deep(void **state)
     size_t n = 100000;
     char *deep = malloc(n);
     assert_non_null(deep);
-    memset(deep, (char)0x91, n - 1);
-    deep[n - 1] = (char)0xc0;
+    fill_deep_arrays(deep, n);
     assert_int_equal(check_bytes(deep, n), JRPC_WIRE_EMALFORMED);
     /* The same as maps ({nil: {nil: ...}}). (The limit itself, an empty
      * innermost container counting as a level: test_jrpc_mpack.) */
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        deep[i] = (char)0x81;
-        deep[i + 1] = (char)0xc0;
-    }
-    deep[n - 1] = (char)0x80;
+    fill_deep_maps(deep, n);
     assert_int_equal(check_bytes(deep, n), JRPC_WIRE_EMALFORMED);
     free(deep);
 }
