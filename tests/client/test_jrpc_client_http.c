@@ -25,6 +25,7 @@
 #include "jrpc_client.h"
 #include "jrpc_header.h"
 #include "jrpc_sign.h"
+#include "scripted_server.h"
 
 /* What the server does with request number n (1-based, over all
  * connections) that arrived as request k (1-based) on its connection. */
@@ -41,31 +42,14 @@ typedef struct step {
 } step_t;
 
 typedef struct server {
-    int          lfd;              /* listening socket */
+    acceptor_t   acc;              /* up to 16 connections */
     int          port;
     const step_t *steps;           /* one per request; past the end: DROP */
     size_t       nsteps;
-    atomic_int   accepts;          /* connections accepted */
     atomic_int   requests;         /* whole requests read */
-    atomic_bool  stop;
-    pthread_t    thr;
-    pthread_t    conns[16];        /* one thread per connection */
-    atomic_int   nconns;
     char         last_head[1024];  /* head of the last request, for checks */
     char         last_body[1024];  /* its body (truncated), NUL-terminated */
 } server_t;
-
-typedef struct conn_arg {
-    server_t *s;
-    int       fd;
-} conn_arg_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Reads one request (head + Content-Length body). Returns 1, or 0 on EOF,
  * error or stop. */
@@ -95,7 +79,7 @@ static int read_request(server_t *s, int fd, char *buf, size_t cap, size_t *have
             }
         }
         struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        if (atomic_load(&s->stop))
+        if (atomic_load(&s->acc.stop))
             return 0;
         if (poll(&pfd, 1, 50) <= 0)
             continue;
@@ -106,14 +90,11 @@ static int read_request(server_t *s, int fd, char *buf, size_t cap, size_t *have
     }
 }
 
-static void *conn_main(void *arg)
+static void conn_main(void *owner, int fd)
 {
-    conn_arg_t *ca = arg;
-    server_t *s = ca->s;
-    int fd = ca->fd;
+    server_t *s = owner;
     char buf[65536];
     size_t have = 0;
-    free(ca);
     while (read_request(s, fd, buf, sizeof buf, &have)) {
         int n = atomic_fetch_add(&s->requests, 1) + 1;
         step_t st = (size_t)n <= s->nsteps ? s->steps[n - 1] : (step_t){ DROP, NULL };
@@ -129,56 +110,22 @@ static void *conn_main(void *arg)
             break;   /* EARLY: closing with unread bytes sends a reset */
     }
     close(fd);
-    return NULL;
-}
-
-static void *accept_main(void *arg)
-{
-    server_t *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd pfd = { .fd = s->lfd, .events = POLLIN };
-        if (poll(&pfd, 1, 50) <= 0)
-            continue;
-        int fd = accept(s->lfd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        atomic_fetch_add(&s->accepts, 1);
-        conn_arg_t *ca = malloc(sizeof *ca);
-        int i = atomic_fetch_add(&s->nconns, 1);
-        assert_non_null(ca);
-        assert_true(i < 16);
-        *ca = (conn_arg_t){ s, fd };
-        pthread_create(&s->conns[i], NULL, conn_main, ca);
-    }
-    return NULL;
 }
 
 static server_t *server_start(const step_t *steps, size_t nsteps)
 {
     server_t *s = calloc(1, sizeof *s);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
     assert_non_null(s);
     s->steps = steps;
     s->nsteps = nsteps;
-    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(s->lfd >= 0);
-    assert_int_equal(bind(s->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    assert_int_equal(listen(s->lfd, 16), 0);
-    assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&sa, &sl), 0);
-    s->port = ntohs(sa.sin_port);
-    pthread_create(&s->thr, NULL, accept_main, s);
+    acceptor_start(&s->acc, bind_loopback(0, &s->port), 16, conn_main, s);
     return s;
 }
 
 static void server_stop(server_t **s_p)
 {
     server_t *s = *s_p;
-    atomic_store(&s->stop, true);
-    pthread_join(s->thr, NULL);
-    for (int i = 0; i < atomic_load(&s->nconns); i++)
-        pthread_join(s->conns[i], NULL);
-    close(s->lfd);
+    acceptor_stop(&s->acc);
     free(s);
     *s_p = NULL;
 }
@@ -230,7 +177,7 @@ static void test_keep_alive_reuses_one_connection(void **state)
     jrpc_client_t *c = client_for(s, "");
     for (int i = 0; i < 3; i++)
         expect_reply(c, 200, OK_BODY);
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     assert_int_equal(atomic_load(&s->requests), 3);
     assert_non_null(strstr(s->last_head, "POST /rpc HTTP/1.1\r\n"));
     assert_non_null(strstr(s->last_head, "Content-Type: application/json\r\n"));
@@ -268,7 +215,7 @@ static void test_reconnects_after_idle_close(void **state)
     expect_reply(c, 200, OK_BODY);
     usleep(50 * 1000);   /* let the FIN arrive */
     expect_reply(c, 200, OK_BODY);
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     assert_int_equal(atomic_load(&s->requests), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
@@ -285,9 +232,9 @@ static void test_never_resends_a_received_request(void **state)
     assert_int_equal(expect_failure(c, 2000), -ECONNRESET);
     usleep(100 * 1000);
     assert_int_equal(atomic_load(&s->requests), 2);
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     expect_reply(c, 200, OK_BODY);   /* and the client recovers */
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -302,7 +249,7 @@ static void test_timeout_drops_the_connection(void **state)
     int64_t ms = now_ms() - t0;
     assert_true(ms >= 280 && ms < 1500);
     expect_reply(c, 200, OK_BODY);   /* a late answer can never be taken for this one */
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -323,7 +270,7 @@ static void test_framings(void **state)
     expect_reply(c, 200, OK_BODY);
     expect_reply(c, 204, "");
     expect_reply(c, 200, OK_BODY);   /* body ends at EOF */
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -480,10 +427,10 @@ static void test_disconnect(void **state)
     jrpc_client_t *c = client_for(s, "");
     expect_reply(c, 200, OK_BODY);
     expect_reply(c, 200, OK_BODY);
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     assert_int_equal(jrpc_client_disconnect(c, 0), 0);
     expect_reply(c, 200, OK_BODY);
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
     c = jrpc_client_new("tcp://127.0.0.1:1", NULL);
@@ -592,7 +539,7 @@ static void test_signed_http(void **state)
     assert_string_not_equal(a.nonce, b.nonce);
     assert_non_null(strstr(s->last_head, "X-JRPC-Timeout-Ms: 1500\r\n"));
     assert_non_null(strstr(s->last_head, "traceparent: 00-0af7651916cd43dd8448eb211c80319c-"));
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }

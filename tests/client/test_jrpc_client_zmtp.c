@@ -26,6 +26,7 @@
 
 #include "jrpc_client.h"
 #include "jrpc_zmtp_codec.h"
+#include "scripted_server.h"
 
 typedef enum {
     ANSWER,       /* [empty][OK_BODY] */
@@ -40,19 +41,14 @@ typedef enum {
 typedef enum { GREET_ZMTP, GREET_CURVE, GREET_HTTP } greet_t;
 
 typedef struct server {
-    int             lfd;
+    acceptor_t      acc;                /* up to 8 connections */
     int             port;
     char            path[108];          /* ipc: the socket's path; "" for tcp */
     greet_t         greet;
     const action_t *steps;              /* per message, over all connections */
     size_t          nsteps;
-    atomic_int      accepts;
     atomic_int      messages;
     atomic_int      pongs;              /* PONGs with the right context */
-    atomic_bool     stop;
-    pthread_t       thr;
-    pthread_t       conns[8];
-    atomic_int      nconns;
     /* the frames of the last message: sizes, and the last frame's bytes */
     int             last_nframes;
     size_t          last_sizes[4];
@@ -64,20 +60,13 @@ typedef struct server {
 #define STALE_BODY "{\"jsonrpc\":\"2.0\",\"result\":\"stale\",\"id\":1}"
 #define BIG_LEN    (3u << 20)
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads exactly n bytes, or returns -1 (EOF, error, stop). */
 static int read_n(server_t *s, int fd, void *buf, size_t n)
 {
     size_t have = 0;
     while (have < n) {
         struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        if (atomic_load(&s->stop))
+        if (atomic_load(&s->acc.stop))
             return -1;
         if (poll(&pfd, 1, 50) <= 0)
             continue;
@@ -131,17 +120,9 @@ static void answer(int fd, const char *body, size_t n)
     send_frame(fd, 0, body, n);
 }
 
-typedef struct conn_arg {
-    server_t *s;
-    int       fd;
-} conn_arg_t;
-
-static void *serve(void *arg)
+static void serve(void *owner, int fd)
 {
-    conn_arg_t *ca = arg;
-    server_t *s = ca->s;
-    int fd = ca->fd;
-    free(ca);
+    server_t *s = owner;
     uint8_t greeting[64];
     if (s->greet == GREET_HTTP) {
         const char *r = "HTTP/1.1 400 Bad Request\r\n\r\n";
@@ -201,7 +182,7 @@ static void *serve(void *arg)
         if (a == CLOSE)
             goto out;
         if (a == HANG) {
-            while (!atomic_load(&s->stop))
+            while (!atomic_load(&s->acc.stop))
                 usleep(10000);
             goto out;
         }
@@ -242,28 +223,6 @@ static void *serve(void *arg)
     }
 out:
     close(fd);
-    return NULL;
-}
-
-static void *accept_main(void *arg)
-{
-    server_t *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd pfd = { .fd = s->lfd, .events = POLLIN };
-        if (poll(&pfd, 1, 50) <= 0)
-            continue;
-        int fd = accept(s->lfd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        atomic_fetch_add(&s->accepts, 1);
-        int i = atomic_fetch_add(&s->nconns, 1);
-        if (i >= 8)
-            abort();   /* a script with more connections than it says */
-        conn_arg_t *ca = malloc(sizeof *ca);
-        *ca = (conn_arg_t){ s, fd };
-        pthread_create(&s->conns[i], NULL, serve, ca);
-    }
-    return NULL;
 }
 
 /* port 0: any; path non-NULL: ipc at path. */
@@ -275,26 +234,18 @@ static server_t *server_start_at(int port, const char *path, greet_t greet,
     s->greet = greet;
     s->steps = steps;
     s->nsteps = nsteps;
+    int lfd;
     if (path) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(s->path, sizeof s->path, "%s", path);
         snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
         unlink(path);
-        s->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-        assert_int_equal(bind(s->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+        lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
     } else {
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t sl = sizeof sa;
-        const int one = 1;
-        s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-        setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        assert_int_equal(bind(s->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-        assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&sa, &sl), 0);
-        s->port = ntohs(sa.sin_port);
+        lfd = bind_loopback(port, &s->port);
     }
-    assert_int_equal(listen(s->lfd, 16), 0);
-    pthread_create(&s->thr, NULL, accept_main, s);
+    acceptor_start(&s->acc, lfd, 8, serve, s);
     return s;
 }
 
@@ -306,11 +257,7 @@ static server_t *server_start(greet_t greet, const action_t *steps, size_t nstep
 static void server_stop(server_t **s_p)
 {
     server_t *s = *s_p;
-    atomic_store(&s->stop, true);
-    pthread_join(s->thr, NULL);
-    for (int i = 0; i < atomic_load(&s->nconns); i++)
-        pthread_join(s->conns[i], NULL);
-    close(s->lfd);
+    acceptor_stop(&s->acc);
     if (s->path[0])
         unlink(s->path);
     free(s);
@@ -384,7 +331,7 @@ static void test_frames(void **state)
         jrpc_buf_dispose(&reply);
         jrpc_client_destroy(&c);
     }
-    assert_int_equal(atomic_load(&s->accepts), 2);   /* one connection per client */
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);   /* one connection per client */
     server_stop(&s);
 }
 
@@ -404,7 +351,7 @@ static void test_ping_then_big_answer(void **state)
     assert_int_equal(reply.p[BIG_LEN / 2], 'x');
     jrpc_buf_dispose(&reply);
     expect_reply(c, OK_BODY, 3000);
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -422,7 +369,7 @@ static void test_closed_mid_call(void **state)
     assert_true(now_ms() - t0 < 2500);
     assert_non_null(strstr(jrpc_client_last_error(c), "lost while waiting"));
     expect_reply(c, OK_BODY, 3000);
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -438,7 +385,7 @@ static void test_idle_close(void **state)
     expect_reply(c, OK_BODY, 3000);
     usleep(100000);   /* the close reaches the client while it is idle */
     expect_reply(c, OK_BODY, 3000);
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -453,7 +400,7 @@ static void test_late_answer_not_taken(void **state)
     assert_int_equal(send_fails(c, 200), -ETIMEDOUT);
     usleep(700000);   /* the stale answer is sent now, on the old connection */
     expect_reply(c, OK_BODY, 3000);
-    assert_int_equal(atomic_load(&s->accepts), 2);
+    assert_int_equal(atomic_load(&s->acc.accepts), 2);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
@@ -526,7 +473,7 @@ static void test_ipc(void **state)
     jrpc_client_t *c = client_for(s, NULL);
     expect_reply(c, OK_BODY, 3000);
     expect_reply(c, OK_BODY, 3000);
-    assert_int_equal(atomic_load(&s->accepts), 1);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
     jrpc_client_destroy(&c);
     server_stop(&s);
 }
