@@ -94,6 +94,17 @@ static void assert_err(const char *want)
         fail_msg("stderr lacks \"%s\"; it was:\n%s", want, errtext);
 }
 
+/* load() refuses: -EINVAL, and stderr has each of want (up to two; NULL:
+ * none). */
+static void expect_refused(const char *const *args, const char *const *env, const char *file,
+                           const char *const want[2])
+{
+    assert_int_equal(load(args, env, file), -EINVAL);
+    for (int i = 0; i < 2; i++)
+        if (want[i])
+            assert_err(want[i]);
+}
+
 static void test_defaults(void **state)
 {
     assert_int_equal(load(NULL, NULL, NULL), 0);
@@ -146,53 +157,38 @@ static void test_repeated_flag_last_wins(void **state)
 
 static void test_bad_flags(void **state)
 {
-    const char *a1[] = { "--num-ms", "abc", NULL };
-    assert_int_equal(load(a1, NULL, NULL), -EINVAL);
-    assert_err("prog: --num-ms: 'abc' is not a whole number from 1 to 1000");
-    assert_err("Try 'prog --help'.");
-    const char *a2[] = { "--num-ms", "1001", NULL };
-    assert_int_equal(load(a2, NULL, NULL), -EINVAL);
-    assert_err("'1001' is not a whole number from 1 to 1000");
-    const char *a3[] = { "--num-ms", "-1", NULL };
-    assert_int_equal(load(a3, NULL, NULL), -EINVAL);
-    const char *a4[] = { "--num-ms", "99999999999999999999", NULL };
-    assert_int_equal(load(a4, NULL, NULL), -EINVAL);
-    const char *a5[] = { "--format", "xml", NULL };
-    assert_int_equal(load(a5, NULL, NULL), -EINVAL);
-    assert_err("prog: --format: 'xml' is not one of kv, json");
-    const char *a6[] = { "--access-log", "yes", NULL };
-    assert_int_equal(load(a6, NULL, NULL), -EINVAL);
-    assert_err("prog: --access-log: 'yes' is not on or off");
-    const char *a7[] = { "--endpoint", "", NULL };
-    assert_int_equal(load(a7, NULL, NULL), -EINVAL);
-    assert_err("prog: --endpoint: empty value");
-    const char *a8[] = { "--endpoint", "tcp:/x", NULL };
-    assert_int_equal(load(a8, NULL, NULL), -EINVAL);
-    assert_err("prog: --endpoint: 'tcp:/x' is not a ZeroMQ endpoint");
-    const char *a9[] = { "--bogus", NULL };
-    assert_int_equal(load(a9, NULL, NULL), -EINVAL);
-    assert_err("prog: unknown option '--bogus'");
-    const char *a10[] = { "--num-ms", NULL };
-    assert_int_equal(load(a10, NULL, NULL), -EINVAL);
-    assert_err("prog: option '--num-ms' needs a value");
-    const char *a11[] = { "stray", NULL };
-    assert_int_equal(load(a11, NULL, NULL), -EINVAL);
-    assert_err("prog: unexpected argument 'stray'");
+    static const struct {
+        const char *args[3];   /* NULL-terminated */
+        const char *want[2];
+    } cases[] = {
+        { { "--num-ms", "abc" },
+          { "prog: --num-ms: 'abc' is not a whole number from 1 to 1000", "Try 'prog --help'." } },
+        { { "--num-ms", "1001" }, { "'1001' is not a whole number from 1 to 1000" } },
+        { { "--num-ms", "-1" }, { NULL } },
+        { { "--num-ms", "99999999999999999999" }, { NULL } },
+        { { "--format", "xml" }, { "prog: --format: 'xml' is not one of kv, json" } },
+        { { "--access-log", "yes" }, { "prog: --access-log: 'yes' is not on or off" } },
+        { { "--endpoint", "" }, { "prog: --endpoint: empty value" } },
+        { { "--endpoint", "tcp:/x" }, { "prog: --endpoint: 'tcp:/x' is not a ZeroMQ endpoint" } },
+        { { "--bogus" }, { "prog: unknown option '--bogus'" } },
+        { { "--num-ms" }, { "prog: option '--num-ms' needs a value" } },
+        { { "stray" }, { "prog: unexpected argument 'stray'" } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_refused(cases[i].args, NULL, NULL, cases[i].want);
 }
 
 static void test_bad_env(void **state)
 {
     const char *e1[] = { "JRPC_NUM_MS=0", NULL };
-    assert_int_equal(load(NULL, e1, NULL), -EINVAL);
-    assert_err("prog: env JRPC_NUM_MS: '0' is not a whole number from 1 to 1000");
+    expect_refused(NULL, e1, NULL,
+                   (const char *[2]){ "prog: env JRPC_NUM_MS: '0' is not a whole number from 1 to 1000" });
     const char *e2[] = { "JRPC_FORMAT=", NULL };
-    assert_int_equal(load(NULL, e2, NULL), -EINVAL);
-    assert_err("prog: env JRPC_FORMAT: empty value");
+    expect_refused(NULL, e2, NULL, (const char *[2]){ "prog: env JRPC_FORMAT: empty value" });
     /* a bad value is an error even when a flag overrides it */
     const char *e3[] = { "JRPC_OTHER=10", NULL };
     const char *a3[] = { "--other", "1", NULL };
-    assert_int_equal(load(a3, e3, NULL), -EINVAL);
-    assert_err("env JRPC_OTHER: '10'");
+    expect_refused(a3, e3, NULL, (const char *[2]){ "env JRPC_OTHER: '10'" });
     /* flags are not variables: JRPC_DRY and JRPC_HELP are ignored */
     const char *e4[] = { "JRPC_URL=tcp://x:1", "JRPC_DRY=1", "JRPC_SECRET=s3cr3t", NULL };
     assert_int_equal(load(NULL, e4, NULL), 0);
@@ -202,34 +198,32 @@ static void test_bad_env(void **state)
 
 static void test_bad_file(void **state)
 {
-    assert_int_equal(load(NULL, NULL, "num-ms = 5\nnum-ms = 6\n"), -EINVAL);
-    assert_err(".ini:2: num-ms: duplicate key (first at line 1)");
-    assert_int_equal(load(NULL, NULL, "# comment\n; comment\n\nnope = 1\n"), -EINVAL);
-    assert_err(".ini:4: unknown key 'nope'");
-    assert_int_equal(load(NULL, NULL, "config = /x\n"), -EINVAL);
-    assert_err(".ini:1: unknown key 'config'");
-    assert_int_equal(load(NULL, NULL, "dry = on\n"), -EINVAL);
-    assert_err(".ini:1: unknown key 'dry'");
-    assert_int_equal(load(NULL, NULL, "other = 12\n"), -EINVAL);
-    assert_err(".ini:1: other: '12' is not a whole number from 0 to 9");
-    assert_int_equal(load(NULL, NULL, "format =\n"), -EINVAL);
-    assert_err(".ini:1: format: empty value");
-    assert_int_equal(load(NULL, NULL, "just words\n"), -EINVAL);
-    assert_err(".ini:1: not 'key = value'");
-    assert_int_equal(load(NULL, NULL, "[weird]\nother = 1\n"), -EINVAL);
-    assert_err(".ini:2: unknown section [weird]");
-    /* quotes are not stripped: a quoted number is not a number */
-    assert_int_equal(load(NULL, NULL, "other = \"1\"\n"), -EINVAL);
+    static const struct {
+        const char *ini;
+        const char *want[2];
+    } cases[] = {
+        { "num-ms = 5\nnum-ms = 6\n", { ".ini:2: num-ms: duplicate key (first at line 1)" } },
+        { "# comment\n; comment\n\nnope = 1\n", { ".ini:4: unknown key 'nope'" } },
+        { "config = /x\n", { ".ini:1: unknown key 'config'" } },
+        { "dry = on\n", { ".ini:1: unknown key 'dry'" } },
+        { "other = 12\n", { ".ini:1: other: '12' is not a whole number from 0 to 9" } },
+        { "format =\n", { ".ini:1: format: empty value" } },
+        { "just words\n", { ".ini:1: not 'key = value'" } },
+        { "[weird]\nother = 1\n", { ".ini:2: unknown section [weird]" } },
+        /* quotes are not stripped: a quoted number is not a number */
+        { "other = \"1\"\n", { NULL } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_refused(NULL, NULL, cases[i].ini, cases[i].want);
     char longline[600];
     memset(longline, 'a', sizeof longline);
     memcpy(longline, "endpoint = ", 11);
     longline[sizeof longline - 2] = '\n';
     longline[sizeof longline - 1] = '\0';
-    assert_int_equal(load(NULL, NULL, longline), -EINVAL);
-    assert_err(".ini:1: line longer than");
+    expect_refused(NULL, NULL, longline, (const char *[2]){ ".ini:1: line longer than" });
     const char *args[] = { "--config", "/nonexistent/x.ini", NULL };
-    assert_int_equal(load(args, NULL, NULL), -EINVAL);
-    assert_err("prog: --config: /nonexistent/x.ini: No such file or directory");
+    expect_refused(args, NULL, NULL,
+                   (const char *[2]){ "prog: --config: /nonexistent/x.ini: No such file or directory" });
 }
 
 static void test_file_sections_and_comments(void **state)
