@@ -447,6 +447,57 @@ static void test_hedge(void **state)
     destroy(w);
 }
 
+/* A hedge that takes the last free slot grows the slot array (which may
+ * move it, and always does under ASan): the twin is made from the
+ * original's fields as they are after the move, and both copies are whole. */
+static void test_hedge_grows_slots(void **state)
+{
+    (void)state;
+    static const char params[] = "[1]";
+    jrpc_span_t m = { "m", 1 }, q = { "q", 1 }, none = { NULL, 0 }, p = { params, 3 };
+    jrpc_workers_t *w = make(0);
+    w->opts.max_queue = 4096;
+    w->opts.hedge_budget_pct = 100;
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 20;
+    w->grace_until = UINT64_MAX;   /* "q", which nobody serves, waits in its queue */
+    uv_timer_init(&G.loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
+    ready_m(w, 'A', true);
+    ready_m(w, 'B', true);
+    uint32_t h;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, none, 123456, 0, &G, 7, &h), 0);
+    jrpc_workers_flush(w);
+    uint32_t cap = w->cap_slots;
+    while (w->nslots < cap || w->free_head != NIL) {   /* every slot taken */
+        uint32_t hq;
+        assert_int_equal(jrpc_workers_dispatch(w, q, p, none, none, 123456, 0, &G, 1000, &hq), 0);
+    }
+    uint64_t seq = w->slots[h].seq;
+    w->slots[h].sent_ms -= 25;
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 1);
+    assert_true(w->cap_slots > cap);
+    uint32_t t = w->slots[h].twin;
+    assert_true(t != NIL && t >= cap);
+    const slot_t *o = &w->slots[h], *tw = &w->slots[t];
+    assert_int_equal(o->seq, seq);
+    assert_int_equal(tw->twin, h);
+    assert_ptr_equal(tw->owner, &G);
+    assert_int_equal(tw->index, 7);
+    assert_ptr_equal(tw->method, o->method);
+    assert_ptr_equal(tw->params.p, params);
+    assert_int_equal(tw->params.n, 3);
+    assert_int_equal(tw->deadline, 123456);
+    assert_int_equal(tw->state, SLOT_SENT);
+    assert_true(tw->worker != NULL && tw->worker != o->worker);
+    assert_true(tw->flags & SL_HEDGE);
+    assert_true(tw->seq != 0 && tw->seq != seq);
+    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
+    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy(w);
+}
+
 /* The p95 of a method's answer times, and the threshold it gives. */
 static void test_hedge_p95(void **state)
 {
@@ -631,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_json_per_worker),
         cmocka_unit_test(test_json_option_malformed),
         cmocka_unit_test(test_hedge),
+        cmocka_unit_test(test_hedge_grows_slots),
         cmocka_unit_test(test_hedge_p95),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
