@@ -87,14 +87,18 @@ static int alloc_slots(msgpack_object *o, uint64_t count, msgpack_zone *zone)
 
 /* Doubles a walker's stack of open containers (at most max entries),
  * moving it off the caller's inline array (inl, INLINE_LEVELS entries of
- * size bytes) the first time. Returns the stack, or NULL (out of memory:
- * the old one is still the caller's). */
+ * size bytes) the first time. Returns the stack, or NULL when out of memory,
+ * having freed a heap stack (the caller's free of a non-inline stack then
+ * frees nothing). */
 static void *levels_grow(void *levels, void *inl, size_t size, size_t *cap, size_t max)
 {
     size_t ncap = *cap * 2 > max ? max : *cap * 2;
     void *nl = levels == inl ? malloc(ncap * size) : realloc(levels, ncap * size);
-    if (nl == NULL)
+    if (nl == NULL) {
+        if (levels != inl)
+            free(levels);
         return NULL;
+    }
     if (levels == inl)
         memcpy(nl, inl, INLINE_LEVELS * size);
     *cap = ncap;
@@ -133,20 +137,17 @@ int jrpc_mpack_unpack(const char *buf, size_t n, size_t max_depth, msgpack_zone 
         avail -= (size_t)used;
         owed--;
         if (dst->type == MSGPACK_OBJECT_ARRAY || dst->type == MSGPACK_OBJECT_MAP) {
-            uint64_t slots = dst->type == MSGPACK_OBJECT_MAP ? 2 * count : count;
+            uint64_t slots = jrpc_mpack_slots(dst, count);
             if (owed > avail || slots > avail - owed || depth == max_depth)
                 goto out;
             if ((rc = alloc_slots(dst, count, zone)) < 0)
                 goto out;
             rc = JRPC_MPACK_EMALFORMED;
             if (slots > 0) {
-                if (depth == cap) {
-                    void *nl = levels_grow(levels, inline_levels, sizeof *levels, &cap, max_depth);
-                    if (nl == NULL) {
-                        rc = -ENOMEM;
-                        goto out;
-                    }
-                    levels = nl;
+                if (depth == cap && (levels = levels_grow(levels, inline_levels, sizeof *levels,
+                                                          &cap, max_depth)) == NULL) {
+                    rc = -ENOMEM;
+                    goto out;
                 }
                 levels[depth++] = cur;
                 cur = (level_t){ .next = dst->via.array.ptr, .left = slots };
@@ -210,13 +211,10 @@ int64_t jrpc_mpack_check_values(const char *p, size_t avail, uint64_t count, siz
             if (depth == max_depth || slots > avail - pos)
                 goto out;
             if (slots > 0) {
-                if (depth == cap) {
-                    void *nl = levels_grow(levels, inline_levels, sizeof *levels, &cap, max_depth);
-                    if (nl == NULL) {
-                        rc = -ENOMEM;
-                        goto out;
-                    }
-                    levels = nl;
+                if (depth == cap && (levels = levels_grow(levels, inline_levels, sizeof *levels,
+                                                          &cap, max_depth)) == NULL) {
+                    rc = -ENOMEM;
+                    goto out;
                 }
                 levels[depth++] = left;
                 left = slots;
