@@ -53,6 +53,7 @@ typedef struct redis_srv {
 } redis_srv_t;
 
 #include "free_port.h"
+#include "../scripted_server.h"
 
 static bool have_redis_server(void)
 {
@@ -1024,90 +1025,64 @@ static void test_script_flushed(void **state)
 /* ---- a fault proxy: one unsolicited reply ---------------------------------- */
 
 typedef struct proxy {
-    int          lfd;        /* listening socket */
+    acceptor_t   acc;        /* each connection proxied in a thread of its own */
     int          port;       /* its port */
     int          upstream;   /* Redis port */
     atomic_int   inject;     /* 1: put "+OK\r\n" before the next bytes from Redis;
                                 2: send it now, unasked */
-    atomic_int   stop;
-    atomic_int   conns;      /* connections accepted */
-    pthread_t    th;
 } proxy_t;
 
-static void *proxy_main(void *arg)
+static void proxy_serve(void *owner, int c)
 {
-    proxy_t *px = arg;
-    while (!atomic_load(&px->stop)) {
-        struct pollfd lp = { px->lfd, POLLIN, 0 };
-        if (poll(&lp, 1, 50) <= 0)
-            continue;
-        int c = accept(px->lfd, NULL, NULL);
-        if (c < 0)
-            continue;
-        atomic_fetch_add(&px->conns, 1);
-        int u = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)px->upstream),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        if (connect(u, (struct sockaddr *)&a, sizeof a) < 0) {
-            close(c);
-            close(u);
-            continue;
-        }
-        for (;;) {
-            if (atomic_load(&px->stop))
-                break;
-            if (atomic_load(&px->inject) == 2) {
-                atomic_store(&px->inject, 0);
-                if (write(c, "+OK\r\n", 5) != 5)
-                    break;
-            }
-            struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
-            if (poll(p, 2, 20) < 0)
-                break;
-            char buf[65536];
-            if (p[0].revents) {
-                ssize_t n = read(c, buf, sizeof buf);
-                if (n <= 0 || write(u, buf, (size_t)n) != n)
-                    break;
-            }
-            if (p[1].revents) {
-                ssize_t n = read(u, buf, sizeof buf);
-                if (n <= 0)
-                    break;
-                if (atomic_exchange(&px->inject, 0) == 1 && write(c, "+OK\r\n", 5) != 5)
-                    break;
-                if (write(c, buf, (size_t)n) != n)
-                    break;
-            }
-        }
+    proxy_t *px = owner;
+    int u = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)px->upstream),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (connect(u, (struct sockaddr *)&a, sizeof a) < 0) {
         close(c);
         close(u);
+        return;
     }
-    return NULL;
+    for (;;) {
+        if (atomic_load(&px->acc.stop))
+            break;
+        /* Taken in one step: another connection's thread may see it too. */
+        int unasked = 2;
+        if (atomic_compare_exchange_strong(&px->inject, &unasked, 0) && write(c, "+OK\r\n", 5) != 5)
+            break;
+        struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
+        if (poll(p, 2, 20) < 0)
+            break;
+        char buf[65536];
+        if (p[0].revents) {
+            ssize_t n = read(c, buf, sizeof buf);
+            if (n <= 0 || write(u, buf, (size_t)n) != n)
+                break;
+        }
+        if (p[1].revents) {
+            ssize_t n = read(u, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            if (atomic_exchange(&px->inject, 0) == 1 && write(c, "+OK\r\n", 5) != 5)
+                break;
+            if (write(c, buf, (size_t)n) != n)
+                break;
+        }
+    }
+    close(c);
+    close(u);
 }
 
 static void proxy_start(proxy_t *px, int upstream)
 {
     memset(px, 0, sizeof *px);
     px->upstream = upstream;
-    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(px->lfd >= 0);
-    int one = 1;
-    setsockopt(px->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    assert_int_equal(bind(px->lfd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(px->lfd, (struct sockaddr *)&a, &len), 0);
-    px->port = ntohs(a.sin_port);
-    assert_int_equal(listen(px->lfd, 8), 0);
-    assert_int_equal(pthread_create(&px->th, NULL, proxy_main, px), 0);
+    acceptor_start(&px->acc, bind_loopback(0, &px->port), ACCEPTOR_MAX_CONNS, proxy_serve, px);
 }
 
 static void proxy_stop(proxy_t *px)
 {
-    atomic_store(&px->stop, 1);
-    pthread_join(px->th, NULL);
-    close(px->lfd);
+    acceptor_stop(&px->acc);
 }
 
 static bool res3_done(void *ctx)
@@ -1156,7 +1131,7 @@ static void test_unsolicited_reply(void **state)
     assert_int_equal(claim_wait(&f->loop, f->r, "kp", "after-2"), 0);
     char *log = capture_end(&cap);
     assert_non_null(strstr(log, "event=desync"));
-    assert_true(atomic_load(&px.conns) >= 3);
+    assert_true(atomic_load(&px.acc.accepts) >= 3);
     free(log);
     jrpc_replay_destroy(&f->r);
     uv_run(&f->loop, UV_RUN_NOWAIT);

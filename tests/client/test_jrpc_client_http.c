@@ -25,7 +25,7 @@
 #include "jrpc_client.h"
 #include "jrpc_header.h"
 #include "jrpc_sign.h"
-#include "scripted_server.h"
+#include "../scripted_server.h"
 
 /* What the server does with request number n (1-based, over all
  * connections) that arrived as request k (1-based) on its connection. */

@@ -26,7 +26,7 @@
 
 #include "jrpc_client.h"
 #include "jrpc_zmtp_codec.h"
-#include "scripted_server.h"
+#include "../scripted_server.h"
 
 typedef enum {
     ANSWER,       /* [empty][OK_BODY] */
@@ -60,35 +60,17 @@ typedef struct server {
 #define STALE_BODY "{\"jsonrpc\":\"2.0\",\"result\":\"stale\",\"id\":1}"
 #define BIG_LEN    (3u << 20)
 
-/* Reads exactly n bytes, or returns -1 (EOF, error, stop). */
-static int read_n(server_t *s, int fd, void *buf, size_t n)
-{
-    size_t have = 0;
-    while (have < n) {
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        if (atomic_load(&s->acc.stop))
-            return -1;
-        if (poll(&pfd, 1, 50) <= 0)
-            continue;
-        ssize_t r = recv(fd, (char *)buf + have, n - have, 0);
-        if (r <= 0)
-            return -1;
-        have += (size_t)r;
-    }
-    return 0;
-}
-
 /* One frame: flags and body (malloc'd, *size bytes). */
 static int read_frame(server_t *s, int fd, uint8_t *flags, char **body, size_t *size)
 {
     uint8_t h[9];
     *body = NULL;
-    if (read_n(s, fd, h, 2) < 0)
+    if (acceptor_read_n(&s->acc, fd, h, 2) < 0)
         return -1;
     *flags = h[0];
     uint64_t n = h[1];
     if (h[0] & JRPC_ZMTP_FLAG_LONG) {
-        if (read_n(s, fd, h + 2, 7) < 0)
+        if (acceptor_read_n(&s->acc, fd, h + 2, 7) < 0)
             return -1;
         n = 0;
         for (int i = 1; i <= 8; i++)
@@ -96,7 +78,7 @@ static int read_frame(server_t *s, int fd, uint8_t *flags, char **body, size_t *
     }
     *body = malloc(n + 1);
     *size = (size_t)n;
-    return read_n(s, fd, *body, (size_t)n);
+    return acceptor_read_n(&s->acc, fd, *body, (size_t)n);
 }
 
 static void send_frame(int fd, uint8_t flags, const void *p, size_t n)
@@ -131,7 +113,7 @@ static void serve(void *owner, int fd)
          * unread would reset the connection, and a reset may beat the
          * bytes that show it is not ZMTP. */
         char sink[256];
-        while (read_n(s, fd, sink, sizeof sink) == 0)
+        while (acceptor_read_n(&s->acc, fd, sink, sizeof sink) == 0)
             ;
         goto out;
     }
@@ -142,7 +124,7 @@ static void serve(void *owner, int fd)
     uint8_t ready[JRPC_ZMTP_READY_MAX];
     size_t rl = jrpc_zmtp_ready_put(ready, "ROUTER");
     send(fd, ready, rl, MSG_NOSIGNAL);
-    if (read_n(s, fd, greeting, 64) < 0 || greeting[0] != 0xFF || greeting[10] != 3)
+    if (acceptor_read_n(&s->acc, fd, greeting, 64) < 0 || greeting[0] != 0xFF || greeting[10] != 3)
         goto out;
     for (bool ready_seen = false;;) {
         /* one message: frames until one without MORE; commands apart */

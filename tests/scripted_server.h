@@ -1,9 +1,9 @@
-/* The accepting half of the client tests' scripted servers
- * (test_jrpc_client_http: HTTP/1.1; test_jrpc_client_zmtp: ZMTP 3.1): a
- * thread accepts on a listening socket and serves each connection in a
- * thread of its own, up to the script's number of connections; stopping
- * joins them all. What a connection is served stays the test's. Include
- * after <cmocka.h>. */
+/* The accepting half of the tests' scripted servers (client/: HTTP/1.1 and
+ * ZMTP 3.1 servers; io/test_jrpc_zdealer: raw ZMTP peers; broker/
+ * test_jrpc_replay: a fault proxy in front of Redis): a thread accepts on a
+ * listening socket and serves each connection in a thread of its own, up
+ * to the script's number of connections; stopping joins them all. What a
+ * connection is served stays the test's. Include after <cmocka.h>. */
 #ifndef SCRIPTED_SERVER_H
 #define SCRIPTED_SERVER_H
 
@@ -106,7 +106,26 @@ static inline void acceptor_start(acceptor_t *a, int lfd, int max_conns,
     a->serve = serve;
     a->owner = owner;
     assert_int_equal(listen(lfd, 16), 0);
-    pthread_create(&a->thr, NULL, acceptor_main, a);
+    assert_int_equal(pthread_create(&a->thr, NULL, acceptor_main, a), 0);
+}
+
+/* Reads exactly n bytes from a connection of a's, or returns -1 (EOF,
+ * error, stop): a connection's thread never outlives acceptor_stop(). */
+static inline int acceptor_read_n(acceptor_t *a, int fd, void *buf, size_t n)
+{
+    size_t have = 0;
+    while (have < n) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        if (atomic_load(&a->stop))
+            return -1;
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        ssize_t r = recv(fd, (char *)buf + have, n - have, 0);
+        if (r <= 0)
+            return -1;
+        have += (size_t)r;
+    }
+    return 0;
 }
 
 /* Stops accepting, joins every connection's thread (each ends on stop),
