@@ -15,15 +15,23 @@ static int get_span(const msgpack_object *v, jrpc_span_t *s)
     return 0;
 }
 
+/* Unpacks a header frame (buf[0, n)) into root, a map. Returns 0, -ENOMEM
+ * or JRPC_HEADER_EMALFORMED. */
+static inline int unpack_map(const char *buf, size_t n, msgpack_zone *zone, msgpack_object *root)
+{
+    int rc = jrpc_mpack_unpack(buf, n, JRPC_HEADER_MAX_DEPTH, zone, root);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : JRPC_HEADER_EMALFORMED;
+    return root->type == MSGPACK_OBJECT_MAP ? 0 : JRPC_HEADER_EMALFORMED;
+}
+
 int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_header_t *h)
 {
     memset(h, 0, sizeof *h);
     msgpack_object root;
-    int rc = jrpc_mpack_unpack(buf, n, JRPC_HEADER_MAX_DEPTH, zone, &root);
+    int rc = unpack_map(buf, n, zone, &root);
     if (rc < 0)
-        return rc == -ENOMEM ? rc : JRPC_HEADER_EMALFORMED;
-    if (root.type != MSGPACK_OBJECT_MAP)
-        return JRPC_HEADER_EMALFORMED;
+        return rc;
     /* A known key given twice is refused: the header carries signing input,
      * and two readers must never disagree on which value counts. */
     enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32,
@@ -156,11 +164,9 @@ int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
 {
     memset(rh, 0, sizeof *rh);
     msgpack_object root;
-    int rc = jrpc_mpack_unpack(buf, n, JRPC_HEADER_MAX_DEPTH, zone, &root);
+    int rc = unpack_map(buf, n, zone, &root);
     if (rc < 0)
-        return rc == -ENOMEM ? rc : JRPC_HEADER_EMALFORMED;
-    if (root.type != MSGPACK_OBJECT_MAP)
-        return JRPC_HEADER_EMALFORMED;
+        return rc;
     bool has_pos = false, has_end = false;
     for (uint32_t i = 0; i < root.via.map.size; i++) {
         const msgpack_object *k = &root.via.map.ptr[i].key;
