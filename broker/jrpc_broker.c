@@ -446,21 +446,25 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
     settle(b, x);
 }
 
-/* 503 / -32006: Redis is unavailable (-EAGAIN), or it lost its memory and
- * the body is signed too early to tell whether it ran before (-ESTALE). */
-static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
+/* The data of a 503 / -32006: Redis is unavailable (-EAGAIN), or it lost its
+ * memory and the body is signed too early to tell whether it ran before
+ * (-ESTALE). Returns a constant, or data[0, size) written. */
+static const char *unavailable_data(jrpc_broker_t *b, int rc, char *data, size_t size)
 {
-    if (rc != -ESTALE) {
-        refuse(b, x, NULL, NULL, NULL, rc,
-               "{\"reason\":\"replay protection is unavailable, retry later\"}");
-        return;
-    }
-    char data[256];
-    snprintf(data, sizeof data,
+    if (rc != -ESTALE)
+        return "{\"reason\":\"replay protection is unavailable, retry later\"}";
+    snprintf(data, size,
              "{\"reason\":\"replay protection lost its memory: bodies signed before not_before "
              "are refused\",\"not_before\":%lld,\"server_time\":%lld}",
              (long long)jrpc_replay_refuse_to(b->replay) + 1, (long long)time(NULL));
-    refuse(b, x, NULL, NULL, NULL, rc, data);
+    return data;
+}
+
+/* 503 / -32006 (unavailable_data). */
+static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
+{
+    char data[256];
+    refuse(b, x, NULL, NULL, NULL, rc, unavailable_data(b, rc, data, sizeof data));
 }
 
 /* ---- idempotency keys (docs/SIGNING.md "Idempotency keys") ---- */
@@ -1027,16 +1031,8 @@ static void auth_refuse(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc, const c
 
 static void auth_unavailable(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc)
 {
-    if (rc != -ESTALE) {
-        auth_refuse(b, a, rc, "{\"reason\":\"replay protection is unavailable, retry later\"}");
-        return;
-    }
     char data[256];
-    snprintf(data, sizeof data,
-             "{\"reason\":\"replay protection lost its memory: bodies signed before not_before "
-             "are refused\",\"not_before\":%lld,\"server_time\":%lld}",
-             (long long)jrpc_replay_refuse_to(b->replay) + 1, (long long)time(NULL));
-    auth_refuse(b, a, rc, data);
+    auth_refuse(b, a, rc, unavailable_data(b, rc, data, sizeof data));
 }
 
 static void on_auth_claimed(void *arg, int rc)
