@@ -615,6 +615,26 @@ static inline __attribute__((always_inline)) size_t value_piece(jrpc_http_reader
     }
 }
 
+/* Takes the value bytes value_run finds at *pp (maybe none) where this
+ * header's value goes and moves *pp past them. Returns true, or false with
+ * *pp at the byte value_piece refused. */
+static inline __attribute__((always_inline)) bool value_take(jrpc_http_reader_t *r,
+                                                             const char **pp,
+                                                             const char *end,
+                                                             const char **why)
+{
+    const char *p = *pp, *q = value_run(p, end);
+    if (q > p) {
+        size_t k = value_piece(r, p, (size_t)(q - p), why);
+        if (k < (size_t)(q - p)) {
+            *pp = p + k;
+            return false;
+        }
+    }
+    *pp = q;
+    return true;
+}
+
 /* "chunked" and spaces after it (http-parser took a tab there for another
  * token), the value as it came after the optional white space before it. */
 static bool chunked_only(const char *v, size_t n)
@@ -839,16 +859,10 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
                     r->st = S_OWS;
                     goto next;
                 }
-                q = value_run(p, end);
-                if (q > p) {
-                    size_t k = value_piece(r, p, (size_t)(q - p), why);
-                    if (k < (size_t)(q - p)) {
-                        p += k;
-                        *res = BAD;
-                        return (size_t)(p - buf);
-                    }
+                if (!value_take(r, &p, end, why)) {
+                    *res = BAD;
+                    return (size_t)(p - buf);
                 }
-                p = q;
                 if (end - p < 2 || p[0] != '\r' || p[1] != '\n') {
                     r->st = S_VALUE; /* a tab, a fault, or cut: byte by byte */
                     goto next;
@@ -918,16 +932,10 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
             r->st = S_VALUE;
             /* fall through */
         case S_VALUE: {
-            const char *q = value_run(p, end);
-            if (q > p) {
-                size_t k = value_piece(r, p, (size_t)(q - p), why);
-                if (k < (size_t)(q - p)) {
-                    p += k;
-                    *res = BAD;
-                    return (size_t)(p - buf);
-                }
+            if (!value_take(r, &p, end, why)) {
+                *res = BAD;
+                return (size_t)(p - buf);
             }
-            p = q;
             if (p == end)
                 break;
             ch = (unsigned char)*p;
