@@ -11,18 +11,11 @@ set -eu
 bin=$1 base=${2:-43300} secs=${3:-5}
 shift $(( $# < 3 ? $# : 3 ))
 engines=${*:-libzmq native}
-tmp=$(mktemp -d)
-trap 'kill $wpid $bpid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/zmtp_lib.sh"
 rate() { "$bin/jrpc-bench" --url "$1" --batch "$2" --connections 4 --duration "$secs" --json |
     sed -nE 's/.*"calls_per_s":([0-9.]+).*/\1/p'; }
 for engine in $engines; do
-    "$bin/jrpc-broker" --zmq tcp://127.0.0.1:$base --workers tcp://127.0.0.1:$((base + 1)) \
-        --http 127.0.0.1:$((base + 2)) --admin none --zmq-engine "$engine" 2>"$tmp/broker.log" &
-    bpid=$!
-    "$bin/jrpc-worker" --connect tcp://127.0.0.1:$((base + 1)) 2>"$tmp/worker.log" &
-    wpid=$!
-    sleep 1
-    kill -0 $bpid 2>/dev/null || { cat "$tmp/broker.log"; echo "the broker did not start"; exit 1; }
+    start_pair "$engine"
     for batch in 1 100; do
         z=$(rate tcp://127.0.0.1:$base $batch)
         h=$(rate http://127.0.0.1:$((base + 2))/rpc $batch)
