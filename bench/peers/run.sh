@@ -170,27 +170,36 @@ start_jrpc() {
     wait_for 15 "$B/jrpc" --url "$SIGNED_ZMQ" -t 500 -k "$KEY_ID" -s "$SECRET" call add '[1,2]' \
         >/dev/null || fail_start "the signed jrpc broker" broker-signed
 }
-start_peer() {
-    case $1 in
-    nginx)
-        mkdir -p "$T/nginx"
-        cat > "$T/nginx.conf" <<EOF
+# nginx_conf NAME: writes $T/NAME.conf, one nginx process in the foreground
+# with its files in $T/NAME; stdin is the rest of its http block.
+nginx_conf() {
+    mkdir -p "$T/$1"
+    {
+        cat <<EOF
 daemon off;
 master_process off;
 worker_processes 1;
-pid $T/nginx/pid;
-error_log $T/nginx/error.log warn;
+pid $T/$1/pid;
+error_log $T/$1/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  client_body_temp_path $T/nginx/body;
+  client_body_temp_path $T/$1/body;
   keepalive_requests 100000000;
   keepalive_timeout 300s;
+EOF
+        cat
+        echo "}"
+    } > "$T/$1.conf"
+}
+start_peer() {
+    case $1 in
+    nginx)
+        nginx_conf nginx <<EOF
   server {
     listen 127.0.0.1:8180;
     location / { default_type application/json; return 200 '{"jsonrpc":"2.0","result":3,"id":1}'; }
   }
-}
 EOF
         start nginx nginx -c "$T/nginx.conf"
         wait_for 10 port_open 8180 || fail_start nginx nginx ;;
@@ -211,20 +220,8 @@ EOF
         start pool-2 "$B/jrpc-peer-jsonrpccpp" 8282 "$threads"
         wait_for 10 port_open 8281 || fail_start "libjson-rpc-cpp (pool, 8281)" pool-1
         wait_for 10 port_open 8282 || fail_start "libjson-rpc-cpp (pool, 8282)" pool-2
-        mkdir -p "$T/pool"
-        cat > "$T/pool.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $T/pool/pid;
-error_log $T/pool/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $T/pool/body;
+        nginx_conf pool <<EOF
   proxy_temp_path $T/pool/proxy;
-  keepalive_requests 100000000;
-  keepalive_timeout 300s;
   upstream jsonrpccpp {
     server 127.0.0.1:8281;
     server 127.0.0.1:8282;
@@ -239,7 +236,6 @@ http {
       proxy_set_header Connection "";
     }
   }
-}
 EOF
         start pool nginx -c "$T/pool.conf"
         wait_for 10 port_open 8480 || fail_start "nginx (pool)" pool ;;
