@@ -191,9 +191,12 @@ e2e_wait_for "'$JRPC' --url '$URL' --timeout-ms 500 call add '[2,3]' >'$T/call.o
 check "call through the configured broker and worker" 5 "$(cat "$T/call.out")"
 kill -TERM $WPID; wait $WPID; wrc=$?
 check "worker: exit 0 on SIGTERM" 0 "$wrc"
+# the listener appends what it receives: the process may be gone before the line is
+e2e_wait_for "[ \$(wc -l <'$T/worker.notify') -ge 2 ]" 5
 check "worker: STOPPING=1" "STOPPING=1|STATUS=draining" "$(sed -n 2p "$T/worker.notify")"
 kill -TERM $BPID; wait $BPID; brc=$?
 check "broker: exit 0 on SIGTERM" 0 "$brc"
+e2e_wait_for "[ \$(wc -l <'$T/broker.notify') -ge 2 ]" 5
 check "broker: STOPPING=1" "STOPPING=1|STATUS=draining" "$(sed -n 2p "$T/broker.notify")"
 
 # every log line one JSON object with ts, level, proc, comp, and all strings
