@@ -28,7 +28,8 @@ static int serve(const char *ep)
         if (zmq_msg_recv(&m, s, 0) < 0)
             return 1;
         int more = zmq_msg_more(&m);
-        zmq_msg_send(&m, s, more ? ZMQ_SNDMORE : 0);  /* takes the content */
+        if (zmq_msg_send(&m, s, more ? ZMQ_SNDMORE : 0) < 0)   /* else it took the content */
+            zmq_msg_close(&m);   /* a peer gone: drop the frame, keep serving */
     }
 }
 
