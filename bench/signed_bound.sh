@@ -27,10 +27,10 @@ for m in sha chacha gmac none; do
     echo "== body MAC: $m"
     JRPC_EXP_MAC=$m TCP_BROKER="env JRPC_EXP_NOCLAIM=1 $W/build/bin/jrpc-broker" \
         bash bench/signed_rate.sh "$W/build" "$conns" "$secs" "$rounds" |
-        tail -n +2 | sed 's/\btcp\b/no-claim/g; s/\bunix\b/claim/g' |
-        awk 'BEGIN { n = 0 } { print } / ratio / { a[n] = $(NF - 2); b[n] = $NF; n++ }
-             function med(v, k,   i, j, t) { for (i = 0; i < k; i++) for (j = i + 1; j < k; j++)
-                                               if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-                                           return k % 2 ? v[int(k / 2)] : (v[k / 2 - 1] + v[k / 2]) / 2 }
-             END { printf "median ratio: no-claim %.2f claim %.2f\n", med(a, n), med(b, n) }'
+        tail -n +2 | sed 's/\btcp\b/no-claim/g; s/\bunix\b/claim/g' | tee "$D/rounds"
+    python3 - "$D/rounds" <<'PY'
+import re, statistics, sys
+r = [m.groups() for m in map(re.compile(r"ratio no-claim ([\d.]+) claim ([\d.]+)").search, open(sys.argv[1])) if m]
+print("median ratio: no-claim %.2f claim %.2f" % tuple(statistics.median(float(x[i]) for x in r) for i in (0, 1)))
+PY
 done

@@ -4,7 +4,7 @@
 # worker are killed too); defines start_pair.
 
 tmp=$(mktemp -d)
-trap 'kill $wpid $bpid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'kill ${wpid:-} ${bpid:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 # start_pair ENGINE: a broker (--zmq-engine ENGINE) with its ZeroMQ front on
 # port base, its workers' on base+1 and HTTP on base+2 (logs in $tmp), and
