@@ -20,8 +20,28 @@
 #include "jrpc_metrics.h"
 
 #define NO_HANDLE UINT32_MAX
+#define PEER_BUCKETS 256   /* the client addresses holding bytes: chained */
 
 typedef struct bbatch bbatch_t;
+
+/* A connection's account (jrpc_broker.h, "what a connection has queued"). */
+struct jrpc_broker_hold {
+    size_t    bytes;          /* held by its bodies */
+    uint32_t  refs;           /* the connection (until released), and each body */
+    uint32_t  max;            /* --conn-max-queued-bytes; 0: no bound */
+    bool      waiting;        /* found full: wake once at half */
+    void    (*wake)(void *);  /* NULL once released */
+    void     *ctx;
+};
+
+/* One client address's account: exists while a body refers to it. */
+typedef struct peerq {
+    struct peerq *next;       /* its bucket's chain */
+    size_t        bytes;      /* held by its bodies */
+    uint32_t      refs;       /* bodies referring to it */
+    uint8_t       n;
+    char          addr[64];   /* the address without its port */
+} peerq_t;
 
 struct bbatch {
     jrpc_batch_t   req;          /* the parsed body and its answers */
@@ -63,6 +83,9 @@ struct bbatch {
     int            transport;    /* a jrpc_transport */
     jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
     jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */
+    jrpc_broker_hold_t *hold;    /* its connection's account (a reference), or NULL */
+    peerq_t       *pq;           /* its address's account (a reference), or NULL */
+    size_t         held;         /* bytes charged to them and the total; 0: none */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body, then trace, then peer */
 };
@@ -86,6 +109,8 @@ struct jrpc_broker {
     bbatch_t         *waiters;     /* bodies whose idempotency key another run holds */
     uv_timer_t        idem_timer;  /* asks again for them, while there are any */
     jrpc_rate_counts_t rate_counts; /* calls refused per identity (metrics) */
+    size_t            held;        /* bytes of bodies answered before their calls ended */
+    peerq_t          *peers[PEER_BUCKETS]; /* the addresses among them */
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -140,10 +165,108 @@ static void keep_key_id(char dst[JRPC_KEYS_ID_MAX], uint8_t *n, jrpc_span_t id)
     *n = (uint8_t)id.n;
 }
 
+static void hold_unref(jrpc_broker_hold_t *h)
+{
+    if (--h->refs == 0)
+        free(h);
+}
+
+/* The client address of a peer text, without its port: "ip:port",
+ * "[ip6]:port", or an address alone (the ZeroMQ front's). */
+static jrpc_span_t peer_addr(jrpc_span_t peer)
+{
+    if (peer.n > 0 && peer.p[0] == '[') {
+        const char *e = memchr(peer.p, ']', peer.n);
+        return e ? (jrpc_span_t){ peer.p + 1, (size_t)(e - peer.p - 1) } : peer;
+    }
+    const char *c = memchr(peer.p, ':', peer.n);
+    if (c && memchr(c + 1, ':', peer.n - (size_t)(c + 1 - peer.p)) == NULL)
+        return (jrpc_span_t){ peer.p, (size_t)(c - peer.p) };
+    return peer;
+}
+
+static peerq_t **peer_bucket(jrpc_broker_t *b, const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return &b->peers[h % PEER_BUCKETS];
+}
+
+/* The account of the address of peer, with one more reference; NULL when
+ * there is no address or no memory. */
+static peerq_t *peer_ref(jrpc_broker_t *b, jrpc_span_t peer)
+{
+    jrpc_span_t a = peer_addr(peer);
+    if (a.n == 0 || a.n > sizeof ((peerq_t *)0)->addr)
+        return NULL;
+    peerq_t **pp = peer_bucket(b, a.p, a.n);
+    for (peerq_t *q = *pp; q; q = q->next)
+        if (q->n == a.n && memcmp(q->addr, a.p, a.n) == 0) {
+            q->refs++;
+            return q;
+        }
+    peerq_t *q = calloc(1, sizeof *q);
+    if (q == NULL)
+        return NULL;
+    memcpy(q->addr, a.p, a.n);
+    q->n = (uint8_t)a.n;
+    q->refs = 1;
+    q->next = *pp;
+    *pp = q;
+    return q;
+}
+
+static void peer_unref(jrpc_broker_t *b, peerq_t *q)
+{
+    if (--q->refs > 0)
+        return;
+    for (peerq_t **qq = peer_bucket(b, q->addr, q->n); *qq; qq = &(*qq)->next)
+        if (*qq == q) {
+            *qq = q->next;
+            free(q);
+            return;
+        }
+}
+
+/* x was answered while calls of it are still out: what it holds counts
+ * against its connection, its address and the total until it is freed. */
+static void hold_charge(jrpc_broker_t *b, bbatch_t *x)
+{
+    size_t n = sizeof *x + x->len;
+    for (const jrpc_arena_chunk_t *c = x->req.arena.head; c; c = c->next)
+        n += sizeof *c + c->size;
+    x->held = n;
+    b->held += n;
+    jrpc_metrics.queued_bytes = b->held;
+    if (x->hold)
+        x->hold->bytes += n;
+    if (x->pq)
+        x->pq->bytes += n;
+}
+
 static void batch_free(bbatch_t *x)
 {
+    jrpc_broker_t *b = x->broker;
+    jrpc_broker_hold_t *h = x->hold;
+    size_t held = x->held;
+    b->held -= held;
+    jrpc_metrics.queued_bytes = b->held;
+    if (x->pq) {
+        x->pq->bytes -= held;
+        peer_unref(b, x->pq);
+    }
     jrpc_batch_dispose(&x->req);
     free(x);
+    if (h == NULL)
+        return;
+    h->bytes -= held;
+    /* The connection reads again (it may submit: as from a reply function). */
+    if (h->waiting && h->bytes <= h->max / 2 && h->wake) {
+        h->waiting = false;
+        h->wake(h->ctx);
+    }
+    hold_unref(h);
 }
 
 
@@ -272,6 +395,8 @@ static void settle(jrpc_broker_t *b, bbatch_t *x)
         return;
     if (!x->replied && x->unanswered == 0)
         reply(b, x);
+    if (x->replied && x->outstanding > 0 && x->held == 0)
+        hold_charge(b, x);
     if (x->replied && x->outstanding == 0) {
         if (x->listed) {
             bool was_head = b->head == x;
@@ -880,6 +1005,13 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     return false;
 }
 
+/* Whether everything held, or what x's address holds, is at its bound. */
+static bool queue_full(const jrpc_broker_t *b, const bbatch_t *x)
+{
+    uint32_t all = b->opts.max_queued_bytes, one = b->opts.peer_max_queued_bytes;
+    return (all && b->held >= all) || (one && x->pq && x->pq->bytes >= one);
+}
+
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrpc_admit_t *ad,
                        jrpc_reply_fn fn, void *ctx, jrpc_body_t **handle)
 {
@@ -930,8 +1062,16 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         batch_free(x);
         return -ENOMEM;
     }
-    for (uint32_t i = 0; i < x->req.ncalls; i++)
+    bool notes = false;   /* it may be answered before its calls end: it may be held */
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
         x->handles[i] = NO_HANDLE;
+        notes |= x->req.calls[i].notification;
+    }
+    if (notes && ad) {
+        if ((x->hold = ad->hold) != NULL)
+            x->hold->refs++;
+        x->pq = peer_ref(b, ad->peer);
+    }
     jrpc_metrics.bodies_in++;
     b->open++;
     x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
@@ -945,7 +1085,12 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->deadline = uv_now(b->loop) + timeout_ms;
     char fp[JRPC_SIGN_HEX_LEN + 1];
     bool ok;
-    if (x->idem.n && !idem_key_ok(x->idem)) {
+    if (notes && queue_full(b, x)) {
+        jrpc_metrics.queue_refused++;
+        refuse(b, x, NULL, NULL, NULL, -EBUSY,
+               "\"too many notification bytes queued, retry later\"");
+        ok = false;
+    } else if (x->idem.n && !idem_key_ok(x->idem)) {
         refuse(b, x, NULL, NULL, NULL, -EINVAL,
                "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
                "without spaces\"}");
@@ -986,6 +1131,43 @@ void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *x)
         wait_del(b, x);
     withdraw(b, x, 0);
     settle(b, x);
+}
+
+/* ---- what a connection has queued ---- */
+
+jrpc_broker_hold_t *jrpc_broker_hold_new(jrpc_broker_t *b, void (*wake)(void *ctx), void *ctx)
+{
+    jrpc_broker_hold_t *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->refs = 1;
+    h->max = b->opts.conn_max_queued_bytes;
+    h->wake = wake;
+    h->ctx = ctx;
+    return h;
+}
+
+void jrpc_broker_hold_release(jrpc_broker_hold_t **h_p)
+{
+    jrpc_broker_hold_t *h = *h_p;
+    if (h == NULL)
+        return;
+    *h_p = NULL;
+    h->wake = NULL;
+    hold_unref(h);
+}
+
+bool jrpc_broker_hold_full(jrpc_broker_hold_t *h)
+{
+    if (h == NULL || h->max == 0 || h->bytes < h->max)
+        return false;
+    if (!h->waiting) {
+        h->waiting = true;
+        jrpc_metrics.queue_pushbacks++;
+        JRPC_LOG(JRPC_LOG_DEBUG, "broker", "event=queue_pushback bytes=%zu limit=%u", h->bytes,
+                 h->max);
+    }
+    return true;
 }
 
 /* ---- connections: jrpc_broker_authenticate ---- */

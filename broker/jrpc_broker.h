@@ -26,6 +26,7 @@
 
 typedef struct jrpc_broker jrpc_broker_t;
 typedef struct bbatch jrpc_body_t;   /* one submitted body, until its reply */
+typedef struct jrpc_broker_hold jrpc_broker_hold_t; /* what one connection has queued */
 
 typedef struct jrpc_broker_opts {
     jrpc_limits_t       limits;      /* what a body may contain */
@@ -46,6 +47,15 @@ typedef struct jrpc_broker_opts {
                                         idempotency key (--idempotency-ttl) */
     bool                early_dispatch; /* a signed body of idempotent methods runs while
                                         its nonce is claimed (--early-dispatch) */
+    uint32_t            max_queued_bytes; /* bytes held for bodies answered before their
+                                        calls ended, all clients; past it a body with a
+                                        notification is refused busy (--max-queued-bytes);
+                                        0: no bound */
+    uint32_t            peer_max_queued_bytes; /* ... of one client address: the same
+                                        (--peer-max-queued-bytes); 0: no bound */
+    uint32_t            conn_max_queued_bytes; /* ... of one connection: its front stops
+                                        reading it (jrpc_broker_hold_full,
+                                        --conn-max-queued-bytes); 0: no bound */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */
@@ -84,6 +94,8 @@ typedef struct jrpc_admit {
                                     1 to 255 bytes of printable ASCII, else the body is
                                     refused -32600. A front that sets it must not ask for
                                     streamed answers (a kept reply is one reply) */
+    jrpc_broker_hold_t *hold;    /* the connection's account of what it has queued
+                                    (jrpc_broker_hold_new); NULL: none (ZeroMQ) */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -141,6 +153,31 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,
  * calls are cancelled at the workers (late answers are dropped and counted)
  * and fn will never be called. Only valid before fn has been called. */
 void jrpc_broker_cancel(jrpc_broker_t *b, jrpc_body_t *handle);
+
+/* ---- what a connection has queued (docs/ARCHITECTURE.md, "Queued bytes") ----
+ *
+ * A body answered before its calls have ended (its notifications: 204,
+ * 202, nothing on a WebSocket) is out of the front's per-connection bounds
+ * (the pipeline, --ws-max-inflight) while the broker still holds it. From
+ * its answer until it is freed (each call answered by a worker, withdrawn
+ * at its deadline, or refused) its bytes (the body and its arena) count
+ * against its connection's hold, its client address and a total. A front
+ * asks jrpc_broker_hold_full() before reading more of a connection. */
+
+/* A hold for one connection: wake(ctx) is called (from inside the broker,
+ * like a reply function: it may submit) when the hold was found full and
+ * its bytes have dropped to half the bound or less. NULL when out of
+ * memory (the connection then has no per-connection bound). */
+jrpc_broker_hold_t *jrpc_broker_hold_new(jrpc_broker_t *b, void (*wake)(void *ctx), void *ctx);
+
+/* The connection is gone: wake is never called again; the hold is freed
+ * once no body holds it. NULL-safe; sets *h_p = NULL. */
+void jrpc_broker_hold_release(jrpc_broker_hold_t **h_p);
+
+/* Whether the connection has --conn-max-queued-bytes or more held: then
+ * its front reads no more of it until wake() (counted as a pushback in
+ * jrpc_queue_pushbacks_total once per full). false for NULL. */
+bool jrpc_broker_hold_full(jrpc_broker_hold_t *h);
 
 /* Authenticating a connection instead of a body (a WebSocket upgrade:
  * docs/SIGNING.md, "WebSocket"). */

@@ -103,7 +103,9 @@ struct conn {
     bool            writing;   /* a uv_write is in flight */
     bool            feeding;   /* inside feed(): do not re-enter */
     bool            no_more;   /* parse nothing more (closing after an answer) */
-    bool            bp;        /* stopped reading: too many requests outstanding */
+    bool            bp;        /* stopped reading: too many requests outstanding, or
+                                  too many bytes queued (hold) */
+    jrpc_broker_hold_t *hold;  /* what its answered bodies still hold in the broker */
     bool            closing;   /* front paused: close after the last answer */
     bool            finishing; /* FIN sent, lingering */
     bool            closed;    /* uv_close called */
@@ -367,12 +369,20 @@ static size_t out_behind(const conn_t *c)
  * reads meets the write-stall deadline). */
 static bool pipeline_full(const conn_t *c)
 {
-    return c->nreq >= PIPELINE_MAX || out_behind(c) > OUT_MAX;
+    return c->nreq >= PIPELINE_MAX || out_behind(c) > OUT_MAX || jrpc_broker_hold_full(c->hold);
 }
 
 static bool pipeline_low(const conn_t *c)
 {
-    return c->nreq <= PIPELINE_LOW && out_behind(c) <= OUT_LOW;
+    return c->nreq <= PIPELINE_LOW && out_behind(c) <= OUT_LOW && !jrpc_broker_hold_full(c->hold);
+}
+
+/* The broker let go of enough of what c's bodies held (jrpc_broker_hold_new). */
+static void on_hold_wake(void *ctx)
+{
+    conn_t *c = ctx;
+    if (c->bp && !c->feeding && !c->closed && pipeline_low(c))
+        feed_pending(c);
 }
 
 /* An HTTP-level answer with a JSON-RPC error body (id null). */
@@ -906,6 +916,7 @@ static void conn_close(conn_t *c)
             jrpc_broker_cancel(f->broker, r->handle);
         rec_free(f, r);
     }
+    jrpc_broker_hold_release(&c->hold);
     /* A WebSocket's bodies in flight are cancelled with its session. */
     jrpc_front_ws_destroy(&c->ws);
     if (c->auth) {
@@ -1653,6 +1664,7 @@ static void message_done(conn_t *c)
         .answer = r->stream ? on_answer : NULL,
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
+        .hold = c->hold,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);
@@ -2138,6 +2150,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     peer_name(c);
+    c->hold = jrpc_broker_hold_new(f->broker, on_hold_wake, c);
     if (f->opts.tls && (c->tls = jrpc_tls_new(f->opts.tls)) == NULL) {
         conn_close(c);
         return;

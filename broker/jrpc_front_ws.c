@@ -173,6 +173,7 @@ struct jrpc_front_ws {
     wsbody_t            *bodies;    /* submitted, not ended */
     uint32_t             nbodies;
     uint32_t             inflight;  /* calls in flight, across the bodies */
+    jrpc_broker_hold_t  *hold;      /* what its answered bodies still hold in the broker */
     jrpc_buf_t           pend;      /* messages waiting for room: u32 length, bytes, ... */
     size_t               pend_off;  /* the first of them */
     uint32_t             npend;
@@ -197,7 +198,14 @@ static void arm(jrpc_front_ws_t *s, uint64_t at);
 
 static bool fits(const jrpc_front_ws_t *s, uint32_t k)
 {
-    return s->inflight == 0 || (uint64_t)s->inflight + k <= s->o.max_inflight;
+    return (s->inflight == 0 || (uint64_t)s->inflight + k <= s->o.max_inflight) &&
+           !jrpc_broker_hold_full(s->hold);
+}
+
+/* The broker let go of enough of what our bodies held: start what waits. */
+static void on_hold_wake(void *ctx)
+{
+    pump(ctx);
 }
 
 static bool idle(const jrpc_front_ws_t *s)
@@ -345,6 +353,7 @@ static void submit(jrpc_front_ws_t *s, const char *p, size_t n, uint32_t k)
         .peer = { s->peer, s->peer_len },
         .answer = s->o.stream ? on_answer : NULL,
         .key_id = { s->key_id, s->key_id_len },
+        .hold = s->hold,
     };
     /* on_end may run before this returns (and free w): w is not used after. */
     if (jrpc_broker_submit(s->broker, p, n, &ad, on_end, w, &w->handle) < 0) {
@@ -499,9 +508,11 @@ jrpc_front_ws_t *jrpc_front_ws_new(uv_loop_t *loop, jrpc_broker_t *broker,
     }
     s->o.key_id = (jrpc_span_t){ NULL, 0 };   /* the caller's: not kept */
     jrpc_buf_init(&s->pend);
+    s->hold = jrpc_broker_hold_new(broker, on_hold_wake, s);
     jrpc_ws_opts_t wo = { .max_msg = opts->max_msg };
     jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write };
     if ((s->ws = jrpc_ws_new(&wo, &cbs, s)) == NULL) {
+        jrpc_broker_hold_release(&s->hold);
         free(s);
         return NULL;
     }
@@ -557,6 +568,7 @@ void jrpc_front_ws_destroy(jrpc_front_ws_t **self_p)
         return;
     *self_p = NULL;
     over_done(s, false);
+    jrpc_broker_hold_release(&s->hold);
     s->gone = true;
     jrpc_buf_dispose(&s->pend);
     jrpc_ws_destroy(&s->ws);

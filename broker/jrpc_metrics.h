@@ -91,6 +91,10 @@ typedef struct jrpc_metrics {
     jrpc_hist_t redis_rtt;                  /* jrpc_redis_rtt_seconds */
     int64_t     http_connections;           /* open HTTP connections (WebSockets included) */
     int64_t     ws_connections;             /* of those, switched to WebSocket */
+    uint64_t    queued_bytes;               /* bytes held for bodies answered before their
+                                               calls ended (jrpc_broker: queued bytes) */
+    uint64_t    queue_pushbacks;            /* connections stopped for their queued bytes */
+    uint64_t    queue_refused;              /* bodies refused busy for queued bytes */
     uint64_t    ws_closes[JRPC_METRICS_WS_CODES]; /* close frames sent, by code */
     uint64_t    tls_handshakes;             /* TLS handshakes completed on the HTTP listener */
     uint64_t    tls_failed;                 /* TLS sessions that failed (handshake or record) */

@@ -532,6 +532,18 @@ int main(int argc, char **argv)
         { "max-queue", U, "N", "100000", "calls waiting for worker credit before -32000",
           .dest = &o.workers.max_queue, .min = 0, .max = 100000000 },
         { "max-open", U, "N", "10000", "bodies waiting for answers before -32000", .dest = &o.max_open, .min = 1, .max = 100000000 },
+        { "max-queued-bytes", U, "BYTES", "67108864", "bytes held for bodies answered before their\n"
+          "calls ended (notifications), all clients; past it a\n"
+          "body with a notification is refused 503 / -32000; 0: none",
+          .dest = &o.max_queued_bytes, .min = 0, .max = 1u << 31 },
+        { "peer-max-queued-bytes", U, "BYTES", "16777216", "the same, of one client address; past it\n"
+          "that address's bodies with a notification are refused\n"
+          "503 / -32000; 0: none",
+          .dest = &o.peer_max_queued_bytes, .min = 0, .max = 1u << 31 },
+        { "conn-max-queued-bytes", U, "BYTES", "8388608", "the same, of one HTTP connection or\n"
+          "WebSocket; past it the broker stops reading it until\n"
+          "half is let go (TCP pushes back); 0: none",
+          .dest = &o.conn_max_queued_bytes, .min = 0, .max = 1u << 31 },
         { "keys", S, "FILE", NULL, "signing keys: '<key id> <secret> [method-glob ...]' per line\n"
           "(or bearer keys: '<key id> bearer-sha256:<hex> [method-glob ...]');\n"
           "every body must then be signed or carry a bearer token\n"
