@@ -709,6 +709,71 @@ static void test_ready_and_metrics(void **state)
     assert_true(empty);
 }
 
+static unsigned woken;
+static void on_wake(void *ctx) { (void)ctx; woken++; }
+static bool nothing_held(void) { return G.b->held == 0 && G.b->open == 0; }
+
+static int submit_from(const char *body, const char *peer, jrpc_broker_hold_t *h)
+{
+    jrpc_admit_t ad = { .timeout_ms = 200, .transport = JRPC_TRANSPORT_HTTP,
+                        .peer = { peer, strlen(peer) }, .hold = h };
+    G.handle = NULL;
+    return jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, &G.handle);
+}
+
+/* Notifications are answered before their calls end: what they hold counts
+ * against their connection (full: the front stops reading), their address
+ * and everyone (past those: busy) until freed; requests never (issue 36). */
+static void test_queued_bytes(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();   /* the calls go to it, and it never answers */
+    G.b->opts.conn_max_queued_bytes = 1;
+    G.b->opts.peer_max_queued_bytes = 1;
+    jrpc_broker_hold_t *h = jrpc_broker_hold_new(G.b, on_wake, NULL);
+    assert_non_null(h);
+    uint64_t pushbacks = jrpc_metrics.queue_pushbacks, refused = jrpc_metrics.queue_refused;
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"slow\"}";
+    assert_false(jrpc_broker_hold_full(h));
+    assert_int_equal(submit_from(note, "10.0.0.1:1000", h), 0);
+    assert_int_equal(G.replies, 1);   /* answered at once, nothing to say */
+    assert_int_equal(G.len, 0);
+    assert_true(G.b->held > strlen(note));
+    assert_int_equal(h->bytes, G.b->held);
+    assert_int_equal(jrpc_metrics.queued_bytes, G.b->held);
+    assert_true(jrpc_broker_hold_full(h));
+    assert_true(jrpc_broker_hold_full(h));
+    assert_int_equal(jrpc_metrics.queue_pushbacks, pushbacks + 1);   /* once per full */
+    /* The same address from another port: past its bound, refused busy. */
+    assert_int_equal(submit_from(note, "10.0.0.1:2000", NULL), 0);
+    assert_int_equal(G.replies, 2);
+    assert_int_equal(G.out.cls, JRPC_BODY_BUSY);
+    assert_int_equal(jrpc_metrics.queue_refused, refused + 1);
+    /* A request is not refused for it (nor answered yet: the worker has it). */
+    assert_int_equal(submit_from("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}",
+                                 "10.0.0.1:2000", NULL), 0);
+    assert_int_equal(G.replies, 2);
+    /* Another address is within its own bound, until the total is reached. */
+    G.b->opts.max_queued_bytes = (uint32_t)G.b->held + 1;
+    assert_int_equal(submit_from(note, "[::1]:3000", NULL), 0);
+    assert_int_equal(G.replies, 3);
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
+    assert_int_equal(submit_from(note, "10.0.0.9", NULL), 0);
+    assert_int_equal(G.out.cls, JRPC_BODY_BUSY);
+    assert_int_equal(jrpc_metrics.queue_refused, refused + 2);
+    /* At the deadline all is let go; the full connection is woken once. */
+    assert_true(pump_until(nothing_held));
+    assert_int_equal(woken, 1);
+    assert_int_equal(h->bytes, 0);
+    assert_false(jrpc_broker_hold_full(h));
+    assert_int_equal(jrpc_metrics.queued_bytes, 0);
+    for (int i = 0; i < PEER_BUCKETS; i++)
+        assert_null(G.b->peers[i]);
+    jrpc_broker_hold_release(&h);
+    assert_null(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +789,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_streamed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_whole_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_bytes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
