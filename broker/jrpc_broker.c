@@ -175,7 +175,9 @@ static void hold_unref(jrpc_broker_hold_t *h)
  * "[ip6]:port", or an address alone (the ZeroMQ front's). */
 static jrpc_span_t peer_addr(jrpc_span_t peer)
 {
-    if (peer.n > 0 && peer.p[0] == '[') {
+    if (peer.n == 0)
+        return peer;
+    if (peer.p[0] == '[') {
         const char *e = memchr(peer.p, ']', peer.n);
         return e ? (jrpc_span_t){ peer.p + 1, (size_t)(e - peer.p - 1) } : peer;
     }

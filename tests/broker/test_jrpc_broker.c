@@ -47,7 +47,8 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     G.replies++;
     G.out = out;
     assert_true(len < sizeof G.text);
-    memcpy(G.text, reply, len);
+    if (len)   /* (an empty reply may be NULL) */
+        memcpy(G.text, reply, len);
     G.text[len] = '\0';
     G.len = len;
     /* A body the broker kept: its calls' outcomes, read as data. */
@@ -717,8 +718,9 @@ static int submit_from(const char *body, const char *peer, jrpc_broker_hold_t *h
 {
     jrpc_admit_t ad = { .timeout_ms = 200, .transport = JRPC_TRANSPORT_HTTP,
                         .peer = { peer, strlen(peer) }, .hold = h };
-    G.handle = NULL;
-    return jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, &G.handle);
+    int rc = jrpc_broker_submit(G.b, body, strlen(body), &ad, on_reply, NULL, NULL);
+    G.handle = NULL;   /* on_reply reads no body's outcomes here */
+    return rc;
 }
 
 /* Notifications are answered before their calls end: what they hold counts
