@@ -23,11 +23,16 @@
  * this many replies queued for it; the next is dropped (docs/RELIABILITY.md). */
 #define CLIENT_HWM  1000
 #define DROP_LOG_MS 1000 /* at most one warn line per second about dropped replies */
-/* libzmq's ZMQ_MAXMSGSIZE (per frame) is set to this many times --max-body:
- * a body up to that is read and answered -32600 "body larger than N bytes"
- * (as HTTP answers 413); beyond it libzmq cuts the connection without a word
- * (docs/ARCHITECTURE.md, "Oversized bodies over ZeroMQ"). */
+/* A body above --max-body is answered -32600 "body larger than N bytes" (as
+ * HTTP answers 413). The native engine skips its bytes as they arrive
+ * (skip_oversized), so that holds at any size. libzmq reads a frame whole:
+ * its ZMQ_MAXMSGSIZE is set to this many times --max-body, and beyond it
+ * libzmq cuts the connection without a word (docs/ARCHITECTURE.md,
+ * "Oversized bodies over ZeroMQ"). */
 #define OVERSIZE_FACTOR 2
+/* The native engine buffers a frame up to this or --max-body, whichever is
+ * larger, so that a header frame (signature, nonce, trace) always fits. */
+#define FRAME_KEEP_MIN  (64u << 10)
 /* The native engine: a peer that has not sent its greeting and READY this
  * long after connecting is closed (libzmq's ZMQ_HANDSHAKE_IVL is 30 s). */
 #define HANDSHAKE_MS 5000
@@ -171,7 +176,8 @@ static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bo
     if (left == 2) {
         jrpc_header_t h;
         msgpack_zone_clear(&f->zone);
-        if (jrpc_header_decode(frames[k].p, frames[k].n, &f->zone, &h) < 0) {
+        if (frames[k].p == NULL ||   /* skipped by the native engine: above --max-body */
+            jrpc_header_decode(frames[k].p, frames[k].n, &f->zone, &h) < 0) {
             reply_error(f, r, JRPC_INVALID_REQUEST, "malformed header frame");
             route_free(r);
             return;
@@ -190,7 +196,7 @@ static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bo
     }
     if (peer)   /* an IP, no port */
         ad.peer = (jrpc_span_t){ peer, strlen(peer) };
-    if (frames[k].n > f->max_body) {
+    if (frames[k].n > f->max_body) {   /* p is NULL when the native engine skipped it */
         char why[64];
         snprintf(why, sizeof why, "body larger than %zu bytes", f->max_body);
         f->oversized++;
@@ -312,7 +318,9 @@ jrpc_front_zmq_t *jrpc_front_zmq_new(uv_loop_t *loop, void *zmq_ctx, jrpc_broker
         why = "transport";
     if (why == NULL) {
         jrpc_zmtp_opts_t zo = { .endpoint = endpoint,
-                                .max_frame = (uint64_t)opts->max_body * OVERSIZE_FACTOR,
+                                .max_frame = opts->max_body > FRAME_KEEP_MIN
+                                                 ? opts->max_body : FRAME_KEEP_MIN,
+                                .skip_oversized = true,
                                 .hwm = CLIENT_HWM, .handshake_ms = HANDSHAKE_MS };
         if (jrpc_zmtp_new(loop, &zo, on_zmtp_message, f, &f->zmtp) < 0)
             goto fail;
