@@ -1,4 +1,4 @@
-/* Unit tests of the broker core (broker/jrpc_broker.c, compiled in to read
+/* Unit tests of the broker core (broker/core/jrpc_broker.c, compiled in to read
  * a body's call outcomes while its reply is delivered): outcomes as data,
  * refusals through the reply callback, deadlines, partial batches, cancel,
  * readiness and the counters.
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <zmq.h>
 
-#include "../../broker/jrpc_broker.c"
-#include "broker_env.h"
+#include "../../../broker/core/jrpc_broker.c"
+#include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -117,7 +117,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#include "fake_worker.h"
+#include "../fake_worker.h"
 
 static bool ready_but_redis(void) { return jrpc_broker_ready(G.b, "add", NULL) == JRPC_BROKER_EREDIS; }
 

@@ -24,8 +24,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "../../broker/jrpc_broker.c"
-#include "broker_env.h"
+#include "../../../broker/core/jrpc_broker.c"
+#include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -84,7 +84,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
 
 /* ---- redis-server ---- */
 
-#include "free_port.h"
+#include "../free_port.h"
 
 static void redis_start(void)
 {
@@ -115,7 +115,7 @@ static void redis_stop(void)
 
 /* ---- the loop and the worker ---- */
 
-#include "fake_worker.h"
+#include "../fake_worker.h"
 
 /* Turns the loop for about ms milliseconds. */
 static void pump_for(int ms)

@@ -1,4 +1,4 @@
-/* Unit tests of GCRA and the local budget (broker/jrpc_rate.c): exact
+/* Unit tests of GCRA and the local budget (broker/guard/jrpc_rate.c): exact
  * admissions at a steady rate, the burst, no double burst across any
  * "window edge", a batch over the burst refused whole, costs, and the
  * local budget's share and cells. */
