@@ -932,6 +932,12 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     }
     for (uint32_t i = 0; i < x->req.ncalls; i++)
         x->handles[i] = NO_HANDLE;
+    /* A body the parser refused whole (-32700, -32600) is answered whole,
+     * never streamed: its one error object is the spec's answer, which a
+     * stream of one answer at position 0 could not be told from (a batch
+     * of one, [1]: an array of one). docs/STREAMING.md. */
+    if (x->req.body_code)
+        x->answer = NULL;
     jrpc_metrics.bodies_in++;
     b->open++;
     x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;

@@ -57,8 +57,8 @@ enum jrpc_transport {
 
 /* Streamed mode: receives one answer of a body as soon as it is in. pos is
  * the request's position in the body (0-based, notifications counted: the
- * index of its element in the batch array; 0 for a single request or a
- * whole-body error); json is the finished response object, the same bytes
+ * index of its element in the batch array; 0 for a single request); json
+ * is the finished response object, the same bytes
  * it has in the unstreamed array, valid during the call. Never called for
  * a notification. It must not call back into the broker. */
 typedef void (*jrpc_answer_fn)(void *ctx, uint32_t pos, const char *json, size_t len);
@@ -120,17 +120,18 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * With opts.access_log, one line event=access is logged per body: when it
  * is answered, refused (also busy), or cancelled.
  * Streamed mode (admit->answer set): once the body is admitted, its calls
- * already answered by the parser (invalid members, a whole-body -32700 or
- * -32600 as position 0, ACL refusals, methods no worker serves) go to
- * answer() first, then each worker's answer or deadline error as it is in;
- * then fn is called once, the end event, with out as for a whole reply
- * (ok or invalid) and the text {"answered":N,"timed_out":M}: N response
- * objects sent, M of them -32003 because the deadline passed (the same
- * numbers as data in out.answered and out.timed_out, which an unstreamed
- * reply carries too). A body
- * refused whole (busy, unauthorized, replayed, unavailable) gets no
- * answer() and fn as in the unstreamed mode, its error object, so a front
- * can still choose a status. A cancelled body gets no more answers.
+ * already answered by the parser (invalid members, reserved names, ACL
+ * refusals, methods no worker serves) go to answer() first, then each
+ * worker's answer or deadline error as it is in; then fn is called once,
+ * the end event, always with out.cls ok and the text
+ * {"answered":N,"timed_out":M}: N response objects sent, M of them -32003
+ * because the deadline passed (the same numbers as data in out.answered
+ * and out.timed_out, which an unstreamed reply carries too). A body
+ * refused whole (invalid: the parser's -32700 or -32600 for the body
+ * itself; busy, unauthorized, replayed, unavailable, ...) gets no answer()
+ * and fn as in the unstreamed mode, its error object: any class but ok
+ * means that, so a front can still choose a status and answer unstreamed.
+ * A cancelled body gets no more answers.
  * Returns 0, or -ENOMEM: then fn is not called and the caller answers on
  * its own. */
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,

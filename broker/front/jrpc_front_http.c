@@ -808,15 +808,15 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
-    if (r->stream == S_MCP && !r->s_started && out.cls <= JRPC_BODY_INVALID)
+    if (r->stream == S_MCP && !r->s_started && out.cls == JRPC_BODY_OK)
         len = 0;   /* a notification, no answer: MCP's 202, not an empty stream */
-    else if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
+    else if (r->stream && out.cls == JRPC_BODY_OK) {   /* the end of a streamed body */
         if (stream_end(c, r, out, reply, len) < 0)
             c->broken = true;
         mark_dirty(c);
         return;
     }
-    r->stream = S_NONE;   /* refused whole, before any answer: a plain JSON answer */
+    r->stream = S_NONE;   /* refused whole (invalid too), before any answer: plain JSON */
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     r->replayed = out.replayed;

@@ -458,20 +458,38 @@ static void test_streamed(void **state)
     assert_int_equal(strlen(G.whole), sum);
 }
 
-/* Streamed mode, bodies with no worker call: a whole-body error is answer 0
- * then the end (invalid, its code); only notifications: just the end;
+/* Streamed mode, bodies with no worker call: a body the parser refused
+ * whole (not JSON, []) is not streamed: no answer, its error object through
+ * fn as unstreamed (invalid, its code), while a batch of one invalid member
+ * ([1]) is answer 0 then the end (ok); only notifications: just the end;
  * refused busy: no answer, the error object through fn as unstreamed. */
 static void test_streamed_whole_body(void **state)
 {
     (void)state;
     G.b = broker_make(1, NULL);
     assert_int_equal(submit_streamed("[1,", 0), 0);
-    assert_int_equal(A.n, 1);
-    assert_int_equal(A.pos[0], 0);
-    assert_non_null(strstr(A.json[0], "\"code\":-32700"));
+    assert_int_equal(A.n, 0);
     assert_int_equal(G.replies, 1);
     assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
     assert_int_equal(G.out.code, JRPC_PARSE_ERROR);
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                                "\"message\":\"Parse error\"},\"id\":null}");
+    G.replies = 0;
+    assert_int_equal(submit_streamed("[]", 0), 0);
+    assert_int_equal(A.n, 0);
+    assert_int_equal(G.replies, 1);
+    assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+    assert_int_equal(G.out.code, JRPC_INVALID_REQUEST);
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                                "\"message\":\"Invalid Request\"},\"id\":null}");
+    G.replies = 0;
+    assert_int_equal(submit_streamed("[1]", 0), 0);
+    assert_int_equal(A.n, 1);
+    assert_int_equal(A.pos[0], 0);
+    assert_string_equal(A.json[0], "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                                   "\"message\":\"Invalid Request\"},\"id\":null}");
+    assert_int_equal(G.replies, 1);
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
     assert_string_equal(G.text, "{\"answered\":1,\"timed_out\":0}");
 
     worker_ready();
