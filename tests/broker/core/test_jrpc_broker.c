@@ -467,21 +467,21 @@ static void test_streamed_whole_body(void **state)
 {
     (void)state;
     G.b = broker_make(1, NULL);
-    assert_int_equal(submit_streamed("[1,", 0), 0);
-    assert_int_equal(A.n, 0);
-    assert_int_equal(G.replies, 1);
-    assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
-    assert_int_equal(G.out.code, JRPC_PARSE_ERROR);
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
-                                "\"message\":\"Parse error\"},\"id\":null}");
-    G.replies = 0;
-    assert_int_equal(submit_streamed("[]", 0), 0);
-    assert_int_equal(A.n, 0);
-    assert_int_equal(G.replies, 1);
-    assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
-    assert_int_equal(G.out.code, JRPC_INVALID_REQUEST);
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
-                                "\"message\":\"Invalid Request\"},\"id\":null}");
+    static const struct { const char *body; int code; const char *reply; } whole[] = {
+        { "[1,", JRPC_PARSE_ERROR, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                                   "\"message\":\"Parse error\"},\"id\":null}" },
+        { "[]", JRPC_INVALID_REQUEST, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                                      "\"message\":\"Invalid Request\"},\"id\":null}" },
+    };
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
+        G.replies = 0;
+        assert_int_equal(submit_streamed(whole[k].body, 0), 0);
+        assert_int_equal(A.n, 0);
+        assert_int_equal(G.replies, 1);
+        assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+        assert_int_equal(G.out.code, whole[k].code);
+        assert_string_equal(G.text, whole[k].reply);
+    }
     G.replies = 0;
     assert_int_equal(submit_streamed("[1]", 0), 0);
     assert_int_equal(A.n, 1);
