@@ -474,8 +474,7 @@ static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
 
 static void on_idem(void *arg, int rc, const char *reply, size_t n);
 
-/* 1 to 255 bytes of printable ASCII, no space. */
-static bool idem_key_ok(jrpc_span_t k)
+bool jrpc_broker_idem_key_ok(jrpc_span_t k)
 {
     if (k.n == 0 || k.n > 255)
         return false;
@@ -945,7 +944,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->deadline = uv_now(b->loop) + timeout_ms;
     char fp[JRPC_SIGN_HEX_LEN + 1];
     bool ok;
-    if (x->idem.n && !idem_key_ok(x->idem)) {
+    if (x->idem.n && !jrpc_broker_idem_key_ok(x->idem)) {
         refuse(b, x, NULL, NULL, NULL, -EINVAL,
                "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
                "without spaces\"}");

@@ -103,6 +103,12 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
  * reported an empty broker. */
 void jrpc_broker_destroy(jrpc_broker_t **self_p);
 
+/* Whether k is an idempotency key the broker takes: 1 to 255 bytes of
+ * printable ASCII without spaces (docs/SIGNING.md "Idempotency keys"); an
+ * empty one is not "no key". Pure: the HTTP front checks the header with it
+ * (400), jrpc_broker_submit checks ad->idem_key with it. */
+bool jrpc_broker_idem_key_ok(jrpc_span_t k);
+
 /* Takes one request body (copied; the caller keeps its buffer). With keys,
  * admission runs: the body is parsed (limits), then the signature checks
  * (jrpc_auth_check: unauthorized on failure), then the nonce is claimed in

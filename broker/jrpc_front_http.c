@@ -1546,6 +1546,9 @@ static void headers_done(conn_t *c)
     } else if (!timeout_of(h, &c->timeout_ms)) {
         status = 400;
         why = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
+    } else if (idem_value(h).p != NULL && !jrpc_broker_idem_key_ok(idem_value(h))) {
+        status = 400;   /* "" is no "no key": the body would run twice */
+        why = "Idempotency-Key must be 1 to 255 characters of printable ASCII without spaces";
     } else if (c->mcp && !mcp_accept_ok(h)) {
         status = 406;
         why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";

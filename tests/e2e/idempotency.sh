@@ -103,4 +103,17 @@ out=$(post k9 "$B1")
 check "Redis down: 503 -32006, not run" "503 -32006" \
     "$(echo "$out" | grep -o '^503\|-32006' | tr '\n' ' ' | sed 's/ $//')"
 check "... a body without a key still runs" 12 "$(count)"
+# An empty key is no "no key" (issue 36: it ran the body twice): 400, -32600,
+# id null, and nothing runs; also the header without a value.
+for k in '""' ''; do
+    if [ -n "$k" ]; then
+        out=$(post "$k" "$B1")
+    else   # curl: 'NAME;' sends the header with no value
+        out="$(curl -s -o "$E2E_TMP/b" -w '%{http_code}' -H 'Content-Type: application/json' \
+               -H 'Idempotency-Key;' --data-binary "$B1" "$HTTP_URL/rpc") $(cat "$E2E_TMP/b")"
+    fi
+    check "Idempotency-Key: '$k': 400 -32600, id null, says why" "400 -32600 null yes" \
+        "${out%% *} $(echo "${out#* }" | python3 -c 'import json,sys; e=json.load(sys.stdin); print(e["error"]["code"], json.dumps(e["id"]), "yes" if "Idempotency-Key must be" in str(e["error"]) else e)')"
+done
+check "... nothing ran (the next count is 13)" 13 "$(count)"
 e2e_finish
