@@ -43,6 +43,7 @@ struct bbatch {
     bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
     bool           early;        /* its calls went out while its nonce was claimed (all
                                     idempotent): nothing answers before the claim does */
+    uint32_t       early_cell;   /* ... its nonce's cell in the broker's early_nonces */
     bool           idem_run;     /* its idempotency key is claimed: store the reply */
     bool           detached;     /* idem_run, and the client left: run on, store, tell no one */
     bool           waiting;      /* on the idempotency wait list (another run holds the key) */
@@ -67,6 +68,9 @@ struct bbatch {
     char           body[];       /* our copy of the body, then trace, then peer */
 };
 
+#define EARLY_COOL_CELLS  1024   /* keys refused at a claim lately, by hash (early dispatch) */
+#define EARLY_NONCE_CELLS 4096   /* nonces of early bodies in flight, by hash */
+
 struct jrpc_broker {
     uv_loop_t        *loop;
     jrpc_broker_opts_t opts;
@@ -86,6 +90,10 @@ struct jrpc_broker {
     bbatch_t         *waiters;     /* bodies whose idempotency key another run holds */
     uv_timer_t        idem_timer;  /* asks again for them, while there are any */
     jrpc_rate_counts_t rate_counts; /* calls refused per identity (metrics) */
+    uint64_t          early_cool[EARLY_COOL_CELLS];    /* per key hash: loop ms until which
+                                                          none of its bodies goes early */
+    uint32_t          early_nonces[EARLY_NONCE_CELLS]; /* per nonce hash: early bodies
+                                                          whose claim is in flight */
 };
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
@@ -613,7 +621,17 @@ static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us);
  * early: a body with any other method, an idempotency key (its claim comes
  * after the nonce's), a rate limit (a client over its limit must not keep
  * the workers busy with bodies that will be refused), or its answers
- * streamed (they would leave as they come). */
+ * streamed (they would leave as they come).
+ *
+ * Bounded (issue 36): a captured body replayed N times used to run N times
+ * at the workers (each refused, unanswered). Now a body does not go early
+ * while another early body with the same nonce is being claimed (the
+ * replays that race the first claim), nor while its key is cooling down:
+ * for one window (--skew) after any body of the key was refused at its
+ * claim (a replay, memory lost, Redis unavailable); each refusal re-arms
+ * it. A captured body thus makes at most one unanswered run per key, per
+ * broker, per window. Both tables are fixed and hashed: a collision only
+ * sends a body the ordinary way (claim first), never the other way. */
 static bool early_ok(jrpc_broker_t *b, const bbatch_t *x)
 {
     if (x->idem.n || x->answer || x->req.ncalls == 0)
@@ -629,6 +647,34 @@ static bool early_ok(jrpc_broker_t *b, const bbatch_t *x)
             return false;
         last = c->method;
     }
+    return true;
+}
+
+static uint32_t fnv1a(uint32_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+static uint64_t *early_cool_cell(jrpc_broker_t *b, const bbatch_t *x)
+{
+    return &b->early_cool[fnv1a(2166136261u, x->key_id, x->key_id_n) & (EARLY_COOL_CELLS - 1)];
+}
+
+/* Whether x (early_ok) may go early now: its key not cooling down, no early
+ * body with its nonce in flight. When it may, its nonce counts as in
+ * flight until on_admitted. */
+static bool early_take(jrpc_broker_t *b, bbatch_t *x, jrpc_span_t nonce)
+{
+    if (uv_now(b->loop) < *early_cool_cell(b, x))
+        return false;
+    uint32_t h = fnv1a(fnv1a(2166136261u, x->key_id, x->key_id_n), "\n", 1);
+    uint32_t cell = fnv1a(h, nonce.p, nonce.n) & (EARLY_NONCE_CELLS - 1);
+    if (b->early_nonces[cell] != 0)
+        return false;
+    b->early_nonces[cell]++;
+    x->early_cell = cell;
     return true;
 }
 
@@ -654,6 +700,10 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    if (x->early)
+        b->early_nonces[x->early_cell]--;
+    if (x->signed_body && rc != 0 && rc != -EDQUOT)   /* see early_ok: a window's cool-down */
+        *early_cool_cell(b, x) = uv_now(b->loop) + (uint64_t)b->opts.skew_s * 1000;
     if (x->early && rc != 0)   /* refused: what its calls answered, or will, is dropped */
         withdraw(b, x, 0);
     if (x->cancelled) {
@@ -872,7 +922,8 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     if (rc < 0) {
         x->claiming = false;
         refuse_unavailable(b, x, rc);
-    } else if (!limited && b->opts.early_dispatch && early_ok(b, x)) {
+    } else if (!limited && b->opts.early_dispatch && early_ok(b, x) &&
+               early_take(b, x, req->nonce)) {
         x->early = true;
         start(b, x);   /* settle() holds the reply until on_admitted */
     }
