@@ -554,7 +554,8 @@ int main(int argc, char **argv)
         { "early-dispatch", B, "on|off", "on", "a signed body whose every method its workers declared\n"
           "idempotent runs while its nonce is claimed in Redis; its\n"
           "reply waits for the claim (a replay is refused as before,\n"
-          "its answers dropped). off: the claim first, always",
+          "its answers dropped; a key refused at a claim goes\n"
+          "without it for --skew). off: the claim first, always",
           .dest = &o.early_dispatch },
         { "rate-limit", U, "N", "0", "calls per second per key (unsigned bodies: per client\n"
           "address), counted by the calls in a body, shared by every\n"
