@@ -96,6 +96,23 @@ struct jrpc_broker {
                                                           whose claim is in flight */
 };
 
+/* The namespace of x's idempotency key (docs/SIGNING.md "Idempotency
+ * keys"): its key id; for a body without a key (issue 36) its address
+ * AND the body's fingerprint, so that another client — behind the same
+ * NAT, in the same /64 — can neither read the reply nor learn that the key
+ * exists (a 422) without sending these very bytes under this very key.
+ * Written into buf (IDEM_WHO_MAX bytes) when it needs building. */
+#define IDEM_WHO_MAX (JRPC_KEYS_ID_MAX + 8 + 1 + 64)
+static jrpc_span_t idem_who(const bbatch_t *x, char *buf)
+{
+    if (x->key_id_n)
+        return (jrpc_span_t){ x->rwho, x->rwho_n };
+    memcpy(buf, x->rwho, x->rwho_n);
+    buf[x->rwho_n] = '#';
+    memcpy(buf + x->rwho_n + 1, x->fp, sizeof x->fp);
+    return (jrpc_span_t){ buf, x->rwho_n + 1 + sizeof x->fp };
+}
+
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
 {
     x->listed = false;
@@ -231,7 +248,8 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
                            .answered = x->answer ? x->streamed : x->req.nanswers,
                            .timed_out = x->timed_out };
     if (x->idem_run && b->replay) {   /* kept for a retry under the same key */
-        int rc = jrpc_replay_idem_store(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem,
+        char who[IDEM_WHO_MAX];
+        int rc = jrpc_replay_idem_store(b->replay, idem_who(x, who), x->idem,
                                         x->fp, b->out.p, b->out.len, b->opts.idem_ttl_s);
         if (rc < 0)
             JRPC_LOG(JRPC_LOG_WARN, "broker", "event=idem_store_failed bytes=%zu error=\"%s\"",
@@ -506,7 +524,8 @@ static void go(jrpc_broker_t *b, bbatch_t *x)
         uint64_t now = uv_now(b->loop);
         uint64_t run = (x->deadline > now ? x->deadline - now : 0) + IDEM_RUN_SLACK_MS;
         x->claiming = true;
-        rc = jrpc_replay_idem_claim(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem, x->fp,
+        char who[IDEM_WHO_MAX];
+        rc = jrpc_replay_idem_claim(b->replay, idem_who(x, who), x->idem, x->fp,
                                     run > UINT32_MAX ? UINT32_MAX : (uint32_t)run, on_idem, x);
         if (rc == 0)
             return;
@@ -754,7 +773,7 @@ static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
 /* ---- rate limits (docs/SIGNING.md "Rate limits") ---- */
 
 /* Who x is to its rate limit and its idempotency key: its key's id, or
- * for a body without a key the client's address without its port. */
+ * for a body without a key the client's address (jrpc_rate_who_addr). */
 static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (x->key_id_n) {
@@ -762,20 +781,9 @@ static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
         x->rwho_n = x->key_id_n;
         return;
     }
-    /* "1.2.3.4:5" and "[::1]:5" (HTTP) lose their port; "1.2.3.4" and
-     * "::1" (ZeroMQ's Peer-Address) are kept whole. */
-    jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
-    const char *a = p.p, *colon = p.n ? memchr(p.p, ':', p.n) : NULL;
-    size_t n = p.n;
-    if (n && a[0] == '[') {
-        const char *end = memchr(a, ']', n);
-        n = end ? (size_t)(end - a - 1) : n - 1;
-        a++;
-    } else if (colon && memchr(colon + 1, ':', p.n - (size_t)(colon - p.p) - 1) == NULL) {
-        n = (size_t)(colon - a);
-    }
-    int k = snprintf(x->rwho, sizeof x->rwho, "addr:%.*s", (int)n, n ? a : "unknown");
-    x->rwho_n = (uint8_t)(k > 0 && (size_t)k < sizeof x->rwho ? (size_t)k : sizeof x->rwho - 1);
+    size_t n = jrpc_rate_who_addr(x->rwho, sizeof x->rwho,
+                                  ad ? ad->peer : (jrpc_span_t){ NULL, 0 });
+    x->rwho_n = (uint8_t)n;
 }
 
 /* Decides whether a limit applies to x (key: its key, NULL for none) and
