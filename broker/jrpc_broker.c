@@ -1003,7 +1003,10 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->deadline = uv_now(b->loop) + timeout_ms;
     char fp[JRPC_SIGN_HEX_LEN + 1];
     bool ok;
-    if (x->idem.n && !jrpc_broker_idem_key_ok(x->idem)) {
+    /* An empty key is no "no key" (issue 36: it ran twice); a front that
+     * saw none passes p NULL. */
+    bool idem_empty = ad && ad->idem_key.p != NULL && ad->idem_key.n == 0;
+    if (idem_empty || (x->idem.n && !jrpc_broker_idem_key_ok(x->idem))) {
         refuse(b, x, NULL, NULL, NULL, -EINVAL,
                "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
                "without spaces\"}");

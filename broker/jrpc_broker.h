@@ -80,7 +80,8 @@ typedef struct jrpc_admit {
                                     ("unknown key"), a changed ACL applies. Ignored when
                                     the broker has no keys */
     jrpc_span_t     idem_key;    /* the client's idempotency key (HTTP Idempotency-Key, the
-                                    ZeroMQ header frame's idempotency_key); empty: none.
+                                    ZeroMQ header frame's idempotency_key); p NULL: none
+                                    (an empty one with p set is refused -32600).
                                     1 to 255 bytes of printable ASCII, else the body is
                                     refused -32600. A front that sets it must not ask for
                                     streamed answers (a kept reply is one reply) */
