@@ -3,7 +3,7 @@
 # a signed body whose methods are all idempotent runs at its workers while
 # its nonce is claimed. One captured body replayed 200 times inside the
 # window is refused 409 each time; before the bound, each replay also ran
-# at the worker (198 of 200 here). Now: the replays that race the first
+# at the worker (99 and 133 of 200 in two runs). Now: the replays that race the first
 # claim of their nonce are not sent early, and a key refused a replay is
 # not sent early for a window, so the worker runs the captured body at
 # most twice (the original and one replay).
