@@ -37,6 +37,37 @@ check "Forwarded for= (RFC 7239), IPv6 client C: its own budget" 200 \
 check "D in C's /64: the same budget (grouped by /64), 429" 429 \
     "$(burst 'X-Forwarded-For: 2001:db8:1:2::6')"
 check "E in the next /64: its own budget" 200 "$(burst 'Forwarded: for="[2001:db8:1:3::5]"')"
+# A WebSocket opened through the proxy is the client its upgrade named:
+# one batch over it spends F's budget, and F's next body over HTTP is 429.
+cat > "$E2E_TMP/ws.py" <<'PY'
+import base64, json, os, socket, struct, sys
+port, xff, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+s.sendall(("GET /rpc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nX-Forwarded-For: %s\r\n\r\n"
+           % (base64.b64encode(os.urandom(16)).decode(), xff)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 101"), head
+mask = os.urandom(4)
+n = len(body)
+hdr = bytes([0x81]) + (bytes([0x80 | 126]) + struct.pack(">H", n) if n >= 126 else bytes([0x80 | n]))
+s.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(body)))
+def need(k):
+    b = b""
+    while len(b) < k:
+        b += s.recv(k - len(b))
+    return b
+b0, b1 = need(2)
+ln = b1 & 0x7f
+ln = struct.unpack(">H", need(2))[0] if ln == 126 else struct.unpack(">Q", need(8))[0] if ln == 127 else ln
+msg = json.loads(need(ln))
+print("array" if isinstance(msg, list) else msg["error"]["code"])
+PY
+check "client F over a WebSocket through the proxy: its batch runs" array \
+    "$(python3 "$E2E_TMP/ws.py" "$HTTP_PORT" 203.0.113.50 "$BATCH")"
+check "... F's budget is spent: F over HTTP, 429" 429 "$(burst 'X-Forwarded-For: 203.0.113.50')"
 check "the proxy's own requests (no header): the peer's budget" 200 "$(burst)"
 check "a malformed chain from the proxy: the proxy itself, 429" 429 \
     "$(burst 'X-Forwarded-For: 203.0.113.77, not-an-address')"
