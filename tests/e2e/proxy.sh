@@ -10,7 +10,9 @@
 source "$JRPC_E2E_LIB"
 command -v redis-server >/dev/null || { echo "redis-server is required"; exit 1; }
 e2e_start_redis
-RARGS=(--redis "redis://127.0.0.1:$RPORT" --rate-limit 1 --rate-burst 100)
+# (a generous Redis deadline: past it the limits fall back to the local
+# budget, which a loaded machine must not turn into a different answer)
+RARGS=(--redis "redis://127.0.0.1:$RPORT" --rate-limit 1 --rate-burst 100 --redis-timeout-ms 5000)
 E2E_HTTP=1 e2e_start_broker "${RARGS[@]}" --trusted-proxy 127.0.0.1/32 --trusted-proxy 10.0.0.0/8 \
     --log-level debug
 e2e_start_worker
@@ -77,7 +79,8 @@ check "... each said why (debug)" 2 \
     "$(grep -c 'event=forwarded_ignored reason="\(X-Forwarded-For names no address for the client\|Forwarded and X-Forwarded-For name different clients\)"' "$E2E_TMP/broker.log")"
 
 # Idempotency keys: one namespace per client behind the proxy.
-E2E_HTTP=1 e2e_restart_broker --redis "redis://127.0.0.1:$RPORT" --trusted-proxy 127.0.0.1/32
+E2E_HTTP=1 e2e_restart_broker --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 5000 \
+    --trusted-proxy 127.0.0.1/32
 e2e_wait_workers 1
 post() {  # KEY BODY HEADER...: "STATUS BODY REPLAYED(0/1)"
     local key=$1 body=$2; shift 2

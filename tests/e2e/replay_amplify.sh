@@ -16,7 +16,10 @@ HERE=$(dirname "$JRPC_E2E_LIB")
 N=200
 e2e_start_redis
 printf 'demo s3cr3t-s3cr3t-s3cr3t\n' > "$E2E_TMP/keys"
-E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT"
+# (a generous Redis deadline: on a loaded machine a claim slower than the
+# default 500 ms is refused 503, which is a refusal too but not the point)
+E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
+    --redis-timeout-ms 5000
 TICKS=$E2E_TMP/ticks
 : > "$TICKS"
 cat > "$E2E_TMP/child.py" <<'PY'
