@@ -122,23 +122,24 @@ static void test_cidr_match(void **state)
 /* The trusted proxies of the chain cases: 10.0.0.0/8 and 2001:db8:ffff::/48. */
 static jrpc_proxy_cidr_t trusted[2];
 
+/* A kept header value as the reader gives it: s (NULL: absent) copied at
+ * copy, a trailing '~' marking a cut one. */
+static jrpc_http_value_t value_of(const char *s, const char *copy)
+{
+    if (s == NULL)
+        return (jrpc_http_value_t){ NULL, 0, 0, false };
+    size_t n = strlen(s);
+    bool cut = n && s[n - 1] == '~';
+    return (jrpc_http_value_t){ copy, (uint16_t)(n - cut), 1, cut };
+}
+
 /* The client picked from Forwarded fwd and X-Forwarded-For xff (NULL:
  * absent; a trailing '~' marks a cut value) as "1 ADDR", "0", or "-22". */
 static const char *pick(const char *fwd, const char *xff)
 {
     static char out[96];
     char *fp = fwd ? tail_copy(fwd) : NULL, *xp = xff ? tail_copy(xff) : NULL;
-    jrpc_http_value_t f = { NULL, 0, 0, false }, x = { NULL, 0, 0, false };
-    if (fwd) {
-        size_t n = strlen(fwd);
-        bool cut = n && fwd[n - 1] == '~';
-        f = (jrpc_http_value_t){ fp, (uint16_t)(n - cut), 1, cut };
-    }
-    if (xff) {
-        size_t n = strlen(xff);
-        bool cut = n && xff[n - 1] == '~';
-        x = (jrpc_http_value_t){ xp, (uint16_t)(n - cut), 1, cut };
-    }
+    jrpc_http_value_t f = value_of(fwd, fp), x = value_of(xff, xp);
     jrpc_proxy_addr_t a;
     const char *why = NULL;
     int rc = jrpc_proxy_client(trusted, 2, f, x, &a, &why);
