@@ -80,7 +80,8 @@ typedef struct jrpc_admit {
                                     ("unknown key"), a changed ACL applies. Ignored when
                                     the broker has no keys */
     jrpc_span_t     idem_key;    /* the client's idempotency key (HTTP Idempotency-Key, the
-                                    ZeroMQ header frame's idempotency_key); empty: none.
+                                    ZeroMQ header frame's idempotency_key); p NULL: none
+                                    (an empty one with p set is refused -32600).
                                     1 to 255 bytes of printable ASCII, else the body is
                                     refused -32600. A front that sets it must not ask for
                                     streamed answers (a kept reply is one reply) */
@@ -102,6 +103,12 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
  * are dropped without a reply, so call it after jrpc_broker_drain() has
  * reported an empty broker. */
 void jrpc_broker_destroy(jrpc_broker_t **self_p);
+
+/* Whether k is an idempotency key the broker takes: 1 to 255 bytes of
+ * printable ASCII without spaces (docs/SIGNING.md "Idempotency keys"); an
+ * empty one is not "no key". Pure: the HTTP front checks the header with it
+ * (400), jrpc_broker_submit checks ad->idem_key with it. */
+bool jrpc_broker_idem_key_ok(jrpc_span_t k);
 
 /* Takes one request body (copied; the caller keeps its buffer). With keys,
  * admission runs: the body is parsed (limits), then the signature checks

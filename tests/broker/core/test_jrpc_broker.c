@@ -270,6 +270,37 @@ static void test_invalid_and_partial(void **state)
     assert_non_null(strstr(G.text, "\"error\":{\"code\":7,\"message\":\"seven\"},\"id\":6"));
 }
 
+/* An idempotency key that is there but empty (ZeroMQ's header frame with
+ * "idempotency_key": ""), or malformed, is refused -32600 whole and runs
+ * nothing: "" used to mean "no key" (issue 36, the body ran twice). */
+static void test_idem_key_refused(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();
+    static const char body[] = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}";
+    static const char *const keys[] = { "", "a b", "\x01" };
+    for (int i = 0; i < 3; i++) {
+        jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_ZMQ,
+                            .idem_key = { keys[i], strlen(keys[i]) } };
+        G.replies = 0;
+        assert_int_equal(jrpc_broker_submit(G.b, body, sizeof body - 1, &ad, on_reply, NULL,
+                                            NULL), 0);
+        assert_int_equal(G.replies, 1);
+        assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+        assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
+                            "\"Invalid Request\",\"data\":{\"reason\":\"an idempotency key is 1 to 255 "
+                            "characters of printable ASCII without spaces\"}},\"id\":null}");
+    }
+    for (int i = 0; i < 20; i++) {   /* a few turns: nothing reaches the worker */
+        uv_run(&G.loop, UV_RUN_NOWAIT);
+        worker_read();
+    }
+    assert_int_equal(G.nseen, 0);
+    assert_false(jrpc_broker_idem_key_ok((jrpc_span_t){ "", 0 }));
+    assert_true(jrpc_broker_idem_key_ok((jrpc_span_t){ "k-1", 3 }));
+}
+
 /* A call whose worker never answers gets -32003 at its deadline; the other
  * calls of the batch keep their answers. Its late answer is dropped. */
 static void test_deadline(void **state)
@@ -732,6 +763,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_mapping),
         cmocka_unit_test_setup_teardown(test_invalid_and_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idem_key_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_worker_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
