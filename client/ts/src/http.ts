@@ -124,9 +124,13 @@ export class HttpTransport {
                 if (notSent(err))
                     continue;        /* nothing left the client: any broker may take it */
                 sent = true;
-                if (!mayRetry)
-                    throw new MaybeRanError(`the connection to ${url} failed after the body was sent: the call may or may not have run (${describe(err)}); retry: "safe" would have sent it again under an Idempotency-Key`,
+                if (!mayRetry) {
+                    const known = (err as { cause?: unknown })?.cause !== undefined;
+                    const what = known ? `the connection to ${url} failed after the body was sent`
+                                       : `the request to ${url} failed and this platform does not say whether the body left (a browser: refused, CORS, or the connection lost)`;
+                    throw new MaybeRanError(`${what}: the call may or may not have run (${describe(err)}); retry: "safe" would have sent it again under an Idempotency-Key`,
                                             { cause: err, sent: true, attempts });
+                }
             }
         }
         if (!sent)

@@ -31,10 +31,16 @@ function defaultFactory(url: string, protocols: string[], headers: Record<string
     const WS = (globalThis as { WebSocket?: any }).WebSocket;
     if (typeof WS !== "function")
         throw new Error("no WebSocket here: Node 20 needs --experimental-websocket (Node 22 has it), or give the webSocket option");
+    if (typeof window !== "undefined") {
+        /* A browser sends no headers with an upgrade: the deadline stays the client's own
+         * timer (the broker applies its --timeout-ms); a key cannot be presented at all. */
+        const { "X-JRPC-Timeout-Ms": _deadline, ...rest } = headers;
+        if (Object.keys(rest).length > 0)
+            throw new Error("a browser cannot send headers with a WebSocket upgrade: use HTTP with a key or bearer token, or a broker without --keys for the page");
+        return new WS(url, protocols);
+    }
     if (Object.keys(headers).length === 0)
         return new WS(url, protocols);
-    if (typeof window !== "undefined")
-        throw new Error("a browser cannot send headers with a WebSocket upgrade: sign or bear keys over HTTP, or use a broker without --keys for the page");
     return new WS(url, { protocols, headers });
 }
 
@@ -80,7 +86,7 @@ export class WsTransport {
                     last = err;
                 }
             }
-            throw new UnreachableError(`no WebSocket could be opened (${this.#c.urls.join(", ")}): refused, unreachable, not signed right, or an Origin the broker does not list`,
+            throw new UnreachableError(`no WebSocket could be opened (${this.#c.urls.join(", ")}): refused, unreachable, not signed right, or an Origin the broker does not list (${(last as Error)?.message ?? last})`,
                                        { cause: last });
         })().finally(() => (this.#opening = null));
         return this.#opening;
