@@ -127,7 +127,7 @@ describe("several brokers", { skip }, () => {
             for (let i = 0; i < PER; i++) {
                 const startedAfterKill = killed;
                 try {
-                    const out = await c.batch([{ method: "count" }, { method: "sleep", params: { ms: 30 } }]);
+                    const out = await c.batch([{ method: "count" }, { method: "sleep", params: { ms: 150 } }]);
                     values.push(out[0].result);
                     answered++;
                     if (startedAfterKill)
@@ -138,7 +138,9 @@ describe("several brokers", { skip }, () => {
             }
         };
         const loops = Array.from({ length: LOOPS }, loop);
-        await waitFor(() => answered >= 15, 30, "15 answers");
+        // kill A while calls are at the worker through it (their counts ran)
+        await waitFor(async () => answered >= 8 && (await A.metric("jrpc_calls_inflight")) >= 2, 30,
+                      "8 answers, then calls at the worker through A");
         await A.kill9();
         killed = true;
         await Promise.all(loops);
