@@ -24,7 +24,7 @@ check "tsc: the client compiles (strict)" 0 "$st"
 flags=()
 node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' || flags+=(--experimental-websocket)
 cd "$TS" && JRPC_TS_DIST=$E2E_TMP/dist timeout 280 node "${flags[@]}" --test --test-concurrency=1 \
-    test/sign.test.js test/broker.test.js test/failover.test.js > "$E2E_TMP/node.out" 2>&1
+    test/sign.test.js test/api.test.js test/broker.test.js test/failover.test.js > "$E2E_TMP/node.out" 2>&1
 st=$?
 grep -E '^(not ok|ok|# (tests|pass|fail|load))|^ +(not ok|ok) ' "$E2E_TMP/node.out"
 [ $st = 0 ] || tail -n 80 "$E2E_TMP/node.out"

@@ -5,6 +5,11 @@ import type { Answer, BatchItem, CallOptions, ClientOptions, Params, StreamAnswe
 import { AsyncQueue, countEnd, makeBody, type Body } from "./wire.js";
 import { WsTransport } from "./ws.js";
 
+function noKeyOverWs(opts: CallOptions): void {
+    if (opts.idempotencyKey !== undefined)
+        throw new TypeError("an Idempotency-Key is an HTTP header: a WebSocket message cannot carry one");
+}
+
 /** A stream of answers in order of arrival; `end` is set once it is read to its end. */
 export interface AnswerStream extends AsyncIterable<StreamAnswer> {
     readonly end: StreamEnd | null;
@@ -26,6 +31,8 @@ export class Client {
         const ws = [...schemes].every((s) => s === "ws:" || s === "wss:");
         if (!http && !ws)
             throw new TypeError("broker URLs are all http(s):// or all ws(s)://");
+        if (ws && opts.retry === "safe")
+            throw new TypeError('retry: "safe" needs http(s):// brokers: a WebSocket message carries no Idempotency-Key');
         if (opts.key !== undefined && opts.bearer !== undefined)
             throw new TypeError("a key signs or a bearer token stands for it: give one of key and bearer");
         if (opts.timeoutMs !== undefined && !(Number.isInteger(opts.timeoutMs) && opts.timeoutMs > 0))
@@ -58,6 +65,7 @@ export class Client {
     async #answers(body: Body, opts: CallOptions): Promise<Map<unknown, Answer> | null> {
         if (this.#http !== null)
             return this.#http.send(body, opts);
+        noKeyOverWs(opts);
         const out = new Map<unknown, Answer>();
         await this.#ws!.send(body, opts, (a) => out.set(a.id, a));
         return out;
@@ -109,6 +117,7 @@ export class Client {
                 yield* http.stream(body, opts, state);
                 return;
             }
+            noKeyOverWs(opts);
             const index = indexOf(body);
             const q = new AsyncQueue<StreamAnswer>();
             const seen: Answer[] = [];
