@@ -98,9 +98,11 @@ export class Broker {
         }, 10, `${this.name} to listen`);
     }
 
-    async start() {
-        for (let t = 0; t < 8; t++) {
-            this.port = pickPort();
+    /** Launches until it listens: on new ports each try (start), or the same ones (restart). */
+    async #tries(n, newPorts, pauseMs) {
+        for (let t = 0; t < n; t++) {
+            if (newPorts)
+                this.port = pickPort();
             writeFileSync(this.log, "");
             this.#launch();
             try {
@@ -109,26 +111,19 @@ export class Broker {
             } catch {
                 this.proc.kill("SIGKILL");
                 await this.proc.exited;
+                await new Promise((r) => setTimeout(r, pauseMs));
             }
         }
         throw new Error(`could not start ${this.name}: ${readFileSync(this.log, "utf8").slice(-2000)}`);
     }
 
+    start() {
+        return this.#tries(8, true, 0);
+    }
+
     /** The same ports again, a new process. */
-    async restart() {
-        for (let t = 0; t < 20; t++) {
-            writeFileSync(this.log, "");
-            this.#launch();
-            try {
-                await this.#up();
-                return this;
-            } catch {
-                this.proc.kill("SIGKILL");
-                await this.proc.exited;
-                await new Promise((r) => setTimeout(r, 200));
-            }
-        }
-        throw new Error(`could not restart ${this.name}`);
+    restart() {
+        return this.#tries(20, false, 200);
     }
 
     async kill9() {
