@@ -159,6 +159,14 @@ describe("HTTP, signed and bearer", { skip }, () => {
         assert.equal(bad.data.reason, "unknown bearer token");
     });
 
+    test("a stream refused whole: its JsonRpcError, before any answer", async () => {
+        const s = new C.Client(signed.http).stream([{ method: "add", params: [1, 1] }]);
+        const e = await collect(s).catch((x) => x);
+        assert.ok(e instanceof C.JsonRpcError, String(e));
+        assert.equal(e.code, -32002);
+        assert.equal(e.status, 401);
+    });
+
     test("a key's method ACL: -32002 in the call's own slot", async () => {
         const c = new C.Client(signed.http, { key: keys.limited });
         const out = await c.batch([{ method: "add", params: [1, 1] }, { method: "get_data" }]);
