@@ -1,8 +1,8 @@
 import { ProtocolError } from "./errors.js";
-import { HttpTransport, indexOf } from "./http.js";
+import { HttpTransport } from "./http.js";
 import { Signer } from "./sign.js";
 import type { Answer, BatchItem, CallOptions, ClientOptions, Params, StreamAnswer, StreamEnd, StreamOptions } from "./types.js";
-import { AsyncQueue, countEnd, makeBody, type Body } from "./wire.js";
+import { asTheyCome, countEnd, makeBody, type Body } from "./wire.js";
 import { WsTransport } from "./ws.js";
 
 function noKeyOverWs(opts: CallOptions): void {
@@ -118,20 +118,8 @@ export class Client {
                 return;
             }
             noKeyOverWs(opts);
-            const index = indexOf(body);
-            const q = new AsyncQueue<StreamAnswer>();
             const seen: Answer[] = [];
-            const done = ws!.send(body, opts, (a) => {
-                seen.push(a);
-                q.push({ ...a, index: index.get(a.id) ?? -1 });
-            }).then(() => q.end(), (e) => q.end(e));
-            for (;;) {
-                const r = await q.next();
-                if (r.done)
-                    break;
-                yield r.value;
-            }
-            await done;
+            yield* asTheyCome(body, seen, (on) => ws!.send(body, opts, on));
             state.end = countEnd(seen);
         }
         return {

@@ -5,7 +5,7 @@
 import { JsonRpcError, MaybeRanError, ProtocolError, UnreachableError } from "./errors.js";
 import { Signer, randomToken } from "./sign.js";
 import type { Answer, CallOptions, StreamAnswer, StreamEnd } from "./types.js";
-import { AsyncQueue, type Body, countEnd, toAnswer, wholeError } from "./wire.js";
+import { type Body, asTheyCome, countEnd, indexOf, toAnswer, wholeError } from "./wire.js";
 
 export interface HttpConfig {
     urls: string[];
@@ -185,19 +185,8 @@ export class HttpTransport {
                 finished = true;
                 return;
             }
-            const q = new AsyncQueue<StreamAnswer>();
             const sse = type.startsWith("text/event-stream");
-            const pump = readLines(res, sse, (a) => {
-                seen.push(a);
-                q.push({ ...a, index: index.get(a.id) ?? -1 });
-            }, (end) => (endOut.end = end)).then(() => q.end(), (e) => q.end(e));
-            for (;;) {
-                const r = await q.next();
-                if (r.done)
-                    break;
-                yield r.value;
-            }
-            await pump;
+            yield* asTheyCome(body, seen, (on) => readLines(res, sse, on, (end) => (endOut.end = end)));
             if (endOut.end === null) {
                 if (sse)
                     throw new MaybeRanError("the stream ended without its end event: the calls not answered may or may not have run", { sent: true });
@@ -217,15 +206,6 @@ export class HttpTransport {
                 abort();    /* left early or failed: the broker sees the client leave and cancels */
         }
     }
-}
-
-export function indexOf(body: Body): Map<unknown, number> {
-    const m = new Map<unknown, number>();
-    body.ids.forEach((id, i) => {
-        if (id !== null)
-            m.set(id, i);
-    });
-    return m;
 }
 
 function parseJson(text: string, status: number): unknown {

@@ -1,6 +1,6 @@
 /** Bodies out, answers in: what HTTP and WebSocket share. */
 import { JsonRpcError, ProtocolError } from "./errors.js";
-import type { Answer, BatchItem, Id, StreamEnd } from "./types.js";
+import type { Answer, BatchItem, Id, StreamAnswer, StreamEnd } from "./types.js";
 
 export const enc = new TextEncoder();
 
@@ -108,4 +108,33 @@ export class AsyncQueue<T> implements AsyncIterator<T> {
             await new Promise<void>((r) => (this.#wake = r));
         }
     }
+}
+
+/** The position of each call in its body, by id. */
+export function indexOf(body: Body): Map<unknown, number> {
+    const m = new Map<unknown, number>();
+    body.ids.forEach((id, i) => {
+        if (id !== null)
+            m.set(id, i);
+    });
+    return m;
+}
+
+/** Runs produce, which calls its argument for each answer as it comes, and yields the
+ *  answers with their position as they come, until produce ends (or throws: then that). */
+export async function* asTheyCome(body: Body, seen: Answer[],
+                                  produce: (onAnswer: (a: Answer) => void) => Promise<void>): AsyncGenerator<StreamAnswer> {
+    const index = indexOf(body);
+    const q = new AsyncQueue<StreamAnswer>();
+    const done = produce((a) => {
+        seen.push(a);
+        q.push({ ...a, index: index.get(a.id) ?? -1 });
+    }).then(() => q.end(), (e) => q.end(e));
+    for (;;) {
+        const r = await q.next();
+        if (r.done)
+            break;
+        yield r.value;
+    }
+    await done;
 }
