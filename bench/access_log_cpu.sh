@@ -9,8 +9,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 tr=${1:-http} bs=${2:-1} secs=${3:-5} rounds=${4:-2}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j2 --target jrpc-broker jrpc-worker jrpc-bench >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 tmp=$(mktemp -d)
 trap 'kill $wp 2>/dev/null; rm -rf "$tmp"' EXIT

@@ -6,8 +6,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 nb=${1:-5000} bs=${2:-100} conc=${3:-4}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-bench-zmq-load >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench-zmq-load
 B=build-rel/bin
 port=$((30000 + RANDOM % 20000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) --http none \

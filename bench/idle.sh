@@ -17,8 +17,8 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((n + 256)) ]; then
     echo "idle.sh: $n connections need ulimit -n >= $((n + 256)) (hard limit $(ulimit -Hn))" >&2
     exit 2
 fi
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j2 --target jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle
 B=build-rel/bin
 port=$((30000 + RANDOM % 20000))
 http=127.0.0.1:$((port + 2))

@@ -26,8 +26,10 @@ cd "$(dirname "$0")/.."
 mode=${1:?zmq or http} 
 case $mode in zmq) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq or http" >&2; exit 2 ;; esac
 secs=${3:-10} top=${4:-25}
-cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} >/dev/null
-cmake --build build-prof -j2 --target jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle >/dev/null
+source bench/build_rel.sh
+# shellcheck disable=SC2086  # PROF_CMAKE is a list of options
+build_rel build-prof -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} jrpc-broker jrpc-worker jrpc-bench \
+    jrpc-bench-idle
 idle=${IDLE:-0}
 [ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
 B=build-prof/bin

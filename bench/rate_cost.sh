@@ -14,8 +14,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5} batch=${3:-10} conns=${4:-4}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-bench >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 out=$(mktemp -d)
 pids=()

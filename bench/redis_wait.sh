@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-2} secs=${2:-10} conns=${3:-8}
 build=${JRPC_BUILD:-build-rel}
 if [ -z "${JRPC_BUILD:-}" ]; then
-    cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build-rel -j2 --target jrpc-broker jrpc-worker jrpc-bench >/dev/null
+    source bench/build_rel.sh
+    build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 fi
 B=$build/bin
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -21,8 +21,8 @@ W=$D/tree
 git worktree add --detach "$W" HEAD >/dev/null 2>&1
 trap 'git worktree remove --force "$W"; rm -rf "$D"' EXIT
 git -C "$W" apply "$PWD/bench/experiments/signed_bound.patch"
-cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$W/build" -j2 --target jrpc-broker jrpc-worker jrpc-bench jrpc >/dev/null
+source bench/build_rel.sh
+BUILD_REL_SRC=$W build_rel "$W/build" jrpc-broker jrpc-worker jrpc-bench jrpc
 for m in sha chacha gmac none; do
     echo "== body MAC: $m"
     JRPC_EXP_MAC=$m TCP_BROKER="env JRPC_EXP_NOCLAIM=1 $W/build/bin/jrpc-broker" \

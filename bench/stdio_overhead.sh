@@ -12,9 +12,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-stdio jrpc-bench \
-    jrpc-bench-stdio-child jrpc-bench-stdio-floor >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-stdio jrpc-bench jrpc-bench-stdio-child \
+    jrpc-bench-stdio-floor
 B=build-rel/bin
 out=$(mktemp -d); echo "results: $out" >&2
 port=$((30000 + RANDOM % 20000))

@@ -11,8 +11,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-2} secs=${2:-5} sleep_ms=${3:-200}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-bench >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 port=$((30000 + RANDOM % 20000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \

@@ -13,8 +13,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5} conns=${3:-4}
-cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-rel -j"$(nproc)" --target jrpc-broker jrpc-worker jrpc-bench >/dev/null
+source bench/build_rel.sh
+build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 out=$(mktemp -d)
 bash tests/e2e/tls_certs.sh "$out/certs"

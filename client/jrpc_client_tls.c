@@ -12,7 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
-#include "jrpc_client_transport.h"
+#include "jrpc_client_sock.h"
 
 struct jrpc_client_tls {
     char        *host;          /* the URL's host: SNI, and the name checked */

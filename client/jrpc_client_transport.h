@@ -12,10 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 #include "jrpc_buf.h"
 #include "jrpc_client.h"
 #include "jrpc_header.h"
+#include "jrpc_client_sock.h"
 
 typedef struct jrpc_client_transport {
     /* Makes the state for url (the whole URL, scheme included: borrowed, it
@@ -62,27 +62,5 @@ extern const jrpc_client_transport_t jrpc_client_http;  /* http://, https:// */
 /* Sets the client's last error (jrpc_client_last_error), printf-style. */
 void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/* Waits until fd has `events` or deadline (jrpc_client_now_ms) passes.
- * POLLERR/POLLHUP count as ready: the following send/recv reports them.
- * Returns 0, -ETIMEDOUT or -errno (-EINTR when a signal interrupted the
- * wait). */
-int jrpc_client_fd_wait(int fd, short events, int64_t deadline);
-
-/* Connects a non-blocking TCP socket to host:port (a name, an IPv4 or an
- * IPv6 address; port digits), trying every address in turn within the
- * deadline, with TCP_NODELAY. Returns 0 with *fd set, -ETIMEDOUT, -EINTR,
- * -EHOSTUNREACH with *gai set (non-zero: getaddrinfo's code) when the name
- * does not resolve, -ENOMEM or the last address's -errno. */
-int jrpc_client_tcp_connect(const char *host, const char *port, int64_t deadline, int *fd,
-                            int *gai);
-
-/* Monotonic milliseconds, for the deadlines of a call. */
-static inline int64_t jrpc_client_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 #endif

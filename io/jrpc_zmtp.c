@@ -180,6 +180,9 @@ struct jrpc_zmtp_conn {
     size_t            off[MAX_FRAMES], size[MAX_FRAMES];  /* kept frames, from base */
     int               nframes;
     bool              excess;     /* the message had more than MAX_FRAMES */
+    uint8_t           skipped;    /* bit i: kept frame i was oversized, its bytes dropped */
+    bool              skip_more;  /* the frame being skipped has FLAG_MORE */
+    uint64_t          skip;       /* its body bytes still to drop as they arrive */
     bool              opened;     /* got past READY: its close is reported */
     jrpc_zmtp_outq_t  out;        /* what is to be written */
     void             *user;       /* jrpc_zmtp_conn_set_data */
@@ -202,6 +205,7 @@ struct jrpc_zmtp {
     size_t            out_keep;
     uint32_t          next_id;    /* jrpc_zmtp_conn_id of the next connection */
     uint64_t          max_frame;
+    bool              skip_oversized; /* opts: skip a larger message frame, do not cut */
     uint32_t          hwm;
     uint32_t          handshake_ms;
     bool              paused;
@@ -525,9 +529,63 @@ static void deliver(jrpc_zmtp_conn_t *c)
     }
     jrpc_span_t frames[MAX_FRAMES];
     for (int i = 0; i < c->nframes; i++)
-        frames[i] = (jrpc_span_t){ (const char *)c->in + c->base + c->off[i], c->size[i] };
+        frames[i] = (c->skipped >> i) & 1u
+            ? (jrpc_span_t){ NULL, c->size[i] }
+            : (jrpc_span_t){ (const char *)c->in + c->base + c->off[i], c->size[i] };
     z->delivered++;
     z->cb(z->data, c, frames, c->nframes, c->excess, c->peer[0] ? c->peer : NULL);
+}
+
+/* The last frame of a message is in: hand it over, start the next. c
+ * outlives the callback even if it closes it: the memory goes in a close
+ * callback, on a later loop turn. */
+static void message_end(jrpc_zmtp_conn_t *c)
+{
+    deliver(c);
+    c->base = c->pos;
+    c->nframes = 0;
+    c->excess = false;
+    c->skipped = 0;
+}
+
+/* A message frame above max_frame, its header at c->pos (checked by the
+ * decoder): kept as its size alone, its header dropped, its body dropped
+ * as it arrives (drop_skipped), so that the bytes are never buffered and
+ * the message can still be answered (issue 35: -32600 at any size). */
+static void skip_begin(jrpc_zmtp_conn_t *c)
+{
+    const uint8_t *h = c->in + c->pos;
+    size_t hl = (h[0] & JRPC_ZMTP_FLAG_LONG) ? 9 : 2;
+    uint64_t size = h[1];
+    if (h[0] & JRPC_ZMTP_FLAG_LONG) {
+        size = 0;
+        for (int i = 1; i < 9; i++)
+            size = size << 8 | h[i];
+    }
+    if (c->nframes < MAX_FRAMES) {
+        c->off[c->nframes] = c->pos - c->base;
+        c->size[c->nframes] = (size_t)size;
+        c->skipped |= (uint8_t)(1u << c->nframes);
+        c->nframes++;
+    } else {
+        c->excess = true;
+    }
+    c->skip_more = (h[0] & JRPC_ZMTP_FLAG_MORE) != 0;
+    c->skip = size;
+    splice_out(c, c->pos, hl);
+    c->z->st.oversized++;
+}
+
+/* Drops what has arrived of the frame being skipped. Returns true when it
+ * is all gone (the frame is done), false when more is to come. */
+static bool drop_skipped(jrpc_zmtp_conn_t *c)
+{
+    size_t avail = c->in_len - c->pos;
+    size_t k = avail < c->skip ? avail : (size_t)c->skip;
+    splice_out(c, c->pos, k);   /* what follows them (the next frames) stays */
+    c->skip -= k;
+    c->need = 0;
+    return c->skip == 0;
 }
 
 /* Decodes what is in; closes the connection on anything that is not ZMTP. */
@@ -553,12 +611,24 @@ static void conn_process(jrpc_zmtp_conn_t *c)
             c->state = ST_HANDSHAKE;
             continue;
         }
+        if (c->skip) {
+            if (!drop_skipped(c))
+                return;
+            if (!c->skip_more)
+                message_end(c);
+            continue;
+        }
         jrpc_zmtp_frame_t f;
         size_t need = 0;
         ssize_t n = jrpc_zmtp_frame_decode(c->in + c->pos, c->in_len - c->pos, z->max_frame, &f, &need);
         if (n == JRPC_ZMTP_NEED_MORE) {
             c->need = c->pos - c->base + need;
             return;
+        }
+        if (n == JRPC_ZMTP_TOO_LARGE && z->skip_oversized && c->state == ST_OPEN &&
+            !(c->in[c->pos] & JRPC_ZMTP_FLAG_COMMAND)) {
+            skip_begin(c);
+            continue;
         }
         if (n == JRPC_ZMTP_TOO_LARGE) {   /* as libzmq's ZMQ_MAXMSGSIZE: no word */
             z->st.oversized++;
@@ -596,14 +666,8 @@ static void conn_process(jrpc_zmtp_conn_t *c)
             c->excess = true;
             splice_out(c, c->pos, (size_t)n);
         }
-        if (f.flags & JRPC_ZMTP_FLAG_MORE)
-            continue;
-        /* c outlives the callback even if it closes it: the memory goes
-         * in a close callback, on a later loop turn. */
-        deliver(c);
-        c->base = c->pos;
-        c->nframes = 0;
-        c->excess = false;
+        if (!(f.flags & JRPC_ZMTP_FLAG_MORE))
+            message_end(c);
     }
 }
 
@@ -843,6 +907,7 @@ int jrpc_zmtp_new(uv_loop_t *loop, const jrpc_zmtp_opts_t *opts, jrpc_zmtp_msg_c
     z->next_id = (uint32_t)uv_hrtime() ^ (uint32_t)uv_os_getpid() << 16;
     z->data = data;
     z->max_frame = opts->max_frame;
+    z->skip_oversized = opts->skip_oversized;
     z->hwm = opts->hwm;
     z->handshake_ms = opts->handshake_ms;
     z->listener.h.data = z;

@@ -102,7 +102,8 @@ typedef struct jrpc_zmtp_conn jrpc_zmtp_conn_t;
 
 /* One client message: frames[0..n) (at most 3; excess set when the message
  * had more, which were read and dropped), borrowed until the callback
- * returns. peer is the IP (no port) of a tcp:// peer, NULL on ipc://. conn
+ * returns. With skip_oversized, a frame above max_frame has p == NULL and n
+ * its size: its bytes were dropped as they arrived. peer is the IP (no port) of a tcp:// peer, NULL on ipc://. conn
  * stays valid for the callback; jrpc_zmtp_conn_ref() keeps it longer. */
 typedef void (*jrpc_zmtp_msg_cb)(void *data, jrpc_zmtp_conn_t *conn, const jrpc_span_t *frames,
                                  int n, bool excess, const char *peer);
@@ -120,7 +121,10 @@ typedef void (*jrpc_zmtp_read_cb)(void *data);
 typedef struct jrpc_zmtp_opts {
     const char *endpoint;      /* tcp://HOST:PORT (HOST: *, IPv4, [IPv6], an interface or
                                   host name), ipc://PATH */
-    uint64_t    max_frame;     /* a larger frame cuts the connection without a word */
+    uint64_t    max_frame;     /* a larger frame cuts the connection without a word ... */
+    bool        skip_oversized; /* ... unless set: a larger message frame is then skipped
+                                  as its bytes arrive (never buffered) and delivered as
+                                  { NULL, its size } (commands still cut) */
     uint32_t    hwm;           /* replies queued per connection, at most (SNDHWM) */
     uint32_t    handshake_ms;  /* greeting and READY within this, or closed */
     size_t      out_keep;      /* output buffer bytes a connection keeps once drained
@@ -134,7 +138,8 @@ typedef struct jrpc_zmtp_stats {
     uint64_t accepted;         /* since start */
     uint64_t handshake_failed; /* closed before READY: bad greeting, type, timeout */
     uint64_t handshake_timeouts; /* of those, for the clock */
-    uint64_t oversized;        /* connections cut for a frame above max_frame */
+    uint64_t oversized;        /* frames above max_frame: connections cut, or frames
+                                  skipped (skip_oversized) */
     uint64_t pings;            /* PINGs answered */
 } jrpc_zmtp_stats_t;
 

@@ -10,8 +10,9 @@
 # machine vary by ±25–50%, so only ratios taken side by side mean anything).
 # Writes DIR/<comparison>.json (every round's raw results and the summary),
 # DIR/machine.json, DIR/summary.md, DIR/plots/open-*.png (jrpc's latency
-# percentile curve in the last open-loop round), and prints the Markdown
-# table on stdout. DIR defaults to
+# percentile curve in the last open-loop round) and DIR/raw.tar.xz (every
+# side's raw output, DIR/runs/ packed), and prints the Markdown table on
+# stdout. DIR defaults to
 # bench/results/<UTC date and time>/.
 #
 # Installs what is missing (bench/peers/install.sh), builds build-rel with
@@ -91,8 +92,8 @@ done
 # ---- outside the namespace: install, build, re-enter --------------------
 if [ -z "${JRPC_PEERS_IN_NETNS:-}" ]; then
     bash "$here/install.sh"
-    cmake -S "$root" -B "$root/build-rel" -DCMAKE_BUILD_TYPE=Release -DJRPC_BENCH_PEERS=ON >/dev/null
-    cmake --build "$root/build-rel" -j"$(nproc)" >/dev/null
+    source "$root/bench/build_rel.sh"
+    build_rel "$root/build-rel" -DJRPC_BENCH_PEERS=ON
     [ -n "$out" ] || out=$root/bench/results/$(date -u +%Y-%m-%dT%H%MZ)
     mkdir -p "$out/plots"
     out=$(cd "$out" && pwd)
@@ -401,3 +402,7 @@ done
 [ -n "$current" ] && stop_peer "$current"
 for n in "${!PGID[@]}"; do stop "$n"; done
 python3 "$here/summarize.py" "$out"
+# The raw rounds, packed: what a reader needs to check a figure stays
+# readable (summary.md, the <comparison>.json rows, plots/), the rest is one
+# file per run (summarize.py reads it from there).
+tar -C "$out" -cJf "$out/raw.tar.xz" runs && rm -rf "$out/runs"

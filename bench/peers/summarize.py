@@ -6,12 +6,16 @@
 Reads DIR/comparisons.txt (the comparisons run, as run.sh lists them),
 DIR/runs/<name>/r<k>.{a,b}.json (side A is jrpc, side B the peer) and
 DIR/machine.json; writes DIR/<name>.json for each comparison and
-DIR/summary.md, and prints the Markdown table. Ratios are A/B per round;
+DIR/summary.md, and prints the Markdown table. A kept run has its runs/
+packed in DIR/raw.tar.xz (run.sh packs it last): it is read from there
+when DIR/runs is absent. Ratios are A/B per round;
 the median and the min-max spread are over the rounds."""
 import json
 import os
 import statistics
 import sys
+import tarfile
+import tempfile
 
 
 def load(path):
@@ -65,13 +69,21 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     out = sys.argv[1]
+    runs = os.path.join(out, "runs")
+    packed = os.path.join(out, "raw.tar.xz")
+    if not os.path.isdir(runs) and os.path.exists(packed):
+        tmp = tempfile.TemporaryDirectory()
+        with tarfile.open(packed) as t:
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            t.extractall(tmp.name, **safe)
+        runs = os.path.join(tmp.name, "runs")
     machine = load(os.path.join(out, "machine.json")) or {}
     rows = []
     with open(os.path.join(out, "comparisons.txt")) as f:
         comps = [line.rstrip("\n").split("|", 4) for line in f if line.strip()]
     for name, peer, kind, threshold, goal in comps:
         threshold = float(threshold)
-        d = os.path.join(out, "runs", name)
+        d = os.path.join(runs, name)
         rounds, problems = [], []
         k = 1
         while os.path.exists(os.path.join(d, f"r{k}.a.json")) or os.path.exists(

@@ -43,7 +43,20 @@ check "invalid params" \
 check "reserved rpc. method" '-32601' \
     "$(send '{"jsonrpc":"2.0","method":"rpc.discover","id":1}' | sed -E 's/.*"code":(-?[0-9]+).*/\1/')"
 
-# 2000 calls, 3 workers with credit 16 each: most calls wait in the queue.
+# 2000 calls, 3 fresh workers with credit 16 each: most calls wait in the
+# queue. The dispatcher is a work-conserving pull (docs/ARCHITECTURE.md,
+# "Life of a body"): the first wave fills every worker's credit, then each
+# answer refills the worker that sent it. So a worker that the machine's
+# scheduler starves serves little more than its first 16, and the shares are
+# not equal under load (issue 36 item 9: "two of three served none" was a
+# threshold of 100 that assumed an idle machine). What is promised: every
+# call run exactly once, and every worker given its credit's worth.
+stopped() { grep -h -o 'event=stopped.*calls=[0-9]*' "$@" 2>/dev/null | sed 's/.*calls=//'; }
+for p in "${E2E_PIDS[@]:1}"; do kill -TERM "$p"; done
+e2e_wait_for "[ \$(stopped $E2E_TMP/worker[123].log | wc -l) = 3 ]" 10
+e2e_wait_workers 0
+for i in 1 2 3; do e2e_start_worker --credit 16; done
+e2e_wait_workers 3
 body='[' expected='['
 for ((i = 0; i < 2000; i++)); do
     [ $i -gt 0 ] && { body+=','; expected+=','; }
@@ -55,10 +68,12 @@ printf '%s' "$body" > "$E2E_TMP/big.json"
 out=$("$JRPC" send "$E2E_TMP/big.json")
 check "batch of 2000 comes back whole and in order" "$expected" "$out"
 
-# Each worker served a share: they report their count when they stop.
-for p in "${E2E_PIDS[@]:1}"; do kill -TERM "$p"; done
-e2e_wait_for "[ \$(grep -h -o 'event=stopped.*calls=[0-9]*' $E2E_TMP/worker*.log | wc -l) = 3 ]" 10
-served=$(grep -h -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP"/worker*.log | sed 's/.*calls=//' | sort -n)
+# Each worker reports its count when it stops.
+for p in "${E2E_PIDS[@]:4}"; do kill -TERM "$p"; done
+e2e_wait_for "[ \$(stopped $E2E_TMP/worker[456].log | wc -l) = 3 ]" 10
+served=$(stopped "$E2E_TMP"/worker[456].log | sort -n)
+echo "shares of the 2000: $(echo $served)"
 check "three workers stopped and reported" 3 "$(echo "$served" | wc -l)"
-check "every worker served some of the 2000" 0 "$(echo "$served" | awk '$1 < 100' | wc -l)"
+check "every call ran exactly once" 2000 "$(echo "$served" | awk '{ s += $1 } END { print s }')"
+check "every worker was given its credit's worth (16)" 0 "$(echo "$served" | awk '$1 < 16' | wc -l)"
 e2e_finish

@@ -485,7 +485,7 @@ static uint64_t msg_hash(const jrpc_span_t *fr, int n, bool excess)
     h = fnv(h, &excess, sizeof excess);
     for (int i = 0; i < n; i++) {
         h = fnv(h, &fr[i].n, sizeof fr[i].n);
-        h = fnv(h, fr[i].p, fr[i].n);
+        h = fr[i].p ? fnv(h, fr[i].p, fr[i].n) : fnv(h, "skipped", 7);
     }
     return h;
 }
@@ -496,6 +496,7 @@ static void *zctx;
 static jrpc_zmtp_t *server;
 static char endpoint[128];
 static int port_used;   /* the port server_up bound */
+static bool srv_skip;   /* server_up: skip_oversized, max_frame 30000 */
 
 static uint64_t now_ms(void)
 {
@@ -573,7 +574,8 @@ static int server_up(void **state, int port, uint32_t hwm, uint32_t handshake_ms
     memset(&srv, 0, sizeof srv);
     uv_loop_init(&loop);
     zctx = zmq_ctx_new();
-    jrpc_zmtp_opts_t o = { .endpoint = endpoint, .max_frame = 100000, .hwm = hwm,
+    jrpc_zmtp_opts_t o = { .endpoint = endpoint, .max_frame = srv_skip ? 30000 : 100000,
+                           .skip_oversized = srv_skip, .hwm = hwm,
                            .handshake_ms = handshake_ms, .on_read = on_srv_read,
                            .on_close = on_srv_close };
     if (port == 0)
@@ -887,10 +889,14 @@ static void test_raw_peers(void **state)
 /* Many messages of 1..6 frames (0 bytes to 40 000), PINGs between frames,
  * sent in pieces of random size: every message arrives whole and in order,
  * its first three frames intact, the rest reported as excess. This is the
- * input buffer's bookkeeping (growth, compaction, frames cut out). */
-static void test_raw_stream(void **state)
+ * input buffer's bookkeeping (growth, compaction, frames cut out). With
+ * skip, the 40 000-byte frames are above max_frame: each arrives as
+ * { NULL, 40000 } in its place, and the connection carries on. */
+static void raw_stream(void **state, int port, bool skip)
 {
-    assert_int_equal(server_up(state, 43109, 1000, 2000), 0);
+    srv_skip = skip;
+    assert_int_equal(server_up(state, port, 1000, 2000), 0);
+    srv_skip = false;
     srv.record = true;
     int fd = raw_connect(port_used);
     raw_hello(fd, "DEALER");
@@ -923,7 +929,7 @@ static void test_raw_stream(void **state)
             }
         }
         for (int i = 0; i < nf && i < 3; i++)
-            kept[i].p = (const char *)starts[i];
+            kept[i].p = skip && kept[i].n > 30000 ? NULL : (const char *)starts[i];
         want[m] = msg_hash(kept, nf < 3 ? nf : 3, nf > 3);
     }
     uint8_t sink[65536];
@@ -952,6 +958,16 @@ static void test_raw_stream(void **state)
     assert_true(st.pings > 0);
     close(fd);
     server_down();
+}
+
+static void test_raw_stream(void **state)
+{
+    raw_stream(state, 43109, false);
+}
+
+static void test_raw_stream_skip(void **state)
+{
+    raw_stream(state, 43100, true);
 }
 
 /* A client that stops reading: its replies queue up to the HWM, then are
@@ -1108,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_many_connections),
         cmocka_unit_test(test_raw_peers),
         cmocka_unit_test(test_raw_stream),
+        cmocka_unit_test(test_raw_stream_skip),
         cmocka_unit_test(test_hwm_drop),
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_destroy_flushes),
