@@ -1,6 +1,6 @@
 """An example Python worker for jrpc.
 
-    PYTHONPATH=worker/python /usr/bin/python3 -m jrpc_worker \
+    PYTHONPATH=worker/python /usr/bin/python3 -m jrpc.worker \
         --connect tcp://127.0.0.1:5556 worker/python/examples/example_worker.py
 
 or run this file directly (it takes the endpoints as arguments)."""
@@ -10,9 +10,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from jrpc_worker import InvalidParams, JsonRpcError, Methods, current_call  # noqa: E402
+from jrpc.worker import InvalidParams, JsonRpcError, Methods, current_call  # noqa: E402
 
 methods = Methods()
 
@@ -80,7 +79,7 @@ def block(ms):
 
 if __name__ == "__main__":
     import logging
-    from jrpc_worker import Worker
+    from jrpc.worker import Worker
     logging.basicConfig(level=logging.INFO)
     w = Worker(methods, credit=16)
     for ep in sys.argv[1:] or ["tcp://127.0.0.1:5556"]:

@@ -5,35 +5,7 @@ import inspect
 import time
 
 from . import wire
-
-
-class JsonRpcError(Exception):
-    """Raise it from a handler to answer this error object unchanged:
-    ``{"code": code, "message": message, "data": data}`` (``data`` only
-    when given). Application codes belong outside -32768..-32000."""
-
-    _NO_DATA = object()
-
-    def __init__(self, code, message, data=_NO_DATA):
-        if not isinstance(code, int) or isinstance(code, bool):
-            raise TypeError("code must be an int")
-        if not isinstance(message, str):
-            raise TypeError("message must be a str")
-        super().__init__(code, message)
-        self.code = code
-        self.message = message
-        self.data = None if data is JsonRpcError._NO_DATA else data
-        self.has_data = data is not JsonRpcError._NO_DATA
-
-    def to_object(self):
-        return wire.error_object(self.code, self.message, self.data, self.has_data)
-
-
-class InvalidParams(JsonRpcError):
-    """-32602 Invalid params: the handler refuses the params."""
-
-    def __init__(self, message=wire.MESSAGES[wire.INVALID_PARAMS], data=JsonRpcError._NO_DATA):
-        super().__init__(wire.INVALID_PARAMS, message, data)
+from ..errors import InvalidParams, JsonRpcError
 
 
 class CallInfo:

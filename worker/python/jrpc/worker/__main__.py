@@ -14,7 +14,8 @@ import sys
 
 import zmq
 
-from .keys import KeyFileError, load_keypair, load_public
+from ..errors import KeyFileError
+from ..keys import load_keypair, load_public
 from .methods import Methods
 from .worker import Worker
 
@@ -124,17 +125,17 @@ def main(argv=None):
         return w.run()
     except zmq.ZMQError as e:
         bad = e.errno in (errno.EINVAL, errno.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO)
-        logging.getLogger("jrpc_worker").error("event=connect_failed err=\"%s\"", e)
+        logging.getLogger("jrpc.worker").error("event=connect_failed err=\"%s\"", e)
         if bad:
             print("jrpc_worker: bad endpoint in %s" % ",".join(endpoints), file=sys.stderr)
         return 2 if bad else 1
     except Exception as e:
-        logging.getLogger("jrpc_worker").error("event=run_failed err=\"%s: %s\"",
+        logging.getLogger("jrpc.worker").error("event=run_failed err=\"%s: %s\"",
                                                 type(e).__name__, e)
         return 1
 
 
-if __name__ == "__main__":
+def entry() -> None:
     rc = main()
     # Handlers a drain gave up on may still be running in the pool, whose
     # threads the interpreter would wait for at exit: leave now, as the C
@@ -143,3 +144,7 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)
+
+
+if __name__ == "__main__":
+    entry()

@@ -27,9 +27,10 @@ import time
 import zmq
 
 from . import dns, wire
-from .methods import CallInfo, JsonRpcError, Methods, _current
+from ..errors import JsonRpcError
+from .methods import CallInfo, Methods, _current
 
-log = logging.getLogger("jrpc_worker")
+log = logging.getLogger("jrpc.worker")
 
 RECONNECT_IVL_MS = 100
 RECONNECT_IVL_MAX_MS = 1000
