@@ -1,4 +1,4 @@
-"""python3 -m jrpc_worker [OPTIONS] TARGET
+"""python -m jrpc.worker [OPTIONS] TARGET
 
 TARGET names the methods to serve: ``module:attr`` or ``path/to/file.py:attr``
 where attr is a Methods table, a Worker (its own table), or a dict
@@ -11,11 +11,15 @@ import importlib.util
 import logging
 import os
 import sys
+from typing import List, Optional
 
 import zmq
 
+from .._version import __version__
 from ..errors import KeyFileError
 from ..keys import load_keypair, load_public
+from . import admin, conf
+from . import log as joblog
 from .methods import Methods
 from .worker import Worker
 
@@ -48,90 +52,110 @@ def _load_target(target):
                     % (target, type(obj).__name__))
 
 
-def _uint(lo, hi):
-    def conv(v):
-        n = int(v)
-        if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError("%s is not in %d..%d" % (v, lo, hi))
-        return n
-    return conv
-
-
-def main(argv=None):
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m jrpc_worker",
-        description="Serves Python methods to one or more jrpc brokers (proto/PROTOCOL.md).",
-        epilog="SIGTERM/SIGINT: DISCONNECT to every broker, the calls held finish and are "
-               "answered (at most --drain-timeout-ms), then exit 0; a second signal exits at "
-               "once. Exit status: 0 clean stop, 1 runtime failure, 2 bad usage or key files.")
-    p.add_argument("target", help="module:attr or file.py:attr (Methods, Worker or dict); "
-                   "default attr: methods")
-    p.add_argument("--connect", action="append", metavar="ENDPOINT",
-                   help="a broker's worker endpoint, or dns+tcp://NAME:PORT for every broker "
-                   "NAME resolves to (A and AAAA, one session each); repeat (or give a comma "
-                   "list) for several (default tcp://127.0.0.1:5556)")
-    p.add_argument("--resolve-ms", type=_uint(100, 3600000), default=5000,
-                   help="how often dns+tcp:// names are resolved again; a broker lost also "
-                   "resolves its name at once (default 5000)")
-    p.add_argument("--name", help="this worker's name in the broker's logs (READY's name)")
-    p.add_argument("--credit", type=_uint(1, 1000000), default=64,
-                   help="calls held at once per broker (default 64)")
-    p.add_argument("--threads", type=_uint(1, 1024), default=None,
-                   help="threads for sync handlers (default min(credit, 32))")
-    p.add_argument("--heartbeat-ms", type=_uint(10, 60000), default=1000,
-                   help="own heartbeat interval until the broker sends its own (default 1000)")
-    p.add_argument("--liveness", type=_uint(1, 100), default=3,
-                   help="silent intervals before a broker counts as dead (default 3)")
-    p.add_argument("--drain-timeout-ms", type=_uint(0, 86400000), default=30000,
-                   help="on SIGTERM, how long to wait at most for the calls held (default 30000)")
-    p.add_argument("--curve-secret", metavar="FILE",
-                   help="this worker's CURVE keypair (jrpc keygen FILE)")
-    p.add_argument("--broker-key", metavar="FILE",
-                   help="the broker's public key (the .pub of its keypair); both or neither")
-    p.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warn", "warning", "error"])
+        prog="python -m jrpc.worker",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serves Python methods to one or more jrpc brokers (proto/PROTOCOL.md).\n"
+        "Each option is also an environment variable JRPC_NAME (JRPC_ + the name upper-cased,\n"
+        "- as _) and a config-file key NAME = VALUE (keys before any section, in [jrpc-worker]\n"
+        "or in [jrpc-py-worker]); flags > JRPC_* environment > config file > defaults\n"
+        "(docs/CONFIG.md).",
+        epilog="Results: None, bool, int, float, str, list/tuple, dict with str keys. An int\n"
+        "beyond 64 bits or a Decimal is served as the broker serves such a JSON number: an\n"
+        "integer while it fits int64/uint64, else the nearest double; one a double cannot\n"
+        "hold (a Decimal NaN or Infinity, an int beyond 1.8e308) answers -32010 \"Result not\n"
+        "representable\"; any other value with no JSON form -32603.\n"
+        "SIGTERM/SIGINT: DISCONNECT to every broker, the calls held finish and are answered\n"
+        "(at most --drain-timeout-ms), then exit 0; a second signal exits at once.\n"
+        "Exit status: 0 clean stop (or --help, --version, a good --check-config), 1 runtime\n"
+        "failure, 2 bad usage, config or key files.")
+    p.add_argument("target", nargs="?", help="module:attr or file.py:attr (Methods, Worker or "
+                   "dict); default attr: methods")
+    p.add_argument("--config", metavar="FILE",
+                   help="read options from this INI file (also JRPC_CONFIG) [none]")
+    for o in conf.OPTIONS:
+        h = "%s [%s]" % (o.help, o.default if o.default is not None else "none")
+        if o.kind == "list":
+            p.add_argument("--" + o.name, action="append", metavar=o.metavar, help=h)
+        else:
+            p.add_argument("--" + o.name, metavar=o.metavar, help=h)
+    p.add_argument("--check-config", action="store_true",
+                   help="check every option and file, print the effective configuration and "
+                   "exit (0 good, 2 bad)")
+    p.add_argument("--version", action="version", version="%s %s" % (conf.PROG, __version__))
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = _parser()
     a = p.parse_args(argv)
-    level = {"warn": "warning"}.get(a.log_level, a.log_level)
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s level=%(levelname)s comp=%(name)s %(message)s")
-    if (a.curve_secret is None) != (a.broker_key is None):
-        p.error("--curve-secret and --broker-key go together")
+    flags = {o.name: getattr(a, o.name.replace("-", "_")) for o in conf.OPTIONS}
+    try:
+        v, sources, ignored = conf.load(flags, os.environ, a.config)
+    except conf.ConfError as e:
+        for line in e.problems:
+            print("%s: %s" % (conf.PROG, line), file=sys.stderr)
+        return 2
+    if (v["curve-secret"] is None) != (v["broker-key"] is None):
+        print("%s: --curve-secret and --broker-key go together" % conf.PROG, file=sys.stderr)
+        return 2
     kp = bp = None
-    if a.curve_secret:
+    if v["curve-secret"]:
         try:
-            kp = load_keypair(a.curve_secret)
-            bp = load_public(a.broker_key)
+            kp = load_keypair(v["curve-secret"])
+            bp = load_public(str(v["broker-key"]))
         except (OSError, KeyFileError) as e:
-            print("jrpc_worker: %s" % e, file=sys.stderr)
+            print("%s: %s" % (conf.PROG, e), file=sys.stderr)
             return 2
+    if a.check_config:
+        sys.stdout.write(conf.effective(v, sources))
+        if ignored:
+            sys.stdout.write("\n# environment variables ignored (not options of %s): %s\n"
+                             % (conf.PROG, ",".join(ignored)))
+        return 0
+    if a.target is None:
+        p.error("a TARGET is needed (module:attr or file.py:attr)")
+    joblog.setup(str(v["log-level"]), str(v["log-format"]), conf.PROG)
+    log = logging.getLogger("jrpc.main")
+    if ignored:
+        log.info("event=env_ignored names=%s", ",".join(ignored))
     try:
         methods = _load_target(a.target)
     except Exception as e:
-        print("jrpc_worker: cannot load %s: %s: %s" % (a.target, type(e).__name__, e),
+        print("%s: cannot load %s: %s: %s" % (conf.PROG, a.target, type(e).__name__, e),
               file=sys.stderr)
         return 2
-    endpoints = []
-    for v in a.connect or ["tcp://127.0.0.1:5556"]:
-        endpoints.extend(e for e in v.split(",") if e)
-    w = Worker(methods, credit=a.credit, heartbeat_ms=a.heartbeat_ms, liveness=a.liveness,
-               name=a.name, curve_keypair=kp, broker_public=bp, threads=a.threads,
-               drain_timeout_ms=a.drain_timeout_ms, resolve_ms=a.resolve_ms)
+    endpoints = conf.endpoints(str(v["connect"]))
+    w = Worker(methods, credit=int(str(v["credit"])), heartbeat_ms=int(str(v["heartbeat-ms"])),
+               liveness=int(str(v["liveness"])), name=v["name"], curve_keypair=kp,
+               broker_public=bp, threads=int(v["threads"]) if v["threads"] else None,
+               drain_timeout_ms=int(str(v["drain-timeout-ms"])),
+               resolve_ms=int(str(v["resolve-ms"])))
     for e in endpoints:
         try:
             w.connect(e)
         except ValueError as err:
-            p.error(str(err))
+            print("%s: --connect: %s" % (conf.PROG, err), file=sys.stderr)
+            return 2
+    if v["admin"] not in (None, "none"):
+        try:
+            admin.start(str(v["admin"]), w)
+        except OSError as e:
+            log.error("event=admin_failed address=%s err=\"%s\"", v["admin"], e)
+            return 1
+    log.info("event=started version=%s endpoints=%d methods=%d", __version__, len(endpoints),
+             len(methods))
     try:
         return w.run()
     except zmq.ZMQError as e:
         bad = e.errno in (errno.EINVAL, errno.EPROTONOSUPPORT, zmq.ENOCOMPATPROTO)
-        logging.getLogger("jrpc.worker").error("event=connect_failed err=\"%s\"", e)
+        log.error("event=connect_failed err=\"%s\"", e)
         if bad:
-            print("jrpc_worker: bad endpoint in %s" % ",".join(endpoints), file=sys.stderr)
+            print("%s: bad endpoint in %s" % (conf.PROG, ",".join(endpoints)), file=sys.stderr)
         return 2 if bad else 1
     except Exception as e:
-        logging.getLogger("jrpc.worker").error("event=run_failed err=\"%s: %s\"",
-                                                type(e).__name__, e)
+        log.error("event=run_failed err=\"%s: %s\"", type(e).__name__, e)
         return 1
 
 

@@ -5,6 +5,8 @@ Every message is one msgpack array ``[version, type, ...fields]`` in one
 ZeroMQ frame. Decoding never guesses: a message is either a value of one of
 the classes below or a :class:`Malformed` raised with the reason."""
 
+import decimal
+import math
 import re
 import struct
 
@@ -25,6 +27,7 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 TIMEOUT = -32003
 WORKER_FAILED = -32004
+NOT_REPRESENTABLE = -32010
 
 MESSAGES = {
     PARSE_ERROR: "Parse error",
@@ -34,6 +37,7 @@ MESSAGES = {
     INTERNAL_ERROR: "Internal error",
     SERVER_BUSY: "Server busy",
     TIMEOUT: "Request timeout",
+    NOT_REPRESENTABLE: "Result not representable",
     WORKER_FAILED: "Worker failed",
 }
 
@@ -102,13 +106,70 @@ def error_object(code, message, data=None, has_data=False):
     return err
 
 
+class NotRepresentable(ValueError):
+    """A result (or error data) holding a number JSON-RPC through the broker
+    cannot carry: answered -32010, never -32603."""
+
+
+I64_MIN = -(1 << 63)
+
+
+def _number(v):
+    """The value the broker would have made of this number had it come as
+    JSON (PROTOCOL.md 7): an integer within int64/uint64 stays one, any other
+    finite number becomes the nearest float64."""
+    if isinstance(v, decimal.Decimal):
+        if not v.is_finite():
+            raise NotRepresentable("Decimal %s has no JSON form" % v)
+        if v == v.to_integral_value():
+            iv = int(v)
+            if I64_MIN <= iv <= U64_MAX:
+                return iv
+        f = float(v)
+        if math.isinf(f):
+            raise NotRepresentable("Decimal beyond a double's range")
+        return f
+    try:                       # an int beyond 64 bits
+        return float(v)
+    except OverflowError:
+        raise NotRepresentable("an int of %d bits, beyond a double's range"
+                               % v.bit_length()) from None
+
+
+def coerce(value, depth=0):
+    """``value`` with every int beyond 64 bits and every Decimal replaced as
+    :func:`_number` says; raises NotRepresentable (or TypeError for other
+    types msgpack cannot pack)."""
+    if depth > MAX_PACK_DEPTH:
+        raise ValueError("nested too deep")
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes, float)):
+        return value
+    if isinstance(value, int):
+        return value if I64_MIN <= value <= U64_MAX else _number(value)
+    if isinstance(value, decimal.Decimal):
+        return _number(value)
+    if isinstance(value, (list, tuple)):
+        return [coerce(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: coerce(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+MAX_PACK_DEPTH = 511
+
+
 def encode_answer(seq, result=None, error=None):
     """One answer ``[seq, 0, result]`` or ``[seq, 1, error]``, packed on its
     own so that a result with no msgpack form fails here, for this call
-    alone (raises TypeError/ValueError/OverflowError)."""
-    if error is not None:
-        return _pack([seq, 1, error])
-    return _pack([seq, 0, result])
+    alone. Ints beyond 64 bits and Decimals are served as the broker serves
+    such JSON numbers (:func:`coerce`); one with no float64 form raises
+    NotRepresentable; other unpackable values TypeError/ValueError."""
+    item = error if error is not None else result
+    try:
+        return _pack([seq, 1 if error is not None else 0, item])
+    except (OverflowError, TypeError):
+        item = coerce(item)
+    return _pack([seq, 1 if error is not None else 0, item])
 
 
 def encode_response(answers):

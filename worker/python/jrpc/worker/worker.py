@@ -128,8 +128,21 @@ class Worker:
         self._athread = None
         self._io = None
         self.answered = 0
+        self.stats = {"calls": 0, "errors": 0, "late": 0}  # answers made (admin /metrics)
+        self._stats_lock = threading.Lock()
         self._turns = 0  # loop turns (tests: no busy loop)
         self.started = threading.Event()  # set once the sockets are open (tests, embedding)
+
+    def inflight(self):
+        """Calls held now, all brokers together (any thread; approximate)."""
+        return sum(len(c.held) for c in list(self._conns))
+
+    def brokers_up(self):
+        """Broker sessions that have heard from their broker."""
+        return sum(1 for c in list(self._conns) if c.sock is not None and c.alive)
+
+    def draining(self):
+        return self._draining or self._drain_asked
 
     # ---- configuration ----
 
@@ -521,10 +534,21 @@ class Worker:
         no msgpack form answers -32603 instead."""
         try:
             packed = wire.encode_answer(seq, result, error)
+        except wire.NotRepresentable as e:
+            log.warning("event=result_not_representable seq=%d err=\"%s\"", seq, e)
+            error = wire.error_object(wire.NOT_REPRESENTABLE,
+                                      wire.MESSAGES[wire.NOT_REPRESENTABLE], {"reason": str(e)})
+            packed = wire.encode_answer(seq, error=error)
         except Exception as e:
             log.error("event=result_unpackable seq=%d err=\"%s: %s\"", seq, type(e).__name__, e)
-            packed = wire.encode_answer(seq, error=wire.error_object(
-                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+            error = wire.error_object(wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR])
+            packed = wire.encode_answer(seq, error=error)
+        with self._stats_lock:
+            self.stats["calls"] += 1
+            if error is not None:
+                self.stats["errors"] += 1
+                if error.get("code") == wire.TIMEOUT:
+                    self.stats["late"] += 1
         self._done.append((c, gen, seq, packed))
         if threading.current_thread() is not self._io:
             self._wake()
