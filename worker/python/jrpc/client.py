@@ -36,6 +36,21 @@ from .sign import SigningKey, load_key
 Params = Union[Sequence[Any], Mapping[str, Any], None]
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 _RETRY_AFTER_S = 2.0      # a broker that failed is tried last for this long
+_IDEM_SLACK_S = 5.3       # a dead broker's claim outlives its deadline by 5 s (IDEM_RUN_SLACK_MS)
+_IDEM_MIN_S = 4.8         # ... and no sooner than 5 s after it arrived (less a margin)
+_PROBE_MIN_MS = 1000      # a shorter first resend after a loss is not worth it
+
+
+def _still_running(reply: bytes) -> bool:
+    """A whole-body -32008 saying the first run under the key still runs."""
+    if b"-32008" not in reply:
+        return False
+    try:
+        obj = json.loads(reply)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("error"), dict) and \
+        obj["error"].get("code") == -32008 and "still running" in json.dumps(obj["error"])
 
 
 class Call:
@@ -414,40 +429,80 @@ class Client:
 
     def _exchange(self, body: bytes, ids: List[Any], timeout_ms: Optional[int],
                   traceparent: Optional[str], idem: Optional[str], retryable: bool) -> bytes:
+        """Sends the body to a broker and returns its answer's bytes, by the
+        rules of the module docstring. With an idempotency key, a body whose
+        broker was lost is sent again at once with a short deadline (a
+        broker that kept the first run's reply answers it at once); when the
+        first run still holds the key (its broker may be dead: its claim
+        ends at most 5 s after that run's deadline), it is sent again once
+        that claim must have ended, so that the new run has its whole
+        deadline (a run that takes the key over with little time left would
+        keep -32003 as the key's reply)."""
         t = timeout_ms or self.timeout_ms
         if not 1 <= t <= 86400000:
             raise ValueError("timeout_ms is 1 to 86400000")
         if idem is None and self.retry == "safe":
             idem = uuid.uuid4().hex
-        deadline = time.monotonic() + t / 1000.0 + 0.5
+        t0 = time.monotonic()
+        deadline = t0 + t / 1000.0 + 0.5
+        claim_ends = t0 + t / 1000.0 + _IDEM_SLACK_S
         errors: List[str] = []
         may_have_run: Optional[str] = None
-        for i in self._order():
-            tr = self._transports[i]
-            if time.monotonic() >= deadline:
+        probe = False          # the next send is the first after a loss
+        while True:
+            sent_any = False
+            for i in self._order():
+                tr = self._transports[i]
+                if time.monotonic() >= deadline:
+                    break
+                from ._ws import WsTransport
+                safe = retryable or (idem is not None and not isinstance(tr, WsTransport))
+                ask = t
+                if probe and idem is not None:
+                    # A first run's claim ends no sooner than 5 s after it
+                    # arrived: a resend that ends its wait before then never
+                    # takes the key over with little time left.
+                    ask = min(t, int((t0 + _IDEM_MIN_S - time.monotonic()) * 1000))
+                    if ask < _PROBE_MIN_MS:
+                        probe = False
+                        time.sleep(max(0.0, min(claim_ends, deadline) - time.monotonic()))
+                        ask = t
+                req = self._prepare(body, ids, ask, deadline, traceparent, idem)
+                try:
+                    reply = tr.send(req)
+                except NotSent as e:
+                    self._mark_failed(i)
+                    errors.append(str(e))
+                    continue
+                except (Lost, NoAnswer) as e:
+                    self._mark_failed(i)
+                    errors.append(str(e))
+                    if not safe:
+                        raise CallMayHaveRunError(
+                            "%s: the call may or may not have run (its broker took the body and "
+                            "gave no answer; not sent again: use retry='safe' or retryable=True "
+                            "where that is safe)" % e, tr.url) from None
+                    if may_have_run is None and idem is not None:
+                        deadline = claim_ends + t / 1000.0 + 0.5
+                    may_have_run = tr.url
+                    probe = True
+                    continue
+                sent_any = True
+                if may_have_run is not None and idem is not None and _still_running(reply):
+                    errors.append("%s: the first run still holds the idempotency key" % tr.url)
+                    break
+                return reply
+            if may_have_run is None or time.monotonic() >= deadline:
                 break
-            from ._ws import WsTransport
-            safe = retryable or (idem is not None and not isinstance(tr, WsTransport))
-            req = self._prepare(body, ids, timeout_ms, deadline, traceparent, idem)
-            try:
-                return tr.send(req)
-            except NotSent as e:
-                self._mark_failed(i)
-                errors.append(str(e))
-                continue
-            except (Lost, NoAnswer) as e:
-                self._mark_failed(i)
-                errors.append(str(e))
-                if not safe:
-                    raise CallMayHaveRunError(
-                        "%s: the call may or may not have run (its broker took the body and "
-                        "gave no answer; not sent again: use retry='safe' or retryable=True "
-                        "where that is safe)" % e, tr.url) from None
-                may_have_run = tr.url
-                continue
+            if sent_any and probe:
+                # The key is held: wait until the first run's claim has ended.
+                probe = False
+                time.sleep(max(0.0, min(claim_ends, deadline) - time.monotonic()))
+            else:
+                time.sleep(0.2)
         if may_have_run is not None:
             raise CallMayHaveRunError("no broker answered; the call may or may not have run: "
-                                      + "; ".join(errors), may_have_run)
+                                      + "; ".join(errors[-6:]), may_have_run)
         raise TransportError("no broker reached, the body was not sent: " + "; ".join(errors))
 
     def _stream_events(self, body: bytes, ids: List[Any], fmt: str, timeout_ms: Optional[int],
