@@ -194,6 +194,9 @@ class WsTransport:
             self._drop(c)
 
     def _send(self, req: Request, stream: bool) -> _Conn:
+        if "traceparent" in req.headers:
+            raise ValueError("%s: the broker's WebSocket front takes no traceparent "
+                             "(docs/WEBSOCKET.md): use http(s):// or tcp:// to trace" % self.url)
         c = self._connect(stream, req.asked_ms or req.timeout_ms)
         try:
             c.send_frame(0x1, req.body)
