@@ -496,11 +496,65 @@ static void test_signer_worked_example(void **state)
     free(body);
 }
 
+/* tests/data/sign_vectors.tsv: the vectors the Python package's tests read
+ * too (worker/python/tests/test_sign.py), signatures from the openssl CLI.
+ * Each line: key_id secret timestamp nonce body_hex signature, tab-separated. */
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void test_shared_vectors(void **state)
+{
+    (void)state;
+    FILE *f = fopen(JRPC_TESTDATA "/sign_vectors.tsv", "r");
+    assert_non_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *field[6];
+        char *p = line;
+        for (int i = 0; i < 6; i++) {
+            field[i] = p;
+            char *tab = strchr(p, '\t');
+            if (i < 5) {
+                assert_non_null(tab);
+                *tab = '\0';
+                p = tab + 1;
+            }
+        }
+        size_t hexlen = strlen(field[4]);
+        assert_int_equal(hexlen % 2, 0);
+        char *body = malloc(hexlen / 2 + 1);
+        assert_non_null(body);
+        for (size_t i = 0; i < hexlen / 2; i++) {
+            int hi = hexval(field[4][2 * i]), lo = hexval(field[4][2 * i + 1]);
+            assert_true(hi >= 0 && lo >= 0);
+            body[i] = (char)(hi << 4 | lo);
+        }
+        char hex[JRPC_SIGN_HEX_LEN + 1];
+        int64_t ts = strtoll(field[2], NULL, 10);
+        assert_int_equal(jrpc_sign_compute(hex, (jrpc_span_t){ field[1], strlen(field[1]) },
+                                           (jrpc_span_t){ field[0], strlen(field[0]) }, ts,
+                                           (jrpc_span_t){ field[3], strlen(field[3]) }, body,
+                                           hexlen / 2), 0);
+        assert_string_equal(hex, field[5]);
+        free(body);
+        n++;
+    }
+    fclose(f);
+    assert_true(n >= 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example_string),
         cmocka_unit_test(test_worked_example_signature),
+        cmocka_unit_test(test_shared_vectors),
         cmocka_unit_test(test_empty_body),
         cmocka_unit_test(test_verify_rejects),
         cmocka_unit_test(test_compute_einval),

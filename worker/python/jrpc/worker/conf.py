@@ -113,9 +113,9 @@ def _split(value: str) -> List[str]:
     return [e for e in re.split(r"[,\s]+", value) if e]
 
 
-def read_ini(path: str) -> List[Tuple[int, str, str]]:
+def read_ini(path: str) -> Tuple[List[Tuple[int, str, str]], List[str]]:
     """(line, key, value) of the keys this worker reads, as inih reads the
-    file (docs/CONFIG.md "The config file"); raises ConfError."""
+    file (docs/CONFIG.md "The config file"), and the file's problems."""
     out: List[Tuple[int, str, str]] = []
     problems: List[str] = []
     section: Optional[str] = None
@@ -123,7 +123,7 @@ def read_ini(path: str) -> List[Tuple[int, str, str]]:
         with open(path, "rb") as f:
             raw_lines = f.read().split(b"\n")
     except OSError as e:
-        raise ConfError(["%s: %s" % (path, e.strerror or e)]) from None
+        return [], ["%s: %s" % (path, e.strerror or e)]
     for n, raw in enumerate(raw_lines, 1):
         if len(raw) > 198:
             problems.append("%s:%d: line longer than 198 bytes" % (path, n))
@@ -148,9 +148,7 @@ def read_ini(path: str) -> List[Tuple[int, str, str]]:
         key, value = m.group(1), m.group(2)
         value = re.split(r"\s;", value, maxsplit=1)[0].strip()
         out.append((n, key, value))
-    if problems:
-        raise ConfError(problems)
-    return out
+    return out, problems
 
 
 def load(flags: Mapping[str, object], environ: Mapping[str, str],
@@ -167,27 +165,26 @@ def load(flags: Mapping[str, object], environ: Mapping[str, str],
     elif config is None and "JRPC_CONFIG" in environ:
         problems.append("env JRPC_CONFIG: empty value")
     if config is not None:
-        try:
-            seen: Dict[str, int] = {}
-            for n, key, value in read_ini(config):
-                src = "%s:%d: %s" % (config, n, key)
-                if key in C_ONLY:
-                    continue
-                o = BY_NAME.get(key)
-                if o is None:
-                    problems.append("%s: unknown key '%s'" % (src, key))
-                    continue
-                if key in seen:
-                    problems.append("%s: duplicate key (first at line %d)" % (src, seen[key]))
-                    continue
-                seen[key] = n
-                bad = _check(o, value)
-                if bad:
-                    problems.append("%s: %s" % (src, bad))
-                    continue
-                values[key], sources[key] = value, src
-        except ConfError as e:
-            problems.extend(e.problems)
+        entries, file_problems = read_ini(config)
+        problems.extend(file_problems)
+        seen: Dict[str, int] = {}
+        for n, key, value in entries:
+            src = "%s:%d: %s" % (config, n, key)
+            if key in C_ONLY:
+                continue
+            o = BY_NAME.get(key)
+            if o is None:
+                problems.append("%s: unknown key '%s'" % (src, key))
+                continue
+            if key in seen:
+                problems.append("%s: duplicate key (first at line %d)" % (src, seen[key]))
+                continue
+            seen[key] = n
+            bad = _check(o, value)
+            if bad:
+                problems.append("%s: %s" % (src, bad))
+                continue
+            values[key], sources[key] = value, src
     known = {env_name(o.name) for o in OPTIONS} | {"JRPC_CONFIG"}
     ignored = sorted(k for k in environ if k.startswith("JRPC_") and k not in known)
     for o in OPTIONS:
