@@ -9,7 +9,7 @@ import json
 import socket
 import ssl
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._transport import Lost, NoAnswer, NotSent, Request, StreamEvents
@@ -129,8 +129,6 @@ class HttpTransport:
             resp.close()
 
     def _line(self, resp: http.client.HTTPResponse, deadline: float) -> bytes:
-        if resp.fp is not None and getattr(resp.fp, "raw", None) is not None:
-            pass
         try:
             return resp.readline()
         except (socket.timeout, TimeoutError):
@@ -139,7 +137,9 @@ class HttpTransport:
             raise Lost("%s: %s" % (self.url, e or type(e).__name__)) from None
 
     def _sse(self, resp: http.client.HTTPResponse, deadline: float) -> StreamEvents:
-        event, pos, data = "", None, []
+        event: str = ""
+        pos: Optional[int] = None
+        data: List[bytes] = []
         while True:
             line = self._line(resp, deadline)
             if not line:

@@ -24,13 +24,13 @@ from .methods import Methods
 from .worker import Worker
 
 
-def _load_target(target):
+def _load_target(target: str) -> Methods:
     mod_name, _, attr = target.partition(":")
     attr = attr or "methods"
     if mod_name.endswith(".py") or os.sep in mod_name:
         name = os.path.splitext(os.path.basename(mod_name))[0]
         spec = importlib.util.spec_from_file_location(name, mod_name)
-        if spec is None:
+        if spec is None or spec.loader is None:
             raise ImportError("cannot load %s" % mod_name)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
@@ -132,9 +132,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                broker_public=bp, threads=int(v["threads"]) if v["threads"] else None,
                drain_timeout_ms=int(str(v["drain-timeout-ms"])),
                resolve_ms=int(str(v["resolve-ms"])))
-    for e in endpoints:
+    for ep in endpoints:
         try:
-            w.connect(e)
+            w.connect(ep)
         except ValueError as err:
             print("%s: --connect: %s" % (conf.PROG, err), file=sys.stderr)
             return 2

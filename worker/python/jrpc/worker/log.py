@@ -10,7 +10,7 @@ import logging
 import re
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TextIO
 
 _LEVELS = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
            logging.ERROR: "error", logging.CRITICAL: "error"}
@@ -77,9 +77,9 @@ class Formatter(logging.Formatter):
         return line
 
 
-def setup(level: str, fmt: str, proc: str, stream: Optional[object] = None) -> None:
+def setup(level: str, fmt: str, proc: str, stream: Optional[TextIO] = None) -> None:
     """The root logger: ``level`` (debug/info/warn/error), ``fmt`` (kv/json)."""
-    h = logging.StreamHandler(stream or sys.stderr)   # type: ignore[arg-type]
+    h = logging.StreamHandler(stream or sys.stderr)
     h.setFormatter(Formatter(proc, fmt))
     root = logging.getLogger()
     for old in list(root.handlers):
