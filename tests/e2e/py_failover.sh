@@ -6,7 +6,7 @@
 # `rec` calls (40 ms each; every run is written down at the worker,
 # tests/e2e/py_failover_worker.py). B1 is killed with SIGKILL under load.
 #
-#   retry="safe": every call is answered exactly once, with its own result:
+#   retry="safe" (over HTTP, then over ZeroMQ): every call is answered exactly once, with its own result:
 #     none lost, none failed. At the workers every call ran; one ran twice
 #     only if its first run was at W1 and B1 died before it could keep the
 #     reply in Redis (the retry waits for B1's claim on the key to end, then
@@ -23,12 +23,12 @@ e2e_start_redis
 printf 'loadkey s3cr3t-load-s3cr3t-load\n' > "$E2E_TMP/keys"
 export KEY_FILE=$E2E_TMP/keys
 
-declare -A BPID HTTPP WEP
+declare -A BPID HTTPP WEP ZEP
 start_b() { # N: broker N on fresh ports (retried on a collision)
     local n=$1 try zp
     for try in 1 2 3 4 5 6; do
         zp=$(e2e_pick_port)
-        HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"
+        HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"; ZEP[$n]="tcp://127.0.0.1:$zp"
         : > "$E2E_TMP/b$n.log"
         "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
             --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
@@ -47,12 +47,13 @@ start_w() { # N: W<N> serving B<N> only
 }
 ready() { grep -q 'event=worker_ready' "$E2E_TMP/b$1.log"; }
 
-run_round() { # RETRY: one round, B1 killed under load; sets RES (the load's JSON)
+run_round() { # RETRY [zmq]: one round, B1 killed under load; sets RES (the load's JSON)
     local n
     : > "$E2E_TMP/runs"; rm -f "$E2E_TMP/started"
     for n in 1 2 3; do start_b $n; start_w $n; done
     for n in 1 2 3; do e2e_wait_for "ready $n" 15 || { echo "W$n not ready"; exit 1; }; done
     local urls="http://127.0.0.1:${HTTPP[1]},http://127.0.0.1:${HTTPP[2]},http://127.0.0.1:${HTTPP[3]}"
+    [ "${2:-}" = zmq ] && urls="${ZEP[1]},${ZEP[2]},${ZEP[3]}"
     OUT=$E2E_TMP timeout 120 "$JRPC_PY" "$HERE/py_failover_load.py" "$urls" "$1" 400 8 60 \
         >"$E2E_TMP/load.json" 2>"$E2E_TMP/load.err" &
     local load=$!
@@ -60,7 +61,7 @@ run_round() { # RETRY: one round, B1 killed under load; sets RES (the load's JSO
     # B1 holds calls now (8 threads, a third of the bodies each): kill it.
     kill -9 "${BPID[1]}"
     wait "${BPID[1]}" 2>/dev/null
-    wait "$load"; check "retry=$1: the load ran to its end" 0 $?
+    wait "$load"; check "retry=$1 ${2:-http}: the load ran to its end" 0 $?
     RES=$(cat "$E2E_TMP/load.json")
 }
 stat() { # EXPR over RES (the load's JSON) and the runs file
@@ -73,29 +74,34 @@ for line in open(os.environ['RUNS']):
 print($1)"
 }
 
-# ---- retry="safe" ----------------------------------------------------------
-run_round safe
-check "safe: 400 calls, each answered exactly once with its own result" "400 400 True" \
-    "$(stat "len(a), sum(a.values()), all(v == 1 for v in a.values())")"
-check "safe: no call failed (none lost)" "0 0 0" \
-    "$(stat "len(f['may_have_run']), len(f['transport']), len(f['jsonrpc'])")"
-[ "$(stat "len(f['jsonrpc']) + len(f['transport'])")" = 0 ] || stat "f['jsonrpc'][:5], f['transport'][:5]"
-check "safe: every call ran at a worker" 400 "$(stat "len(runs)")"
-check "safe: B1's worker had run calls before the kill" yes \
-    "$(stat "'yes' if any(w[0] == 'w1' for w in runs.values()) else 'no'")"
-check "safe: a call ran twice only when its first run was at W1 (B1 died holding it)" 0 \
-    "$(stat "sum(1 for w in runs.values() if len(w) > 1 and w[0] != 'w1')")"
-twice=$(stat "sum(1 for w in runs.values() if len(w) > 1)")
-check "safe: ... and no more of them than B1's worker holds at once (credit 8): $twice" yes \
-    "$(stat "'yes' if $twice <= 8 and all(len(w) <= 2 for w in runs.values()) else 'no'")"
-echo "     ($twice call(s) ran twice: run at W1, B1 killed before keeping the reply)"
-for p in "${E2E_PIDS[@]}"; do
-    [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
-done
-E2E_PIDS=("$REDIS_PID")
+# ---- retry="safe", over HTTP, then over ZeroMQ ------------------------------
+safe_round() { # TRANSPORT
+    local T="safe $1"
+    run_round safe "$1"
+    check "$T: 400 calls, each answered exactly once with its own result" "400 400 True" \
+        "$(stat "len(a), sum(a.values()), all(v == 1 for v in a.values())")"
+    check "$T: no call failed (none lost)" "0 0 0" \
+        "$(stat "len(f['may_have_run']), len(f['transport']), len(f['jsonrpc'])")"
+    [ "$(stat "len(f['jsonrpc']) + len(f['transport'])")" = 0 ] || stat "f['jsonrpc'][:5], f['transport'][:5]"
+    check "$T: every call ran at a worker" 400 "$(stat "len(runs)")"
+    check "$T: B1's worker had run calls before the kill" yes \
+        "$(stat "'yes' if any(w[0] == 'w1' for w in runs.values()) else 'no'")"
+    check "$T: a call ran twice only when its first run was at W1 (B1 died holding it)" 0 \
+        "$(stat "sum(1 for w in runs.values() if len(w) > 1 and w[0] != 'w1')")"
+    twice=$(stat "sum(1 for w in runs.values() if len(w) > 1)")
+    check "$T: ... and no more of them than B1's worker holds at once (credit 8): $twice" yes \
+        "$(stat "'yes' if $twice <= 8 and all(len(w) <= 2 for w in runs.values()) else 'no'")"
+    echo "     ($T: $twice call(s) ran twice: run at W1, B1 killed before keeping the reply)"
+    for p in "${E2E_PIDS[@]}"; do
+        [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
+    done
+    E2E_PIDS=("$REDIS_PID")
+}
+safe_round http
+safe_round zmq
+redis-cli -p "$RPORT" flushall >/dev/null
 
 # ---- no retry --------------------------------------------------------------
-redis-cli -p "$RPORT" flushall >/dev/null
 run_round none
 mhr=$(stat "len(f['may_have_run'])")
 check "no retry: the calls in flight on B1 fail with CallMayHaveRunError ($mhr)" yes \

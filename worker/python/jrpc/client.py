@@ -110,6 +110,7 @@ class Stream(Iterator[Dict[str, Any]]):
 
     def __init__(self, events: Iterator[Tuple[str, Optional[int], bytes]]) -> None:
         self._events = events
+        self._pending: List[Dict[str, Any]] = []   # the answers of an unstreamed reply
         self.end: Optional[Dict[str, Any]] = None
         self.positions: List[Optional[int]] = []
         self._answered = 0
@@ -118,7 +119,16 @@ class Stream(Iterator[Dict[str, Any]]):
     def __iter__(self) -> "Stream":
         return self
 
+    def _count(self, obj: Any, pos: Optional[int]) -> None:
+        self.positions.append(pos)
+        self._answered += 1
+        if isinstance(obj, dict) and isinstance(obj.get("error"), dict) \
+                and obj["error"].get("code") == -32003:
+            self._timed_out += 1
+
     def __next__(self) -> Dict[str, Any]:
+        if self._pending:
+            return self._pending.pop(0)
         if self.end is not None:
             raise StopIteration
         try:
@@ -131,34 +141,27 @@ class Stream(Iterator[Dict[str, Any]]):
         except NoAnswer as e:
             raise CallMayHaveRunError("%s: the calls not answered yet may or may not have run"
                                       % e) from None
-        obj = json.loads(data)
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise TransportError("a streamed answer that is not JSON: %.200r" % data) from None
         if kind == "answer":
-            self.positions.append(pos)
-            self._answered += 1
-            if isinstance(obj, dict) and isinstance(obj.get("error"), dict) \
-                    and obj["error"].get("code") == -32003:
-                self._timed_out += 1
+            self._count(obj, pos)
             return obj
-        if kind == "whole" and isinstance(obj, list):
-            # A broker that does not stream: its one reply, answered in one go.
-            for o in obj:
-                self.positions.append(None)
-            self.end = {"answered": len(obj), "timed_out": 0}
-            self._events = iter([("answer", None, _dumps(o)) for o in obj] +
-                                [("end", None, _dumps(self.end))])
-            self.end = None
-            return next(self)
         if isinstance(obj, dict) and "error" in obj and obj.get("id") is None \
                 and "answered" not in obj:
+            # The body refused whole (unauthorized, busy, too large, ...).
             self.end = {"answered": 0, "timed_out": 0}
             raise JsonRpcError.from_object(obj["error"])
         if kind == "whole":
-            self.end = {"answered": 0, "timed_out": 0}
-            self._events = iter([("end", None, _dumps({"answered": 1, "timed_out": 0}))])
-            self.positions.append(None)
-            self.end = None
-            return obj
-        if isinstance(obj, dict) and obj.get("timed_out") is None:
+            # One unstreamed reply (a broker that does not stream): its answers.
+            items = obj if isinstance(obj, list) else [obj]
+            for o in items:
+                self._count(o, None)
+            self._pending = list(items)
+            self.end = {"answered": self._answered, "timed_out": self._timed_out}
+            return next(self)
+        if not isinstance(obj, dict) or obj.get("timed_out") is None:
             obj = {"answered": self._answered, "timed_out": self._timed_out}
         self.end = obj
         raise StopIteration
