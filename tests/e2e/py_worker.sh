@@ -98,6 +98,13 @@ check "after a broker restart the Python worker serves again, unrestarted" \
     '[{"jsonrpc":"2.0","result":12,"id":1},{"jsonrpc":"2.0","result":7,"id":2}]' \
     "$(kill -0 "$PY1" && send '[{"jsonrpc":"2.0","method":"py.mul","params":[3,4],"id":1},{"jsonrpc":"2.0","method":"add","params":[3,4],"id":2}]')"
 
+# SIGHUP, as for jrpc-worker: logged and ignored (a closed terminal must not
+# kill a worker).
+kill -HUP "$PY1"
+e2e_wait_for "grep -q 'event=signal signal=HUP action=ignored' '$E2E_TMP/py1.log'" 5
+check "SIGHUP: logged and ignored, the Python worker still serves" '{"jsonrpc":"2.0","result":12,"id":1}' \
+    "$(kill -0 "$PY1" && send '{"jsonrpc":"2.0","method":"py.mul","params":[3,4],"id":1}')"
+
 # SIGTERM mid-load: 48 calls of py.block (not idempotent: a lost one would
 # be -32004) over two Python workers with credit 8. The first one leaves
 # while it holds calls: it sends DISCONNECT, finishes and answers them, and

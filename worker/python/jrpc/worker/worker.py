@@ -224,10 +224,12 @@ class Worker:
             self._athread = threading.Thread(target=self._aloop.run_forever,
                                              name="jrpc-asyncio", daemon=True)
             self._athread.start()
-        old = {}
+        old: Dict[int, Any] = {}
         if install_signals:
             for s in (signal.SIGTERM, signal.SIGINT):
                 old[s] = signal.signal(s, self._on_signal)
+            # As jrpc-worker: a closed terminal must not kill a worker.
+            old[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hup)
         try:
             now = time.monotonic()
             for c in self._conns:
@@ -241,11 +243,14 @@ class Worker:
             self.started.set()
             self._loop()
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            for sig, h in old.items():
+                signal.signal(sig, h)
             self._shutdown()
         log.info("event=stopped calls=%d", self.answered)
         return 0
+
+    def _on_hup(self, signum: int, frame: Any) -> None:
+        log.warning("event=signal signal=HUP action=ignored")
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self._drain_asked or self._draining:
