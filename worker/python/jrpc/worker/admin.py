@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import logging
+import socket
 import threading
 from typing import Any, Tuple
 
@@ -73,6 +74,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _Server6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def split_hostport(v: str) -> Tuple[str, int]:
     host, _, port = v.rpartition(":")
     return host.strip("[]"), int(port)
@@ -83,7 +88,8 @@ def start(listen: str, worker: Any) -> http.server.ThreadingHTTPServer:
     the address cannot be bound."""
     host, port = split_hostport(listen)
     handler = type("AdminHandler", (_Handler,), {"worker": worker})
-    srv = http.server.ThreadingHTTPServer((host, port), handler)
+    server_cls = _Server6 if ":" in host else http.server.ThreadingHTTPServer   # [V6]:PORT
+    srv = server_cls((host, port), handler)
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, name="jrpc-admin", daemon=True)
     t.start()
