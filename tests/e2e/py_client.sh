@@ -13,7 +13,9 @@
 #     client without CURVE get TransportError;
 #   open: ipc://, https:// and wss:// (a test CA): the same calls; an
 #     untrusted certificate; several URLs with some down.
-# The checks themselves are in py_client_check.py.
+# The checks themselves are in py_client_check.py. The Python worker of the
+# signed phase also shows the worker's config file, JRPC_* variables, json
+# logs and --admin metrics.
 source "$JRPC_E2E_LIB"
 : "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
 [ -x "$JRPC_PY" ] || { echo "no $JRPC_PY: run bash tests/py_install.sh first"; exit 1; }
@@ -35,6 +37,7 @@ PYW=
 start_workers() { # ARGS for both workers (CURVE)
     e2e_start_worker --heartbeat-ms 200 "$@"
     CW=$LAST_PID
+    : >"$E2E_TMP/pyworker.log"
     "$JRPC_PY" -m jrpc.worker --connect "$WORKERS_EP" --heartbeat-ms 200 "$@" "$EXAMPLE" \
         >>"$E2E_TMP/pyworker.log" 2>&1 &
     PYW=$!
@@ -49,10 +52,46 @@ printf 'demo s3cr3t-s3cr3t-s3cr3t\nlimited s3cr3t-limited-key1 add\n' >"$E2E_TMP
 export BEARER=$("$JRPC" bearer-key bear "$E2E_TMP/keys" 2>/dev/null)
 export KEYS=$E2E_TMP/keys
 E2E_HTTP=1 e2e_start_broker --keys "$KEYS" --redis "redis://127.0.0.1:$RPORT" --heartbeat-ms 200
-start_workers
+# Here the Python worker takes its options as jrpc-worker does: a config file
+# (JRPC_CONFIG) shared with the C worker's keys, and JRPC_* variables.
+e2e_start_worker --heartbeat-ms 200
+CW=$LAST_PID
+APORT=$(( $(e2e_pick_port) ))
+cat >"$E2E_TMP/worker.conf" <<CONF
+heartbeat-ms = 200
+[jrpc-broker]
+zmq = tcp://127.0.0.1:1
+[jrpc-worker]
+connect = $WORKERS_EP
+json = off
+[jrpc-py-worker]
+admin = 127.0.0.1:$APORT
+CONF
+: >"$E2E_TMP/pyworker.log"
+JRPC_CONFIG=$E2E_TMP/worker.conf JRPC_LOG_FORMAT=json JRPC_CREDIT=16 JRPC_ZMQ=x \
+    "$JRPC_PY" -m jrpc.worker "$EXAMPLE" >>"$E2E_TMP/pyworker.log" 2>&1 &
+PYW=$!
+E2E_PIDS+=("$PYW")
+e2e_wait_workers 2
+check "python -m jrpc.worker: the config file's connect, JRPC_CREDIT=16" 1 \
+    "$(grep -c 'event=worker_ready.*credit=16 .*methods=9' "$E2E_TMP/broker.log")"
+check "... JRPC_LOG_FORMAT=json: every line a JSON object of the C programs' keys" yes \
+    "$("$JRPC_PY" -c 'import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+print("yes" if lines and all(list(o)[:5] == ["ts", "level", "proc", "comp", "event"]
+      and o["proc"] == "jrpc-py-worker" for o in lines) else "no")' "$E2E_TMP/pyworker.log")"
+check "... JRPC_ZMQ (the broker's) is ignored and named once" 1 \
+    "$(grep -c '"event":"env_ignored","names":"[A-Z0-9_,]*JRPC_ZMQ[,"]' "$E2E_TMP/pyworker.log")"
 export ZMQ=$URL HTTP=$HTTP_URL WS=ws://127.0.0.1:$HTTP_PORT/rpc
 run_checks signed
+metric() { curl -s "http://127.0.0.1:$APORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+check "--admin (from [jrpc-py-worker]): /readyz 200 with a broker up" 200 \
+    "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$APORT/readyz")"
+check "... /metrics: answers and error answers counted, one broker connected" "yes yes 1" \
+    "$([ "$(metric jrpc_pyworker_calls_total)" -gt 10 ] && echo yes) $([ "$(metric jrpc_pyworker_call_errors_total)" -ge 3 ] && echo yes) $(metric jrpc_pyworker_brokers_connected)"
 stop_workers
+check "... /readyz fails once the worker is gone" 000 \
+    "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$APORT/readyz")"
 
 # ---- CURVE -----------------------------------------------------------------
 K=$E2E_TMP/curve
