@@ -19,6 +19,7 @@
 #include "jrpc_sdnotify.h"
 #include "jrpc_logbuf.h"
 #include "jrpc_metrics.h"
+#include "jrpc_proxy.h"
 #include "jrpc_reload.h"
 
 static const char usage_head[] =
@@ -430,6 +431,16 @@ static int cors_origin_ok(const char *v, char *err, size_t errlen)
     return -1;
 }
 
+/* --trusted-proxy: a CIDR range (jrpc_proxy_cidr_parse). */
+static int trusted_proxy_ok(const char *v, char *err, size_t errlen)
+{
+    jrpc_proxy_cidr_t c;
+    if (jrpc_proxy_cidr_parse(v, strlen(v), &c) == 0)
+        return 0;
+    snprintf(err, errlen, "'%s' is not a CIDR range: A.B.C.D/N or X:X::X/N (or one address)", v);
+    return -1;
+}
+
 /* The configuration lives as long as the process: the options point into it. */
 static jrpc_conf_t *conf;
 
@@ -443,6 +454,7 @@ int main(int argc, char **argv)
     jrpc_conf_list_t ready_methods = { 0 };  /* --ready-methods: for the admin /readyz */
     uint32_t drain_delay_ms = 0;             /* --drain-delay-ms */
     jrpc_conf_list_t cors = { 0 };           /* --cors-origin */
+    jrpc_conf_list_t proxies = { 0 };        /* --trusted-proxy */
     jrpc_conf_std_t std = { 0 };
     jrpc_front_http_opts_t ho = JRPC_FRONT_HTTP_OPTS_DEFAULT;
     jrpc_broker_opts_t o = {
@@ -525,6 +537,12 @@ int main(int argc, char **argv)
           .max = 86400000 },
         { "reuseport", B, "on|off", "off", "HTTP: SO_REUSEPORT, so that several brokers share the\n"
           "port (each needs its own --zmq and --workers)", .dest = &ho.reuseport },
+        { "trusted-proxy", L, "CIDR", NULL, "HTTP: a reverse proxy (range, repeatable) whose\n"
+          "Forwarded / X-Forwarded-For name the client: rate limits and\n"
+          "idempotency keys without a key are then per that client\n"
+          "(right-most address not itself a trusted proxy); from any\n"
+          "other peer those headers are ignored", .dest = &proxies,
+          .check = trusted_proxy_ok },
         { "max-batch", U, "N", "1000", "most calls in one batch", .dest = &o.limits.max_batch, .min = 1, .max = 1000000 },
         { "max-depth", U, "N", "64", "deepest JSON nesting in a body", .dest = &o.limits.max_depth, .min = 2, .max = 1024 },
         { "max-method-len", U, "N", "256", "longest method name in bytes",
@@ -554,7 +572,8 @@ int main(int argc, char **argv)
         { "early-dispatch", B, "on|off", "on", "a signed body whose every method its workers declared\n"
           "idempotent runs while its nonce is claimed in Redis; its\n"
           "reply waits for the claim (a replay is refused as before,\n"
-          "its answers dropped). off: the claim first, always",
+          "its answers dropped; a key refused at a claim goes\n"
+          "without it for --skew). off: the claim first, always",
           .dest = &o.early_dispatch },
         { "rate-limit", U, "N", "0", "calls per second per key (unsigned bodies: per client\n"
           "address), counted by the calls in a body, shared by every\n"
@@ -678,6 +697,16 @@ int main(int argc, char **argv)
     o.replay.window_s = o.skew_s;
     ho.cors_origins = cors.v;
     ho.ncors = cors.n;
+    static jrpc_proxy_cidr_t *trusted;   /* lives as long as the front: the process */
+    if (proxies.n && (trusted = calloc(proxies.n, sizeof *trusted)) == NULL)
+        return 1;
+    for (size_t i = 0; i < proxies.n; i++) {
+        int rc = jrpc_proxy_cidr_parse(proxies.v[i], strlen(proxies.v[i]), &trusted[i]);
+        assert(rc == 0);   /* trusted_proxy_ok passed it */
+        (void)rc;
+    }
+    ho.trusted_proxies = trusted;
+    ho.ntrusted_proxies = proxies.n;
     if (ho.mcp_path && strcmp(ho.mcp_path, "none") == 0)
         ho.mcp_path = NULL;
     o.workers.max_method_len = o.limits.max_method_len;   /* longer READY names: never called */

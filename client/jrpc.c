@@ -385,9 +385,38 @@ static bool bearer_ok(const char *t)
     return true;
 }
 
+/* Whether the key file open at fd already has a line for key id: 1 yes,
+ * 0 no, -errno when it cannot be read (or is larger than 64 MiB). */
+static int has_key_id(int fd, const char *id)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (st.st_size > (64 << 20))
+        return -EFBIG;
+    size_t n = (size_t)st.st_size, got = 0;
+    char *text = malloc(n ? n : 1);
+    if (text == NULL)
+        return -ENOMEM;
+    while (got < n) {
+        ssize_t r = pread(fd, text + got, n - got, (off_t)got);
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            free(text);
+            return -e;
+        }
+        got += (size_t)r;
+    }
+    bool has = jrpc_keys_text_has_id(text, n, (jrpc_span_t){ id, strlen(id) });
+    explicit_bzero(text, n);   /* signing secrets may be in it */
+    free(text);
+    return has;
+}
+
 /* jrpc bearer-key ID FILE [GLOB...]: a new token on stdout, its hash's line
- * appended to FILE (created 0600). The token is the nonce alphabet, 43
- * characters: 258 random bits. */
+ * appended to FILE (created 0600); an id FILE already has is refused, FILE
+ * unchanged. The token is the nonce alphabet, 43 characters: 258 random
+ * bits. */
 static int bearer_key(int nargs, char **args)
 {
     if (nargs < 2)
@@ -412,9 +441,15 @@ static int bearer_key(int nargs, char **args)
     char last = '\n';
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
         last = '\n';
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "a");
+    int dup = fd >= 0 ? has_key_id(fd, args[0]) : 0;
+    FILE *f = fd < 0 || dup != 0 ? NULL : fdopen(fd, "a");
     if (f == NULL) {
-        fprintf(stderr, "jrpc: cannot open %s: %s\n", args[1], strerror(errno));
+        if (dup > 0)   /* a second line would make the file fail to load: nothing written */
+            fprintf(stderr, "jrpc: bearer-key: key id '%s' is already in %s: choose another "
+                    "id, or remove its line first (file unchanged)\n", args[0], args[1]);
+        else
+            fprintf(stderr, "jrpc: cannot %s %s: %s\n", dup < 0 ? "read" : "open", args[1],
+                    strerror(dup < 0 ? -dup : errno));
         if (fd >= 0)
             close(fd);
         return EXIT_FAIL;

@@ -90,10 +90,13 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_MCP_VERSION]  = { 1440, 32, false },
     [JRPC_HTTP_F_AUTHORIZATION] = { 1472, 256, false },
     [JRPC_HTTP_F_IDEM_KEY]     = { 1728, 264, false },
+    [JRPC_HTTP_F_FORWARDED]    = { 1992, 256, true },
+    [JRPC_HTTP_F_XFF]          = { 2248, 256, true },
 };
-_Static_assert(1728 + 264 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(2248 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
     0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440, 1472, 1728,
+    1992, 2248,
 };
 
 /* ---- header values ------------------------------------------------------ */
@@ -461,7 +464,10 @@ static uint8_t classify(const char *n, size_t l, bool trailer)
         return H_OTHER;
     case 13: return IS(n, l, "authorization") ? H_KEPT + JRPC_HTTP_F_AUTHORIZATION : H_OTHER;
     case 14: return IS(n, l, "content-length") ? H_CL : H_OTHER;
-    case 15: return IS(n, l, "idempotency-key") ? H_KEPT + JRPC_HTTP_F_IDEM_KEY : H_OTHER;
+    case 9:  return IS(n, l, "forwarded") ? H_KEPT + JRPC_HTTP_F_FORWARDED : H_OTHER;
+    case 15:
+        if (IS(n, l, "idempotency-key")) return H_KEPT + JRPC_HTTP_F_IDEM_KEY;
+        return IS(n, l, "x-forwarded-for") ? H_KEPT + JRPC_HTTP_F_XFF : H_OTHER;
     case 16:
         if (IS(n, l, "content-encoding")) return H_CE;
         if (IS(n, l, "x-jrpc-timestamp")) return H_KEPT + JRPC_HTTP_F_TIMESTAMP;

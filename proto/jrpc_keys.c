@@ -500,6 +500,27 @@ int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t o
     return n;
 }
 
+bool jrpc_keys_text_has_id(const char *text, size_t n, jrpc_span_t id)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t end = i;
+        while (end < n && text[end] != '\n')
+            end++;
+        size_t a = i;
+        while (a < end && is_blank(text[a]))
+            a++;
+        size_t b = a;
+        while (b < end && !is_blank(text[b]) && text[b] != '\r')
+            b++;
+        /* a comment line, or a blank one, defines nothing (split_fields) */
+        if (a < end && text[a] != '#' && b - a == id.n && memcmp(text + a, id.p, id.n) == 0)
+            return true;
+        i = end + 1;
+    }
+    return false;
+}
+
 jrpc_span_t jrpc_key_id(const jrpc_key_t *key)
 {
     return (jrpc_span_t){ key->id, key->id_n };

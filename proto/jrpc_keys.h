@@ -86,6 +86,12 @@ bool jrpc_key_is_bearer(const jrpc_key_t *key);
  * -EINVAL (a bad id, an empty token) / -ENOSPC. For `jrpc bearer-key`. */
 int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t outlen);
 
+/* Whether the key file's text[0, n) has a line whose first field is id,
+ * read as jrpc_keys_load reads lines (blank and comment lines skipped).
+ * Pure. For `jrpc bearer-key`, which refuses an id the file already has (a
+ * second line with it would make the file fail to load). */
+bool jrpc_keys_text_has_id(const char *text, size_t n, jrpc_span_t id);
+
 /* True when the key may call method (its globs, or no globs at all). */
 bool jrpc_key_allows(const jrpc_key_t *key, jrpc_span_t method);
 

@@ -2,7 +2,12 @@
 # The include graph keeps its layers: proto/ includes only proto/; http/
 # (the HTTP layer, pure code) only proto/ and http/; io/ (loop glue, and the
 # admin server over http/'s reader) only proto/, http/ and io/;
-# broker/ proto/, http/, io/ and broker/; worker/ and client/ only proto/,
+# broker/ proto/, http/, io/ and broker/, in three rooms (issue 31): the
+# process at broker/'s top (main, metrics, reload) may include every room;
+# broker/front/ (the transports) broker/ and broker/core/, never
+# broker/guard/; broker/core/ (admission, dispatch, gathering) broker/ and
+# broker/guard/, never a front; broker/guard/ (signatures, Redis, claims,
+# budgets) only broker/ and itself; worker/ and client/ only proto/,
 # io/ and their own folder (never each other); and no header of ours includes itself back
 # through others (tsort finds any cycle). The link lines say the same for
 # libraries; this says it for every #include, headers included.
@@ -22,12 +27,15 @@ allowed() {
     proto)  echo "proto" ;;
     http)   echo "proto http" ;;
     io)     echo "proto http io" ;;
-    broker) echo "proto http io broker" ;;
+    broker) echo "proto http io broker broker/front broker/core broker/guard" ;;
+    broker/front) echo "proto http io broker broker/front broker/core" ;;   # never guard
+    broker/core)  echo "proto http io broker broker/core broker/guard" ;;   # no transport
+    broker/guard) echo "proto http io broker broker/guard" ;;               # no connection
     worker) echo "proto io worker" ;;
     client) echo "proto io client" ;;
     esac
 }
-LAYERS="proto http io broker worker client"
+LAYERS="proto http io broker broker/front broker/core broker/guard worker client"
 
 # check ROOT: prints the offences, returns 1 when there is any.
 check() {
@@ -107,8 +115,17 @@ self_test() {
         'broker/jrpc_br.h=#include "jrpc_io.h"'
         'worker/jrpc_wk.h=#include "jrpc_a.h"'
         'client/jrpc_cl.h=#include "jrpc_b.h"\n#include "jrpc_io.h"'
+        'broker/front/jrpc_fr.h=#include "jrpc_co.h"\n#include "jrpc_br.h"'
+        'broker/core/jrpc_co.h=#include "jrpc_gu.h"'
+        'broker/guard/jrpc_gu.h=#include "jrpc_br.h"\n#include "jrpc_a.h"'
     )
     run_case good 0 "${base[@]}" 'broker/x.c=#include "jrpc_br.h"\n#include "jrpc_a.h"'
+    run_case rooms_good 0 "${base[@]}" 'broker/main.c=#include "jrpc_fr.h"\n#include "jrpc_gu.h"'
+    run_case front_to_guard 1 "${base[@]}" 'broker/front/x.c=#include "jrpc_gu.h"'
+    run_case core_to_front 1 "${base[@]}" 'broker/core/x.c=#include "jrpc_fr.h"'
+    run_case guard_to_core 1 "${base[@]}" 'broker/guard/x.c=#include "jrpc_co.h"'
+    run_case guard_to_front 1 "${base[@]}" 'broker/guard/jrpc_g2.h=#include "jrpc_fr.h"'
+    run_case worker_to_room 1 "${base[@]}" 'worker/x.c=#include "jrpc_co.h"'
     run_case proto_up 1 "${base[@]}" 'proto/x.c=#include "jrpc_io.h"'
     run_case proto_to_broker 1 "${base[@]}" 'proto/x.c=#include "../broker/jrpc_br.h"'
     run_case io_up 1 "${base[@]}" 'io/x.c=  #  include <jrpc_wk.h>'
@@ -119,6 +136,8 @@ self_test() {
     # And the offence is named.
     grep -q 'proto/x.c:1: includes io/jrpc_io.h' "$t/proto_up.out" ||
         { echo "layers self-test: proto_up: offence not named"; cat "$t/proto_up.out"; fails=1; }
+    grep -q 'broker/front/x.c:1: includes broker/guard/jrpc_gu.h' "$t/front_to_guard.out" ||
+        { echo "layers self-test: front_to_guard: offence not named"; cat "$t/front_to_guard.out"; fails=1; }
     [ "$fails" = 0 ] && echo "layers self-test: every made-up offence was caught"
     rm -rf "$t"
     return $fails
@@ -135,7 +154,7 @@ case ${1:-} in
     root=$1 ;;
 esac
 if check "$root"; then
-    echo "layers: ok (proto < http < io < broker | worker | client, no include cycle)"
+    echo "layers: ok (proto < http < io < broker (front -> core -> guard) | worker | client, no include cycle)"
     exit 0
 fi
 exit 1

@@ -175,4 +175,23 @@ check "send garbage: exit 0 (the broker judges)" 0 "$RC"
 check "send garbage: a parse error answer" yes \
     "$([[ $OUT == *'"code":-32700'*$'}\n' ]] && echo yes || echo "no: $OUT")"
 
+# jrpc bearer-key with an id the file already has (issue 36): refused, the
+# file unchanged (a second line with the id would fail every load); an id
+# only in a comment is not taken.
+printf 'demo s3cr3t-s3cr3t-s3cr3t\n# agent2 was here\n' >"$TMP/bk"
+run "$JRPC" bearer-key agent "$TMP/bk"
+check "bearer-key new id: exit 0, a token" "0 43" "$RC $(printf %s "$OUT" | tr -d '\n' | wc -c)"
+sum=$(sha256sum <"$TMP/bk")
+for id in agent demo; do
+    run "$JRPC" bearer-key "$id" "$TMP/bk"
+    check "bearer-key existing id '$id': exit non-zero, no token" "yes" \
+        "$([ "$RC" -ne 0 ] && echo yes)$OUT"
+    check "... says why" yes "$([[ $ERR == *"key id '$id' is already in"* ]] && echo yes || echo "no: $ERR")"
+    check "... the file unchanged" "$sum" "$(sha256sum <"$TMP/bk")"
+done
+run "$JRPC" bearer-key agent2 "$TMP/bk"
+check "bearer-key id only in a comment: exit 0" 0 "$RC"
+run "$JRPC_BIN/jrpc-broker" --keys "$TMP/bk" --check-config
+check "the key file still loads (--check-config exit 0)" 0 "$RC"
+
 e2e_finish

@@ -203,10 +203,12 @@ done
 check "Redis back: served again without a broker restart" yes "$ok"
 check "... and that body only once" "409 -32005" "$(post "$E2E_TMP/b9" "$E2E_TMP/h9" | code_of)"
 kill -TERM "$LAST_PID"; wait "$LAST_PID"
-# worker 3 ran: the replay of b1 after the fact (2: add, early), the mixed
-# body once (2: its replays never run), the signed batch (2), ACL (2), CLI
-# http + CLI zmq, broker-1 body (2) + update after Redis came back (1)
-check "nothing reached the worker while Redis was down or had lost its memory" 13 \
+# worker 3 ran: the mixed body once (2: its replays never run), the signed
+# batch (2), ACL (2), CLI http + CLI zmq, broker-1 body (2) + update after
+# Redis came back (1). Not the replay of b1 after the fact: key demo had
+# just been refused replays, so none of its bodies goes early for a window
+# (issue 36; before, it ran: 13).
+check "nothing reached the worker while Redis was down or had lost its memory" 11 \
     "$(grep -o 'event=stopped.*calls=[0-9]*' "$E2E_TMP/worker3.log" | sed 's/.*calls=//')"
 check "broker 1 never restarted" 0 "$(kill -0 "$BROKER_PID"; echo $?)"
 e2e_finish

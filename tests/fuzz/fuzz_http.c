@@ -1,6 +1,6 @@
 /* fuzz_http — libFuzzer target for the HTTP front door, over real TCP.
  *
- * No test hook in broker/jrpc_front_http.c: the harness runs the real thing
+ * No test hook in broker/front/jrpc_front_http.c: the harness runs the real thing
  * in one process, on one libuv loop — a broker (jrpc_broker_new) whose
  * workers socket is ipc://@jrpc-fuzz-<pid>, one in-process worker on the
  * same loop (libjrpc-worker: "echo", "fail", and "late", which answers 1 ms

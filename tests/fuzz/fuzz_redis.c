@@ -1,5 +1,5 @@
 /* fuzz_redis — libFuzzer target for the Redis reply path of the replay guard
- * (broker/jrpc_replay.c, included so its static functions are reachable).
+ * (broker/guard/jrpc_replay.c, included so its static functions are reachable).
  *
  * Each input is what Redis (or anything on the path) sends back to the
  * broker. A jrpc_replay_t is put in the state it has on a live connection —

@@ -1,5 +1,5 @@
 /* fuzz_workers — libFuzzer target for the broker's worker sessions
- * (broker/jrpc_workers.c: READY, RESPONSE, HEARTBEAT, DISCONNECT handling,
+ * (broker/core/jrpc_workers.c: READY, RESPONSE, HEARTBEAT, DISCONNECT handling,
  * routing, credit, queues, liveness, ejection, the method table).
  *
  * The module is compiled in (as the unit tests do) so that its message
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../broker/jrpc_workers.c"
+#include "../../broker/core/jrpc_workers.c"
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \

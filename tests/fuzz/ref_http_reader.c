@@ -47,10 +47,13 @@ static const struct { uint16_t off, room; bool list; } rooms[REF_HTTP_NFIELDS] =
     [REF_HTTP_F_MCP_VERSION]  = { 1440, 32, false },
     [REF_HTTP_F_AUTHORIZATION] = { 1472, 256, false },
     [REF_HTTP_F_IDEM_KEY]     = { 1728, 264, false },
+    [REF_HTTP_F_FORWARDED]    = { 1992, 256, true },
+    [REF_HTTP_F_XFF]          = { 2248, 256, true },
 };
-_Static_assert(1728 + 264 == REF_HTTP_STORE, "the rooms fill the store");
+_Static_assert(2248 + 256 == REF_HTTP_STORE, "the rooms fill the store");
 const uint16_t ref_http_room_at[REF_HTTP_NFIELDS] = {
     0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440, 1472, 1728,
+    1992, 2248,
 };
 
 static ref_http_reader_t *reader_of(http_parser *p)
@@ -194,7 +197,10 @@ static uint8_t classify(const ref_http_reader_t *r)
         return H_OTHER;
     case 13: return IS(n, l, "authorization") ? H_KEPT + REF_HTTP_F_AUTHORIZATION : H_OTHER;
     case 14: return IS(n, l, "content-length") ? H_CL : H_OTHER;
-    case 15: return IS(n, l, "idempotency-key") ? H_KEPT + REF_HTTP_F_IDEM_KEY : H_OTHER;
+    case 9:  return IS(n, l, "forwarded") ? H_KEPT + REF_HTTP_F_FORWARDED : H_OTHER;
+    case 15:
+        if (IS(n, l, "idempotency-key")) return H_KEPT + REF_HTTP_F_IDEM_KEY;
+        return IS(n, l, "x-forwarded-for") ? H_KEPT + REF_HTTP_F_XFF : H_OTHER;
     case 16:
         if (IS(n, l, "content-encoding")) return H_CE;
         if (IS(n, l, "x-jrpc-timestamp")) return H_KEPT + REF_HTTP_F_TIMESTAMP;

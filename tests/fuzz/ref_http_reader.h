@@ -103,11 +103,14 @@ typedef enum ref_http_field {
     REF_HTTP_F_MCP_VERSION,   /* MCP-Protocol-Version (32; docs/MCP.md) */
     REF_HTTP_F_AUTHORIZATION, /* Authorization (256: "Bearer " and a token; docs/SIGNING.md) */
     REF_HTTP_F_IDEM_KEY,      /* Idempotency-Key (264: 255 bytes, quoted; docs/SIGNING.md) */
+    REF_HTTP_F_FORWARDED,     /* Forwarded (256), repeated headers joined with ", "
+                                  (read only from a --trusted-proxy: docs/SIGNING.md) */
+    REF_HTTP_F_XFF,           /* X-Forwarded-For (256), joined the same way */
     REF_HTTP_NFIELDS
 } ref_http_field_t;
 
 #define REF_HTTP_TARGET_MAX 256 /* request-target bytes kept */
-#define REF_HTTP_STORE      1992 /* the rooms above, together */
+#define REF_HTTP_STORE      2504 /* the rooms above, together */
 
 typedef struct ref_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */

@@ -56,7 +56,7 @@ static void tr_flush_body(trace_t *t)
 
 static const char *const field_names[JRPC_HTTP_NFIELDS] = {
     "ct", "accept", "upgrade", "timeout", "tp", "key", "ts", "nonce", "sig",
-    "wskey", "wsver", "wsproto", "origin", "mcpver", "authz", "idem",
+    "wskey", "wsver", "wsproto", "origin", "mcpver", "authz", "idem", "fwd", "xff",
 };
 
 static void tr_head(trace_t *t, const jrpc_http_reader_t *r)
@@ -360,6 +360,19 @@ static void kept_values(void **state)
     /* Idempotency-Key */
     expect(POSTH "Idempotency-Key: \"8e03978e-40d5\"\r\n\r\n",
            "H POST /rpc 1.1 ka idem=\"8e03978e-40d5\"|E|idle");
+    /* Forwarded and X-Forwarded-For (--trusted-proxy): lists, lines joined in
+     * order, cut at 256 bytes (the front then trusts neither) */
+    expect(POSTH "X-Forwarded-For: 192.0.2.1, 10.0.0.1\r\nForwarded: for=\"[2001:db8::1]\"\r\n"
+           "x-forwarded-for: 10.0.0.2\r\nX-Forwarded-Fo: x\r\nForwardedx: y\r\n\r\n",
+           "H POST /rpc 1.1 ka fwd=for=\"[2001:db8::1]\" xff=192.0.2.1, 10.0.0.1, 10.0.0.2#2|E|idle");
+    char big[400];
+    memset(big, '1', 300);
+    snprintf(big + 300, sizeof big - 300, "\r\n\r\n");
+    char req[600];
+    snprintf(req, sizeof req, POSTH "X-Forwarded-For: %s", big);
+    char wanted[400];
+    snprintf(wanted, sizeof wanted, "H POST /rpc 1.1 ka xff=%.256s~|E|idle", big);
+    expect(req, wanted);
 }
 
 /* A WebSocket upgrade: at HEAD the caller takes the connection over, and

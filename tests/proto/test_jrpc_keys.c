@@ -324,6 +324,30 @@ static void test_bearer(void **state)
     assert_int_equal(jrpc_keys_bearer_line(SPAN("alice"), SPAN("t"), line, 40), -ENOSPC);
 }
 
+/* jrpc_keys_text_has_id: the ids `jrpc bearer-key` must not add twice, read
+ * as the loader reads lines (issue 36). */
+static void test_text_has_id(void **state)
+{
+    (void)state;
+#define HAS(text, id) jrpc_keys_text_has_id(text, strlen(text), SPAN(id))
+    const char *t = "# agent old\n  demo s3cr3t-s3cr3t-s3cr3t a*\n\n\tbob\tbearer-sha256:x\r\n"
+                    "carol s3cr3t-s3cr3t-s3cr3t";   /* the last line without its newline */
+    assert_true(HAS(t, "demo"));
+    assert_true(HAS(t, "bob"));
+    assert_true(HAS(t, "carol"));
+    assert_false(HAS(t, "agent"));    /* in a comment only */
+    assert_false(HAS(t, "dem"));      /* a prefix */
+    assert_false(HAS(t, "demos"));
+    assert_false(HAS(t, "s3cr3t-s3cr3t-s3cr3t"));   /* a secret is no id */
+    assert_false(HAS("", "demo"));
+    assert_true(HAS("x y\nx z\n", "x"));
+    char buf[8];   /* at the end of a buffer: no over-read */
+    memcpy(buf + 4, "abcd", 4);
+    assert_true(jrpc_keys_text_has_id(buf + 4, 4, SPAN("abcd")));
+    assert_false(jrpc_keys_text_has_id(buf + 4, 3, SPAN("abcd")));
+#undef HAS
+}
+
 /* rate=, burst=, cost=GLOB:N among the globs: they set the key's limit and
  * its method costs, and are no globs themselves. */
 static void test_rate_fields(void **state)
@@ -379,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_load_options),
         cmocka_unit_test(test_acl),
         cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_text_has_id),
         cmocka_unit_test(test_rate_fields),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

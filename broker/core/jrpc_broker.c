@@ -43,6 +43,7 @@ struct bbatch {
     bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
     bool           early;        /* its calls went out while its nonce was claimed (all
                                     idempotent): nothing answers before the claim does */
+    uint32_t       early_cell;   /* ... its nonce's cell in the broker's early_nonces */
     bool           idem_run;     /* its idempotency key is claimed: store the reply */
     bool           detached;     /* idem_run, and the client left: run on, store, tell no one */
     bool           waiting;      /* on the idempotency wait list (another run holds the key) */
@@ -67,6 +68,9 @@ struct bbatch {
     char           body[];       /* our copy of the body, then trace, then peer */
 };
 
+#define EARLY_COOL_CELLS  1024   /* keys refused at a claim lately, by hash (early dispatch) */
+#define EARLY_NONCE_CELLS 4096   /* nonces of early bodies in flight, by hash */
+
 struct jrpc_broker {
     uv_loop_t        *loop;
     jrpc_broker_opts_t opts;
@@ -86,7 +90,28 @@ struct jrpc_broker {
     bbatch_t         *waiters;     /* bodies whose idempotency key another run holds */
     uv_timer_t        idem_timer;  /* asks again for them, while there are any */
     jrpc_rate_counts_t rate_counts; /* calls refused per identity (metrics) */
+    uint64_t          early_cool[EARLY_COOL_CELLS];    /* per key hash: loop ms until which
+                                                          none of its bodies goes early */
+    uint32_t          early_nonces[EARLY_NONCE_CELLS]; /* per nonce hash: early bodies
+                                                          whose claim is in flight */
 };
+
+/* The namespace of x's idempotency key (docs/SIGNING.md "Idempotency
+ * keys"): its key id; for a body without a key (issue 36) its address
+ * AND the body's fingerprint, so that another client — behind the same
+ * NAT, in the same /64 — can neither read the reply nor learn that the key
+ * exists (a 422) without sending these very bytes under this very key.
+ * Written into buf (IDEM_WHO_MAX bytes) when it needs building. */
+#define IDEM_WHO_MAX (JRPC_KEYS_ID_MAX + 8 + 1 + 64)
+static jrpc_span_t idem_who(const bbatch_t *x, char *buf)
+{
+    if (x->key_id_n)
+        return (jrpc_span_t){ x->rwho, x->rwho_n };
+    memcpy(buf, x->rwho, x->rwho_n);
+    buf[x->rwho_n] = '#';
+    memcpy(buf + x->rwho_n + 1, x->fp, sizeof x->fp);
+    return (jrpc_span_t){ buf, x->rwho_n + 1 + sizeof x->fp };
+}
 
 static void list_remove(jrpc_broker_t *b, bbatch_t *x)
 {
@@ -223,7 +248,8 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
                            .answered = x->answer ? x->streamed : x->req.nanswers,
                            .timed_out = x->timed_out };
     if (x->idem_run && b->replay) {   /* kept for a retry under the same key */
-        int rc = jrpc_replay_idem_store(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem,
+        char who[IDEM_WHO_MAX];
+        int rc = jrpc_replay_idem_store(b->replay, idem_who(x, who), x->idem,
                                         x->fp, b->out.p, b->out.len, b->opts.idem_ttl_s);
         if (rc < 0)
             JRPC_LOG(JRPC_LOG_WARN, "broker", "event=idem_store_failed bytes=%zu error=\"%s\"",
@@ -474,8 +500,7 @@ static void refuse_unavailable(jrpc_broker_t *b, bbatch_t *x, int rc)
 
 static void on_idem(void *arg, int rc, const char *reply, size_t n);
 
-/* 1 to 255 bytes of printable ASCII, no space. */
-static bool idem_key_ok(jrpc_span_t k)
+bool jrpc_broker_idem_key_ok(jrpc_span_t k)
 {
     if (k.n == 0 || k.n > 255)
         return false;
@@ -499,7 +524,8 @@ static void go(jrpc_broker_t *b, bbatch_t *x)
         uint64_t now = uv_now(b->loop);
         uint64_t run = (x->deadline > now ? x->deadline - now : 0) + IDEM_RUN_SLACK_MS;
         x->claiming = true;
-        rc = jrpc_replay_idem_claim(b->replay, (jrpc_span_t){ x->rwho, x->rwho_n }, x->idem, x->fp,
+        char who[IDEM_WHO_MAX];
+        rc = jrpc_replay_idem_claim(b->replay, idem_who(x, who), x->idem, x->fp,
                                     run > UINT32_MAX ? UINT32_MAX : (uint32_t)run, on_idem, x);
         if (rc == 0)
             return;
@@ -614,7 +640,17 @@ static void refuse_limited(jrpc_broker_t *b, bbatch_t *x, uint64_t retry_us);
  * early: a body with any other method, an idempotency key (its claim comes
  * after the nonce's), a rate limit (a client over its limit must not keep
  * the workers busy with bodies that will be refused), or its answers
- * streamed (they would leave as they come). */
+ * streamed (they would leave as they come).
+ *
+ * Bounded (issue 36): a captured body replayed N times used to run N times
+ * at the workers (each refused, unanswered). Now a body does not go early
+ * while another early body with the same nonce is being claimed (the
+ * replays that race the first claim), nor while its key is cooling down:
+ * for one window (--skew) after any body of the key was refused at its
+ * claim (a replay, memory lost, Redis unavailable); each refusal re-arms
+ * it. A captured body thus makes at most one unanswered run per key, per
+ * broker, per window. Both tables are fixed and hashed: a collision only
+ * sends a body the ordinary way (claim first), never the other way. */
 static bool early_ok(jrpc_broker_t *b, const bbatch_t *x)
 {
     if (x->idem.n || x->answer || x->req.ncalls == 0)
@@ -630,6 +666,34 @@ static bool early_ok(jrpc_broker_t *b, const bbatch_t *x)
             return false;
         last = c->method;
     }
+    return true;
+}
+
+static uint32_t fnv1a(uint32_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+static uint64_t *early_cool_cell(jrpc_broker_t *b, const bbatch_t *x)
+{
+    return &b->early_cool[fnv1a(2166136261u, x->key_id, x->key_id_n) & (EARLY_COOL_CELLS - 1)];
+}
+
+/* Whether x (early_ok) may go early now: its key not cooling down, no early
+ * body with its nonce in flight. When it may, its nonce counts as in
+ * flight until on_admitted. */
+static bool early_take(jrpc_broker_t *b, bbatch_t *x, jrpc_span_t nonce)
+{
+    if (uv_now(b->loop) < *early_cool_cell(b, x))
+        return false;
+    uint32_t h = fnv1a(fnv1a(2166136261u, x->key_id, x->key_id_n), "\n", 1);
+    uint32_t cell = fnv1a(h, nonce.p, nonce.n) & (EARLY_NONCE_CELLS - 1);
+    if (b->early_nonces[cell] != 0)
+        return false;
+    b->early_nonces[cell]++;
+    x->early_cell = cell;
     return true;
 }
 
@@ -655,6 +719,10 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    if (x->early)
+        b->early_nonces[x->early_cell]--;
+    if (x->signed_body && rc != 0 && rc != -EDQUOT)   /* see early_ok: a window's cool-down */
+        *early_cool_cell(b, x) = uv_now(b->loop) + (uint64_t)b->opts.skew_s * 1000;
     if (x->early && rc != 0)   /* refused: what its calls answered, or will, is dropped */
         withdraw(b, x, 0);
     if (x->cancelled) {
@@ -705,7 +773,7 @@ static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now)
 /* ---- rate limits (docs/SIGNING.md "Rate limits") ---- */
 
 /* Who x is to its rate limit and its idempotency key: its key's id, or
- * for a body without a key the client's address without its port. */
+ * for a body without a key the client's address (jrpc_rate_who_addr). */
 static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
 {
     if (x->key_id_n) {
@@ -713,20 +781,9 @@ static void keep_who(bbatch_t *x, const jrpc_admit_t *ad)
         x->rwho_n = x->key_id_n;
         return;
     }
-    /* "1.2.3.4:5" and "[::1]:5" (HTTP) lose their port; "1.2.3.4" and
-     * "::1" (ZeroMQ's Peer-Address) are kept whole. */
-    jrpc_span_t p = ad ? ad->peer : (jrpc_span_t){ NULL, 0 };
-    const char *a = p.p, *colon = p.n ? memchr(p.p, ':', p.n) : NULL;
-    size_t n = p.n;
-    if (n && a[0] == '[') {
-        const char *end = memchr(a, ']', n);
-        n = end ? (size_t)(end - a - 1) : n - 1;
-        a++;
-    } else if (colon && memchr(colon + 1, ':', p.n - (size_t)(colon - p.p) - 1) == NULL) {
-        n = (size_t)(colon - a);
-    }
-    int k = snprintf(x->rwho, sizeof x->rwho, "addr:%.*s", (int)n, n ? a : "unknown");
-    x->rwho_n = (uint8_t)(k > 0 && (size_t)k < sizeof x->rwho ? (size_t)k : sizeof x->rwho - 1);
+    size_t n = jrpc_rate_who_addr(x->rwho, sizeof x->rwho,
+                                  ad ? ad->peer : (jrpc_span_t){ NULL, 0 });
+    x->rwho_n = (uint8_t)n;
 }
 
 /* Decides whether a limit applies to x (key: its key, NULL for none) and
@@ -873,7 +930,8 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     if (rc < 0) {
         x->claiming = false;
         refuse_unavailable(b, x, rc);
-    } else if (!limited && b->opts.early_dispatch && early_ok(b, x)) {
+    } else if (!limited && b->opts.early_dispatch && early_ok(b, x) &&
+               early_take(b, x, req->nonce)) {
         x->early = true;
         start(b, x);   /* settle() holds the reply until on_admitted */
     }
@@ -932,6 +990,12 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     }
     for (uint32_t i = 0; i < x->req.ncalls; i++)
         x->handles[i] = NO_HANDLE;
+    /* A body the parser refused whole (-32700, -32600) is answered whole,
+     * never streamed: its one error object is the spec's answer, which a
+     * stream of one answer at position 0 could not be told from (a batch
+     * of one, [1]: an array of one). docs/STREAMING.md. */
+    if (x->req.body_code)
+        x->answer = NULL;
     jrpc_metrics.bodies_in++;
     b->open++;
     x->transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
@@ -945,7 +1009,10 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->deadline = uv_now(b->loop) + timeout_ms;
     char fp[JRPC_SIGN_HEX_LEN + 1];
     bool ok;
-    if (x->idem.n && !idem_key_ok(x->idem)) {
+    /* An empty key is no "no key" (issue 36: it ran twice); a front that
+     * saw none passes p NULL. */
+    bool idem_empty = ad && ad->idem_key.p != NULL && ad->idem_key.n == 0;
+    if (idem_empty || (x->idem.n && !jrpc_broker_idem_key_ok(x->idem))) {
         refuse(b, x, NULL, NULL, NULL, -EINVAL,
                "{\"reason\":\"an idempotency key is 1 to 255 characters of printable ASCII "
                "without spaces\"}");

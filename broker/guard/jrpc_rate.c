@@ -3,7 +3,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "jrpc_proxy.h"
 
 #define US_PER_S 1000000u
 
@@ -93,4 +96,34 @@ void jrpc_rate_counts_dispose(jrpc_rate_counts_t *c)
 {
     free(c->e);
     memset(c, 0, sizeof *c);
+}
+
+size_t jrpc_rate_who_addr(char *out, size_t size, jrpc_span_t peer)
+{
+    /* "1.2.3.4:5" and "[::1]:5" lose their port; "1.2.3.4" and "::1" are
+     * kept whole. */
+    const char *a = peer.p, *colon = peer.n ? memchr(peer.p, ':', peer.n) : NULL;
+    size_t n = peer.n;
+    if (n && a[0] == '[') {
+        const char *end = memchr(a, ']', n);
+        n = end ? (size_t)(end - a - 1) : n - 1;
+        a++;
+    } else if (colon && memchr(colon + 1, ':', peer.n - (size_t)(colon - peer.p) - 1) == NULL) {
+        n = (size_t)(colon - a);
+    }
+    jrpc_proxy_addr_t ip;
+    char text[JRPC_PROXY_ADDR_TEXT];
+    int k;
+    if (n && jrpc_proxy_addr_parse(a, n, &ip) == 0 && ip.family == 6) {
+        memset(ip.a + 8, 0, 8);
+        k = jrpc_proxy_addr_format(&ip, text, sizeof text) > 0
+                ? snprintf(out, size, "addr:%s/64", text)
+                : snprintf(out, size, "addr:%.*s", (int)n, a);
+    } else if (n && jrpc_proxy_addr_parse(a, n, &ip) == 0 &&
+               jrpc_proxy_addr_format(&ip, text, sizeof text) > 0) {
+        k = snprintf(out, size, "addr:%s", text);   /* ::ffff:1.2.3.4 is 1.2.3.4 */
+    } else {
+        k = n ? snprintf(out, size, "addr:%.*s", (int)n, a) : snprintf(out, size, "addr:unknown");
+    }
+    return k < 0 ? 0 : (size_t)k < size ? (size_t)k : size - 1;
 }

@@ -19,6 +19,7 @@
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_http_response.h"
+#include "jrpc_proxy.h"
 #include "jrpc_json.h"
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
@@ -127,7 +128,9 @@ struct conn {
     jrpc_broker_auth_t *auth;  /* ... the broker's handle for it */
     jrpc_front_ws_t *ws;       /* the session once switched (NULL: HTTP) */
     uint8_t         peer_len;
-    char            peer[56];  /* "ip:port" / "[ip6]:port" of the client, for the access log */
+    char            peer[56];  /* "ip:port" / "[ip6]:port" of the client, for the access log;
+                                  a WebSocket's: the client a trusted proxy named (client_of) */
+    bool            peer_trusted; /* the peer is a --trusted-proxy: its requests name the client */
     const char     *zc;        /* the whole body, still in the read buffer */
     size_t          zc_len;
     jrpc_buf_t      body;      /* the body, when it came in pieces */
@@ -808,15 +811,15 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
-    if (r->stream == S_MCP && !r->s_started && out.cls <= JRPC_BODY_INVALID)
+    if (r->stream == S_MCP && !r->s_started && out.cls == JRPC_BODY_OK)
         len = 0;   /* a notification, no answer: MCP's 202, not an empty stream */
-    else if (r->stream && out.cls <= JRPC_BODY_INVALID) {   /* the end of a streamed body */
+    else if (r->stream && out.cls == JRPC_BODY_OK) {   /* the end of a streamed body */
         if (stream_end(c, r, out, reply, len) < 0)
             c->broken = true;
         mark_dirty(c);
         return;
     }
-    r->stream = S_NONE;   /* refused whole, before any answer: a plain JSON answer */
+    r->stream = S_NONE;   /* refused whole (invalid too), before any answer: plain JSON */
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     r->replayed = out.replayed;
@@ -1168,6 +1171,32 @@ static jrpc_span_t idem_value(const jrpc_http_head_t *h)
     return (jrpc_span_t){ v.p, v.n };
 }
 
+/* Who sent the request whose head is h, as text for its admission (rate
+ * limits and idempotency keys without a key, the access line): the TCP
+ * peer; or, when the peer is a --trusted-proxy, the client its Forwarded /
+ * X-Forwarded-For name (docs/SIGNING.md "Behind a proxy"), written into
+ * buf (JRPC_PROXY_ADDR_TEXT bytes). A malformed chain from a trusted proxy
+ * falls back to the peer, said at debug. */
+static jrpc_span_t client_of(const conn_t *c, const jrpc_http_head_t *h, char *buf)
+{
+    jrpc_span_t peer = { c->peer, c->peer_len };
+    if (!c->peer_trusted)
+        return peer;
+    const jrpc_front_http_opts_t *o = &c->front->opts;
+    jrpc_proxy_addr_t a;
+    const char *why;
+    int rc = jrpc_proxy_client(o->trusted_proxies, o->ntrusted_proxies,
+                               jrpc_http_head_value(h, JRPC_HTTP_F_FORWARDED),
+                               jrpc_http_head_value(h, JRPC_HTTP_F_XFF), &a, &why);
+    int n;
+    if (rc == 1 && (n = jrpc_proxy_addr_format(&a, buf, JRPC_PROXY_ADDR_TEXT)) > 0)
+        return (jrpc_span_t){ buf, (size_t)n };
+    if (rc < 0)
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=forwarded_ignored reason=\"%s\" peer=%.*s "
+                 "detail=\"the proxy itself is taken as the client\"", why, (int)c->peer_len, c->peer);
+    return peer;
+}
+
 /* What a request carries to prove who sent it (docs/SIGNING.md). */
 static jrpc_auth_req_t auth_req(const jrpc_http_head_t *h)
 {
@@ -1469,6 +1498,12 @@ static void ws_upgrade(conn_t *c, const jrpc_http_head_t *h, bool origin_ok)
         return;
     }
     *c->hs = hs;
+    char client[JRPC_PROXY_ADDR_TEXT];
+    jrpc_span_t who = client_of(c, h, client);
+    if (who.p == client) {   /* the connection is that client's from now on */
+        memcpy(c->peer, client, who.n);
+        c->peer_len = (uint8_t)who.n;
+    }
     c->upgrading = true;
     c->phase = PH_IDLE;
     disarm_read(c);
@@ -1546,6 +1581,9 @@ static void headers_done(conn_t *c)
     } else if (!timeout_of(h, &c->timeout_ms)) {
         status = 400;
         why = "X-JRPC-Timeout-Ms must be a whole number from 1 to 4294967295";
+    } else if (idem_value(h).p != NULL && !jrpc_broker_idem_key_ok(idem_value(h))) {
+        status = 400;   /* "" is no "no key": the body would run twice */
+        why = "Idempotency-Key must be 1 to 255 characters of printable ASCII without spaces";
     } else if (c->mcp && !mcp_accept_ok(h)) {
         status = 406;
         why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";
@@ -1641,6 +1679,7 @@ static void message_done(conn_t *c)
         return;
     }
     jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
+    char client[JRPC_PROXY_ADDR_TEXT];
     r->state = R_SUBMITTED;
     jrpc_admit_t ad = {
         .transport = JRPC_TRANSPORT_HTTP,
@@ -1649,7 +1688,7 @@ static void message_done(conn_t *c)
         /* one, whole: a second one makes both invalid (W3C: no picking) */
         .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
                                                 : (jrpc_span_t){ "", 0 },
-        .peer = { c->peer, c->peer_len },
+        .peer = client_of(c, h, client),
         .answer = r->stream ? on_answer : NULL,
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
@@ -2068,7 +2107,8 @@ static void ws_over(void *conn)
 
 /* ---- accepting ---------------------------------------------------------- */
 
-/* The client's address as text, once per connection (the access log). */
+/* The client's address as text, once per connection (the access log), and
+ * whether it is a --trusted-proxy. */
 static void peer_name(conn_t *c)
 {
     struct sockaddr_storage ss;
@@ -2093,6 +2133,11 @@ static void peer_name(conn_t *c)
     }
     if (n > 0 && (size_t)n < sizeof c->peer)
         c->peer_len = (uint8_t)n;
+    jrpc_proxy_addr_t a;
+    c->peer_trusted = c->front->opts.ntrusted_proxies > 0 &&
+                      jrpc_proxy_addr_parse(ip, strlen(ip), &a) == 0 &&
+                      jrpc_proxy_trusted(c->front->opts.trusted_proxies,
+                                         c->front->opts.ntrusted_proxies, &a);
 }
 
 static void on_connection(uv_stream_t *server, int status)

@@ -1,4 +1,4 @@
-/* Unit tests of the broker's worker sessions (broker/jrpc_workers.c,
+/* Unit tests of the broker's worker sessions (broker/core/jrpc_workers.c,
  * compiled in to reach its handler): what a hostile worker may claim
  * (issue 19). The module sits on an inproc ROUTER; workers "A" and "B" are
  * DEALERs nobody reads (so sends to them succeed); frames are handed to
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "../../broker/jrpc_workers.c"
+#include "../../../broker/core/jrpc_workers.c"
 #include "jrpc_json.h"
 
 static struct {

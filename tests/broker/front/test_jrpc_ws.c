@@ -1,4 +1,4 @@
-/* Unit tests of the WebSocket session (broker/jrpc_ws.c): client frames
+/* Unit tests of the WebSocket session (broker/front/jrpc_ws.c): client frames
  * are built here by hand (masked, as RFC 6455 requires of clients) and fed
  * whole, byte by byte and in pieces; every byte the session writes is
  * checked. Inputs sit at the end of a malloc'd block so an over-read trips

@@ -1,4 +1,4 @@
-/* Unit tests of the broker core (broker/jrpc_broker.c, compiled in to read
+/* Unit tests of the broker core (broker/core/jrpc_broker.c, compiled in to read
  * a body's call outcomes while its reply is delivered): outcomes as data,
  * refusals through the reply callback, deadlines, partial batches, cancel,
  * readiness and the counters.
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <zmq.h>
 
-#include "../../broker/jrpc_broker.c"
-#include "broker_env.h"
+#include "../../../broker/core/jrpc_broker.c"
+#include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -117,7 +117,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#include "fake_worker.h"
+#include "../fake_worker.h"
 
 static bool ready_but_redis(void) { return jrpc_broker_ready(G.b, "add", NULL) == JRPC_BROKER_EREDIS; }
 
@@ -268,6 +268,37 @@ static void test_invalid_and_partial(void **state)
     assert_non_null(strstr(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}"));
     assert_non_null(strstr(G.text, "\"error\":{\"code\":0,\"message\":\"zero is a code\"},\"id\":5"));
     assert_non_null(strstr(G.text, "\"error\":{\"code\":7,\"message\":\"seven\"},\"id\":6"));
+}
+
+/* An idempotency key that is there but empty (ZeroMQ's header frame with
+ * "idempotency_key": ""), or malformed, is refused -32600 whole and runs
+ * nothing: "" used to mean "no key" (issue 36, the body ran twice). */
+static void test_idem_key_refused(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();
+    static const char body[] = "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}";
+    static const char *const keys[] = { "", "a b", "\x01" };
+    for (int i = 0; i < 3; i++) {
+        jrpc_admit_t ad = { .transport = JRPC_TRANSPORT_ZMQ,
+                            .idem_key = { keys[i], strlen(keys[i]) } };
+        G.replies = 0;
+        assert_int_equal(jrpc_broker_submit(G.b, body, sizeof body - 1, &ad, on_reply, NULL,
+                                            NULL), 0);
+        assert_int_equal(G.replies, 1);
+        assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+        assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
+                            "\"Invalid Request\",\"data\":{\"reason\":\"an idempotency key is 1 to 255 "
+                            "characters of printable ASCII without spaces\"}},\"id\":null}");
+    }
+    for (int i = 0; i < 20; i++) {   /* a few turns: nothing reaches the worker */
+        uv_run(&G.loop, UV_RUN_NOWAIT);
+        worker_read();
+    }
+    assert_int_equal(G.nseen, 0);
+    assert_false(jrpc_broker_idem_key_ok((jrpc_span_t){ "", 0 }));
+    assert_true(jrpc_broker_idem_key_ok((jrpc_span_t){ "k-1", 3 }));
 }
 
 /* A call whose worker never answers gets -32003 at its deadline; the other
@@ -458,20 +489,38 @@ static void test_streamed(void **state)
     assert_int_equal(strlen(G.whole), sum);
 }
 
-/* Streamed mode, bodies with no worker call: a whole-body error is answer 0
- * then the end (invalid, its code); only notifications: just the end;
+/* Streamed mode, bodies with no worker call: a body the parser refused
+ * whole (not JSON, []) is not streamed: no answer, its error object through
+ * fn as unstreamed (invalid, its code), while a batch of one invalid member
+ * ([1]) is answer 0 then the end (ok); only notifications: just the end;
  * refused busy: no answer, the error object through fn as unstreamed. */
 static void test_streamed_whole_body(void **state)
 {
     (void)state;
     G.b = broker_make(1, NULL);
-    assert_int_equal(submit_streamed("[1,", 0), 0);
+    static const struct { const char *body; int code; const char *reply; } whole[] = {
+        { "[1,", JRPC_PARSE_ERROR, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,"
+                                   "\"message\":\"Parse error\"},\"id\":null}" },
+        { "[]", JRPC_INVALID_REQUEST, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                                      "\"message\":\"Invalid Request\"},\"id\":null}" },
+    };
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
+        G.replies = 0;
+        assert_int_equal(submit_streamed(whole[k].body, 0), 0);
+        assert_int_equal(A.n, 0);
+        assert_int_equal(G.replies, 1);
+        assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
+        assert_int_equal(G.out.code, whole[k].code);
+        assert_string_equal(G.text, whole[k].reply);
+    }
+    G.replies = 0;
+    assert_int_equal(submit_streamed("[1]", 0), 0);
     assert_int_equal(A.n, 1);
     assert_int_equal(A.pos[0], 0);
-    assert_non_null(strstr(A.json[0], "\"code\":-32700"));
+    assert_string_equal(A.json[0], "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,"
+                                   "\"message\":\"Invalid Request\"},\"id\":null}");
     assert_int_equal(G.replies, 1);
-    assert_int_equal(G.out.cls, JRPC_BODY_INVALID);
-    assert_int_equal(G.out.code, JRPC_PARSE_ERROR);
+    assert_int_equal(G.out.cls, JRPC_BODY_OK);
     assert_string_equal(G.text, "{\"answered\":1,\"timed_out\":0}");
 
     worker_ready();
@@ -714,6 +763,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_mapping),
         cmocka_unit_test_setup_teardown(test_invalid_and_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idem_key_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_worker_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),

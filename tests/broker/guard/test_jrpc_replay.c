@@ -36,7 +36,7 @@
 
 #include "jrpc_log.h"
 /* The module itself, so its pure helpers (multi_flags) are reachable. */
-#include "../../broker/jrpc_replay.c"
+#include "../../../broker/guard/jrpc_replay.c"
 
 extern char **environ;
 
@@ -52,8 +52,8 @@ typedef struct redis_srv {
     int   replicaof;    /* --replicaof 127.0.0.1 <this port> when not 0 */
 } redis_srv_t;
 
-#include "free_port.h"
-#include "../scripted_server.h"
+#include "../free_port.h"
+#include "../../scripted_server.h"
 
 static bool have_redis_server(void)
 {

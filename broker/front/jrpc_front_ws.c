@@ -288,8 +288,8 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 }
 
 /* A body's end: its whole reply (mode jrpc), or the end of its stream; a
- * refusal (busy) is its one error object in both modes. May run inside
- * jrpc_broker_submit(). */
+ * body refused whole (invalid, busy, ...) is its one error object in both
+ * modes. May run inside jrpc_broker_submit(). */
 static void on_end(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
     wsbody_t *w = ctx;
@@ -297,7 +297,7 @@ static void on_end(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
     s->inflight -= w->calls;
     unlink_body(s, w);
     free(w);
-    bool refused = out.cls != JRPC_BODY_OK && out.cls != JRPC_BODY_INVALID;
+    bool refused = out.cls != JRPC_BODY_OK;   /* streamed: never an end (jrpc_broker.h) */
     /* The stream's summary is not a JSON-RPC message: nothing is sent for
      * it (docs/WEBSOCKET.md). An empty reply: only notifications. */
     if (len > 0 && (!s->o.stream || refused))

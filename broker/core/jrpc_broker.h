@@ -57,8 +57,8 @@ enum jrpc_transport {
 
 /* Streamed mode: receives one answer of a body as soon as it is in. pos is
  * the request's position in the body (0-based, notifications counted: the
- * index of its element in the batch array; 0 for a single request or a
- * whole-body error); json is the finished response object, the same bytes
+ * index of its element in the batch array; 0 for a single request); json
+ * is the finished response object, the same bytes
  * it has in the unstreamed array, valid during the call. Never called for
  * a notification. It must not call back into the broker. */
 typedef void (*jrpc_answer_fn)(void *ctx, uint32_t pos, const char *json, size_t len);
@@ -80,7 +80,8 @@ typedef struct jrpc_admit {
                                     ("unknown key"), a changed ACL applies. Ignored when
                                     the broker has no keys */
     jrpc_span_t     idem_key;    /* the client's idempotency key (HTTP Idempotency-Key, the
-                                    ZeroMQ header frame's idempotency_key); empty: none.
+                                    ZeroMQ header frame's idempotency_key); p NULL: none
+                                    (an empty one with p set is refused -32600).
                                     1 to 255 bytes of printable ASCII, else the body is
                                     refused -32600. A front that sets it must not ask for
                                     streamed answers (a kept reply is one reply) */
@@ -103,6 +104,12 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
  * reported an empty broker. */
 void jrpc_broker_destroy(jrpc_broker_t **self_p);
 
+/* Whether k is an idempotency key the broker takes: 1 to 255 bytes of
+ * printable ASCII without spaces (docs/SIGNING.md "Idempotency keys"); an
+ * empty one is not "no key". Pure: the HTTP front checks the header with it
+ * (400), jrpc_broker_submit checks ad->idem_key with it. */
+bool jrpc_broker_idem_key_ok(jrpc_span_t k);
+
 /* Takes one request body (copied; the caller keeps its buffer). With keys,
  * admission runs: the body is parsed (limits), then the signature checks
  * (jrpc_auth_check: unauthorized on failure), then the nonce is claimed in
@@ -120,17 +127,18 @@ void jrpc_broker_destroy(jrpc_broker_t **self_p);
  * With opts.access_log, one line event=access is logged per body: when it
  * is answered, refused (also busy), or cancelled.
  * Streamed mode (admit->answer set): once the body is admitted, its calls
- * already answered by the parser (invalid members, a whole-body -32700 or
- * -32600 as position 0, ACL refusals, methods no worker serves) go to
- * answer() first, then each worker's answer or deadline error as it is in;
- * then fn is called once, the end event, with out as for a whole reply
- * (ok or invalid) and the text {"answered":N,"timed_out":M}: N response
- * objects sent, M of them -32003 because the deadline passed (the same
- * numbers as data in out.answered and out.timed_out, which an unstreamed
- * reply carries too). A body
- * refused whole (busy, unauthorized, replayed, unavailable) gets no
- * answer() and fn as in the unstreamed mode, its error object, so a front
- * can still choose a status. A cancelled body gets no more answers.
+ * already answered by the parser (invalid members, reserved names, ACL
+ * refusals, methods no worker serves) go to answer() first, then each
+ * worker's answer or deadline error as it is in; then fn is called once,
+ * the end event, always with out.cls ok and the text
+ * {"answered":N,"timed_out":M}: N response objects sent, M of them -32003
+ * because the deadline passed (the same numbers as data in out.answered
+ * and out.timed_out, which an unstreamed reply carries too). A body
+ * refused whole (invalid: the parser's -32700 or -32600 for the body
+ * itself; busy, unauthorized, replayed, unavailable, ...) gets no answer()
+ * and fn as in the unstreamed mode, its error object: any class but ok
+ * means that, so a front can still choose a status and answer unstreamed.
+ * A cancelled body gets no more answers.
  * Returns 0, or -ENOMEM: then fn is not called and the caller answers on
  * its own. */
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len,

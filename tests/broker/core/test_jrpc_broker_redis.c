@@ -24,8 +24,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "../../broker/jrpc_broker.c"
-#include "broker_env.h"
+#include "../../../broker/core/jrpc_broker.c"
+#include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
 
@@ -84,7 +84,7 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
 
 /* ---- redis-server ---- */
 
-#include "free_port.h"
+#include "../free_port.h"
 
 static void redis_start(void)
 {
@@ -115,7 +115,7 @@ static void redis_stop(void)
 
 /* ---- the loop and the worker ---- */
 
-#include "fake_worker.h"
+#include "../fake_worker.h"
 
 /* Turns the loop for about ms milliseconds. */
 static void pump_for(int ms)
@@ -280,6 +280,51 @@ static void test_early_replay_refused(void **state)
     assert_string_equal(G.text, REPLAY_BYTES);
     pump_for(50);
     assert_int_equal(G.replies, 2);   /* and the answers never do */
+    assert_int_equal(G.b->open, 0);
+
+    /* Issue 36: the key was just refused a replay, so it cools down for a
+     * window: a third send of the bytes is not dispatched early (it never
+     * reaches the worker), and neither is a fresh body of the key, which
+     * runs after its claim as without early dispatch. */
+    kill(G.redis, SIGSTOP);
+    submit_signed(TWO_ADDS, "replayed-nonce-0001");
+    submit_signed(TWO_ADDS, NULL);
+    pump_for(100);
+    assert_int_equal(G.nseen, 4);
+    kill(G.redis, SIGCONT);
+    want_seen = 6;
+    assert_true(pump_until(seen_enough));   /* the fresh one, after its claim */
+    worker_answer_from(4);
+    want_replies = 4;
+    assert_true(pump_until(replied));
+    pump_for(50);
+    assert_int_equal(G.nseen, 6);   /* the replay: never at the worker */
+    assert_int_equal(G.b->open, 0);
+}
+
+/* Replays racing the first claim of their nonce (Redis frozen): only the
+ * first body goes early; the replays wait for their claims and are refused
+ * without ever reaching the worker (issue 36: N replays used to run N
+ * times). */
+static void test_early_replays_in_flight(void **state)
+{
+    (void)state;
+    broker_start(5000, 0, true);
+    kill(G.redis, SIGSTOP);
+    body_reply_t r[6] = { { 0 } };
+    for (int i = 0; i < 6; i++)
+        submit_signed_to(TWO_ADDS, "raced-nonce-00000001", &r[i], NULL);
+    pump_for(100);
+    assert_int_equal(G.nseen, 2);   /* the first body's two calls, early */
+    worker_answer_from(0);
+    kill(G.redis, SIGCONT);
+    want_replies = 6;
+    assert_true(pump_until(replied));
+    assert_int_equal(r[0].out.cls, JRPC_BODY_OK);
+    for (int i = 1; i < 6; i++)
+        assert_string_equal(r[i].text, REPLAY_BYTES);
+    pump_for(50);
+    assert_int_equal(G.nseen, 2);
     assert_int_equal(G.b->open, 0);
 }
 
@@ -468,6 +513,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_early_held_until_claimed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_replay_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_replays_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_redis_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_waits_for_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limited_not_early, setup, teardown),

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <zmq.h>
 
-#include "broker_env.h"
+#include "../broker_env.h"
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_log.h"

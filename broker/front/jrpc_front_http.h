@@ -68,6 +68,11 @@ typedef struct jrpc_front_http_opts {
     /* MCP Streamable HTTP (docs/MCP.md): the path served ("/mcp"); NULL:
      * none. Borrowed. */
     const char *mcp_path;
+    /* Reverse proxies (--trusted-proxy) whose Forwarded / X-Forwarded-For
+     * name the client of their requests (docs/SIGNING.md "Behind a proxy");
+     * from any other peer those headers are ignored. Borrowed. */
+    const struct jrpc_proxy_cidr *trusted_proxies;
+    size_t      ntrusted_proxies;
 } jrpc_front_http_opts_t;
 
 #define JRPC_FRONT_HTTP_ORIGIN_MAX 128

@@ -54,6 +54,16 @@ void jrpc_rate_local_dispose(jrpc_rate_local_t *l);
 uint64_t jrpc_rate_local(jrpc_rate_local_t *l, jrpc_span_t id, int64_t now_us,
                          jrpc_rate_limit_t lim, uint64_t n);
 
+/* Who a body without a key is to its rate limit and its idempotency key:
+ * "addr:" and the client's address without its port, an IPv6 address
+ * grouped by its /64 ("addr:2001:db8:1:2::/64": one host, or one home,
+ * commonly holds a whole /64, so finer would let it take a budget per
+ * address), an IPv4-mapped one as IPv4. peer is "1.2.3.4:5" or "[v6]:5"
+ * (the HTTP peer), or a bare address (ZeroMQ's Peer-Address, the client a
+ * trusted proxy named); other text is kept as it is, empty is "unknown".
+ * Writes out NUL-terminated (cut to size); returns the length written. */
+size_t jrpc_rate_who_addr(char *out, size_t size, jrpc_span_t peer);
+
 /* Calls refused per identity, for the metrics: at most JRPC_RATE_COUNTS
  * identities by name (key ids are bounded by the key file; unsigned
  * traffic counts under one name), the rest under "other". */

@@ -1,4 +1,4 @@
-/* Unit tests of GCRA and the local budget (broker/jrpc_rate.c): exact
+/* Unit tests of GCRA and the local budget (broker/guard/jrpc_rate.c): exact
  * admissions at a steady rate, the burst, no double burst across any
  * "window edge", a batch over the burst refused whole, costs, and the
  * local budget's share and cells. */
@@ -89,10 +89,42 @@ static void test_local_budget(void **state)
     jrpc_rate_local_dispose(&l);
 }
 
+/* jrpc_rate_who_addr (issue 36): ports dropped, IPv6 grouped by /64 (one
+ * host commonly holds a whole /64), mapped IPv4 as IPv4, the rest as text. */
+static void test_who_addr(void **state)
+{
+    (void)state;
+    static const struct { const char *peer, *want; } cases[] = {
+        { "127.0.0.1:5555", "addr:127.0.0.1" },
+        { "203.0.113.7", "addr:203.0.113.7" },
+        { "[::1]:8080", "addr:::/64" },
+        { "::1", "addr:::/64" },
+        { "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", "addr:2001:db8:1:2::/64" },
+        { "2001:db8:1:2::17", "addr:2001:db8:1:2::/64" },
+        { "2001:db8:1:3::17", "addr:2001:db8:1:3::/64" },
+        { "[::ffff:192.0.2.1]:80", "addr:192.0.2.1" },
+        { "::ffff:192.0.2.1", "addr:192.0.2.1" },
+        { "", "addr:unknown" },
+        { "not-an-address", "addr:not-an-address" },
+        { "[2001:db8::1", "addr:2001:db8::/64" },   /* no ']': the rest, parsed */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[72];
+        size_t n = jrpc_rate_who_addr(out, sizeof out, (jrpc_span_t){ cases[i].peer,
+                                                                      strlen(cases[i].peer) });
+        if (strcmp(out, cases[i].want) != 0 || n != strlen(out))
+            fail_msg("'%s': '%s', want '%s'", cases[i].peer, out, cases[i].want);
+    }
+    char small[8];
+    assert_int_equal(jrpc_rate_who_addr(small, sizeof small, S("203.0.113.7")), 7);
+    assert_string_equal(small, "addr:20");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gcra_rate_and_burst),
+        cmocka_unit_test(test_who_addr),
         cmocka_unit_test(test_gcra_no_double_burst),
         cmocka_unit_test(test_gcra_cost),
         cmocka_unit_test(test_local_budget),
