@@ -39,6 +39,8 @@ def tls_context(cafile: Optional[str], insecure: bool) -> ssl.SSLContext:
 
 
 class HttpTransport:
+    keyed = True   # the broker takes an idempotency key per body on this transport
+
     def __init__(self, url: str, connect_timeout_s: float, ssl_ctx: Optional[ssl.SSLContext],
                  bearer: Optional[str]) -> None:
         self.url = url

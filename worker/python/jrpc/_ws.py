@@ -97,6 +97,8 @@ class _Conn:
 
 
 class WsTransport:
+    keyed = False   # the broker takes an idempotency key per body on this transport
+
     def __init__(self, url: str, connect_timeout_s: float, ssl_ctx: Optional[ssl.SSLContext],
                  bearer: Optional[str], signer: Optional[object]) -> None:
         self.url = url

@@ -72,6 +72,8 @@ class _Conn:
 
 
 class ZmqTransport:
+    keyed = True   # the broker takes an idempotency key per body on this transport
+
     def __init__(self, url: str, connect_timeout_s: float,
                  curve: Optional[Tuple[str, str, str]]) -> None:
         self.url = url

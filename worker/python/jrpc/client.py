@@ -10,7 +10,8 @@ broker fails:
   deadline: it is sent again elsewhere only when that is safe -- the client
   was made with ``retry="safe"`` (every body then carries an
   ``Idempotency-Key`` the client makes, so a broker sharing the first one's
-  Redis answers the first run's kept reply instead of running it again), or
+  Redis answers the first run's kept reply instead of running it again; a
+  key the lost run still holds means it may have run: never run again), or
   the call was marked ``retryable=True`` by the caller. Otherwise
   ``CallMayHaveRunError`` says the call may or may not have run."""
 
@@ -36,9 +37,9 @@ from .sign import SigningKey, load_key
 Params = Union[Sequence[Any], Mapping[str, Any], None]
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 _RETRY_AFTER_S = 2.0      # a broker that failed is tried last for this long
-_IDEM_SLACK_S = 5.3       # a dead broker's claim outlives its deadline by 5 s (IDEM_RUN_SLACK_MS)
-_IDEM_MIN_S = 4.8         # ... and no sooner than 5 s after it arrived (less a margin)
-_PROBE_MIN_MS = 1000      # a shorter first resend after a loss is not worth it
+_IDEM_MIN_S = 4.8         # a lost run's claim on its key lasts 5 s past its deadline
+                          # (broker IDEM_RUN_SLACK_MS): at least 5 s from its arrival
+_RESEND_MIN_MS = 100      # a resend with less time than this is not sent
 
 
 def _still_running(reply: bytes) -> bool:
@@ -433,79 +434,66 @@ class Client:
     def _exchange(self, body: bytes, ids: List[Any], timeout_ms: Optional[int],
                   traceparent: Optional[str], idem: Optional[str], retryable: bool) -> bytes:
         """Sends the body to a broker and returns its answer's bytes, by the
-        rules of the module docstring. With an idempotency key, a body whose
-        broker was lost is sent again at once with a short deadline (a
-        broker that kept the first run's reply answers it at once); when the
-        first run still holds the key (its broker may be dead: its claim
-        ends at most 5 s after that run's deadline), it is sent again once
-        that claim must have ended, so that the new run has its whole
-        deadline (a run that takes the key over with little time left would
-        keep -32003 as the key's reply)."""
+        rules of the module docstring.
+
+        With an idempotency key, a body whose broker was lost is sent again
+        at once to another broker, signed anew, with a deadline that ends
+        before the lost run's claim on the key could (a claim lasts that
+        run's deadline + 5 s, so at least 5 s from when the body first
+        left): the new broker answers the kept reply, or runs the body when
+        no claim was made, or finds the key still held (409 -32008 at that
+        deadline). Held means the lost run may have reached a worker: it is
+        never run again, CallMayHaveRunError says so. A resend whose wait
+        could outlast the claim would take the key over and run the body a
+        second time, so none is sent that late."""
         t = timeout_ms or self.timeout_ms
         if not 1 <= t <= 86400000:
             raise ValueError("timeout_ms is 1 to 86400000")
-        if idem is None and self.retry == "safe":
-            idem = uuid.uuid4().hex
+        if idem is None and self.retry == "safe" and not retryable:
+            idem = uuid.uuid4().hex     # retryable bodies are sent again without one
         t0 = time.monotonic()
         deadline = t0 + t / 1000.0 + 0.5
-        claim_ends = t0 + t / 1000.0 + _IDEM_SLACK_S
         errors: List[str] = []
-        may_have_run: Optional[str] = None
-        probe = False          # the next send is the first after a loss
-        while True:
-            sent_any = False
-            for i in self._order():
-                tr = self._transports[i]
-                if time.monotonic() >= deadline:
+        lost: Optional[str] = None      # the broker that took the body and died
+        for i in self._order():
+            tr = self._transports[i]
+            ask = t
+            if lost is not None and not retryable:
+                ask = min(t, int((t0 + _IDEM_MIN_S - time.monotonic()) * 1000))
+                if ask < _RESEND_MIN_MS:
+                    errors.append("too late to send it again before the first run's claim "
+                                  "could end")
                     break
-                from ._ws import WsTransport
-                safe = retryable or (idem is not None and not isinstance(tr, WsTransport))
-                ask = t
-                if probe and idem is not None:
-                    # A first run's claim ends no sooner than 5 s after it
-                    # arrived: a resend that ends its wait before then never
-                    # takes the key over with little time left.
-                    ask = min(t, int((t0 + _IDEM_MIN_S - time.monotonic()) * 1000))
-                    if ask < _PROBE_MIN_MS:
-                        probe = False
-                        time.sleep(max(0.0, min(claim_ends, deadline) - time.monotonic()))
-                        ask = t
-                req = self._prepare(body, ids, ask, deadline, traceparent, idem)
-                try:
-                    reply = tr.send(req)
-                except NotSent as e:
-                    self._mark_failed(i)
-                    errors.append(str(e))
-                    continue
-                except (Lost, NoAnswer) as e:
-                    self._mark_failed(i)
-                    errors.append(str(e))
-                    if not safe:
-                        raise CallMayHaveRunError(
-                            "%s: the call may or may not have run (its broker took the body and "
-                            "gave no answer; not sent again: use retry='safe' or retryable=True "
-                            "where that is safe)" % e, tr.url) from None
-                    if may_have_run is None and idem is not None:
-                        deadline = claim_ends + t / 1000.0 + 0.5
-                    may_have_run = tr.url
-                    probe = True
-                    continue
-                sent_any = True
-                if may_have_run is not None and idem is not None and _still_running(reply):
-                    errors.append("%s: the first run still holds the idempotency key" % tr.url)
-                    break
-                return reply
-            if may_have_run is None or time.monotonic() >= deadline:
+            elif time.monotonic() >= deadline:
                 break
-            if sent_any and probe:
-                # The key is held: wait until the first run's claim has ended.
-                probe = False
-                time.sleep(max(0.0, min(claim_ends, deadline) - time.monotonic()))
-            else:
-                time.sleep(0.2)
-        if may_have_run is not None:
+            safe = retryable or (idem is not None and tr.keyed)
+            req = self._prepare(body, ids, ask, max(deadline, time.monotonic() + ask / 1000.0
+                                                    + 0.5), traceparent, idem)
+            try:
+                reply = tr.send(req)
+            except NotSent as e:
+                self._mark_failed(i)
+                errors.append(str(e))
+                continue
+            except (Lost, NoAnswer) as e:
+                self._mark_failed(i)
+                errors.append(str(e))
+                if not safe:
+                    raise CallMayHaveRunError(
+                        "%s: the call may or may not have run (its broker took the body and "
+                        "gave no answer; not sent again: use retry='safe' or retryable=True "
+                        "where that is safe)" % e, tr.url) from None
+                lost = lost or tr.url
+                continue
+            if lost is not None and not retryable and _still_running(reply):
+                raise CallMayHaveRunError(
+                    "%s: the broker took the body and died, and its run still holds the "
+                    "idempotency key: the call may or may not have run (not run again)"
+                    % lost, lost)
+            return reply
+        if lost is not None:
             raise CallMayHaveRunError("no broker answered; the call may or may not have run: "
-                                      + "; ".join(errors[-6:]), may_have_run)
+                                      + "; ".join(errors[-6:]), lost)
         raise TransportError("no broker reached, the body was not sent: " + "; ".join(errors))
 
     def _stream_events(self, body: bytes, ids: List[Any], fmt: str, timeout_ms: Optional[int],
