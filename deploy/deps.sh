@@ -18,9 +18,13 @@ build=(build-essential cmake pkg-config libzmq3-dev libmsgpack-dev libuv1-dev li
 # tests/tls_scan.sh), dnsmasq (the many-brokers test's DNS server:
 # dnsmasq-base is Debian's dnsmasq binary without the system service the
 # dnsmasq package would install and start), chromium (headless: the
-# TypeScript client's browser test, e2e_ts_browser).
+# TypeScript client's browser test, e2e_ts_browser), python3-venv, -pip and
+# -setuptools (tests/py_install.sh installs the Python package, worker/python,
+# into a venv offline: pip with Debian's setuptools, no build isolation),
+# mypy (test_py_types: the package's type hints).
 suite=(redis-server redis-sentinel curl python3 clang libclang-rt-14-dev iproute2 systemd docker-compose dnsmasq-base
        gnuplot-nox python3-prometheus-client python3-zmq python3-msgpack python3-websockets
+       python3-venv python3-pip python3-setuptools mypy
        testssl.sh chromium)
 clean=no
 if [ "${2:-}" = --clean ]; then clean=yes; elif [ -n "${2:-}" ]; then set -- --bad; fi

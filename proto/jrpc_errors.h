@@ -32,6 +32,8 @@ enum jrpc_code {
     JRPC_RATE_LIMITED     = -32007, /* over the rate limit (docs/SIGNING.md "Rate limits") */
     JRPC_IDEM_CONFLICT    = -32008, /* the idempotency key holds another body, or its body
                                        is still running (docs/SIGNING.md "Idempotency keys") */
+    JRPC_NOT_REPRESENTABLE= -32010, /* a worker's result holds a number no double holds
+                                       (sent by the Python worker, worker/python README) */
 };
 
 /* How a whole body ended: the transport-neutral class every front, the

@@ -5,11 +5,13 @@
 set -u
 cd "$(dirname "$0")/.."
 # Everything is installed here, before ctest: the Debian packages, then the
-# deploy/ checks' npm validators (tests/deploy/node_modules) and the MCP SDK
-# and server (tests/mcp/node_modules, for e2e_mcp), and the TypeScript
-# client's pinned tsc (client/ts/node_modules, for e2e_ts_client and
-# e2e_ts_browser). Inside ctest nothing installs or downloads.
+# deploy/ checks' npm validators (tests/deploy/node_modules), the MCP SDK
+# and server (tests/mcp/node_modules, for e2e_mcp), the TypeScript client's
+# pinned tsc (client/ts/node_modules, for e2e_ts_client and e2e_ts_browser)
+# and the Python package (worker/python into a fresh venv, build-py/venv:
+# test_py and e2e_py_*). Inside ctest nothing installs or downloads.
 bash deploy/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash tests/py_install.sh || { echo "0 passed, 1 failed"; exit 1; }
 bash tests/deploy/npm_install.sh || { echo "0 passed, 1 failed"; exit 1; }
 bash tests/mcp/npm_install.sh || { echo "0 passed, 1 failed"; exit 1; }
 bash client/ts/npm_install.sh || { echo "0 passed, 1 failed"; exit 1; }

@@ -96,7 +96,7 @@ for w in w1 w2; do
         --resolve-ms "$RESOLVE_MS" --heartbeat-ms 200 --name "$w"
     WORKER_PIDS+=("$LAST_PID")
 done
-LOG=w2-py on w2 env PYTHONPATH="$PYSDK" /usr/bin/python3 -m jrpc_worker \
+LOG=w2-py on w2 env PYTHONPATH="$PYSDK" /usr/bin/python3 -m jrpc.worker \
     --connect "dns+tcp://$NAME:5556" --resolve-ms "$RESOLVE_MS" --heartbeat-ms 200 --name w2-py \
     "$PYSDK/examples/example_worker.py"
 WORKER_PIDS+=("$LAST_PID")

@@ -5,12 +5,13 @@
 # unchanged, -32603 for a handler's bug, the traceparent reaching a Python
 # handler, and SIGTERM of a Python worker mid-load losing nothing (its held
 # calls drain and are answered, the rest go to the other Python worker).
+# The package (jrpc.worker) as installed by tests/py_install.sh: JRPC_PY is
+# that venv's python.
 source "$JRPC_E2E_LIB"
-PY=/usr/bin/python3
-export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../worker/python" && pwd)"
-EXAMPLE="$PYTHONPATH/examples/example_worker.py"
-"$PY" -c 'import zmq, msgpack' 2>/dev/null ||
-    { echo "SKIP: $PY lacks python3-zmq or python3-msgpack (deploy/deps.sh)"; exit 77; }
+: "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
+[ -x "$JRPC_PY" ] || { echo "no $JRPC_PY: run bash tests/py_install.sh first"; exit 1; }
+PY=$JRPC_PY
+EXAMPLE="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../worker/python" && pwd)/examples/example_worker.py"
 
 K="$E2E_TMP/keys"
 mkdir -p "$K"
@@ -28,7 +29,7 @@ e2e_start_worker --heartbeat-ms 200 --curve-secret "$K/cworker" --broker-key "$K
 PYN=0
 start_py() {
     PYN=$((PYN + 1))
-    "$PY" -m jrpc_worker --connect "$WORKERS_EP" --curve-secret "$K/pyworker" \
+    "$PY" -m jrpc.worker --connect "$WORKERS_EP" --curve-secret "$K/pyworker" \
         --broker-key "$K/broker.pub" --name "py$PYN" "$@" "$EXAMPLE" \
         >>"$E2E_TMP/py$PYN.log" 2>&1 &
     LAST_PID=$!
@@ -37,8 +38,8 @@ start_py() {
 start_py --credit 8
 PY1=$LAST_PID
 e2e_wait_workers 2
-check "the Python worker's READY: its methods, 4 idempotent" 1 \
-    "$(grep -c 'event=worker_ready.*credit=8 .*methods=8 idempotent=4' "$E2E_TMP/broker.log")"
+check "the Python worker's READY: its methods, 5 idempotent" 1 \
+    "$(grep -c 'event=worker_ready.*credit=8 .*methods=9 idempotent=5' "$E2E_TMP/broker.log")"
 check "... and it adopted the broker's heartbeat (200 ms)" 1 \
     "$(grep -c 'event=heartbeat_adopted .*heartbeat_ms=200 liveness=3' "$E2E_TMP/py1.log")"
 
@@ -96,6 +97,13 @@ e2e_wait_workers 2
 check "after a broker restart the Python worker serves again, unrestarted" \
     '[{"jsonrpc":"2.0","result":12,"id":1},{"jsonrpc":"2.0","result":7,"id":2}]' \
     "$(kill -0 "$PY1" && send '[{"jsonrpc":"2.0","method":"py.mul","params":[3,4],"id":1},{"jsonrpc":"2.0","method":"add","params":[3,4],"id":2}]')"
+
+# SIGHUP, as for jrpc-worker: logged and ignored (a closed terminal must not
+# kill a worker).
+kill -HUP "$PY1"
+e2e_wait_for "grep -q 'event=signal signal=HUP action=ignored' '$E2E_TMP/py1.log'" 5
+check "SIGHUP: logged and ignored, the Python worker still serves" '{"jsonrpc":"2.0","result":12,"id":1}' \
+    "$(kill -0 "$PY1" && send '{"jsonrpc":"2.0","method":"py.mul","params":[3,4],"id":1}')"
 
 # SIGTERM mid-load: 48 calls of py.block (not idempotent: a lost one would
 # be -32004) over two Python workers with credit 8. The first one leaves

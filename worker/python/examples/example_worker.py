@@ -1,18 +1,18 @@
 """An example Python worker for jrpc.
 
-    PYTHONPATH=worker/python /usr/bin/python3 -m jrpc_worker \
+    python -m jrpc.worker \
         --connect tcp://127.0.0.1:5556 worker/python/examples/example_worker.py
 
 or run this file directly (it takes the endpoints as arguments)."""
 
 import asyncio
+import decimal
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from jrpc_worker import InvalidParams, JsonRpcError, Methods, current_call  # noqa: E402
+from jrpc.worker import InvalidParams, JsonRpcError, Methods, current_call  # noqa: E402
 
 methods = Methods()
 
@@ -70,6 +70,20 @@ async def sleep(ms):
     return ms
 
 
+@methods.method("py.number", idempotent=True)
+def number(kind):
+    """{"kind": K}: a number Python holds and JSON-RPC through the broker may
+    not (the README's rule): "big" 2**70 (served as the double 1.1805916207174113e21),
+    "u64" 2**64-1 (exact), "decimal" Decimal("2.5") (2.5), "decimal_int"
+    Decimal("12") (12), "huge" 10**400 and "nan" Decimal("NaN") (-32010)."""
+    values = {"big": lambda: 2 ** 70, "u64": lambda: 2 ** 64 - 1,
+              "decimal": lambda: decimal.Decimal("2.5"), "decimal_int": lambda: decimal.Decimal("12"),
+              "huge": lambda: 10 ** 400, "nan": lambda: decimal.Decimal("NaN")}
+    if kind not in values:
+        raise InvalidParams()
+    return {"value": values[kind]()}
+
+
 @methods.method("py.block")
 def block(ms):
     """{"ms": N}: blocks a pool thread for N ms, answers {"ms": N, "pid": ...}.
@@ -79,9 +93,9 @@ def block(ms):
 
 
 if __name__ == "__main__":
-    import logging
-    from jrpc_worker import Worker
-    logging.basicConfig(level=logging.INFO)
+    from jrpc.worker import Worker
+    from jrpc.worker.log import setup
+    setup("info", "kv", "example_worker")
     w = Worker(methods, credit=16)
     for ep in sys.argv[1:] or ["tcp://127.0.0.1:5556"]:
         w.connect(ep)

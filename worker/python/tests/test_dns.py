@@ -1,4 +1,4 @@
-"""dns+tcp:// in the Python SDK: the pure part (jrpc_worker.dns: the URL, a
+"""dns+tcp:// in the Python SDK: the pure part (jrpc.worker.dns: the URL, a
 getaddrinfo answer as an endpoint set, the difference), and a worker whose
 name's answer changes under it (a fake resolver in front of two fake
 brokers on 127.0.0.1 and 127.0.0.2, the same port): READY to the new
@@ -14,10 +14,9 @@ import unittest
 
 import zmq
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from jrpc_worker import dns  # noqa: E402
-from jrpc_worker import Worker  # noqa: E402
+from jrpc.worker import dns  # noqa: E402
+from jrpc.worker import Worker  # noqa: E402
 from test_session import FakeBroker, make_methods  # noqa: E402
 
 

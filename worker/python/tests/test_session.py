@@ -12,9 +12,8 @@ import unittest
 import msgpack
 import zmq
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from jrpc_worker import InvalidParams, JsonRpcError, Methods, Worker, current_call  # noqa: E402
+from jrpc.worker import InvalidParams, JsonRpcError, Methods, Worker, current_call  # noqa: E402
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 logging.basicConfig(level=logging.CRITICAL)
@@ -480,7 +479,7 @@ class Curve(unittest.TestCase):
         if not zmq.has("curve"):
             self.skipTest("libzmq without CURVE")
         import tempfile
-        from jrpc_worker import KeyFileError, load_keypair, load_public
+        from jrpc.worker import KeyFileError, load_keypair, load_public
         ctx = zmq.Context()
         bpub, bsec = zmq.curve_keypair()
         wpub, wsec = zmq.curve_keypair()

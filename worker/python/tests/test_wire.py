@@ -7,9 +7,8 @@ import unittest
 
 import msgpack
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from jrpc_worker import wire  # noqa: E402
+from jrpc.worker import wire  # noqa: E402
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

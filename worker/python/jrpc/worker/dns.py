@@ -5,9 +5,12 @@ getaddrinfo() answer as a sorted set of ZeroMQ endpoints, and the
 difference between the set in force and a fresh one. The worker resolves
 (socket.getaddrinfo in a thread of its own) and acts on what this says."""
 
+from __future__ import annotations
+
 import ipaddress
 import re
 import socket
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 SCHEME = "dns+tcp://"
 NAME_MAX = 253   # a DNS name's longest text form (RFC 1035)
@@ -16,12 +19,12 @@ ADDRS_MAX = 64   # addresses of one name connected to; more are ignored
 _LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}\Z")
 
 
-def is_name(endpoint):
+def is_name(endpoint: str) -> bool:
     """Whether endpoint asks for resolution by name (starts with "dns+")."""
     return endpoint.startswith("dns+")
 
 
-def parse(url):
+def parse(url: str) -> Tuple[str, int]:
     """(host, port) of "dns+tcp://NAME:PORT"; ValueError when it is not
     one. NAME: labels of 1..63 letters, digits, '-' and '_' joined by
     dots (a trailing dot allowed), 253 bytes at most; PORT: 1..65535 in
@@ -38,7 +41,7 @@ def parse(url):
     return host, int(port)
 
 
-def endpoint(family, address, port):
+def endpoint(family: int, address: str, port: int) -> Optional[str]:
     """"tcp://A.B.C.D:PORT" or "tcp://[IPv6]:PORT" for one address of a
     getaddrinfo() answer (its sockaddr's first element); None for another
     family."""
@@ -49,7 +52,8 @@ def endpoint(family, address, port):
     return None
 
 
-def endpoints(answer, port, limit=ADDRS_MAX):
+def endpoints(answer: Iterable[Tuple[Any, ...]], port: int,
+              limit: int = ADDRS_MAX) -> Tuple[List[str], bool]:
     """The endpoints of the IPv4 and IPv6 addresses of a getaddrinfo()
     answer (its 5-tuples), sorted, without duplicates, the smallest `limit`
     of them. Returns (list, truncated)."""
@@ -57,13 +61,13 @@ def endpoints(answer, port, limit=ADDRS_MAX):
     return eps[:limit], len(eps) > limit
 
 
-def diff(old, cur):
+def diff(old: Sequence[str], cur: Sequence[str]) -> Tuple[List[str], List[str]]:
     """(gone, added): the endpoints of old not in cur, and of cur not in old
     (each once, in cur's order)."""
     now = set(cur)
     before = set(old)
     gone = [e for e in old if e not in now]
-    added = []
+    added: List[str] = []
     for e in cur:
         if e not in before and e not in added:
             added.append(e)

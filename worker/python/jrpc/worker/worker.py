@@ -23,13 +23,15 @@ import signal
 import socket
 import threading
 import time
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import zmq
 
 from . import dns, wire
-from .methods import CallInfo, JsonRpcError, Methods, _current
+from ..errors import JsonRpcError
+from .methods import CallInfo, Method, Methods, _current
 
-log = logging.getLogger("jrpc_worker")
+log = logging.getLogger("jrpc.worker")
 
 RECONNECT_IVL_MS = 100
 RECONNECT_IVL_MAX_MS = 1000
@@ -39,7 +41,7 @@ RECV_BATCH = 256  # messages read from one socket per loop turn
 class _Name:
     """One dns+tcp:// name: its lookups."""
 
-    def __init__(self, url):
+    def __init__(self, url: str) -> None:
         self.url = url
         self.host, self.port = dns.parse(url)
         self.busy = False       # a lookup is running
@@ -51,13 +53,13 @@ class _Name:
 class _Conn:
     """One broker: its endpoint, its current DEALER and session."""
 
-    def __init__(self, endpoint, name=None):
+    def __init__(self, endpoint: str, name: Optional[_Name] = None) -> None:
         self.endpoint = endpoint
         self.name = name        # the _Name it came from, or None (given as is)
-        self.sock = None
+        self.sock: Any = None   # the zmq DEALER, None between sessions
         self.gen = 0            # bumped at each fresh socket: answers of older ones are dropped
         self.requests = 0       # REQUESTs received on this socket (REJECT names them)
-        self.held = {}          # seq -> deadline (monotonic s or None): calls not answered yet
+        self.held: Dict[int, Optional[float]] = {}  # seq -> deadline (monotonic s or None): calls not answered yet
         self.hb_s = 0.0         # the session's heartbeat interval (s) and liveness
         self.liveness = 0
         self.adopted = False    # the broker's settings arrived on this socket
@@ -84,9 +86,12 @@ class Worker:
     DISCONNECT; ``resolve_ms``: how often dns+tcp:// names are resolved
     again."""
 
-    def __init__(self, methods=None, *, credit=64, heartbeat_ms=1000, liveness=3, name=None,
-                 curve_keypair=None, broker_public=None, threads=None,
-                 drain_timeout_ms=30000, linger_ms=1000, context=None, resolve_ms=5000):
+    def __init__(self, methods: Optional[Methods] = None, *, credit: int = 64,
+                 heartbeat_ms: int = 1000, liveness: int = 3, name: Optional[str] = None,
+                 curve_keypair: Optional[Tuple[str, str]] = None,
+                 broker_public: Optional[str] = None, threads: Optional[int] = None,
+                 drain_timeout_ms: int = 30000, linger_ms: int = 1000,
+                 context: Optional[zmq.Context] = None, resolve_ms: int = 5000) -> None:
         if not 1 <= credit <= wire.U32_MAX:
             raise ValueError("credit must be 1..2**32-1")
         if not 10 <= heartbeat_ms <= 3600000:
@@ -108,36 +113,53 @@ class Worker:
         self.drain_timeout_ms = drain_timeout_ms
         self.linger_ms = linger_ms
         self.resolve_ms = resolve_ms
-        self._ctx = context
+        self._ctx: Any = context
         self._own_ctx = context is None
-        self._conns = []
-        self._names = []
-        self._done = collections.deque()  # (conn, gen, seq, packed answer) from any thread
-        self._resolved = collections.deque()  # (name, answer or None, error text) from lookups
+        self._conns: List[_Conn] = []
+        self._names: List[_Name] = []
+        # (conn, gen, seq, packed answer) from any thread
+        self._done: Deque[Tuple[_Conn, int, int, bytes]] = collections.deque()
+        # (name, answer or None, error text) from lookups
+        self._resolved: Deque[Tuple[_Name, Any, Optional[str]]] = collections.deque()
         self._getaddrinfo = socket.getaddrinfo  # the resolver (tests replace it)
-        self._wake_r = self._wake_w = None
+        self._wake_r: Any = None
+        self._wake_w: Any = None
         self._lock = threading.Lock()
         self._drain_asked = False
         self._stop_asked = False
         self._draining = False
         self._drain_until = 0.0
         self._running = False
-        self._pool = None
-        self._aloop = None
-        self._athread = None
-        self._io = None
+        self._pool: Any = None      # concurrent.futures.ThreadPoolExecutor while running
+        self._aloop: Any = None     # asyncio loop (async handlers) while running
+        self._athread: Any = None
+        self._io: Any = None        # the I/O thread
         self.answered = 0
+        self.stats = {"calls": 0, "errors": 0, "late": 0}  # answers made (admin /metrics)
+        self._stats_lock = threading.Lock()
         self._turns = 0  # loop turns (tests: no busy loop)
         self.started = threading.Event()  # set once the sockets are open (tests, embedding)
 
+    def inflight(self) -> int:
+        """Calls held now, all brokers together (any thread; approximate)."""
+        return sum(len(c.held) for c in list(self._conns))
+
+    def brokers_up(self) -> int:
+        """Broker sessions that have heard from their broker."""
+        return sum(1 for c in list(self._conns) if c.sock is not None and c.alive)
+
+    def draining(self) -> bool:
+        return self._draining or self._drain_asked
+
     # ---- configuration ----
 
-    def method(self, name=None, idempotent=False, pass_call=False):
+    def method(self, name: Optional[str] = None, idempotent: bool = False,
+               pass_call: bool = False) -> Any:
         """Decorator registering a handler on this worker's table (see
         :class:`Methods`)."""
         return self.methods.method(name, idempotent, pass_call)
 
-    def connect(self, endpoint):
+    def connect(self, endpoint: str) -> None:
         """Adds a broker's worker endpoint; call it once per broker, before
         :meth:`run`. ZeroMQ connects (and reconnects) in the background.
         ``dns+tcp://NAME:PORT`` stands for every broker NAME resolves to
@@ -151,7 +173,7 @@ class Worker:
 
     # ---- control, from any thread or a signal handler ----
 
-    def drain(self):
+    def drain(self) -> None:
         """Leaves gracefully (PROTOCOL.md 6): DISCONNECT to every broker,
         then the calls held are served and answered, and :meth:`run`
         returns once none is left (or their deadlines passed, or after
@@ -159,14 +181,14 @@ class Worker:
         self._drain_asked = True
         self._wake()
 
-    def stop(self):
+    def stop(self) -> None:
         """Leaves at once: answers ready are sent, then DISCONNECT; calls
         still running are dropped (the broker answers them -32004, or
         re-dispatches the idempotent ones)."""
         self._stop_asked = True
         self._wake()
 
-    def _wake(self):
+    def _wake(self) -> None:
         w = self._wake_w
         if w is not None:
             try:
@@ -176,7 +198,7 @@ class Worker:
 
     # ---- running ----
 
-    def run(self, install_signals=None):
+    def run(self, install_signals: Optional[bool] = None) -> int:
         """Serves until stopped. In the main thread (or with
         install_signals=True) SIGTERM and SIGINT start a drain, and a second
         one stops at once."""
@@ -202,10 +224,12 @@ class Worker:
             self._athread = threading.Thread(target=self._aloop.run_forever,
                                              name="jrpc-asyncio", daemon=True)
             self._athread.start()
-        old = {}
+        old: Dict[int, Any] = {}
         if install_signals:
             for s in (signal.SIGTERM, signal.SIGINT):
                 old[s] = signal.signal(s, self._on_signal)
+            # As jrpc-worker: a closed terminal must not kill a worker.
+            old[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hup)
         try:
             now = time.monotonic()
             for c in self._conns:
@@ -219,13 +243,16 @@ class Worker:
             self.started.set()
             self._loop()
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            for sig, h in old.items():
+                signal.signal(sig, h)
             self._shutdown()
         log.info("event=stopped calls=%d", self.answered)
         return 0
 
-    def _on_signal(self, signum, frame):
+    def _on_hup(self, signum: int, frame: Any) -> None:
+        log.warning("event=signal signal=HUP action=ignored")
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
         if self._drain_asked or self._draining:
             log.info("event=signal signal=%d action=stop", signum)
             self.stop()
@@ -233,7 +260,7 @@ class Worker:
             log.info("event=signal signal=%d action=drain", signum)
             self.drain()
 
-    def _loop(self):
+    def _loop(self) -> None:
         poller = None
         socks = None
         while True:
@@ -267,7 +294,7 @@ class Worker:
             self._flush()
             self._tick(time.monotonic())
 
-    def _timeout_ms(self):
+    def _timeout_ms(self) -> int:
         """Until the next heartbeat or liveness check is due."""
         now = time.monotonic()
         due = now + self.heartbeat_ms / 1000
@@ -288,7 +315,7 @@ class Worker:
 
     # ---- sockets ----
 
-    def _open(self, c, now):
+    def _open(self, c: _Conn, now: float) -> None:
         """A fresh DEALER (a new routing id) and READY on it."""
         s = self._ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
@@ -321,20 +348,20 @@ class Worker:
         self._send(c, wire.encode_ready(self.credit, self.methods.names(),
                                         self.methods.idempotent(), self.name))
 
-    def _close(self, c, linger_ms=0):
+    def _close(self, c: _Conn, linger_ms: int = 0) -> None:
         if c.sock is not None:
             c.sock.setsockopt(zmq.LINGER, linger_ms)
             c.sock.close()
             c.sock = None
         c.held.clear()
 
-    def _reset(self, c, why, now):
+    def _reset(self, c: _Conn, why: str, now: float) -> None:
         held = len(c.held)
         log.info("event=reconnect endpoint=%s reason=%s lost_calls=%d", c.endpoint, why, held)
         self._close(c)
         self._open(c, now)
 
-    def _send(self, c, msg):
+    def _send(self, c: _Conn, msg: bytes) -> bool:
         # Tried counts as sent for the heartbeat timer: a full queue must
         # not turn the loop into a busy one.
         c.last_sent = time.monotonic()
@@ -348,7 +375,7 @@ class Worker:
 
     # ---- reading ----
 
-    def _read(self, c):
+    def _read(self, c: _Conn) -> None:
         gen = c.gen
         for _ in range(RECV_BATCH):
             if c.sock is None or c.gen != gen:
@@ -363,7 +390,7 @@ class Worker:
                 continue
             self._handle(c, frames[0])
 
-    def _handle(self, c, frame):
+    def _handle(self, c: _Conn, frame: bytes) -> None:
         try:
             m = wire.decode(frame)
         except wire.Rejected as e:
@@ -414,7 +441,7 @@ class Worker:
             log.warning("event=frame_dropped endpoint=%s type=%d err=\"unexpected\"",
                         c.endpoint, m.type)
 
-    def _adopt(self, c, heartbeat_ms, liveness):
+    def _adopt(self, c: _Conn, heartbeat_ms: int, liveness: int) -> None:
         hb_s = heartbeat_ms / 1000
         if c.adopted and c.hb_s == hb_s and c.liveness == liveness:
             return
@@ -427,7 +454,7 @@ class Worker:
 
     # ---- calls ----
 
-    def _dispatch(self, c, call, now):
+    def _dispatch(self, c: _Conn, call: wire.Call, now: float) -> None:
         deadline = now + call.timeout_ms / 1000 if call.timeout_ms else None
         if call.seq in c.held:
             log.warning("event=seq_reused endpoint=%s seq=%d", c.endpoint, call.seq)
@@ -455,7 +482,7 @@ class Worker:
         else:
             self._pool.submit(self._run_sync, c, gen, m, args, kwargs, info)
 
-    def _late(self, c, gen, info):
+    def _late(self, c: _Conn, gen: int, info: CallInfo) -> bool:
         """A call already past its deadline is not run: the broker has
         answered the client -32003 and drops whatever comes, but the answer
         still returns the credit (PROTOCOL.md 2.2, 4)."""
@@ -467,7 +494,8 @@ class Worker:
             return True
         return False
 
-    def _run_sync(self, c, gen, m, args, kwargs, info):
+    def _run_sync(self, c: _Conn, gen: int, m: Method, args: List[Any],
+                  kwargs: Dict[str, Any], info: CallInfo) -> None:
         if self._stop_asked or self._late(c, gen, info):
             return
         token = _current.set(info)
@@ -482,7 +510,8 @@ class Worker:
         finally:
             _current.reset(token)
 
-    async def _run_async(self, c, gen, m, args, kwargs, info):
+    async def _run_async(self, c: _Conn, gen: int, m: Method, args: List[Any],
+                         kwargs: Dict[str, Any], info: CallInfo) -> None:
         if self._late(c, gen, info):
             return
         _current.set(info)  # this task's own context
@@ -508,30 +537,42 @@ class Worker:
         else:
             self._complete(c, gen, info.seq, result=result)
 
-    def _failed(self, c, gen, info):
+    def _failed(self, c: _Conn, gen: int, info: CallInfo) -> None:
         """A handler raised something else than JsonRpcError: logged with its
         traceback, answered -32603; the worker goes on."""
         log.exception("event=handler_failed method=%s seq=%d", info.method, info.seq)
         self._complete(c, gen, info.seq, error=wire.error_object(
             wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
 
-    def _complete(self, c, gen, seq, result=None, error=None):
+    def _complete(self, c: _Conn, gen: int, seq: int, result: Any = None,
+                  error: Optional[Dict[str, Any]] = None) -> None:
         """Any thread: queues the answer for the I/O thread. A result with
         no msgpack form answers -32603 instead."""
         try:
             packed = wire.encode_answer(seq, result, error)
+        except wire.NotRepresentable as e:
+            log.warning("event=result_not_representable seq=%d err=\"%s\"", seq, e)
+            error = wire.error_object(wire.NOT_REPRESENTABLE,
+                                      wire.MESSAGES[wire.NOT_REPRESENTABLE], {"reason": str(e)})
+            packed = wire.encode_answer(seq, error=error)
         except Exception as e:
             log.error("event=result_unpackable seq=%d err=\"%s: %s\"", seq, type(e).__name__, e)
-            packed = wire.encode_answer(seq, error=wire.error_object(
-                wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR]))
+            error = wire.error_object(wire.INTERNAL_ERROR, wire.MESSAGES[wire.INTERNAL_ERROR])
+            packed = wire.encode_answer(seq, error=error)
+        with self._stats_lock:
+            self.stats["calls"] += 1
+            if error is not None:
+                self.stats["errors"] += 1
+                if error.get("code") == wire.TIMEOUT:
+                    self.stats["late"] += 1
         self._done.append((c, gen, seq, packed))
         if threading.current_thread() is not self._io:
             self._wake()
 
-    def _flush(self):
+    def _flush(self) -> None:
         """Sends the answers completed since the last turn, one RESPONSE per
         broker; answers for an older socket of the broker are dropped."""
-        batches = {}
+        batches: Dict[int, Tuple[_Conn, List[bytes]]] = {}
         while self._done:
             c, gen, seq, packed = self._done.popleft()
             if c.sock is None or c.gen != gen or seq not in c.held:
@@ -544,7 +585,7 @@ class Worker:
 
     # ---- timers ----
 
-    def _tick(self, now):
+    def _tick(self, now: float) -> None:
         for nm in self._names:
             if now >= nm.next_at:
                 self._resolve(nm)
@@ -579,7 +620,7 @@ class Worker:
 
     # ---- brokers found by name ----
 
-    def _resolve(self, nm):
+    def _resolve(self, nm: _Name) -> None:
         """Starts a lookup of nm in a thread of its own (the loop never
         waits on DNS), or asks for one more after the one running."""
         nm.next_at = time.monotonic() + self.resolve_ms / 1000
@@ -590,7 +631,7 @@ class Worker:
             return
         nm.busy = True
 
-        def lookup():
+        def lookup() -> None:
             try:
                 answer, err = self._getaddrinfo(nm.host, None, type=socket.SOCK_STREAM), None
             except (OSError, UnicodeError) as e:
@@ -600,7 +641,7 @@ class Worker:
 
         threading.Thread(target=lookup, name="jrpc-resolve", daemon=True).start()
 
-    def _apply(self, nm, answer, err):
+    def _apply(self, nm: _Name, answer: Any, err: Optional[str]) -> None:
         """I/O thread: makes the sessions of nm match the lookup's answer."""
         nm.busy = False
         if self._draining or self._stop_asked:
@@ -639,11 +680,11 @@ class Worker:
             nm.again = False
             self._resolve(nm)
 
-    def _retire(self, c):
+    def _retire(self, c: _Conn) -> None:
         """c's address left its name: c leaves as a drain leaves (PROTOCOL.md
         6), alone; _tick closes it once it holds no call."""
-        log.info("event=broker_dropped endpoint=%s name=%s held=%d", c.endpoint, c.name.url,
-                 len(c.held))
+        log.info("event=broker_dropped endpoint=%s name=%s held=%d", c.endpoint,
+                 c.name.url if c.name else "-", len(c.held))
         c.leaving = True
         if c.sock is not None:
             if c.reset_due:  # the broker does not know this session: nothing to finish
@@ -654,7 +695,7 @@ class Worker:
 
     # ---- draining and stopping ----
 
-    def _start_drain(self):
+    def _start_drain(self) -> None:
         self._draining = True
         self._drain_until = time.monotonic() + self.drain_timeout_ms / 1000
         self._flush()
@@ -667,7 +708,7 @@ class Worker:
                 held += len(c.held)
         log.info("event=draining held=%d timeout_ms=%d", held, self.drain_timeout_ms)
 
-    def _drain_finished(self):
+    def _drain_finished(self) -> bool:
         now = time.monotonic()
         held = [d for c in self._conns if c.sock is not None for d in c.held.values()]
         why = None
@@ -682,7 +723,7 @@ class Worker:
             return True
         return False
 
-    def _shutdown(self):
+    def _shutdown(self) -> None:
         for c in self._conns:
             if c.sock is not None:
                 if not c.leaving:

@@ -1,39 +1,17 @@
 """The table of methods a worker serves, and how a call reaches a handler."""
 
+from __future__ import annotations
+
+
 import contextvars
 import inspect
 import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import wire
+from ..errors import InvalidParams, JsonRpcError
 
-
-class JsonRpcError(Exception):
-    """Raise it from a handler to answer this error object unchanged:
-    ``{"code": code, "message": message, "data": data}`` (``data`` only
-    when given). Application codes belong outside -32768..-32000."""
-
-    _NO_DATA = object()
-
-    def __init__(self, code, message, data=_NO_DATA):
-        if not isinstance(code, int) or isinstance(code, bool):
-            raise TypeError("code must be an int")
-        if not isinstance(message, str):
-            raise TypeError("message must be a str")
-        super().__init__(code, message)
-        self.code = code
-        self.message = message
-        self.data = None if data is JsonRpcError._NO_DATA else data
-        self.has_data = data is not JsonRpcError._NO_DATA
-
-    def to_object(self):
-        return wire.error_object(self.code, self.message, self.data, self.has_data)
-
-
-class InvalidParams(JsonRpcError):
-    """-32602 Invalid params: the handler refuses the params."""
-
-    def __init__(self, message=wire.MESSAGES[wire.INVALID_PARAMS], data=JsonRpcError._NO_DATA):
-        super().__init__(wire.INVALID_PARAMS, message, data)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CallInfo:
@@ -43,24 +21,26 @@ class CallInfo:
     waits; None when it set none)."""
     __slots__ = ("method", "seq", "traceparent", "deadline")
 
-    def __init__(self, method, seq, traceparent, deadline):
+    def __init__(self, method: str, seq: int, traceparent: Optional[str],
+                 deadline: Optional[float]) -> None:
         self.method = method
         self.seq = seq
         self.traceparent = traceparent
         self.deadline = deadline
 
-    def remaining(self):
+    def remaining(self) -> Optional[float]:
         """Seconds left before the deadline (None: no deadline)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "CallInfo(method=%r, traceparent=%r)" % (self.method, self.traceparent)
 
 
-_current = contextvars.ContextVar("jrpc_worker_call", default=None)
+_current: "contextvars.ContextVar[Optional[CallInfo]]" = contextvars.ContextVar(
+    "jrpc_call", default=None)
 
 
-def current_call():
+def current_call() -> Optional[CallInfo]:
     """The CallInfo of the call the calling handler serves (sync or async);
     None outside a handler."""
     return _current.get()
@@ -69,23 +49,24 @@ def current_call():
 class Method:
     __slots__ = ("name", "fn", "idempotent", "is_async", "pass_call", "signature")
 
-    def __init__(self, name, fn, idempotent, pass_call):
+    def __init__(self, name: str, fn: Callable[..., Any], idempotent: bool,
+                 pass_call: bool) -> None:
         self.name = name
         self.fn = fn
         self.idempotent = idempotent
         self.pass_call = pass_call
         self.is_async = inspect.iscoroutinefunction(fn)
         try:
-            self.signature = inspect.signature(fn)
+            self.signature: Optional[inspect.Signature] = inspect.signature(fn)
         except (TypeError, ValueError):  # some builtins have none
             self.signature = None
 
-    def bind(self, params, info):
+    def bind(self, params: Any, info: CallInfo) -> Tuple[List[Any], Dict[str, Any]]:
         """(args, kwargs) for params (nil: none, array: positional, map:
         named); raises InvalidParams when the handler's signature does not
         take them, as the C worker answers -32602 for wrong params."""
-        args = [info] if self.pass_call else []
-        kwargs = {}
+        args: List[Any] = [info] if self.pass_call else []
+        kwargs: Dict[str, Any] = {}
         if isinstance(params, list):
             args.extend(params)
         elif isinstance(params, dict):
@@ -120,10 +101,10 @@ class Methods:
     worker is lost mid-call (PROTOCOL.md 2.1): only for methods where twice
     is the same as once. ``pass_call=True`` passes the CallInfo first."""
 
-    def __init__(self):
-        self._methods = {}
+    def __init__(self) -> None:
+        self._methods: Dict[str, Method] = {}
 
-    def add(self, name, fn, idempotent=False, pass_call=False):
+    def add(self, name: str, fn: F, idempotent: bool = False, pass_call: bool = False) -> F:
         if not isinstance(name, str) or not name:
             raise ValueError("a method name is a non-empty str")
         if name in self._methods:
@@ -133,33 +114,35 @@ class Methods:
         self._methods[name] = Method(name, fn, bool(idempotent), bool(pass_call))
         return fn
 
-    def method(self, name=None, idempotent=False, pass_call=False):
+    def method(self, name: Union[str, Callable[..., Any], None] = None, idempotent: bool = False,
+               pass_call: bool = False) -> Any:
         """Decorator: ``@methods.method()``, ``@methods.method("name")``;
         also bare ``@methods.method``."""
         if callable(name):  # bare decorator
             return self.add(name.__name__, name)
+        label = name
 
-        def deco(fn):
-            return self.add(name or fn.__name__, fn, idempotent, pass_call)
+        def deco(fn: F) -> F:
+            return self.add(label or fn.__name__, fn, idempotent, pass_call)
         return deco
 
-    def get(self, name):
+    def get(self, name: str) -> Optional[Method]:
         return self._methods.get(name)
 
-    def names(self):
+    def names(self) -> List[str]:
         return list(self._methods)
 
-    def idempotent(self):
+    def idempotent(self) -> List[str]:
         return [m.name for m in self._methods.values() if m.idempotent]
 
-    def has_async(self):
+    def has_async(self) -> bool:
         return any(m.is_async for m in self._methods.values())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._methods)
 
     @classmethod
-    def from_dict(cls, table):
+    def from_dict(cls, table: Mapping[str, Any]) -> "Methods":
         """From ``{name: fn}``; idempotent methods with ``{name: (fn, True)}``."""
         m = cls()
         for name, v in table.items():

@@ -3,17 +3,17 @@ a keypair file from ``jrpc keygen FILE`` has a ``public <z85>`` and a
 ``secret <z85>`` line, ``FILE.pub`` the ``public`` line alone; blank lines
 and ``#`` comments (a field starting with ``#``) are allowed (io/jrpc_curve.c)."""
 
-import zmq
-from zmq.utils import z85
+from __future__ import annotations
+
+from typing import Iterator, Optional, Tuple
+
+from .errors import KeyFileError
 
 Z85_LEN = 40
 
 
-class KeyFileError(ValueError):
-    pass
-
-
-def _lines(path):
+def _lines(path: str) -> Iterator[Tuple[int, Optional[str], str]]:
+    from zmq.utils import z85
     with open(path, "r", encoding="ascii") as f:
         for lineno, raw in enumerate(f, 1):
             # '#' is also a Z85 digit: a comment is a field that starts with
@@ -37,7 +37,7 @@ def _lines(path):
             yield lineno, label, key
 
 
-def load_keypair(path):
+def load_keypair(path: str) -> Tuple[str, str]:
     """(public, secret) Z85 strings from a keypair file; checks that the
     public key is the secret key's."""
     found = {}
@@ -50,15 +50,16 @@ def load_keypair(path):
     if "public" not in found or "secret" not in found:
         raise KeyFileError("%s: a keypair file needs a 'public KEY' and a 'secret KEY' line "
                            "(make one with 'jrpc keygen FILE')" % path)
+    import zmq
     derived = zmq.curve_public(found["secret"].encode()).decode()
     if derived != found["public"]:
         raise KeyFileError("%s: the public key is not the secret key's" % path)
     return found["public"], found["secret"]
 
 
-def load_public(path):
+def load_public(path: str) -> str:
     """The Z85 public key of a ``.pub`` file (one ``public KEY`` line)."""
-    key = None
+    key: Optional[str] = None
     for lineno, label, k in _lines(path):
         if label != "public":
             raise KeyFileError("%s:%d: %s" % (path, lineno, "a secret key: give the public-key "

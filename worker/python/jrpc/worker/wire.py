@@ -5,8 +5,13 @@ Every message is one msgpack array ``[version, type, ...fields]`` in one
 ZeroMQ frame. Decoding never guesses: a message is either a value of one of
 the classes below or a :class:`Malformed` raised with the reason."""
 
+from __future__ import annotations
+
+import decimal
+import math
 import re
 import struct
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import msgpack
 
@@ -25,6 +30,7 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 TIMEOUT = -32003
 WORKER_FAILED = -32004
+NOT_REPRESENTABLE = -32010
 
 MESSAGES = {
     PARSE_ERROR: "Parse error",
@@ -34,6 +40,7 @@ MESSAGES = {
     INTERNAL_ERROR: "Internal error",
     SERVER_BUSY: "Server busy",
     TIMEOUT: "Request timeout",
+    NOT_REPRESENTABLE: "Result not representable",
     WORKER_FAILED: "Worker failed",
 }
 
@@ -50,18 +57,19 @@ class Rejected(Malformed):
     """A REQUEST that must be answered with REJECT (PROTOCOL.md 2.5)."""
 
 
-def _is_uint(v, hi=U64_MAX, lo=0):
+def _is_uint(v: Any, hi: int = U64_MAX, lo: int = 0) -> bool:
     # bool is an int subclass in Python; msgpack true/false are not integers.
     return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
 # ---- encoding (worker -> broker) ----
 
-def _pack(value):
+def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def encode_ready(credit, methods, idempotent=(), name=None):
+def encode_ready(credit: int, methods: Sequence[str], idempotent: Iterable[str] = (),
+                 name: Optional[str] = None) -> bytes:
     """READY ``[1, 1, credit, methods, options?]``; options only when there
     is something to say (without, the bytes are those of an older worker)."""
     if not _is_uint(credit, U32_MAX, 1):
@@ -69,8 +77,8 @@ def encode_ready(credit, methods, idempotent=(), name=None):
     methods = list(methods)
     if not methods or not all(isinstance(m, str) and m for m in methods):
         raise ValueError("methods must be at least one non-empty str")
-    msg = [VERSION, READY, credit, methods]
-    options = {}
+    msg: List[Any] = [VERSION, READY, credit, methods]
+    options: Dict[str, Any] = {}
     if name is not None:
         options["name"] = name
     idem = [m for m in methods if m in set(idempotent)]
@@ -81,37 +89,95 @@ def encode_ready(credit, methods, idempotent=(), name=None):
     return _pack(msg)
 
 
-def encode_heartbeat():
+def encode_heartbeat() -> bytes:
     return b"\x92\x01\x04"
 
 
-def encode_disconnect():
+def encode_disconnect() -> bytes:
     return b"\x92\x01\x05"
 
 
-def encode_reject(request):
+def encode_reject(request: int) -> bytes:
     if not _is_uint(request, U64_MAX, 1):
         raise ValueError("request must be 1..2**64-1")
     return _pack([VERSION, REJECT, request])
 
 
-def error_object(code, message, data=None, has_data=False):
+def error_object(code: int, message: str, data: Any = None,
+                 has_data: bool = False) -> Dict[str, Any]:
     err = {"code": code, "message": message}
     if has_data or data is not None:
         err["data"] = data
     return err
 
 
-def encode_answer(seq, result=None, error=None):
+class NotRepresentable(ValueError):
+    """A result (or error data) holding a number JSON-RPC through the broker
+    cannot carry: answered -32010, never -32603."""
+
+
+I64_MIN = -(1 << 63)
+
+
+def _number(v: Union[int, decimal.Decimal]) -> Union[int, float]:
+    """The value the broker would have made of this number had it come as
+    JSON (PROTOCOL.md 7): an integer within int64/uint64 stays one, any other
+    finite number becomes the nearest float64."""
+    if isinstance(v, decimal.Decimal):
+        if not v.is_finite():
+            raise NotRepresentable("Decimal %s has no JSON form" % v)
+        if v == v.to_integral_value():
+            iv = int(v)
+            if I64_MIN <= iv <= U64_MAX:
+                return iv
+        f = float(v)
+        if math.isinf(f):
+            raise NotRepresentable("Decimal beyond a double's range")
+        return f
+    try:                       # an int beyond 64 bits
+        return float(v)
+    except OverflowError:
+        raise NotRepresentable("an int of %d bits, beyond a double's range"
+                               % v.bit_length()) from None
+
+
+def coerce(value: Any, depth: int = 0) -> Any:
+    """``value`` with every int beyond 64 bits and every Decimal replaced as
+    :func:`_number` says; raises NotRepresentable (or TypeError for other
+    types msgpack cannot pack)."""
+    if depth > MAX_PACK_DEPTH:
+        raise ValueError("nested too deep")
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes, float)):
+        return value
+    if isinstance(value, int):
+        return value if I64_MIN <= value <= U64_MAX else _number(value)
+    if isinstance(value, decimal.Decimal):
+        return _number(value)
+    if isinstance(value, (list, tuple)):
+        return [coerce(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: coerce(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+MAX_PACK_DEPTH = 511
+
+
+def encode_answer(seq: int, result: Any = None, error: Optional[Dict[str, Any]] = None) -> bytes:
     """One answer ``[seq, 0, result]`` or ``[seq, 1, error]``, packed on its
     own so that a result with no msgpack form fails here, for this call
-    alone (raises TypeError/ValueError/OverflowError)."""
-    if error is not None:
-        return _pack([seq, 1, error])
-    return _pack([seq, 0, result])
+    alone. Ints beyond 64 bits and Decimals are served as the broker serves
+    such JSON numbers (:func:`coerce`); one with no float64 form raises
+    NotRepresentable; other unpackable values TypeError/ValueError."""
+    item = error if error is not None else result
+    try:
+        return _pack([seq, 1 if error is not None else 0, item])
+    except (OverflowError, TypeError):
+        item = coerce(item)
+    return _pack([seq, 1 if error is not None else 0, item])
 
 
-def encode_response(answers):
+def encode_response(answers: Iterable[bytes]) -> bytes:
     """RESPONSE ``[1, 3, [answer, ...]]`` from answers packed by
     :func:`encode_answer`."""
     answers = list(answers)
@@ -127,14 +193,15 @@ class Call:
     """One item of a REQUEST."""
     __slots__ = ("seq", "method", "params", "timeout_ms", "traceparent")
 
-    def __init__(self, seq, method, params, timeout_ms, traceparent=None):
+    def __init__(self, seq: int, method: str, params: Any, timeout_ms: int,
+                 traceparent: Optional[str] = None) -> None:
         self.seq = seq
         self.method = method
         self.params = params
         self.timeout_ms = timeout_ms
         self.traceparent = traceparent
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Call(seq=%r, method=%r, timeout_ms=%r)" % (self.seq, self.method, self.timeout_ms)
 
 
@@ -143,7 +210,7 @@ class Request:
     not (answered -32603 by seq, PROTOCOL.md 2.2)."""
     type = REQUEST
 
-    def __init__(self, calls, bad):
+    def __init__(self, calls: List["Call"], bad: List[int]) -> None:
         self.calls = calls
         self.bad = bad
 
@@ -151,7 +218,7 @@ class Request:
 class Heartbeat:
     type = HEARTBEAT
 
-    def __init__(self, heartbeat_ms=None, liveness=None):
+    def __init__(self, heartbeat_ms: Optional[int] = None, liveness: Optional[int] = None) -> None:
         self.heartbeat_ms = heartbeat_ms
         self.liveness = liveness
 
@@ -164,14 +231,14 @@ class Other:
     """A well-formed message a worker does not expect (READY, RESPONSE,
     REJECT from a broker): a sign of life, otherwise ignored."""
 
-    def __init__(self, type_):
+    def __init__(self, type_: int) -> None:
         self.type = type_
 
 
 _TP_HEX = re.compile(r"\A([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
-def traceparent_valid(s):
+def traceparent_valid(s: Any) -> bool:
     """PROTOCOL.md 2.2: a W3C traceparent as the broker checks it."""
     if not isinstance(s, str):
         return False
@@ -190,7 +257,7 @@ def traceparent_valid(s):
     return all(0x21 <= ord(ch) <= 0x7E and ch != '"' for ch in s[56:])
 
 
-def peek_head(frame):
+def peek_head(frame: bytes) -> Optional[Tuple[int, int]]:
     """The message's version and type when its head reads (an array of at
     least 2 elements, then two unsigned integers), else None. Reads only the
     head, so it works on a truncated or otherwise broken message: this is how
@@ -224,12 +291,12 @@ _FIXED = {  # byte: (struct format, size) of the scalars
 _LEN = {1: ">B", 2: ">H", 4: ">I"}
 
 
-def _ext(code, data):
+def _ext(code: int, data: bytes) -> Any:
     # As msgpack.unpackb: -1 is a timestamp, other negative codes fail.
     return msgpack.Timestamp.from_bytes(data) if code == -1 else msgpack.ExtType(code, data)
 
 
-def unpack_deep(data, max_depth=MAX_DEPTH):
+def unpack_deep(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     """msgpack.unpackb() without its 1024-level limit, for the frames that
     limit refuses (PROTOCOL.md 2: params may nest as deep as the broker's
     --max-depth admits, 1027 levels in the message). Iterative, pure Python,
@@ -241,10 +308,10 @@ def unpack_deep(data, max_depth=MAX_DEPTH):
     data = bytes(data)
     n = len(data)
     pos = 0
-    stack = []  # [container, items left, pending map key or _NOKEY]
+    stack: List[Any] = []  # [container, items left, pending map key or _NOKEY]
     nokey = stack  # a sentinel no value can be
 
-    def take(k):
+    def take(k: int) -> bytes:
         nonlocal pos
         if k > n - pos:
             raise _DeepError("truncated")
@@ -252,12 +319,13 @@ def unpack_deep(data, max_depth=MAX_DEPTH):
         pos += k
         return chunk
 
-    def length(size):
+    def length(size: int) -> int:
         return struct.unpack(_LEN[size], take(size))[0]
 
+    val: Any
     while True:
         b = take(1)[0]
-        container = None
+        container: Any = None
         if b <= 0x7f:
             val = b
         elif b >= 0xe0:
@@ -325,14 +393,14 @@ def unpack_deep(data, max_depth=MAX_DEPTH):
             val = top[0]
 
 
-def _unpack(frame):
+def _unpack(frame: bytes) -> Any:
     try:
         return msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
     except msgpack.StackError:
         return unpack_deep(frame)
 
 
-def _decode_call(item):
+def _decode_call(item: Any) -> Call:
     """An item whose seq has been read: a Call, or Malformed."""
     if len(item) < 4:
         raise Malformed("an item needs 4 elements")
@@ -351,7 +419,7 @@ def _decode_call(item):
     return Call(seq, method, params, timeout_ms, tp)
 
 
-def decode(frame):
+def decode(frame: bytes) -> Any:
     """Decodes one frame from a broker. Returns a Request, Heartbeat,
     Disconnect or Other. Raises UnsupportedVersion, Rejected (a REQUEST that
     must be REJECTed) or Malformed (dropped)."""

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Calls that survive a broker's death (issue 34, section 3), with the Python
+# client: three brokers sharing one Redis, each with its own Python worker
+# (W1 serves B1 only, W2 B2, W3 B3: a run is attributed to the broker that
+# dispatched it), a jrpc.Client given the brokers' URLs, signed; `rec`
+# writes every run down at the worker (tests/e2e/py_failover_worker.py).
+#
+#   A connection cut after B1 ran a body and kept its reply (a proxy in
+#   front of B1 drops the answer; py_failover_cut.py): with retry="safe"
+#   the body goes again to B2 under the same key and is answered B1's kept
+#   reply; it ran once. Without: CallMayHaveRunError; it ran once.
+#   B1 killed with SIGKILL under load (8 threads of 40 ms calls):
+#     retry="safe", over HTTP, then over ZeroMQ: every call is answered
+#     exactly once with its own result, or -- only those whose key B1 still
+#     held: B1 may have run them -- fails with CallMayHaveRunError (at most
+#     B1's calls in flight); nothing runs twice, every call answered ran
+#     exactly once.
+#     no retry: the calls in flight on B1 fail with CallMayHaveRunError (at
+#     least one), every other call is answered once, nothing runs twice.
+source "$JRPC_E2E_LIB"
+: "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
+[ -x "$JRPC_PY" ] || { echo "no $JRPC_PY: run bash tests/py_install.sh first"; exit 1; }
+command -v redis-server >/dev/null || { echo "redis-server is required"; exit 1; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+e2e_start_redis
+printf 'loadkey s3cr3t-load-s3cr3t-load\n' > "$E2E_TMP/keys"
+export KEY_FILE=$E2E_TMP/keys
+
+declare -A BPID HTTPP WEP ZEP
+start_b() { # N: broker N on fresh ports (retried on a collision)
+    local n=$1 try zp
+    for try in 1 2 3 4 5 6; do
+        zp=$(e2e_pick_port)
+        HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"; ZEP[$n]="tcp://127.0.0.1:$zp"
+        : > "$E2E_TMP/b$n.log"
+        "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
+            --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
+            --redis "redis://127.0.0.1:$RPORT" --timeout-ms 3000 --heartbeat-ms 200 \
+            >>"$E2E_TMP/b$n.log" 2>&1 &
+        BPID[$n]=$!; E2E_PIDS+=("${BPID[$n]}")
+        e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 3 ]" 10 && return 0
+        kill -9 "${BPID[$n]}" 2>/dev/null; wait "${BPID[$n]}" 2>/dev/null
+    done
+    echo "could not start broker $n"; exit 1
+}
+start_w() { # N: W<N> serving B<N> only
+    REC_FILE=$E2E_TMP/runs REC_NAME=w$1 "$JRPC_PY" -m jrpc.worker --connect "${WEP[$1]}" \
+        --heartbeat-ms 200 --credit 8 "$HERE/py_failover_worker.py" >>"$E2E_TMP/w$1.log" 2>&1 &
+    E2E_PIDS+=("$!")
+}
+ready() { grep -q 'event=worker_ready' "$E2E_TMP/b$1.log"; }
+
+run_round() { # RETRY [zmq]: one round, B1 killed under load; sets RES (the load's JSON)
+    local n
+    : > "$E2E_TMP/runs"; rm -f "$E2E_TMP/started"
+    for n in 1 2 3; do start_b $n; start_w $n; done
+    for n in 1 2 3; do e2e_wait_for "ready $n" 15 || { echo "W$n not ready"; exit 1; }; done
+    local urls="http://127.0.0.1:${HTTPP[1]},http://127.0.0.1:${HTTPP[2]},http://127.0.0.1:${HTTPP[3]}"
+    [ "${2:-}" = zmq ] && urls="${ZEP[1]},${ZEP[2]},${ZEP[3]}"
+    OUT=$E2E_TMP timeout 120 "$JRPC_PY" "$HERE/py_failover_load.py" "$urls" "$1" 400 8 60 \
+        >"$E2E_TMP/load.json" 2>"$E2E_TMP/load.err" &
+    local load=$!
+    e2e_wait_for "[ -f '$E2E_TMP/started' ]" 30 || echo "the load did not start"
+    # B1 holds calls now (8 threads, a third of the bodies each): kill it.
+    kill -9 "${BPID[1]}"
+    wait "${BPID[1]}" 2>/dev/null
+    wait "$load"; check "retry=$1 ${2:-http}: the load ran to its end" 0 $?
+    RES=$(cat "$E2E_TMP/load.json")
+}
+stat() { # EXPR over RES (the load's JSON) and the runs file
+    RES="$RES" RUNS="$E2E_TMP/runs" "$JRPC_PY" -c "
+import collections, json, os
+r = json.loads(os.environ['RES']); a = r['answered']; f = r['failures']
+runs = collections.defaultdict(list)
+for line in open(os.environ['RUNS']):
+    t, w = line.split(); runs[t].append(w)
+print($1)"
+}
+
+# ---- a connection cut after B1 kept the reply --------------------------------
+: > "$E2E_TMP/runs"
+for n in 1 2; do start_b $n; start_w $n; done
+for n in 1 2; do e2e_wait_for "ready $n" 15 || { echo "W$n not ready"; exit 1; }; done
+REC_FILE=$E2E_TMP/runs timeout 60 "$JRPC_PY" "$HERE/py_failover_cut.py" \
+    "http://127.0.0.1:${HTTPP[1]}/rpc" "http://127.0.0.1:${HTTPP[2]}/rpc" >"$E2E_TMP/cut.out" 2>"$E2E_TMP/cut.err"
+check "the cut script ran to its end" 0 $?
+while IFS=$'\t' read -r line name exp act; do
+    [ "$line" = CHECK ] && check "$name" "$exp" "$act"
+done <"$E2E_TMP/cut.out"
+for p in "${E2E_PIDS[@]}"; do
+    [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
+done
+E2E_PIDS=("$REDIS_PID")
+
+# ---- retry="safe", over HTTP, then over ZeroMQ ------------------------------
+safe_round() { # TRANSPORT
+    local T="safe $1"
+    run_round safe "$1"
+    mhr=$(stat "len(f['may_have_run'])")
+    check "$T: every call answered once with its result, or CallMayHaveRunError ($mhr), nothing else" \
+        "400 0 0" "$(stat "sum(1 for v in a.values() if v == 1) + len(f['may_have_run']), len(f['transport']), len(f['jsonrpc'])")"
+    [ "$(stat "len(f['jsonrpc']) + len(f['transport'])")" = 0 ] || stat "f['jsonrpc'][:5], f['transport'][:5]"
+    check "$T: ... CallMayHaveRunError only for B1's calls in flight (at most 8)" yes \
+        "$([ "$mhr" -le 8 ] && echo yes)"
+    check "$T: ... saying the call may or may not have run" yes \
+        "$(stat "'yes' if all('may or may not have run' in e for _, e in f['may_have_run']) else 'no'")"
+    check "$T: B1's worker had run calls before the kill" yes \
+        "$(stat "'yes' if any(w[0] == 'w1' for w in runs.values()) else 'no'")"
+    check "$T: nothing ran twice (counted at the workers)" 0 \
+        "$(stat "sum(1 for w in runs.values() if len(w) > 1)")"
+    check "$T: every call answered ran exactly once" yes \
+        "$(stat "'yes' if all(len(runs.get(t, [])) == 1 for t in a) else 'no'")"
+    for p in "${E2E_PIDS[@]}"; do
+        [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
+    done
+    E2E_PIDS=("$REDIS_PID")
+}
+safe_round http
+safe_round zmq
+redis-cli -p "$RPORT" flushall >/dev/null
+
+# ---- no retry --------------------------------------------------------------
+run_round none
+mhr=$(stat "len(f['may_have_run'])")
+check "no retry: the calls in flight on B1 fail with CallMayHaveRunError ($mhr)" yes \
+    "$([ "$mhr" -ge 1 ] && [ "$mhr" -le 9 ] && echo yes)"
+check "... saying the call may or may not have run" yes \
+    "$(stat "'yes' if all('may or may not have run' in e for _, e in f['may_have_run']) else 'no'")"
+check "no retry: every other call answered once with its result, no other failure" "$((400 - mhr)) 0 0" \
+    "$(stat "sum(1 for v in a.values() if v == 1), len(f['transport']), len(f['jsonrpc'])")"
+check "no retry: nothing ran twice" 0 "$(stat "sum(1 for w in runs.values() if len(w) > 1)")"
+e2e_finish
