@@ -24,6 +24,23 @@
 
 #define OUT_KEEP 16384   /* output buffer capacity kept between bursts */
 
+/* Frame headers, read ahead of wslay: wslay's frame reader fails hard on a
+ * control frame over 125 bytes or fragmented, a 64-bit length with its top
+ * bit set, and a length not in its shortest form (wslay_event_recv returns
+ * an error, and the front would reset the connection), and it answers a
+ * close frame of one byte with a close without a status. The front's
+ * contract (docs/WEBSOCKET.md) is a close 1002 for each: a frame whose header
+ * is one of these is not given to wslay, and the session closes 1002 instead.
+ * Resumable across feeds: a header may arrive a byte at a time. */
+typedef struct hdr_scan {
+    uint8_t  h[10];  /* the current header's bytes so far, up to its extended length */
+    uint8_t  hn;     /* ... how many */
+    uint8_t  need;   /* bytes of header to read (2, then 2 + the extended length's) */
+    uint8_t  mask;   /* mask key bytes still to pass */
+    uint64_t skip;   /* payload bytes of the current frame still to pass */
+    bool     bad;    /* a malformed header was seen: nothing after it is read */
+} hdr_scan_t;
+
 struct jrpc_ws {
     wslay_event_context_ptr ctx;
     jrpc_ws_cbs_t cbs;
@@ -36,7 +53,77 @@ struct jrpc_ws {
     jrpc_buf_t    out;         /* frames of the current burst, written at its end */
     uint16_t      close_code;  /* a close asked for while feeding: queued at its end */
     char          close_why[124]; /* ... its reason (a close frame holds 123 bytes) */
+    hdr_scan_t    scan;        /* frame headers, checked before wslay reads them */
 };
+
+/* True when the header in s->h (its first two bytes, and its extended
+ * length once all in) is one wslay must not be given. */
+static bool header_bad(const hdr_scan_t *s)
+{
+    bool fin = s->h[0] & 0x80, control = s->h[0] & 0x08;
+    uint8_t len7 = s->h[1] & 0x7f;
+    if (control && (!fin || len7 > 125))
+        return true;
+    if ((s->h[0] & 0x0f) == 0x8 && len7 == 1)   /* a close's status is two bytes */
+        return true;
+    if (s->hn < s->need)
+        return false;   /* the extended length is not all in yet */
+    if (s->need == 4)
+        return ((uint16_t)s->h[2] << 8 | s->h[3]) < 126;
+    if (s->need == 10)
+        return (s->h[2] & 0x80) || (s->h[2] | s->h[3] | s->h[4] | s->h[5] | s->h[6] | s->h[7]) == 0;
+    return false;
+}
+
+/* Reads the frame headers in p[0, n) ahead of wslay. Returns n, or the
+ * offset in p of the first byte of the first malformed frame (0 when it
+ * began in an earlier feed); s->bad is then set for good. */
+static size_t scan_headers(hdr_scan_t *s, const uint8_t *p, size_t n)
+{
+    size_t i = 0, start = 0;
+    while (i < n && !s->bad) {
+        if (s->skip > 0 || s->mask > 0) {   /* inside a frame: its mask key, its payload */
+            size_t k = s->mask;
+            if (k > n - i)
+                k = n - i;
+            s->mask -= (uint8_t)k;
+            i += k;
+            uint64_t left = n - i;
+            uint64_t m = s->skip < left ? s->skip : left;
+            s->skip -= m;
+            i += (size_t)m;
+            continue;
+        }
+        if (s->hn == 0) {
+            start = i;
+            s->need = 2;
+        }
+        s->h[s->hn++] = p[i++];
+        if (s->hn < s->need)
+            continue;
+        if (s->hn == 2) {
+            uint8_t len7 = s->h[1] & 0x7f;
+            s->need = len7 == 126 ? 4 : len7 == 127 ? 10 : 2;
+        }
+        if (header_bad(s)) {
+            s->bad = true;
+            return start;
+        }
+        if (s->hn < s->need)
+            continue;
+        uint8_t len7 = s->h[1] & 0x7f;
+        if (len7 < 126) {
+            s->skip = len7;
+        } else {
+            s->skip = 0;
+            for (uint8_t k = 2; k < s->need; k++)
+                s->skip = s->skip << 8 | s->h[k];
+        }
+        s->mask = (s->h[1] & 0x80) ? 4 : 0;
+        s->hn = 0;
+    }
+    return n;
+}
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
                        void *user)
@@ -73,6 +160,13 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
     jrpc_ws_t *ws = user;
     switch (m->opcode) {
     case WSLAY_TEXT_FRAME:
+        /* wslay gives an empty message as NULL (pointer arithmetic on
+         * which is undefined: found by fuzz_ws); it is "" here. */
+        if (m->msg_length == 0) {
+            if (!wslay_event_get_close_sent(ctx) && !ws->close_code)
+                ws->cbs.message(ws->arg, "", 0);
+            return;
+        }
         if (!jrpc_json_utf8_valid((const char *)m->msg, m->msg_length)) {
             jrpc_ws_close(ws, JRPC_WS_INVALID_DATA, "invalid UTF-8");
             return;
@@ -156,8 +250,10 @@ int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
 {
     if (ws->failed)
         return -EPIPE;
+    bool was_bad = ws->scan.bad;
+    size_t good = was_bad ? 0 : scan_headers(&ws->scan, (const uint8_t *)p, n);
     ws->in = p;
-    ws->in_n = n;
+    ws->in_n = good;
     ws->feeding = true;
     /* wslay stops reading after a close it received or sent, and after a
      * protocol error (for which it queues a close 1002, or 1009 for a
@@ -170,6 +266,14 @@ int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
         }
         if (ws->in_n == before)
             break;   /* wslay took nothing: it wants no more */
+    }
+    /* A malformed header ends the session here, as wslay's own protocol
+     * errors do (unless a close is on its way already). */
+    if (ws->scan.bad && !was_bad && !ws->failed && wslay_event_want_read(ws->ctx) &&
+        !ws->close_code) {
+        wslay_event_shutdown_read(ws->ctx);
+        ws->close_code = JRPC_WS_PROTOCOL;
+        ws->close_why[0] = '\0';
     }
     ws->in = NULL;
     ws->in_n = 0;
