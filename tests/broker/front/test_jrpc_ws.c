@@ -404,6 +404,61 @@ static void test_malformed_headers(void **state)
     done();
 }
 
+/* The peer's close, held by the session and answered by it (wslay read a
+ * close's reason for UTF-8 skipping two bytes of every piece): whatever
+ * the reads, a good close is echoed with its code and reason, a bad reason
+ * gets 1007, a bad code, an unmasked close or one with RSV bits 1002. An
+ * answer given in the feed that brings the close goes out before it. */
+static void test_peer_close_forms(void **state)
+{
+    (void)state;
+    static const size_t steps[] = { 0, 1, 2, 3 };
+    static const struct { const char *payload; size_t n; bool masked; int rsv; int code; } cases[] = {
+        { "\x03\xe8\xc3\xa9t\xc3\xa9", 7, true, 0, 1000 },   /* 1000 "été" */
+        { "\x0f\xa0ok", 4, true, 0, 4000 },
+        { "\x03\xe8\xed\xa0\x80", 5, true, 0, 1007 },    /* a surrogate in the reason */
+        { "\x03\xe8\xc3", 3, true, 0, 1007 },              /* a cut sequence */
+        { "\x03\xed", 2, true, 0, 1002 },                   /* 1005 may not be sent */
+        { "\x03\xe7", 2, true, 0, 1002 },                   /* 999 */
+        { "\x03\xe8", 2, false, 0, 1002 },                  /* unmasked */
+        { "\x03\xe8", 2, true, 0x40, 1002 },                /* RSV1 */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (size_t st = 0; st < sizeof steps / sizeof steps[0]; st++) {
+            make(1 << 20);
+            T.echo = true;
+            jrpc_buf_t in;
+            jrpc_buf_init(&in);
+            text(&in, "[1]");
+            size_t at = in.len;
+            frame(&in, true, 8, cases[k].payload, cases[k].n, cases[k].masked);
+            in.p[at] |= (char)cases[k].rsv;
+            text(&in, "[2]");
+            assert_int_equal(feed(&in, steps[st]), 1);
+            assert_int_equal(T.nmsgs, 1);
+            uint16_t code = (uint16_t)cases[k].code;
+            assert_int_equal(jrpc_ws_code_sent(T.ws), code);
+            /* the echo of [1] (unless it went out in an earlier read: it is
+             * first either way), then exactly one close */
+            assert_memory_equal(T.out.p, "\x81\x03[1]", 5);
+            char want[16] = { (char)0x88, 2, (char)(code >> 8), (char)code };
+            size_t wn = 4;
+            if (code == 1000 || code == 4000) {   /* echoed with its reason */
+                want[1] = (char)cases[k].n;
+                memcpy(want + 2, cases[k].payload, cases[k].n);
+                wn = 2 + cases[k].n;
+                assert_int_equal(jrpc_ws_code_received(T.ws), code);
+            } else {
+                assert_int_equal(jrpc_ws_code_received(T.ws), 0);
+            }
+            assert_int_equal(T.out.len, 5 + wn);
+            assert_memory_equal(T.out.p + 5, want, wn);
+            jrpc_buf_dispose(&in);
+            done();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_close_codes),
         cmocka_unit_test(test_close_ping_write_failure),
         cmocka_unit_test(test_malformed_headers),
+        cmocka_unit_test(test_peer_close_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
