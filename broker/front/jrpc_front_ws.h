@@ -82,6 +82,10 @@ typedef struct jrpc_front_ws_opts {
     uint32_t          timeout_ms;   /* X-JRPC-Timeout-Ms of the upgrade, for every body; 0: none */
     jrpc_span_t       key_id;       /* the id of the key the upgrade was signed with (copied;
                                        looked up per message: jrpc_admit_t.key_id), or empty */
+    const uint8_t    *key_fp;       /* that key's credential when the upgrade was authenticated
+                                       (jrpc_broker_key_fingerprint, JRPC_KEY_FP_LEN bytes,
+                                       copied), or NULL: only the id is checked at a reload
+                                       (a client certificate's name) */
     jrpc_span_t       peer;         /* the client's address, for the access line (copied) */
 } jrpc_front_ws_opts_t;
 
@@ -120,6 +124,15 @@ int jrpc_front_ws_feed(jrpc_front_ws_t *s, const char *p, size_t n);
  * waiting for room are dropped); once the bodies in flight have their
  * answers written, the session closes with 1001. */
 void jrpc_front_ws_drain(jrpc_front_ws_t *s);
+
+/* The key file was reloaded (call it after jrpc_broker_set_keys, on the
+ * loop's thread, outside any callback of the session): a session opened
+ * with a key that is gone, or whose credential (secret, bearer token) was
+ * replaced under the same id, closes with 1008 and a reason saying so, and
+ * logs event=ws_closed reason=credential_rotated (or key_removed) key=ID;
+ * no message it sends afterwards is read. Bodies already in flight are
+ * cancelled as at any close. Others carry on. Never blocks. */
+void jrpc_front_ws_keys_changed(jrpc_front_ws_t *s);
 
 /* The connection is gone (or closing): bodies in flight are cancelled at
  * the broker, io is never used again, and the session is freed (later, in
