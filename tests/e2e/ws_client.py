@@ -396,6 +396,17 @@ def raw(kind):
         frames = raw_frames(s, rest)
         print("pings", "yes" if any(op == 9 for op, _ in frames) else "no",
               "closed", close_code(frames))
+    elif kind == "header":   # hand-made frame bytes (hex): the close, then a clean EOF?
+        s, _, _, rest = raw_connect()
+        s.sendall(bytes.fromhex(ARGS[1]))
+        try:
+            frames = raw_frames(s, rest)
+            s.settimeout(10)
+            end = "eof" if s.recv(1) == b"" else "more bytes"
+        except ConnectionResetError:
+            frames, end = [], "reset"
+        close = [p for op, p in frames if op == 8]
+        print("close", close[0].hex() if close else "none", end)
     else:
         raise SystemExit("unknown raw kind " + kind)
 

@@ -1,4 +1,4 @@
-/* fuzz_ws — libFuzzer target for the WebSocket session (broker/jrpc_ws.c
+/* fuzz_ws — libFuzzer target for the WebSocket session (broker/front/jrpc_ws.c
  * over wslay): what a client sends after the upgrade, frames in, messages
  * and closes out.
  *
