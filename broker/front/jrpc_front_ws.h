@@ -17,7 +17,8 @@
  *
  * Limits, each with its close code: a message over max_msg (1009, wslay),
  * invalid UTF-8 (1007), a binary message (1003), bad framing (1002), the
- * send queue over max_queued (1008), no pong within ping_ms of a ping, idle
+ * send queue over max_queued (1008), the key's credential replaced or
+ * removed by a reload (1008), no pong within ping_ms of a ping, idle
  * for idle_ms, or the broker draining (1001). Calls in flight on the
  * connection are counted across batch items: a message whose calls would
  * take the count past max_inflight waits (and the socket is not read) until
