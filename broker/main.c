@@ -165,6 +165,7 @@ static size_t keys_commit(void *arg, void *staged)
     jrpc_keys_t *old = a->keys;
     a->keys = staged;
     jrpc_broker_set_keys(a->broker, a->keys);
+    jrpc_front_http_keys_changed(a->http);   /* WebSockets of a rotated or removed key: 1008 */
     jrpc_keys_destroy(&old);   /* no pointer into it outlives this turn (above) */
     return jrpc_keys_count(a->keys);
 }

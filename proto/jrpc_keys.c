@@ -483,6 +483,22 @@ bool jrpc_key_is_bearer(const jrpc_key_t *key)
     return key->bearer;
 }
 
+void jrpc_key_fingerprint(const jrpc_key_t *key, uint8_t out[JRPC_KEY_FP_LEN])
+{
+    static const char label[] = "jrpc key fingerprint v1";
+    unsigned int n = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    bool ok = md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+              EVP_DigestUpdate(md, label, sizeof label) == 1 &&
+              EVP_DigestUpdate(md, key->bearer ? "b" : "s", 1) == 1 &&
+              (key->bearer ? EVP_DigestUpdate(md, key->hash, sizeof key->hash)
+                           : EVP_DigestUpdate(md, key->secret, key->secret_n)) == 1 &&
+              EVP_DigestFinal_ex(md, out, &n) == 1 && n == JRPC_KEY_FP_LEN;
+    EVP_MD_CTX_free(md);
+    if (!ok)   /* out of memory: a value no key has, so the credential counts as changed */
+        memset(out, 0, JRPC_KEY_FP_LEN);
+}
+
 int jrpc_keys_bearer_line(jrpc_span_t id, jrpc_span_t token, char *out, size_t outlen)
 {
     unsigned char hash[EVP_MAX_MD_SIZE];

@@ -81,6 +81,16 @@ const jrpc_sign_key_t *jrpc_key_hmac(const jrpc_key_t *key);
 /* True for a bearer key (it authenticates by token, never by signature). */
 bool jrpc_key_is_bearer(const jrpc_key_t *key);
 
+#define JRPC_KEY_FP_LEN 32   /* bytes of a credential's fingerprint */
+
+/* The fingerprint of the key's credential: SHA-256 over a label, the kind
+ * (signing or bearer) and the secret, or the token's hash for a bearer key.
+ * Equal for two loads of the same line, different once the secret or token
+ * is replaced under the same id; it reveals nothing usable of either. What
+ * a connection authenticated once keeps, to notice a rotation (a WebSocket:
+ * jrpc_front_ws_keys_changed). Writes JRPC_KEY_FP_LEN bytes. */
+void jrpc_key_fingerprint(const jrpc_key_t *key, uint8_t out[JRPC_KEY_FP_LEN]);
+
 /* The line a key file holds for a bearer key id with this token:
  * "<id> bearer-sha256:<hex>" (no newline) in out. Returns its length, or
  * -EINVAL (a bad id, an empty token) / -ENOSPC. For `jrpc bearer-key`. */

@@ -1235,6 +1235,8 @@ struct jrpc_broker_auth {
     uint8_t           key_id_n;   /* key_id's length, once the signature checked out */
     char              key_id[JRPC_KEYS_ID_MAX]; /* a copy: a reload may free the key
                                      while the nonce is in Redis */
+    uint8_t           key_fp[JRPC_KEY_FP_LEN]; /* its credential when checked: a reload
+                                     that replaces it meanwhile refuses the upgrade */
     bool              cancelled;  /* the connection left while claiming */
     uint64_t          t0;         /* metrics */
     jrpc_span_t       peer;       /* in peer_text: for the access line */
@@ -1272,6 +1274,22 @@ static void auth_unavailable(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc)
     auth_refuse(b, a, rc, unavailable_data(b, rc, data, sizeof data));
 }
 
+/* Whether the key set in force still has the key id with the credential
+ * whose fingerprint is fp. */
+static bool key_unchanged(const jrpc_broker_t *b, jrpc_span_t id, const uint8_t *fp)
+{
+    uint8_t now[JRPC_KEY_FP_LEN];
+    return jrpc_broker_key_fingerprint(b, id, now) && memcmp(now, fp, sizeof now) == 0;
+}
+
+static void auth_unknown_key(jrpc_broker_t *b, jrpc_broker_auth_t *a)
+{
+    char data[320];
+    snprintf(data, sizeof data, "{\"reason\":\"%s\",\"server_time\":%lld}",
+             jrpc_auth_strerror(JRPC_AUTH_EUNKNOWN_KEY), (long long)time(NULL));
+    auth_refuse(b, a, -EACCES, data);
+}
+
 static void on_auth_claimed(void *arg, int rc)
 {
     jrpc_broker_auth_t *a = arg;
@@ -1279,6 +1297,8 @@ static void on_auth_claimed(void *arg, int rc)
     jrpc_metrics_tick();
     if (a->cancelled)
         ;
+    else if (rc == 0 && !key_unchanged(b, (jrpc_span_t){ a->key_id, a->key_id_n }, a->key_fp))
+        auth_unknown_key(b, a);   /* removed or replaced by a reload during the claim */
     else if (rc == 0)
         a->fn(a->ctx, (jrpc_outcome_t){ .cls = JRPC_BODY_OK }, "", 0,
               (jrpc_span_t){ a->key_id, a->key_id_n });
@@ -1332,6 +1352,7 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
         return 0;
     }
     keep_key_id(a->key_id, &a->key_id_n, jrpc_key_id(key));
+    jrpc_key_fingerprint(key, a->key_fp);
     if (handle)
         *handle = a;
     b->open++;
@@ -1348,6 +1369,16 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 bool jrpc_broker_has_key(const jrpc_broker_t *b, jrpc_span_t id)
 {
     return b->opts.keys && jrpc_keys_find(b->opts.keys, id) != NULL;
+}
+
+bool jrpc_broker_key_fingerprint(const jrpc_broker_t *b, jrpc_span_t id,
+                                 uint8_t out[JRPC_KEY_FP_LEN])
+{
+    const jrpc_key_t *key = b->opts.keys ? jrpc_keys_find(b->opts.keys, id) : NULL;
+    if (key == NULL)
+        return false;
+    jrpc_key_fingerprint(key, out);
+    return true;
 }
 
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *a)

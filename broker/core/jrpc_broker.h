@@ -238,6 +238,13 @@ const jrpc_keys_t *jrpc_broker_set_keys(jrpc_broker_t *b, const jrpc_keys_t *key
  * body: the key file may have been reloaded since. */
 bool jrpc_broker_has_key(const jrpc_broker_t *b, jrpc_span_t id);
 
+/* The fingerprint of the credential (secret, or bearer token's hash) of the
+ * key with this id in the key file in force (jrpc_key_fingerprint): true
+ * and out written, or false when there is no such key (or no keys). A
+ * WebSocket keeps its upgrade's and compares at each reload. */
+bool jrpc_broker_key_fingerprint(const jrpc_broker_t *b, jrpc_span_t id,
+                                 uint8_t out[JRPC_KEY_FP_LEN]);
+
 /* Calls on_empty (once) as soon as no body is waiting for answers. */
 void jrpc_broker_drain(jrpc_broker_t *b, void (*on_empty)(void *arg), void *arg);
 

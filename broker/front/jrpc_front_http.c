@@ -1415,7 +1415,7 @@ static void ws_rest(conn_t *c, const char *p, size_t n)
 
 /* The upgrade is accepted, and authenticated as key_id (empty: open broker):
  * the 101, then the session, which gets the bytes that came after the head. */
-static void ws_switch(conn_t *c, jrpc_span_t key_id)
+static void ws_switch(conn_t *c, jrpc_span_t key_id, const uint8_t *key_fp)
 {
     jrpc_front_http_t *f = c->front;
     const jrpc_front_ws_hs_t *hs = c->hs;
@@ -1425,7 +1425,7 @@ static void ws_switch(conn_t *c, jrpc_span_t key_id)
         .max_msg = f->opts.max_body, .max_inflight = f->opts.ws_max_inflight,
         .max_queued = f->opts.ws_max_queued, .ping_ms = f->opts.ws_ping_ms,
         .idle_ms = f->opts.idle_timeout_ms, .stream = hs->stream, .timeout_ms = c->timeout_ms,
-        .key_id = key_id, .peer = { c->peer, c->peer_len },
+        .key_id = key_id, .key_fp = key_fp, .peer = { c->peer, c->peer_len },
     };
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=ws_open protocol=%s stream=%d peer=%.*s",
              hs->protocol ? hs->protocol : "-", hs->stream, (int)c->peer_len, c->peer);
@@ -1480,7 +1480,13 @@ static void on_upgrade_auth(void *ctx, jrpc_outcome_t out, const char *err, size
         answer_close(c, status_of[out.cls], err, len);
         return;
     }
-    ws_switch(c, key_id);
+    /* The credential it was opened with, to notice its rotation at a reload
+     * (a client certificate is none of the key file's: only its id counts). */
+    uint8_t fp[JRPC_KEY_FP_LEN];
+    bool by_cert = key_id.n > 0 && key_id.n == c->cert_len && !memcmp(key_id.p, c->cert, key_id.n);
+    bool has_fp = key_id.n > 0 && !by_cert &&
+                  jrpc_broker_key_fingerprint(c->front->broker, key_id, fp);
+    ws_switch(c, key_id, has_fp ? fp : NULL);
 }
 
 /* A GET / or /rpc asking for a WebSocket (origin_ok: the CORS verdict on
@@ -2261,6 +2267,18 @@ void jrpc_front_http_set_tls(jrpc_front_http_t *f, jrpc_tls_ctx_t *tls)
 {
     if (f->opts.tls && tls)
         f->opts.tls = tls;
+}
+
+void jrpc_front_http_keys_changed(jrpc_front_http_t *f)
+{
+    if (f == NULL)
+        return;
+    conn_t *next;
+    for (conn_t *c = f->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->ws)
+            jrpc_front_ws_keys_changed(c->ws);
+    }
 }
 
 void jrpc_front_http_pause(jrpc_front_http_t *f)

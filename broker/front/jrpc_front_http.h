@@ -97,6 +97,11 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
  * opts.tls. No effect on a plaintext front. */
 void jrpc_front_http_set_tls(jrpc_front_http_t *f, jrpc_tls_ctx_t *tls);
 
+/* The key file was reloaded (after jrpc_broker_set_keys): each WebSocket
+ * whose key is gone or whose credential was replaced closes 1008
+ * (jrpc_front_ws_keys_changed). NULL-safe; never blocks. */
+void jrpc_front_http_keys_changed(jrpc_front_http_t *f);
+
 /* Graceful stop, first half: closes the listener, closes idle connections
  * and those in the middle of sending a request, stops reading the others;
  * their answers still go out, the last one with "Connection: close", and

@@ -190,6 +190,8 @@ struct jrpc_front_ws {
     char                 key_id[JRPC_KEYS_ID_MAX]; /* the upgrade's key, by id: a reload
                                        may free the key set under an open session, so
                                        each message's body is admitted by a fresh lookup */
+    bool                 has_fp;    /* key_fp is set (else only the id is checked) */
+    uint8_t              key_fp[JRPC_KEY_FP_LEN]; /* the key's credential at the upgrade */
 };
 
 static void send_text(jrpc_front_ws_t *s, const char *p, size_t n);
@@ -507,6 +509,11 @@ jrpc_front_ws_t *jrpc_front_ws_new(uv_loop_t *loop, jrpc_broker_t *broker,
         s->key_id_len = (uint8_t)opts->key_id.n;
     }
     s->o.key_id = (jrpc_span_t){ NULL, 0 };   /* the caller's: not kept */
+    if (opts->key_fp && s->key_id_len > 0) {
+        memcpy(s->key_fp, opts->key_fp, sizeof s->key_fp);
+        s->has_fp = true;
+    }
+    s->o.key_fp = NULL;
     jrpc_buf_init(&s->pend);
     s->hold = jrpc_broker_hold_new(broker, on_hold_wake, s);
     jrpc_ws_opts_t wo = { .max_msg = opts->max_msg };
@@ -554,6 +561,24 @@ void jrpc_front_ws_drain(jrpc_front_ws_t *s)
     s->io.reading(s->conn, false);
     if (s->nbodies == 0)
         close_with(s, JRPC_WS_GOING_AWAY, "the broker is stopping");
+}
+
+void jrpc_front_ws_keys_changed(jrpc_front_ws_t *s)
+{
+    if (s->over || s->key_id_len == 0)
+        return;
+    uint8_t fp[JRPC_KEY_FP_LEN];
+    const char *why;
+    if (!jrpc_broker_key_fingerprint(s->broker, (jrpc_span_t){ s->key_id, s->key_id_len }, fp))
+        why = "key_removed";
+    else if (s->has_fp && memcmp(fp, s->key_fp, sizeof fp) != 0)
+        why = "credential_rotated";
+    else
+        return;
+    JRPC_LOG(JRPC_LOG_INFO, COMP, "event=ws_closed reason=%s key=%.*s peer=%.*s inflight=%u", why,
+             (int)s->key_id_len, s->key_id, (int)s->peer_len, s->peer, s->inflight);
+    close_with(s, JRPC_WS_POLICY, why[0] == 'k' ? "key removed: reconnect with a current key"
+                                                : "credential rotated: reconnect with the new one");
 }
 
 static void on_timer_closed(uv_handle_t *h)

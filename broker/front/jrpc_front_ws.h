@@ -17,7 +17,8 @@
  *
  * Limits, each with its close code: a message over max_msg (1009, wslay),
  * invalid UTF-8 (1007), a binary message (1003), bad framing (1002), the
- * send queue over max_queued (1008), no pong within ping_ms of a ping, idle
+ * send queue over max_queued (1008), the key's credential replaced or
+ * removed by a reload (1008), no pong within ping_ms of a ping, idle
  * for idle_ms, or the broker draining (1001). Calls in flight on the
  * connection are counted across batch items: a message whose calls would
  * take the count past max_inflight waits (and the socket is not read) until
@@ -82,6 +83,10 @@ typedef struct jrpc_front_ws_opts {
     uint32_t          timeout_ms;   /* X-JRPC-Timeout-Ms of the upgrade, for every body; 0: none */
     jrpc_span_t       key_id;       /* the id of the key the upgrade was signed with (copied;
                                        looked up per message: jrpc_admit_t.key_id), or empty */
+    const uint8_t    *key_fp;       /* that key's credential when the upgrade was authenticated
+                                       (jrpc_broker_key_fingerprint, JRPC_KEY_FP_LEN bytes,
+                                       copied), or NULL: only the id is checked at a reload
+                                       (a client certificate's name) */
     jrpc_span_t       peer;         /* the client's address, for the access line (copied) */
 } jrpc_front_ws_opts_t;
 
@@ -120,6 +125,15 @@ int jrpc_front_ws_feed(jrpc_front_ws_t *s, const char *p, size_t n);
  * waiting for room are dropped); once the bodies in flight have their
  * answers written, the session closes with 1001. */
 void jrpc_front_ws_drain(jrpc_front_ws_t *s);
+
+/* The key file was reloaded (call it after jrpc_broker_set_keys, on the
+ * loop's thread, outside any callback of the session): a session opened
+ * with a key that is gone, or whose credential (secret, bearer token) was
+ * replaced under the same id, closes with 1008 and a reason saying so, and
+ * logs event=ws_closed reason=credential_rotated (or key_removed) key=ID;
+ * no message it sends afterwards is read. Bodies already in flight are
+ * cancelled as at any close. Others carry on. Never blocks. */
+void jrpc_front_ws_keys_changed(jrpc_front_ws_t *s);
 
 /* The connection is gone (or closing): bodies in flight are cancelled at
  * the broker, io is never used again, and the session is freed (later, in

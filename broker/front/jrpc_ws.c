@@ -24,6 +24,33 @@
 
 #define OUT_KEEP 16384   /* output buffer capacity kept between bursts */
 
+/* Frame headers, read ahead of wslay: wslay's frame reader fails hard on a
+ * control frame over 125 bytes or fragmented, a 64-bit length with its top
+ * bit set, and a length not in its shortest form (wslay_event_recv returns
+ * an error, and the front would reset the connection). The front's contract
+ * (docs/WEBSOCKET.md) is a close 1002 for each: a frame whose header is one
+ * of these is not given to wslay, and the session closes 1002 instead.
+ *
+ * The peer's close frame is not given to wslay either, but held here whole
+ * (at most 131 bytes) and answered by jrpc_ws_feed: wslay answers a close of
+ * one byte with a close without a status, and checks a close's reason for
+ * UTF-8 skipping the first two bytes of every piece it reads, so that a
+ * good reason split across reads got 1007 and a bad one could pass (found
+ * by fuzz_ws). Resumable across feeds: a header may come a byte at a time. */
+typedef struct hdr_scan {
+    uint8_t  h[10];   /* the current header's bytes so far, up to its extended length */
+    uint8_t  hn;      /* ... how many */
+    uint8_t  need;    /* bytes of header to read (2, then 2 + the extended length's) */
+    uint8_t  mask;    /* mask key bytes still to pass */
+    uint64_t skip;    /* payload bytes of the current frame still to pass */
+    bool     bad;     /* a malformed header was seen: nothing from its frame on is read */
+    bool     closing; /* inside the peer's close frame: held here, not given to wslay */
+    bool     closed;  /* ... and all of it is in: cl[0, cl_n) is its payload, unmasked */
+    uint8_t  key[4];  /* the close frame's mask key */
+    uint8_t  cl[125]; /* its payload */
+    uint8_t  cl_n;    /* ... bytes so far */
+} hdr_scan_t;
+
 struct jrpc_ws {
     wslay_event_context_ptr ctx;
     jrpc_ws_cbs_t cbs;
@@ -36,7 +63,126 @@ struct jrpc_ws {
     jrpc_buf_t    out;         /* frames of the current burst, written at its end */
     uint16_t      close_code;  /* a close asked for while feeding: queued at its end */
     char          close_why[124]; /* ... its reason (a close frame holds 123 bytes) */
+    hdr_scan_t    scan;        /* frame headers, checked before wslay reads them */
+    bool          peer_closed; /* the peer's close came, and was good */
+    uint16_t      peer_code;   /* ... its code (0: none) */
 };
+
+/* True when the header in s->h (its first two bytes, and its extended
+ * length once all in) is one wslay must not be given. */
+static bool header_bad(const hdr_scan_t *s)
+{
+    bool fin = s->h[0] & 0x80, control = s->h[0] & 0x08;
+    uint8_t len7 = s->h[1] & 0x7f;
+    if (control && (!fin || len7 > 125))
+        return true;
+    if (s->hn < s->need)
+        return false;   /* the extended length is not all in yet */
+    if (s->need == 4)
+        return ((uint16_t)s->h[2] << 8 | s->h[3]) < 126;
+    if (s->need == 10)
+        return (s->h[2] & 0x80) || (s->h[2] | s->h[3] | s->h[4] | s->h[5] | s->h[6] | s->h[7]) == 0;
+    return false;
+}
+
+/* Reads the frames in p[0, n) ahead of wslay. Returns how many of the bytes
+ * wslay is to read: n, or the offset in p of the first byte of a malformed
+ * frame (s->bad) or of the peer's close frame (s->closing; s->closed once
+ * it is all in), 0 when that began in an earlier feed. Nothing after either
+ * is read, ever. */
+static size_t scan_headers(hdr_scan_t *s, const uint8_t *p, size_t n)
+{
+    size_t i = 0, keep = s->closing ? 0 : n;
+    while (i < n && !s->bad && !s->closed) {
+        if (s->closing && (s->mask > 0 || s->skip > 0)) {   /* the close's key, payload */
+            if (s->mask > 0)
+                s->key[4 - s->mask--] = p[i++];
+            else
+                s->skip--, s->cl[s->cl_n] = p[i++] ^ s->key[s->cl_n % 4], s->cl_n++;
+            s->closed = s->mask == 0 && s->skip == 0;
+            continue;
+        }
+        if (s->skip > 0 || s->mask > 0) {   /* inside a frame: its mask key, its payload */
+            size_t k = s->mask;
+            if (k > n - i)
+                k = n - i;
+            s->mask -= (uint8_t)k;
+            i += k;
+            uint64_t left = n - i;
+            uint64_t m = s->skip < left ? s->skip : left;
+            s->skip -= m;
+            i += (size_t)m;
+            continue;
+        }
+        if (s->hn == 0) {
+            s->need = 2;
+            if ((p[i] & 0x0f) == 0x8) {   /* a close: from here on, held */
+                s->closing = true;
+                keep = i;
+            }
+        }
+        size_t at = i;
+        s->h[s->hn++] = p[i++];
+        if (s->hn < s->need)
+            continue;
+        if (s->hn == 2) {
+            uint8_t len7 = s->h[1] & 0x7f;
+            s->need = len7 == 126 ? 4 : len7 == 127 ? 10 : 2;
+        }
+        if (header_bad(s)) {
+            s->bad = true;
+            size_t start = at + 1 >= s->hn ? at + 1 - s->hn : 0;   /* its first byte */
+            return start < keep ? start : keep;
+        }
+        if (s->hn < s->need)
+            continue;
+        uint8_t len7 = s->h[1] & 0x7f;
+        if (len7 < 126) {
+            s->skip = len7;
+        } else {
+            s->skip = 0;
+            for (uint8_t k = 2; k < s->need; k++)
+                s->skip = s->skip << 8 | s->h[k];
+        }
+        s->mask = (s->h[1] & 0x80) ? 4 : 0;
+        s->hn = 0;
+        s->closed = s->closing && s->mask == 0 && s->skip == 0;
+    }
+    return keep;
+}
+
+/* The close code wslay's reader accepts from a peer (RFC 6455 7.4). */
+static bool code_valid(uint16_t c)
+{
+    return (c >= 1000 && c <= 1011 && c != 1004 && c != 1005 && c != 1006) ||
+           (c >= 3000 && c <= 4999);
+}
+
+/* The peer's close frame is all in (the scanner's): the close to answer it
+ * with, queued as any close asked for while feeding. A close masked, without
+ * RSV bits, not of one byte, with a valid code is echoed (its code and
+ * reason; no status for none) unless its reason is not UTF-8 (1007); any
+ * other gets 1002. */
+static void peer_close(jrpc_ws_t *ws)
+{
+    const hdr_scan_t *s = &ws->scan;
+    uint16_t code = s->cl_n >= 2 ? (uint16_t)(s->cl[0] << 8 | s->cl[1]) : 0;
+    ws->close_why[0] = '\0';
+    if ((s->h[0] & 0x70) || !(s->h[1] & 0x80) || s->cl_n == 1 ||
+        (s->cl_n >= 2 && !code_valid(code))) {
+        ws->close_code = JRPC_WS_PROTOCOL;
+    } else if (s->cl_n > 2 && !jrpc_json_utf8_valid((const char *)s->cl + 2, s->cl_n - 2u)) {
+        ws->close_code = JRPC_WS_INVALID_DATA;
+    } else {
+        ws->peer_closed = true;
+        ws->peer_code = code;
+        ws->close_code = code ? code : WSLAY_CODE_NO_STATUS_RCVD;   /* no status: none back */
+        if (s->cl_n > 2) {
+            memcpy(ws->close_why, s->cl + 2, s->cl_n - 2u);
+            ws->close_why[s->cl_n - 2] = '\0';
+        }
+    }
+}
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
                        void *user)
@@ -73,6 +219,13 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
     jrpc_ws_t *ws = user;
     switch (m->opcode) {
     case WSLAY_TEXT_FRAME:
+        /* wslay gives an empty message as NULL (pointer arithmetic on
+         * which is undefined: found by fuzz_ws); it is "" here. */
+        if (m->msg_length == 0) {
+            if (!wslay_event_get_close_sent(ctx) && !ws->close_code)
+                ws->cbs.message(ws->arg, "", 0);
+            return;
+        }
         if (!jrpc_json_utf8_valid((const char *)m->msg, m->msg_length)) {
             jrpc_ws_close(ws, JRPC_WS_INVALID_DATA, "invalid UTF-8");
             return;
@@ -87,7 +240,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
     case WSLAY_PONG:
         ws->awaiting_pong = false;
         return;
-    default:   /* ping (wslay answers it) and close (wslay answers it) */
+    default:   /* ping (wslay answers it); a close never reaches wslay (scan_headers) */
         return;
     }
 }
@@ -144,6 +297,8 @@ static int flush(jrpc_ws_t *ws)
 
 static int queue_close(jrpc_ws_t *ws, uint16_t code, const char *reason)
 {
+    if (code == WSLAY_CODE_NO_STATUS_RCVD)
+        code = 0;   /* a close without a status */
     int rc = wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason,
                                      reason ? strlen(reason) : 0);
     if (rc == WSLAY_ERR_NOMEM)
@@ -156,8 +311,10 @@ int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
 {
     if (ws->failed)
         return -EPIPE;
+    bool was_done = ws->scan.bad || ws->scan.closed;
+    size_t good = was_done ? 0 : scan_headers(&ws->scan, (const uint8_t *)p, n);
     ws->in = p;
-    ws->in_n = n;
+    ws->in_n = good;
     ws->feeding = true;
     /* wslay stops reading after a close it received or sent, and after a
      * protocol error (for which it queues a close 1002, or 1009 for a
@@ -170,6 +327,19 @@ int jrpc_ws_feed(jrpc_ws_t *ws, const char *p, size_t n)
         }
         if (ws->in_n == before)
             break;   /* wslay took nothing: it wants no more */
+    }
+    /* A malformed header ends the session here, as wslay's own protocol
+     * errors do, and the peer's close is answered (unless a close is on its
+     * way already: wslay's, or one a message asked for). */
+    if ((ws->scan.bad || ws->scan.closed) && !was_done && !ws->failed &&
+        wslay_event_want_read(ws->ctx) && !ws->close_code) {
+        wslay_event_shutdown_read(ws->ctx);
+        if (ws->scan.bad) {
+            ws->close_code = JRPC_WS_PROTOCOL;
+            ws->close_why[0] = '\0';
+        } else {
+            peer_close(ws);
+        }
     }
     ws->in = NULL;
     ws->in_n = 0;
@@ -252,10 +422,7 @@ uint16_t jrpc_ws_code_sent(const jrpc_ws_t *ws)
 
 uint16_t jrpc_ws_code_received(const jrpc_ws_t *ws)
 {
-    if (!wslay_event_get_close_received(ws->ctx))
-        return 0;
-    uint16_t c = wslay_event_get_status_code_received(ws->ctx);
-    return c == WSLAY_CODE_NO_STATUS_RCVD ? 0 : c;
+    return ws->peer_closed ? ws->peer_code : 0;
 }
 
 int jrpc_ws_accept_key(const char *key, size_t n, char out[29])

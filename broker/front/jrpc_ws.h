@@ -9,11 +9,13 @@
  * message (1007), a message size limit (1009), a ping that must be
  * answered, and one place that says when the session is over.
  *
- * Close codes sent: 1000 normal (answering the peer's close), 1001 going
- * away (jrpc_ws_close by the front: idle, drain), 1002 protocol error
- * (wslay: bad framing, unmasked client frame, ...), 1003 binary message,
- * 1007 invalid UTF-8, 1008 policy (the front: send queue over its limit),
- * 1009 message too big. */
+ * Close codes sent: the peer's own (answering its close, with its reason;
+ * none for a close without a code), 1001 going away (jrpc_ws_close by the
+ * front: idle, drain), 1002 protocol error (bad framing: wslay's checks,
+ * and the frame heads and closes checked here before wslay sees them),
+ * 1003 binary message, 1007 invalid UTF-8 (also in a close's reason), 1008
+ * policy (the front: send queue over its limit, credential rotated), 1009
+ * message too big. */
 #ifndef JRPC_WS_H
 #define JRPC_WS_H
 

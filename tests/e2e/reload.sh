@@ -2,7 +2,7 @@
 # SIGHUP reloads the key file and the CURVE allowlists without a restart
 # (issue 15, docs/CONFIG.md "Signals"). Under steady signed load with key A:
 # key B added and key C removed, then SIGHUP: B works, C is refused 401
-# (also for a new message on a WebSocket opened with C before the reload),
+# (a WebSocket opened with C before the reload is closed 1008 by it),
 # the load saw no failure and every call got exactly one answer. A broken
 # key file then: refused, logged, nothing changes; the metrics count 1 ok
 # and 1 failed. CURVE: a client key removed from --client-keys cannot
@@ -74,9 +74,8 @@ check "after: C is refused 401 -32002 unknown key" "$UNKNOWN" "$(post C "$SC")"
 check "after: A works" "$OK" "$(post A "$SA")"
 touch "$E2E_TMP/go"
 wait "$WSC"
-check "the WebSocket opened with C: its next message is refused -32002 (key removed)" \
-    'after: {"jsonrpc":"2.0","error":{"code":-32002,"message":"Unauthorized","data":{"reason":"unknown key","server_time":T}},"id":null}' \
-    "$(grep '^after:' "$E2E_TMP/ws.out" | sed -E 's/"server_time":[0-9]+/"server_time":T/')"
+check "the WebSocket opened with C: closed 1008 by the reload (key removed)" \
+    'after: closed 1008' "$(grep '^after:' "$E2E_TMP/ws.out")"
 sleep 1
 
 # ---- a broken file: refused, nothing changes ----

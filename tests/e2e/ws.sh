@@ -159,6 +159,19 @@ $WSPY "$WS/rpc" raw binary > "$T/l4" 2>&1
 check "raw: a binary message: 1003" "closed 1003" "$(cat "$T/l4")"
 $WSPY "$WS/rpc" raw unmasked > "$T/l5" 2>&1
 check "raw: an unmasked client frame: 1002" "closed 1002" "$(cat "$T/l5")"
+# Frame heads wslay's reader failed hard on (the TCP connection was reset),
+# and a close of one byte (answered without a status): each gets the close
+# 1002 (its payload 03 ea), then a clean EOF.
+# (Mask key 0: the payload bytes are as written.)
+for c in "a ping of 126 bytes|89fe007e00000000$(printf '70%.0s' $(seq 126))" \
+         "a ping without FIN|0982000000006869" \
+         "a 64-bit length of 2^63|81ff800000000000000000000000" \
+         "a 16-bit length of 3|81fe0003000000005b315d" \
+         "a 64-bit length of 3|81ff0000000000000003000000005b315d" \
+         "a close of one byte|88810000000003"; do
+    check "raw: $(echo "$c" | cut -d'|' -f1): close 1002 (88 02 03 ea), then EOF, not a reset" \
+        "close 03ea eof" "$($WSPY "$WS/rpc" raw header "${c#*|}" 2>&1)"
+done
 $WSPY "$WS/rpc" queued 300 60000 > "$T/l6" 2>&1
 check "python, not reading its answers: 1008 once the send queue passes --ws-max-queued" \
     "answers before the close: some|closed 1008" "$(tr '\n' '|' < "$T/l6" | sed 's/|$//')"

@@ -190,7 +190,8 @@ async def signed(url, key, secret, replay):
 
 async def signed_hold(url, key, secret, go_file):
     """A signed upgrade and a call; then, on the same connection, another
-    call once go_file exists (the test reloaded the keys meanwhile)."""
+    call once go_file exists (the test reloaded the keys meanwhile): its
+    answer, or the close the broker sent instead."""
     call = '{"jsonrpc":"2.0","method":"add","params":[%d,1],"id":%d}'
     async with websockets.connect(url, extra_headers=sign(key, secret)) as ws:
         await ws.send(call % (1, 1))
@@ -199,8 +200,11 @@ async def signed_hold(url, key, secret, go_file):
             if os.path.exists(go_file):
                 break
             await asyncio.sleep(0.05)
-        await ws.send(call % (2, 2))
-        print("after:", await ws.recv(), flush=True)
+        try:
+            await ws.send(call % (2, 2))
+            print("after:", await ws.recv(), flush=True)
+        except websockets.exceptions.ConnectionClosed:
+            print("after: closed", closed_code(ws), flush=True)
 
 
 async def origin(url, value):
@@ -250,12 +254,13 @@ def frame(opcode, payload, fin=True, mask=True):
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
-def raw_connect(extra=b"", path="/rpc"):
+def raw_connect(extra=b"", path="/rpc", headers=None):
     host, port = URL.split("//")[1].split("/")[0].split(":")
     s = socket.create_connection((host, int(port)), timeout=10)
+    more = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items()).encode()
     s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-              b"Sec-WebSocket-Version: 13\r\n\r\n" + extra)
+              b"Sec-WebSocket-Version: 13\r\n" + more + b"\r\n" + extra)
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = s.recv(4096)
@@ -268,8 +273,9 @@ def raw_connect(extra=b"", path="/rpc"):
     return s, status, accept, rest
 
 
-def raw_frames(s, rest, until_close=True, secs=10):
-    """Reads server frames until a close (or EOF): [(opcode, payload)]."""
+def raw_frames(s, rest, until_close=True, secs=10, count=0):
+    """Reads server frames until a close (or EOF; or count text frames, or
+    a close, when count is given): [(opcode, payload)]."""
     s.settimeout(secs)
     buf, out = rest, []
     while True:
@@ -290,7 +296,9 @@ def raw_frames(s, rest, until_close=True, secs=10):
                 break
             out.append((op, buf[off:off + n]))
             buf = buf[off + n:]
-            if op == 8 and until_close:
+            if op == 8 and (until_close or count):
+                return out
+            if count and sum(1 for o, _ in out if o == 1) >= count:
                 return out
         try:
             chunk = s.recv(65536)
@@ -306,6 +314,47 @@ def close_code(frames):
         if op == 8:
             return struct.unpack("!H", p[:2])[0] if len(p) >= 2 else "no code"
     return "none"
+
+
+def hold(auth, go_file, expect):
+    """A raw socket opened with auth ("bearer:TOKEN" or "sign:KEY:SECRET"),
+    a call answered; then, once go_file exists (the test rotated the key
+    file and reloaded): expect "open": another call and its answer;
+    expect "close": the close the broker sends (10 s at most), then a call
+    sent anyway and what comes back before EOF ("no answer", or the text)."""
+    if auth.startswith("bearer:"):
+        h = {"Authorization": "Bearer " + auth[7:]}
+    else:
+        _, key, secret = auth.split(":", 2)
+        h = sign(key, secret)
+    s, status, _, rest = raw_connect(b"", headers=h)
+    if not status.endswith("101 Switching Protocols"):
+        print("refused", status, flush=True)
+        return
+    call = '{"jsonrpc":"2.0","method":"add","params":[%d,1],"id":%d}'
+    s.sendall(frame(1, (call % (1, 1)).encode()))
+    frames = raw_frames(s, rest, until_close=False, secs=10, count=1)
+    print("before:", " ".join(p.decode() for op, p in frames if op == 1), flush=True)
+    for _ in range(600):
+        if os.path.exists(go_file):
+            break
+        time.sleep(0.05)
+    if expect == "open":
+        s.sendall(frame(1, (call % (2, 2)).encode()))
+        frames = raw_frames(s, b"", secs=10, count=1)
+        print("after:", " ".join(p.decode() if op == 1 else "close %s" % close_code([(op, p)])
+                                 for op, p in frames), flush=True)
+        return
+    frames = raw_frames(s, b"", secs=10)
+    closes = [(op, p) for op, p in frames if op == 8]
+    print("closed", close_code(closes), closes[0][1][2:].decode() if closes else "", flush=True)
+    try:
+        s.sendall(frame(1, (call % (3, 3)).encode()))
+        frames = raw_frames(s, b"", until_close=False, secs=10)
+    except OSError:
+        frames = []
+    texts = [p.decode() for op, p in frames if op == 1]
+    print("after:", " ".join(texts) if texts else "no answer", flush=True)
 
 
 def raw(kind):
@@ -347,6 +396,17 @@ def raw(kind):
         frames = raw_frames(s, rest)
         print("pings", "yes" if any(op == 9 for op, _ in frames) else "no",
               "closed", close_code(frames))
+    elif kind == "header":   # hand-made frame bytes (hex): the close, then a clean EOF?
+        s, _, _, rest = raw_connect()
+        s.sendall(bytes.fromhex(ARGS[1]))
+        try:
+            frames = raw_frames(s, rest)
+            s.settimeout(10)
+            end = "eof" if s.recv(1) == b"" else "more bytes"
+        except ConnectionResetError:
+            frames, end = [], "reset"
+        close = [p for op, p in frames if op == 8]
+        print("close", close[0].hex() if close else "none", end)
     else:
         raise SystemExit("unknown raw kind " + kind)
 
@@ -381,5 +441,7 @@ elif CMD == "signed-bad":
     asyncio.run(signed_bad(URL, ARGS[0], ARGS[1], ARGS[2]))
 elif CMD == "raw":
     raw(ARGS[0])
+elif CMD == "hold":
+    hold(ARGS[0], ARGS[1], ARGS[2])
 else:
     raise SystemExit("unknown command " + CMD)

@@ -16,6 +16,10 @@ wire/: one frame of each worker-protocol message type (PROTOCOL.md), and
 client header frames, packed here by hand (no msgpack module needed).
 workers/: scripts for fuzz_workers.c (READYs, calls, answers, timeouts,
 heartbeat ticks, a READY again, DISCONNECT, an unreachable worker).
+ws/: client frames for fuzz_ws.c behind its two bytes (the message limit,
+the piece seed): messages whole and fragmented, pings between fragments,
+closes, limits, and the malformed headers of issue 36 (mask keys of zero,
+so that the fuzzer edits the payloads as they are).
 Run it again after changing it; the fuzzers never write into the tree."""
 import os, shutil, struct, sys
 
@@ -310,6 +314,56 @@ def workers():
         open(os.path.join(d, name), "wb").write(s)
 
 
+# ---- ws ---------------------------------------------------------------------
+def ws():
+    d = os.path.join(OUT, "ws")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d, exist_ok=True)
+
+    def fr(op, payload=b"", fin=True, key=b"\0\0\0\0", rsv=0, ext=None):
+        n = len(payload)
+        h = bytes([(0x80 if fin else 0) | rsv | op])
+        if ext == 16 or (ext is None and 126 <= n < 65536):
+            h += bytes([0x80 | 126]) + struct.pack(">H", n)
+        elif ext == 64 or (ext is None and n >= 65536):
+            h += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        else:
+            h += bytes([0x80 | n])
+        return h + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+    call = b'{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}'
+    big = b"[" + b"1," * 100 + b"1]"
+    seeds = {
+        "one_call": bytes([255, 1]) + fr(1, call),
+        "batch_fragments_ping": bytes([255, 3]) + fr(1, b'[{"jsonrpc":', fin=False) + fr(9, b"hi") +
+        fr(0, b'"2.0","method":"b"}', fin=False) + fr(0, b"]") + fr(10, b"jrpc"),
+        "close_normal": bytes([255, 5]) + fr(1, b"[1]") + fr(8, struct.pack(">H", 1000) + b"bye") + fr(1, b"[2]"),
+        "close_empty": bytes([255, 7]) + fr(8),
+        "close_one_byte": bytes([255, 9]) + fr(8, b"\x03"),
+        "close_bad_code": bytes([255, 11]) + fr(8, struct.pack(">H", 1005)),
+        "over_limit": bytes([16, 13]) + fr(1, big),
+        "over_limit_fragments": bytes([40, 15]) + fr(1, big[:30], fin=False) + fr(0, big[30:]),
+        "length_16": bytes([255, 17]) + fr(1, big),
+        "length_64": bytes([16, 19]) + fr(1, b"[" + b"0," * 32768 + b"0]")[:24],   # 1009 at its head
+        "nonminimal_16": bytes([255, 21]) + fr(1, b"[3]", ext=16),
+        "nonminimal_64": bytes([255, 23]) + fr(1, b"[3]", ext=64),
+        "length_2_63": bytes([255, 25]) + b"\x81\xff\x80" + b"\0" * 7 + b"\0\0\0\0",
+        "ping_126": bytes([255, 27]) + fr(9, b"p" * 126),
+        "ping_fragmented": bytes([255, 29]) + fr(9, b"hi", fin=False),
+        "binary": bytes([255, 31]) + fr(2, b"[1]"),
+        "invalid_utf8": bytes([255, 33]) + fr(1, b'["\xed\xa0\x80"]'),
+        "utf8_split": bytes([255, 35]) + fr(1, b'["\xf0\x9f', fin=False) + fr(0, b'\x98\x80"]'),
+        "unmasked": bytes([255, 37]) + b"\x81\x03[1]",
+        "rsv": bytes([255, 39]) + fr(1, b"[1]", rsv=0x40),
+        "lone_continuation": bytes([255, 41]) + fr(0, b"[1]"),
+        "masked_key": bytes([255, 43]) + fr(1, call, key=b"\x37\xfa\x21\x3d") + fr(9, b"", key=b"\x01\x02\x03\x04"),
+        "server_acts": bytes([255, 45]) + fr(1, b"\x00\x00") + fr(1, b"[1]") + fr(9, b"\x01") +
+        fr(1, b"[2]"),
+    }
+    for name, s in seeds.items():
+        open(os.path.join(d, name), "wb").write(s)
+
+
 if __name__ == "__main__":
     jts = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../data/jsontestsuite")
     body(jts)
@@ -318,3 +372,4 @@ if __name__ == "__main__":
     http_diff()
     wire()
     workers()
+    ws()

@@ -13,7 +13,7 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis tls zmtp}
+targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis tls zmtp ws}
 # tls runs a third of SECONDS (20 s at 60, at ~400 exec/s on a shared
 # machine: a real handshake per input), so that it adds about 30 s to the
 # suite's fuzz_short with its build; long.sh gives it as many runs as any.
@@ -21,8 +21,9 @@ targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis 
 # replaced) runs a third too: at 40-80 thousand inputs a second, 15 s is
 # about a million, and the suite grows by 15 s, not 45.
 short_targets=" tls http-diff "
-# zmtp (a small pure decoder, ~10^5 exec/s) gets two thirds: 30 s at 45.
-mid_targets=" zmtp "
+# zmtp (a small pure decoder, ~10^5 exec/s) and ws (the WebSocket session,
+# three runs per input) get two thirds: 30 s each at 45.
+mid_targets=" zmtp ws "
 
 # It never installs: clang and its runtime come from deploy/deps.sh (the suite
 # list), which tests/run.sh runs before ctest.

@@ -395,6 +395,36 @@ static void test_rate_fields(void **state)
                  "1: key \"a\": cost= wants METHOD_GLOB:N, N an integer (0 for free)");
 }
 
+/* A credential's fingerprint (issue 36: a WebSocket keeps it to notice a
+ * rotation at reload): the same line read twice gives the same one; another
+ * secret or token under the same id, another kind, or an ACL change alone
+ * does not / does change it as it should. */
+static void test_fingerprint(void **state)
+{
+    (void)state;
+    opts = NULL;
+    uint8_t f[6][JRPC_KEY_FP_LEN];
+    jrpc_keys_t *k = load_text("s s3cr3t-s3cr3t-s3cr3t\nb bearer-sha256:" ALICE_HASH "\n");
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("s")), f[0]);
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("b")), f[1]);
+    jrpc_keys_destroy(&k);
+    k = load_text("b bearer-sha256:" ALICE_HASH " ping\ns s3cr3t-s3cr3t-s3cr3t add\n");
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("s")), f[2]);
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("b")), f[3]);
+    jrpc_keys_destroy(&k);
+    k = load_text("s s3cr3t-s3cr3t-s3cr3T\nb bearer-sha256:" BOB_HASH "\n");
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("s")), f[4]);
+    jrpc_key_fingerprint(jrpc_keys_find(k, SPAN("b")), f[5]);
+    jrpc_keys_destroy(&k);
+    assert_memory_equal(f[0], f[2], JRPC_KEY_FP_LEN);      /* same secret, other ACL and line */
+    assert_memory_equal(f[1], f[3], JRPC_KEY_FP_LEN);      /* same token hash */
+    assert_memory_not_equal(f[0], f[4], JRPC_KEY_FP_LEN);  /* the secret replaced */
+    assert_memory_not_equal(f[1], f[5], JRPC_KEY_FP_LEN);  /* the token replaced */
+    assert_memory_not_equal(f[0], f[1], JRPC_KEY_FP_LEN);
+    static const uint8_t zero[JRPC_KEY_FP_LEN];
+    assert_memory_not_equal(f[0], zero, JRPC_KEY_FP_LEN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_text_has_id),
         cmocka_unit_test(test_rate_fields),
+        cmocka_unit_test(test_fingerprint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

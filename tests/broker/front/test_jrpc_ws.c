@@ -29,8 +29,8 @@ static struct {
 static void on_message(void *arg, const char *p, size_t n)
 {
     (void)arg;
-    assert_true(T.nmsgs < 8 && n < sizeof T.msgs[0]);
-    memcpy(T.msgs[T.nmsgs], p, n);
+    assert_true(T.nmsgs < 8);
+    memcpy(T.msgs[T.nmsgs], p, n < sizeof T.msgs[0] ? n : sizeof T.msgs[0]);
     T.lens[T.nmsgs++] = n;
     if (T.echo)
         assert_int_equal(jrpc_ws_send_text(T.ws, p, n), 0);
@@ -323,6 +323,142 @@ static void test_close_ping_write_failure(void **state)
     done();
 }
 
+/* Appends a frame's header bytes as given (h, hn), a mask key, and n
+ * payload bytes: for the headers no client library would write. */
+static void raw(jrpc_buf_t *b, const char *h, size_t hn, size_t n)
+{
+    jrpc_buf_append(b, h, hn);
+    jrpc_buf_append(b, "\x37\xfa\x21\x3d", 4);
+    for (size_t i = 0; i < n; i++)
+        jrpc_buf_append(b, "x", 1);
+}
+
+/* Headers wslay's frame reader fails hard on (issue 36, item 7), and a
+ * close of one byte: each is answered with exactly one close 1002 (no
+ * reason) and the session is over; the message before it is delivered,
+ * the one after it is not; fed whole, byte by byte and in pieces. */
+static void test_malformed_headers(void **state)
+{
+    (void)state;
+    static const struct { const char *name, *h; size_t hn, n; } cases[] = {
+        { "ping of 126 bytes", "\x89\xfe\x00\x7e", 4, 126 },
+        { "ping without FIN", "\x09\x82", 2, 2 },
+        { "pong of 126 bytes", "\x8a\xfe\x00\x7e", 4, 126 },
+        { "close without FIN", "\x08\x82", 2, 2 },
+        { "reserved control of 127", "\x8b\xff\x00\x00\x00\x00\x00\x01\x00\x00", 10, 0 },
+        { "length 2^63", "\x81\xff\x80\x00\x00\x00\x00\x00\x00\x00", 10, 0 },
+        { "length 2^64-1", "\x81\xff\xff\xff\xff\xff\xff\xff\xff\xff", 10, 0 },
+        { "16-bit length 3", "\x81\xfe\x00\x03", 4, 3 },
+        { "16-bit length 125", "\x81\xfe\x00\x7d", 4, 125 },
+        { "64-bit length 3", "\x81\xff\x00\x00\x00\x00\x00\x00\x00\x03", 10, 3 },
+        { "64-bit length 65535", "\x81\xff\x00\x00\x00\x00\x00\x00\xff\xff", 10, 0 },
+        { "close of one byte", "\x88\x81", 2, 1 },
+    };
+    static const size_t steps[] = { 0, 1, 3 };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (size_t st = 0; st < sizeof steps / sizeof steps[0]; st++) {
+            make(1 << 20);
+            jrpc_buf_t in;
+            jrpc_buf_init(&in);
+            text(&in, "[1]");
+            raw(&in, cases[k].h, cases[k].hn, cases[k].n);
+            text(&in, "[2]");
+            int rc = feed(&in, steps[st]);
+            if (rc != 1 || T.out.len != 4)
+                print_message("case %s step %zu: rc %d, %zu bytes out\n", cases[k].name,
+                              steps[st], rc, T.out.len);
+            assert_int_equal(rc, 1);
+            assert_int_equal(T.out.len, 4);
+            assert_memory_equal(T.out.p, "\x88\x02\x03\xea", 4);
+            assert_true(jrpc_ws_over(T.ws));
+            assert_int_equal(jrpc_ws_code_sent(T.ws), 1002);
+            assert_int_equal(T.nmsgs, 1);
+            assert_memory_equal(T.msgs[0], "[1]", 3);
+            /* nothing more is read or written */
+            assert_int_equal(jrpc_ws_feed(T.ws, in.p, in.len), 1);
+            assert_int_equal(T.out.len, 4);
+            jrpc_buf_dispose(&in);
+            done();
+        }
+    }
+    /* The shortest forms at their edges are fine: 16-bit 126, 64-bit 65536,
+     * a ping of 125, a close of 0 bytes (answered without a status). */
+    make(1 << 20);
+    jrpc_buf_t in;
+    jrpc_buf_init(&in);
+    char big[65536];
+    memset(big, 'a', sizeof big);
+    frame(&in, true, 1, big, 126, true);
+    frame(&in, true, 1, big, 65536, true);
+    frame(&in, true, 9, big, 125, true);
+    assert_int_equal(feed(&in, 0), 0);
+    assert_int_equal(T.nmsgs, 2);
+    assert_int_equal(T.out.len, 2 + 125);
+    in.len = 0;
+    T.out.len = 0;
+    frame(&in, true, 8, "", 0, true);
+    assert_int_equal(feed(&in, 1), 1);
+    assert_int_equal(T.out.len, 2);
+    assert_memory_equal(T.out.p, "\x88\x00", 2);
+    jrpc_buf_dispose(&in);
+    done();
+}
+
+/* The peer's close, held by the session and answered by it (wslay read a
+ * close's reason for UTF-8 skipping two bytes of every piece): whatever
+ * the reads, a good close is echoed with its code and reason, a bad reason
+ * gets 1007, a bad code, an unmasked close or one with RSV bits 1002. An
+ * answer given in the feed that brings the close goes out before it. */
+static void test_peer_close_forms(void **state)
+{
+    (void)state;
+    static const size_t steps[] = { 0, 1, 2, 3 };
+    static const struct { const char *payload; size_t n; bool masked; int rsv; int code; } cases[] = {
+        { "\x03\xe8\xc3\xa9t\xc3\xa9", 7, true, 0, 1000 },   /* 1000 "été" */
+        { "\x0f\xa0ok", 4, true, 0, 4000 },
+        { "\x03\xe8\xed\xa0\x80", 5, true, 0, 1007 },    /* a surrogate in the reason */
+        { "\x03\xe8\xc3", 3, true, 0, 1007 },              /* a cut sequence */
+        { "\x03\xed", 2, true, 0, 1002 },                   /* 1005 may not be sent */
+        { "\x03\xe7", 2, true, 0, 1002 },                   /* 999 */
+        { "\x03\xe8", 2, false, 0, 1002 },                  /* unmasked */
+        { "\x03\xe8", 2, true, 0x40, 1002 },                /* RSV1 */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (size_t st = 0; st < sizeof steps / sizeof steps[0]; st++) {
+            make(1 << 20);
+            T.echo = true;
+            jrpc_buf_t in;
+            jrpc_buf_init(&in);
+            text(&in, "[1]");
+            size_t at = in.len;
+            frame(&in, true, 8, cases[k].payload, cases[k].n, cases[k].masked);
+            in.p[at] |= (char)cases[k].rsv;
+            text(&in, "[2]");
+            assert_int_equal(feed(&in, steps[st]), 1);
+            assert_int_equal(T.nmsgs, 1);
+            uint16_t code = (uint16_t)cases[k].code;
+            assert_int_equal(jrpc_ws_code_sent(T.ws), code);
+            /* the echo of [1] (unless it went out in an earlier read: it is
+             * first either way), then exactly one close */
+            assert_memory_equal(T.out.p, "\x81\x03[1]", 5);
+            char want[16] = { (char)0x88, 2, (char)(code >> 8), (char)code };
+            size_t wn = 4;
+            if (code == 1000 || code == 4000) {   /* echoed with its reason */
+                want[1] = (char)cases[k].n;
+                memcpy(want + 2, cases[k].payload, cases[k].n);
+                wn = 2 + cases[k].n;
+                assert_int_equal(jrpc_ws_code_received(T.ws), code);
+            } else {
+                assert_int_equal(jrpc_ws_code_received(T.ws), 0);
+            }
+            assert_int_equal(T.out.len, 5 + wn);
+            assert_memory_equal(T.out.p + 5, want, wn);
+            jrpc_buf_dispose(&in);
+            done();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +468,8 @@ int main(void)
         cmocka_unit_test(test_peer_close),
         cmocka_unit_test(test_close_codes),
         cmocka_unit_test(test_close_ping_write_failure),
+        cmocka_unit_test(test_malformed_headers),
+        cmocka_unit_test(test_peer_close_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
