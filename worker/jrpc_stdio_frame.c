@@ -43,7 +43,10 @@ static int next_ndjson(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         const char *nl = avail > r->scan ? memchr(base + r->scan, '\n', avail - r->scan) : NULL;
         if (nl == NULL) {
             r->scan = avail;
-            if (r->skip_line || avail > r->max) {
+            /* max bytes and a '\r' may still be a line of max bytes once
+             * its '\n' comes: wait for it, whatever the pipe's cut. */
+            bool over = avail > r->max && (avail - 1 > r->max || base[avail - 1] != '\r');
+            if (r->skip_line || over) {
                 /* An oversized line: drop what we have, and the rest up to
                  * its end of line as it comes, holding nothing. */
                 bool first = !r->skip_line;
@@ -92,8 +95,10 @@ static int64_t content_length(const char *p, size_t n)
     while (i < n) {
         const char *eol = memchr(p + i, '\n', n - i);
         size_t line = (size_t)(eol - (p + i)); /* eol is never NULL: the block ends "\r\n" */
-        if (line > sizeof name - 1 && strncasecmp(p + i, name, sizeof name - 1) == 0) {
-            size_t j = i + sizeof name - 1, end = i + line - 1; /* before '\r' */
+        if (line >= sizeof name - 1 && strncasecmp(p + i, name, sizeof name - 1) == 0) {
+            size_t j = i + sizeof name - 1, end = i + line;
+            if (p[end - 1] == '\r')
+                end--;
             while (j < end && (p[j] == ' ' || p[j] == '\t'))
                 j++;
             int64_t v = 0;
@@ -130,7 +135,11 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         size_t hend = header_end(base, scan);
         if (hend == 0) {
             if (avail >= JRPC_FRAME_HEADER_MAX) {
-                r->off = r->buf.len;  /* no header block in sight: drop it all */
+                /* No header block in the first JRPC_FRAME_HEADER_MAX bytes:
+                 * drop them but the last 3 (a "\r\n\r\n" may start there),
+                 * so that what is dropped does not depend on how the pipe
+                 * cut the bytes. */
+                r->off += JRPC_FRAME_HEADER_MAX - 3;
                 return JRPC_FRAME_EMALFORMED;
             }
             return 0;
@@ -157,6 +166,8 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 
 int jrpc_frame_next(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 {
+    if (r->buf.p == NULL)
+        return 0;   /* nothing fed yet (and no pointer to do sums on) */
     return r->mode == JRPC_FRAME_LSP ? next_lsp(r, msg) : next_ndjson(r, msg);
 }
 
