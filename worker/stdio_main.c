@@ -863,9 +863,30 @@ static void child_close_all(child_t *c)
         uv_close((uv_handle_t *)&c->proc, on_child_closed);
 }
 
+/* SIGKILL to the child's process group: the child and whatever it started
+ * (a wrapper that does not exec, `sh -c 'server; true'` or npx, leaves the
+ * server as its child). Each child leads a group of its own (setsid at the
+ * spawn, UV_PROCESS_DETACHED), so nothing of the bridge's is in it. Also
+ * after the child has exited and been reaped: the group's id stays taken
+ * while any member lives, and when none does the kill finds no one
+ * (ESRCH) — unless that id has since been handed to a new process that
+ * made itself a group leader, which the pid counter going round in the
+ * moment between an exit and this call would take. */
+static void child_kill(child_t *c)
+{
+    if (c->pid <= 0)
+        return;
+    if (kill(-c->pid, SIGKILL) < 0 && errno != ESRCH)
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_kill_failed pid=%d err=\"%s\"", c->pid,
+                 strerror(errno));
+    if (!c->exited)
+        uv_process_kill(&c->proc, SIGKILL);  /* the group failing, still the child */
+}
+
 /* The child is gone for us (exited, stdout closed, unwritable, hung): every
  * call it held is answered now (-32004) or, when idempotent, queued again;
- * a child still running is killed; its handles are closed. */
+ * the child's process group is killed (the child, if it still runs, and
+ * what it left behind); its handles are closed. */
 static void child_lost(child_t *c, const char *why)
 {
     bridge_t *b = c->b;
@@ -893,8 +914,7 @@ static void child_lost(child_t *c, const char *why)
     JRPC_LOG(b->stopping ? JRPC_LOG_INFO : JRPC_LOG_WARN, "stdio",
              "event=child_lost pid=%d slot=%u reason=%s failed=%u requeued=%u", c->pid, c->slot,
              why, failed, requeued);
-    if (!c->exited)
-        uv_process_kill(&c->proc, SIGKILL);
+    child_kill(c);  /* exited too: what it started may still run */
     child_close_all(c);
     pump(b);
 }
@@ -944,9 +964,15 @@ static int child_start(child_t *c)
         { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->out },
         { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->err },
     };
+    /* UV_PROCESS_DETACHED: setsid() in the child before exec, so that it
+     * leads a process group (and session) of its own and child_kill() can
+     * reach all it starts. libuv has no hook to call setpgid() in the
+     * child, and setpgid() from here would race the child's own forks;
+     * setsid() also keeps a terminal's ^C off the children: the bridge
+     * stops them itself, in order. */
     uv_process_options_t o = {
         .exit_cb = on_child_exit, .file = b->argv[0], .args = b->argv,
-        .stdio_count = 3, .stdio = stdio,
+        .stdio_count = 3, .stdio = stdio, .flags = UV_PROCESS_DETACHED,
     };
     int rc = uv_spawn(b->loop, &c->proc, &o);
     if (rc < 0) {
@@ -1130,7 +1156,7 @@ static void on_stop_timer(uv_timer_t *t)
         child_t *c = &b->children[i];
         if (c->state != CHILD_DOWN && !c->exited) {
             JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_kill pid=%d reason=stop_timeout", c->pid);
-            uv_process_kill(&c->proc, SIGKILL);
+            child_kill(c);
         }
     }
 }
