@@ -76,10 +76,11 @@ static int next_ndjson(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 }
 
 /* Finds the end of an LSP header block in p[0..n): the offset just past
- * "\r\n\r\n", or 0 when absent. */
-static size_t header_end(const char *p, size_t n)
+ * "\r\n\r\n", or 0 when absent. Ends before from were looked at already
+ * (a header drip-fed costs its length once, not once per feed). */
+static size_t header_end(const char *p, size_t n, size_t from)
 {
-    for (size_t i = 3; i < n; i++)
+    for (size_t i = from > 3 ? from : 3; i < n; i++)
         if (p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r')
             return i + 1;
     return 0;
@@ -125,6 +126,7 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         if (r->skip > 0) {
             size_t k = avail < r->skip ? avail : (size_t)r->skip;
             r->off += k;
+            r->scan = 0;
             r->skip -= k;
             if (r->skip > 0)
                 return 0;
@@ -132,9 +134,11 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         }
         const char *base = r->buf.p + r->off;
         size_t scan = avail < JRPC_FRAME_HEADER_MAX ? avail : JRPC_FRAME_HEADER_MAX;
-        size_t hend = header_end(base, scan);
+        size_t hend = header_end(base, scan, r->scan);
+        r->scan = hend == 0 ? scan : 0;
         if (hend == 0) {
             if (avail >= JRPC_FRAME_HEADER_MAX) {
+                r->scan = 0;
                 /* No header block in the first JRPC_FRAME_HEADER_MAX bytes:
                  * drop them but the last 3 (a "\r\n\r\n" may start there),
                  * so that what is dropped does not depend on how the pipe
@@ -154,8 +158,10 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
             r->skip = (uint64_t)clen;
             return JRPC_FRAME_ETOOBIG;
         }
-        if (avail - hend < (size_t)clen)
+        if (avail - hend < (size_t)clen) {
+            r->scan = hend - 1;  /* the block's end is known: found again at once */
             return 0;
+        }
         r->off += hend + (size_t)clen;
         if (clen == 0)
             continue;

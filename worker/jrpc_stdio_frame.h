@@ -45,7 +45,8 @@ typedef struct jrpc_frame_reader {
     size_t     max;      /* largest message accepted, bytes */
     jrpc_buf_t buf;      /* bytes fed and not yet consumed, from off */
     size_t     off;      /* start of the unconsumed bytes in buf */
-    size_t     scan;     /* NDJSON: bytes from off known to hold no '\n' */
+    size_t     scan;     /* bytes from off known to hold no '\n' (NDJSON), no header
+                            block's end (LSP) */
     uint64_t   skip;     /* bytes still to drop (an oversized LSP body) */
     bool       skip_line; /* NDJSON: dropping an oversized line up to its '\n' */
 } jrpc_frame_reader_t;
