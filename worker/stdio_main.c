@@ -2,7 +2,9 @@
  *
  * One libuv loop (the worker library's): the broker sessions, N children
  * spawned with pipes (no shell), their stdout read through the framing
- * reader (jrpc_stdio_frame), their stderr logged line by line. A call from
+ * reader (jrpc_stdio_frame), their stderr logged line by line (both read
+ * a bounded amount per loop turn, the lines about them rate-limited per
+ * child), each child in a process group of its own. A call from
  * the broker gets a bridge id of its own and goes to the child with the
  * most free window (--inflight), or waits in a FIFO until one is free; the
  * credit announced to each broker is procs × inflight. Children are
