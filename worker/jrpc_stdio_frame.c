@@ -43,7 +43,10 @@ static int next_ndjson(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         const char *nl = avail > r->scan ? memchr(base + r->scan, '\n', avail - r->scan) : NULL;
         if (nl == NULL) {
             r->scan = avail;
-            if (r->skip_line || avail > r->max) {
+            /* max bytes and a '\r' may still be a line of max bytes once
+             * its '\n' comes: wait for it, whatever the pipe's cut. */
+            bool over = avail > r->max && (avail - 1 > r->max || base[avail - 1] != '\r');
+            if (r->skip_line || over) {
                 /* An oversized line: drop what we have, and the rest up to
                  * its end of line as it comes, holding nothing. */
                 bool first = !r->skip_line;
@@ -73,10 +76,11 @@ static int next_ndjson(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 }
 
 /* Finds the end of an LSP header block in p[0..n): the offset just past
- * "\r\n\r\n", or 0 when absent. */
-static size_t header_end(const char *p, size_t n)
+ * "\r\n\r\n", or 0 when absent. Ends before from were looked at already
+ * (a header drip-fed costs its length once, not once per feed). */
+static size_t header_end(const char *p, size_t n, size_t from)
 {
-    for (size_t i = 3; i < n; i++)
+    for (size_t i = from > 3 ? from : 3; i < n; i++)
         if (p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r')
             return i + 1;
     return 0;
@@ -92,8 +96,10 @@ static int64_t content_length(const char *p, size_t n)
     while (i < n) {
         const char *eol = memchr(p + i, '\n', n - i);
         size_t line = (size_t)(eol - (p + i)); /* eol is never NULL: the block ends "\r\n" */
-        if (line > sizeof name - 1 && strncasecmp(p + i, name, sizeof name - 1) == 0) {
-            size_t j = i + sizeof name - 1, end = i + line - 1; /* before '\r' */
+        if (line >= sizeof name - 1 && strncasecmp(p + i, name, sizeof name - 1) == 0) {
+            size_t j = i + sizeof name - 1, end = i + line;
+            if (p[end - 1] == '\r')
+                end--;
             while (j < end && (p[j] == ' ' || p[j] == '\t'))
                 j++;
             int64_t v = 0;
@@ -120,6 +126,7 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         if (r->skip > 0) {
             size_t k = avail < r->skip ? avail : (size_t)r->skip;
             r->off += k;
+            r->scan = 0;
             r->skip -= k;
             if (r->skip > 0)
                 return 0;
@@ -127,10 +134,16 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
         }
         const char *base = r->buf.p + r->off;
         size_t scan = avail < JRPC_FRAME_HEADER_MAX ? avail : JRPC_FRAME_HEADER_MAX;
-        size_t hend = header_end(base, scan);
+        size_t hend = header_end(base, scan, r->scan);
+        r->scan = hend == 0 ? scan : 0;
         if (hend == 0) {
             if (avail >= JRPC_FRAME_HEADER_MAX) {
-                r->off = r->buf.len;  /* no header block in sight: drop it all */
+                r->scan = 0;
+                /* No header block in the first JRPC_FRAME_HEADER_MAX bytes:
+                 * drop them but the last 3 (a "\r\n\r\n" may start there),
+                 * so that what is dropped does not depend on how the pipe
+                 * cut the bytes. */
+                r->off += JRPC_FRAME_HEADER_MAX - 3;
                 return JRPC_FRAME_EMALFORMED;
             }
             return 0;
@@ -145,8 +158,10 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
             r->skip = (uint64_t)clen;
             return JRPC_FRAME_ETOOBIG;
         }
-        if (avail - hend < (size_t)clen)
+        if (avail - hend < (size_t)clen) {
+            r->scan = hend - 1;  /* the block's end is known: found again at once */
             return 0;
+        }
         r->off += hend + (size_t)clen;
         if (clen == 0)
             continue;
@@ -157,6 +172,8 @@ static int next_lsp(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 
 int jrpc_frame_next(jrpc_frame_reader_t *r, jrpc_span_t *msg)
 {
+    if (r->buf.p == NULL)
+        return 0;   /* nothing fed yet (and no pointer to do sums on) */
     return r->mode == JRPC_FRAME_LSP ? next_lsp(r, msg) : next_ndjson(r, msg);
 }
 

@@ -7,6 +7,8 @@
  * untrusted: nothing a child writes makes these functions fail other than
  * by a return code, and a reader always resynchronises (at the next line
  * for NDJSON; after the announced body, or the next header block, for LSP).
+ * What comes out (messages and errors, in order) does not depend on how the
+ * bytes were cut into feeds (tests/fuzz/fuzz_stdio_frame.c checks it).
  *
  *   jrpc_frame_reader_t r;
  *   jrpc_frame_reader_init(&r, JRPC_FRAME_NDJSON, 16 << 20);
@@ -31,8 +33,9 @@ enum jrpc_frame_mode {
 
 enum {
     JRPC_FRAME_ETOOBIG    = -5001,  /* a message over max bytes: skipped whole */
-    JRPC_FRAME_EMALFORMED = -5002,  /* LSP: a header block without a valid Content-Length, or
-                                       headers over JRPC_FRAME_HEADER_MAX: skipped */
+    JRPC_FRAME_EMALFORMED = -5002,  /* LSP: a header block without a valid Content-Length
+                                       (skipped), or JRPC_FRAME_HEADER_MAX bytes without the
+                                       end of one (all but their last 3 skipped) */
 };
 
 #define JRPC_FRAME_HEADER_MAX 8192  /* LSP header block, bytes */
@@ -42,7 +45,8 @@ typedef struct jrpc_frame_reader {
     size_t     max;      /* largest message accepted, bytes */
     jrpc_buf_t buf;      /* bytes fed and not yet consumed, from off */
     size_t     off;      /* start of the unconsumed bytes in buf */
-    size_t     scan;     /* NDJSON: bytes from off known to hold no '\n' */
+    size_t     scan;     /* bytes from off known to hold no '\n' (NDJSON), no header
+                            block's end (LSP) */
     uint64_t   skip;     /* bytes still to drop (an oversized LSP body) */
     bool       skip_line; /* NDJSON: dropping an oversized line up to its '\n' */
 } jrpc_frame_reader_t;

@@ -2,7 +2,9 @@
  *
  * One libuv loop (the worker library's): the broker sessions, N children
  * spawned with pipes (no shell), their stdout read through the framing
- * reader (jrpc_stdio_frame), their stderr logged line by line. A call from
+ * reader (jrpc_stdio_frame), their stderr logged line by line (both read
+ * a bounded amount per loop turn, the lines about them rate-limited per
+ * child), each child in a process group of its own. A call from
  * the broker gets a bridge id of its own and goes to the child with the
  * most free window (--inflight), or waits in a FIFO until one is free; the
  * credit announced to each broker is procs × inflight. Children are
@@ -40,6 +42,8 @@
 #define BACKOFF_MAX_MS   5000
 #define QUICK_DEATH_MS   10000   /* a child dying younger than this backs off more */
 #define STDERR_LINE_MAX  4096
+#define READ_BUDGET      (256u << 10) /* bytes read from one child's stdout, or stderr, per loop turn */
+#define LOG_WINDOW_MS    1000    /* --child-log-per-sec counts lines over this window */
 #define MAX_TRIES        3       /* dispatches of one idempotent call */
 #define REPLY_QUEUE_MAX  (1u << 20) /* bytes unwritten to a child past which its requests go unanswered */
 #define MCP_INIT_MS      30000   /* --mcp: a child's answer to initialize is due within this */
@@ -62,13 +66,16 @@ static const char usage_tail[] =
     "error object reaches the client as it wrote it. Lines that are not JSON,\n"
     "answers with unknown ids, messages over --max-line and requests from the\n"
     "child (answered -32601) are logged with the child's pid and skipped; its\n"
-    "notifications are logged at debug, its stderr at info, line by line.\n"
+    "notifications are logged at debug, its stderr at info, line by line; at\n"
+    "most --child-log-per-sec such lines a second per child, the rest counted\n"
+    "in one child_log_suppressed line a second.\n"
     "A child that exits or closes stdout: its calls are answered -32004 at once\n"
     "(idempotent ones are sent to another child), and it is restarted with\n"
     "backoff; past --restart-max-per-min restarts in a minute it is left down,\n"
     "and with no child left the bridge sends DISCONNECT (calls held or queued\n"
     "get -32004) and comes back (READY) when a child is up again. A child still\n"
-    "holding a call --hang-kill-ms after the call's deadline is killed.\n"
+    "holding a call --hang-kill-ms after the call's deadline is killed. Each\n"
+    "child leads its own process group, and every kill is SIGKILL to the group.\n"
     "SIGINT/SIGTERM: DISCONNECT, the calls held are finished (at most\n"
     "--drain-timeout-ms), the children's stdin is closed, they get\n"
     "--stop-timeout-ms to exit, then SIGKILL; all are reaped; exit 0.\n"
@@ -122,7 +129,13 @@ struct child {
     uint64_t     started;     /* uv_now() at spawn */
     uint32_t     quick_deaths; /* consecutive deaths younger than QUICK_DEATH_MS */
     jrpc_frame_reader_t rd;   /* stdout */
-    jrpc_buf_t   errline;     /* stderr line being gathered */
+    jrpc_buf_t   errline;     /* stderr line being gathered (its first STDERR_LINE_MAX bytes) */
+    size_t       errline_n;   /* its length so far, cut bytes too */
+    size_t       out_turn, err_turn; /* bytes read from stdout, stderr since reading last resumed */
+    bool         out_paused, err_paused; /* reading stopped for the rest of this loop turn */
+    uint64_t     log_window;  /* uv_now() at the start of this window of the child's log lines */
+    uint32_t     log_lines;   /* lines about the child logged in it */
+    uint64_t     log_dropped, log_dropped_bytes; /* lines (and the child's bytes) not logged in it */
     bool         ready;       /* takes calls: up and, with --mcp, initialized */
     call_list_t  held;
     uint64_t     calls;       /* answers received */
@@ -141,6 +154,7 @@ struct bridge {
     uv_loop_t     *loop;
     char         **argv;      /* the command (borrowed from main's argv) */
     uint32_t       procs, inflight, max_line, restart_max, hang_kill_ms, stop_timeout_ms;
+    uint32_t       log_per_sec; /* --child-log-per-sec */
     int            framing;   /* enum jrpc_frame_mode */
     child_t       *children;
     call_list_t    queue;     /* calls waiting for a window */
@@ -153,6 +167,7 @@ struct bridge {
     jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON); empty: none yet */
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
     uv_timer_t     sweep;
+    uv_check_t     resume;    /* after the poll of a turn: reading again what READ_BUDGET stopped */
     uv_timer_t     stop_timer;
     jrpc_stop_t    stop;      /* SIGINT/SIGTERM: drain, then at once; SIGHUP ignored */
     jrpc_admin_t  *admin;     /* NULL without --admin */
@@ -163,6 +178,7 @@ struct bridge {
 
 static int child_start(child_t *c);
 static void pump(bridge_t *b);
+static void on_resume(uv_check_t *h);
 
 /* ---- lists ---- */
 
@@ -426,6 +442,48 @@ static void on_call(jrpc_wcall_t *wc, const char *params, size_t n, void *arg)
 
 /* ---- what a child says ---- */
 
+/* Lines about what a child wrote (its stderr, what was skipped) are
+ * rate-limited per child: at most --child-log-per-sec in a window of
+ * LOG_WINDOW_MS; past it they are counted, and the window's count is logged
+ * once (child_log_suppressed) when it ends, so that a child that floods
+ * cannot flood the bridge's log, nor hold its loop writing it. */
+static void child_log_flush(child_t *c)
+{
+    if (c->log_dropped > 0)
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_log_suppressed pid=%d slot=%u lines=%llu "
+                 "bytes=%llu window_ms=%llu max_per_sec=%u", c->pid, c->slot,
+                 (unsigned long long)c->log_dropped, (unsigned long long)c->log_dropped_bytes,
+                 (unsigned long long)(uv_now(c->b->loop) - c->log_window), c->b->log_per_sec);
+    c->log_dropped = c->log_dropped_bytes = 0;
+}
+
+/* Whether one more line about child c may be logged now; if not, it is
+ * counted with the bytes of the child's it was about. */
+static bool child_log_ok(child_t *c, size_t bytes)
+{
+    uint64_t now = uv_now(c->b->loop);
+    if (now - c->log_window >= LOG_WINDOW_MS) {
+        child_log_flush(c);
+        c->log_window = now;
+        c->log_lines = 0;
+    }
+    if (c->log_lines < c->b->log_per_sec) {
+        c->log_lines++;
+        return true;
+    }
+    c->log_dropped++;
+    c->log_dropped_bytes += bytes;
+    return false;
+}
+
+/* JRPC_LOG for a line about what child c wrote (bytes of it): the level
+ * first, then the child's budget. */
+#define CHILD_LOG(c, bytes, level, ...)                                          \
+    do {                                                                         \
+        if ((level) >= jrpc_log_level && child_log_ok((c), (bytes)))             \
+            jrpc_log_write((level), "stdio", __VA_ARGS__);                       \
+    } while (0)
+
 static call_t *held_find(child_t *c, uint64_t id)
 {
     for (call_t *k = c->held.head; k; k = k->next)
@@ -560,16 +618,16 @@ static void child_message(child_t *c, const char *p, size_t n)
     switch (jrpc_child_msg_parse(p, n, &m)) {
     case JRPC_CHILD_GARBAGE:
         c->hostile++;
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_garbage pid=%d bytes=%zu", c->pid, n);
+        CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_garbage pid=%d bytes=%zu", c->pid, n);
         return;
     case JRPC_CHILD_NOTIFICATION:
-        JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_notification pid=%d method=%.*s", c->pid,
-                 (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
+        CHILD_LOG(c, n, JRPC_LOG_DEBUG, "event=child_notification pid=%d method=%.*s", c->pid,
+                  (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
         return;
     case JRPC_CHILD_REQUEST: {
         c->hostile++;
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_request pid=%d method=%.*s answer=-32601",
-                 c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
+        CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_request pid=%d method=%.*s answer=-32601",
+                  c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
         /* A child that asks without reading our answers must not make
          * them pile up in memory: past a bound they are not sent. */
         if (uv_stream_get_write_queue_size((uv_stream_t *)&c->in) > REPLY_QUEUE_MAX)
@@ -585,8 +643,8 @@ static void child_message(child_t *c, const char *p, size_t n)
     }
     case JRPC_CHILD_BAD_ID:
         c->hostile++;
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%.*s", c->pid,
-                 (int)(m.id_raw.n > 40 ? 40 : m.id_raw.n), m.id_raw.p ? m.id_raw.p : "");
+        CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_unknown_id pid=%d id=%.*s", c->pid,
+                  (int)(m.id_raw.n > 40 ? 40 : m.id_raw.n), m.id_raw.p ? m.id_raw.p : "");
         return;
     default:
         break;
@@ -594,8 +652,8 @@ static void child_message(child_t *c, const char *p, size_t n)
     call_t *k = held_find(c, m.id);
     if (k == NULL) {
         c->hostile++;
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_unknown_id pid=%d id=%llu", c->pid,
-                 (unsigned long long)m.id);
+        CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_unknown_id pid=%d id=%llu", c->pid,
+                  (unsigned long long)m.id);
         return;
     }
     list_remove(&c->held, k);
@@ -608,8 +666,8 @@ static void child_message(child_t *c, const char *p, size_t n)
     c->lat_sum_us += us;
     if (m.error.n > 0 && k->wc)
         c->errors++;
-    JRPC_LOG(JRPC_LOG_DEBUG, "stdio", "event=child_answer pid=%d id=%llu time_us=%llu late=%d",
-             c->pid, (unsigned long long)k->id, (unsigned long long)us, k->wc == NULL);
+    CHILD_LOG(c, n, JRPC_LOG_DEBUG, "event=child_answer pid=%d id=%llu time_us=%llu late=%d",
+              c->pid, (unsigned long long)k->id, (unsigned long long)us, k->wc == NULL);
     if (k->mcp_init) {
         call_free(k);
         mcp_initialized(c, &m);
@@ -618,8 +676,8 @@ static void child_message(child_t *c, const char *p, size_t n)
     if (k->wc == NULL) {
         /* late: the broker was answered at the deadline */
     } else if (m.kind == JRPC_CHILD_BAD_ANSWER) {
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_answer pid=%d id=%llu", c->pid,
-                 (unsigned long long)k->id);
+        CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_bad_answer pid=%d id=%llu", c->pid,
+                  (unsigned long long)k->id);
         call_fail(k, JRPC_INTERNAL_ERROR);
     } else if (m.error.n > 0) {
         answer_error(c, k, m.error);
@@ -635,6 +693,22 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)h;
     (void)suggested;
     *buf = uv_buf_init(slab, sizeof slab);
+}
+
+/* Counts n bytes read from child c's stream s since its reading last
+ * resumed; past READ_BUDGET, stops reading it until the check phase of
+ * this loop turn (on_resume). libuv reads a readable pipe up to 32 times
+ * in one go: a child that writes as fast as it can would otherwise keep
+ * the loop there, and the timers (heartbeats to the brokers, deadlines)
+ * would wait. */
+static void read_budget(child_t *c, uv_stream_t *s, size_t *turn, bool *paused, size_t n)
+{
+    *turn += n;
+    if (*turn < READ_BUDGET || !uv_is_active((uv_handle_t *)s))
+        return;
+    uv_read_stop(s);
+    *paused = true;
+    uv_check_start(&c->b->resume, on_resume);
 }
 
 static void on_out(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -658,18 +732,21 @@ static void on_out(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (rc < 0)
             c->hostile++;
         if (rc == JRPC_FRAME_ETOOBIG)
-            JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_message_too_big pid=%d max=%u", c->pid,
-                     c->b->max_line);
+            CHILD_LOG(c, 0, JRPC_LOG_WARN, "event=child_message_too_big pid=%d max=%u", c->pid,
+                      c->b->max_line);
         else if (rc < 0)
-            JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_bad_header pid=%d", c->pid);
+            CHILD_LOG(c, 0, JRPC_LOG_WARN, "event=child_bad_header pid=%d", c->pid);
         else
             child_message(c, m.p, m.n);
     }
     pump(c->b);
+    read_budget(c, s, &c->out_turn, &c->out_paused, (size_t)nread);
 }
 
-static void stderr_line(child_t *c, const char *p, size_t n)
+static void stderr_line(child_t *c, const char *p, size_t n, size_t full)
 {
+    if (jrpc_log_level > JRPC_LOG_INFO || !child_log_ok(c, full))
+        return;
     char line[STDERR_LINE_MAX];
     size_t k = 0;
     for (size_t i = 0; i < n && k < sizeof line - 1; i++)
@@ -682,21 +759,44 @@ static void on_err(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     child_t *c = s->data;
     if (nread < 0) {
-        if (c->errline.len)
-            stderr_line(c, c->errline.p, c->errline.len);
+        if (c->errline_n)
+            stderr_line(c, c->errline.p, c->errline.len, c->errline_n);
         jrpc_buf_reset(&c->errline);
+        c->errline_n = 0;
         uv_read_stop(s);
         return;
     }
-    for (ssize_t i = 0; i < nread; i++) {
-        char ch = buf->base[i];
-        if (ch == '\n') {
-            stderr_line(c, c->errline.p, c->errline.len);
-            jrpc_buf_reset(&c->errline);
-        } else if (c->errline.len < STDERR_LINE_MAX) {
-            jrpc_buf_putc(&c->errline, ch);
-        }
+    const char *p = buf->base, *end = buf->base + nread;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t k = (size_t)((nl ? nl : end) - p), room = STDERR_LINE_MAX - c->errline.len;
+        (void)jrpc_buf_append(&c->errline, p, k < room ? k : room); /* no memory: logged shorter */
+        c->errline_n += k;
+        if (nl == NULL)
+            break;
+        stderr_line(c, c->errline.p, c->errline.len, c->errline_n + 1);
+        jrpc_buf_reset(&c->errline);
+        c->errline_n = 0;
+        p = nl + 1;
     }
+    read_budget(c, s, &c->err_turn, &c->err_paused, (size_t)nread);
+}
+
+/* The check phase of a turn in which a child's reading was stopped by
+ * READ_BUDGET: reading starts again (the next turn's timers run first). */
+static void on_resume(uv_check_t *h)
+{
+    bridge_t *b = h->data;
+    for (unsigned i = 0; i < b->procs; i++) {
+        child_t *c = &b->children[i];
+        if (c->out_paused && !c->out_eof && !uv_is_closing((uv_handle_t *)&c->out))
+            uv_read_start((uv_stream_t *)&c->out, on_alloc, on_out);
+        if (c->err_paused && !uv_is_closing((uv_handle_t *)&c->err))
+            uv_read_start((uv_stream_t *)&c->err, on_alloc, on_err);
+        c->out_paused = c->err_paused = false;
+        c->out_turn = c->err_turn = 0;
+    }
+    uv_check_stop(h);
 }
 
 /* ---- children's lives ---- */
@@ -740,6 +840,7 @@ static void on_child_closed(uv_handle_t *h)
     if (--c->open > 0)
         return;
     bridge_t *b = c->b;
+    child_log_flush(c);
     c->state = CHILD_DOWN;
     jrpc_frame_reader_dispose(&c->rd);
     jrpc_buf_dispose(&c->errline);
@@ -767,9 +868,30 @@ static void child_close_all(child_t *c)
         uv_close((uv_handle_t *)&c->proc, on_child_closed);
 }
 
+/* SIGKILL to the child's process group: the child and whatever it started
+ * (a wrapper that does not exec, `sh -c 'server; true'` or npx, leaves the
+ * server as its child). Each child leads a group of its own (setsid at the
+ * spawn, UV_PROCESS_DETACHED), so nothing of the bridge's is in it. Also
+ * after the child has exited and been reaped: the group's id stays taken
+ * while any member lives, and when none does the kill finds no one
+ * (ESRCH) — unless that id has since been handed to a new process that
+ * made itself a group leader, which the pid counter going round in the
+ * moment between an exit and this call would take. */
+static void child_kill(child_t *c)
+{
+    if (c->pid <= 0)
+        return;
+    if (kill(-c->pid, SIGKILL) < 0 && errno != ESRCH)
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_kill_failed pid=%d err=\"%s\"", c->pid,
+                 strerror(errno));
+    if (!c->exited)
+        uv_process_kill(&c->proc, SIGKILL);  /* the group failing, still the child */
+}
+
 /* The child is gone for us (exited, stdout closed, unwritable, hung): every
  * call it held is answered now (-32004) or, when idempotent, queued again;
- * a child still running is killed; its handles are closed. */
+ * the child's process group is killed (the child, if it still runs, and
+ * what it left behind); its handles are closed. */
 static void child_lost(child_t *c, const char *why)
 {
     bridge_t *b = c->b;
@@ -797,8 +919,7 @@ static void child_lost(child_t *c, const char *why)
     JRPC_LOG(b->stopping ? JRPC_LOG_INFO : JRPC_LOG_WARN, "stdio",
              "event=child_lost pid=%d slot=%u reason=%s failed=%u requeued=%u", c->pid, c->slot,
              why, failed, requeued);
-    if (!c->exited)
-        uv_process_kill(&c->proc, SIGKILL);
+    child_kill(c);  /* exited too: what it started may still run */
     child_close_all(c);
     pump(b);
 }
@@ -839,14 +960,24 @@ static int child_start(child_t *c)
     c->started = uv_now(b->loop);
     jrpc_frame_reader_init(&c->rd, b->framing, b->max_line);
     jrpc_buf_init(&c->errline);
+    c->errline_n = c->out_turn = c->err_turn = 0;
+    c->out_paused = c->err_paused = false;
+    c->log_window = c->started;
+    c->log_lines = 0;
     uv_stdio_container_t stdio[3] = {
         { .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&c->in },
         { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->out },
         { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&c->err },
     };
+    /* UV_PROCESS_DETACHED: setsid() in the child before exec, so that it
+     * leads a process group (and session) of its own and child_kill() can
+     * reach all it starts. libuv has no hook to call setpgid() in the
+     * child, and setpgid() from here would race the child's own forks;
+     * setsid() also keeps a terminal's ^C off the children: the bridge
+     * stops them itself, in order. */
     uv_process_options_t o = {
         .exit_cb = on_child_exit, .file = b->argv[0], .args = b->argv,
-        .stdio_count = 3, .stdio = stdio,
+        .stdio_count = 3, .stdio = stdio, .flags = UV_PROCESS_DETACHED,
     };
     int rc = uv_spawn(b->loop, &c->proc, &o);
     if (rc < 0) {
@@ -901,6 +1032,11 @@ static void on_sweep(uv_timer_t *t)
     }
     for (unsigned i = 0; i < b->procs; i++) {
         child_t *c = &b->children[i];
+        if (c->log_dropped > 0 && now - c->log_window >= LOG_WINDOW_MS) {
+            child_log_flush(c);  /* the window is over and the child quiet since */
+            c->log_window = now;
+            c->log_lines = 0;
+        }
         if (c->state != CHILD_UP)
             continue;
         for (call_t *k = c->held.head; k; k = k->next) {
@@ -1025,7 +1161,7 @@ static void on_stop_timer(uv_timer_t *t)
         child_t *c = &b->children[i];
         if (c->state != CHILD_DOWN && !c->exited) {
             JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=child_kill pid=%d reason=stop_timeout", c->pid);
-            uv_process_kill(&c->proc, SIGKILL);
+            child_kill(c);
         }
     }
 }
@@ -1079,6 +1215,7 @@ static void bridge_shutdown(bridge_t *b)
     jrpc_admin_destroy(&b->admin);
     uv_close((uv_handle_t *)&b->stop_timer, NULL);
     uv_close((uv_handle_t *)&b->sweep, NULL);
+    uv_close((uv_handle_t *)&b->resume, NULL);
     jrpc_stop_close(&b->stop);
     for (int i = 0; i < 100 && uv_loop_alive(b->loop); i++)  /* the close callbacks */
         uv_run(b->loop, UV_RUN_NOWAIT);
@@ -1166,6 +1303,10 @@ int main(int argc, char **argv)
         { "stop-timeout-ms", U, "N", "5000", "on SIGTERM, after stdin is closed, how long the\n"
           "children may take to exit before SIGKILL", .dest = &b.stop_timeout_ms, .min = 0,
           .max = 600000 },
+        { "child-log-per-sec", U, "N", "100", "lines about one child's output (its stderr,\n"
+          "messages skipped) logged per second at most; the rest\n"
+          "are counted in one child_log_suppressed line a second",
+          .dest = &b.log_per_sec, .min = 1, .max = 1000000 },
         { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
           .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
@@ -1244,6 +1385,8 @@ int main(int argc, char **argv)
             goto out;   /* logged; status 1 */
     }
     uv_timer_init(b.loop, &b.sweep);
+    uv_check_init(b.loop, &b.resume);
+    b.resume.data = &b;
     uv_timer_init(b.loop, &b.stop_timer);
     b.sweep.data = b.stop_timer.data = &b;
     uv_timer_start(&b.sweep, on_sweep, SWEEP_MS, SWEEP_MS);

@@ -8,7 +8,10 @@ each in a thread of its own with --threads.
 Methods: upper [s] or {"text": s} -> s.upper(); sleep {"ms": N} -> N after
 N ms; fail -> error {code -32050, message,
 data}; big {"n": N} -> a string of N bytes (default 1 MiB) in a pattern;
-pid -> this process's pid; echo -> params.
+pid -> this process's pid; echo -> params; flood {"ms": N, "stderr": b,
+"stdout": b} -> "flooding", then for N ms a thread writes empty lines to
+stderr and/or lines that are not JSON to stdout as fast as it can (answers
+still go out whole between them).
 
 Framing: NDJSON (one message a line), or LSP (Content-Length) with --lsp.
 Hostile modes (flags): --garbage (a line that is not JSON and an answer to
@@ -90,6 +93,19 @@ def answer(req, result=None, error=None):
     send(msg)
 
 
+def flood(p):
+    end = time.monotonic() + p["ms"] / 1000.0
+    err = b"\n" * 65536
+    junk = b"this is not json, a noisy child's stdout\n" * 1024
+    while time.monotonic() < end:
+        if p.get("stderr"):
+            os.write(2, err)
+        if p.get("stdout"):
+            with lock:
+                out.write(junk)
+                out.flush()
+
+
 def serve(req):
     m, p = req.get("method"), req.get("params")
     if STDERR:
@@ -111,6 +127,9 @@ def serve(req):
         answer(req, os.getpid())
     elif m == "echo":
         answer(req, p)
+    elif m == "flood":
+        answer(req, "flooding")
+        threading.Thread(target=flood, args=(p,), daemon=True).start()
     else:
         answer(req, error={"code": -32601, "message": "Method not found"})
 

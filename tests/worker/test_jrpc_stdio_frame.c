@@ -111,6 +111,26 @@ static void test_ndjson_too_big_skipped(void **state)
     check_all_ways(JRPC_FRAME_NDJSON, 16, "exactly-16-bytes\n", want2, 1, 0, 0);
 }
 
+static void test_ndjson_crlf_at_the_limit(void **state)
+{
+    (void)state;
+    /* max bytes then "\r\n" is a line of max bytes however the pipe cuts
+     * it (before, a cut between '\r' and '\n' made it too big); max + 1
+     * bytes and a '\r' are too big every way. */
+    static const char *const want[] = { "exactly-16-bytes", "next" };
+    check_all_ways(JRPC_FRAME_NDJSON, 16, "exactly-16-bytes\r\nnext\n", want, 2, 0, 0);
+    static const char *const want2[] = { "next" };
+    check_all_ways(JRPC_FRAME_NDJSON, 16, "exactly-17-bytes!\r\nnext\n", want2, 1, 1, 0);
+    /* nothing fed yet: nothing to take */
+    jrpc_frame_reader_t r;
+    jrpc_span_t m;
+    jrpc_frame_reader_init(&r, JRPC_FRAME_NDJSON, 16);
+    assert_int_equal(jrpc_frame_next(&r, &m), 0);
+    assert_int_equal(jrpc_frame_feed(&r, "", 0), 0);
+    assert_int_equal(jrpc_frame_next(&r, &m), 0);
+    jrpc_frame_reader_dispose(&r);
+}
+
 static void test_ndjson_holds_little_when_skipping(void **state)
 {
     (void)state;
@@ -176,6 +196,24 @@ static void test_lsp_header_flood(void **state)
     assert_string_equal(g.msg[0], "ok");
     got_free(&g);
     free(text);
+}
+
+static void test_lsp_flood_same_every_way(void **state)
+{
+    (void)state;
+    /* A header flood is dropped JRPC_FRAME_HEADER_MAX - 3 bytes at a time,
+     * whatever the feeds were: the block after it in the same read is
+     * found (before, the whole read was dropped with it). */
+    char *text = malloc(9000 + 64);
+    memset(text, 'h', 9000);
+    strcpy(text + 9000, "\r\n\r\nContent-Length: 2\r\n\r\nok");
+    static const char *const want[] = { "ok" };
+    check_all_ways(JRPC_FRAME_LSP, 1024, text, want, 1, 0, 2);
+    free(text);
+    /* A header line ended by a bare '\n' keeps its last digit. */
+    static const char *const want2[] = { "{\"a\":[1,2,3]}" };
+    check_all_ways(JRPC_FRAME_LSP, 1024, "Content-Length: 13\nX: y\r\n\r\n{\"a\":[1,2,3]}",
+                   want2, 1, 0, 0);
 }
 
 static void test_put_roundtrip(void **state)
@@ -275,10 +313,12 @@ int main(void)
         cmocka_unit_test(test_ndjson_lines),
         cmocka_unit_test(test_ndjson_partial_line_waits),
         cmocka_unit_test(test_ndjson_too_big_skipped),
+        cmocka_unit_test(test_ndjson_crlf_at_the_limit),
         cmocka_unit_test(test_ndjson_holds_little_when_skipping),
         cmocka_unit_test(test_lsp_messages),
         cmocka_unit_test(test_lsp_too_big_and_malformed),
         cmocka_unit_test(test_lsp_header_flood),
+        cmocka_unit_test(test_lsp_flood_same_every_way),
         cmocka_unit_test(test_put_roundtrip),
         cmocka_unit_test(test_id_parse),
         cmocka_unit_test(test_child_messages),
