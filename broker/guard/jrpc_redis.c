@@ -444,7 +444,7 @@ int send_cmd(jrpc_replay_t *r, pending_t *p, const char *fmt, ...)
     return 0;
 }
 
-/* ---- connection ---------------------------------------------------------- */
+/* ---- opening a connection ------------------------------------------------ */
 
 static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
 {
