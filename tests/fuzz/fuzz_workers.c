@@ -1,6 +1,7 @@
 /* fuzz_workers — libFuzzer target for the broker's worker sessions
- * (broker/core/jrpc_workers.c: READY, RESPONSE, HEARTBEAT, DISCONNECT handling,
- * routing, credit, queues, liveness, ejection, the method table).
+ * (broker/core/jrpc_workers.c and the files beside it: READY, RESPONSE,
+ * HEARTBEAT, DISCONNECT handling, routing, credit, queues, liveness, ejection,
+ * the method table).
  *
  * The module is compiled in (as the unit tests do) so that its message
  * handler, on_message(), is driven directly: no socket in between, one
@@ -34,6 +35,9 @@
 #include <string.h>
 
 #include "../../broker/core/jrpc_workers.c"
+#include "../../broker/core/jrpc_methods.c"
+#include "../../broker/core/jrpc_hedge.c"
+#include "../../broker/core/jrpc_sessions.c"
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \

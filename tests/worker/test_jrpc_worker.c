@@ -1,5 +1,5 @@
-/* Unit tests of the worker library (worker/jrpc_worker.c, compiled in to
- * reach its state and its tick callback). The test plays the broker: a
+/* Unit tests of the worker library (worker/jrpc_worker.c and the files
+ * beside it, compiled in to reach its state and its tick callback). The test plays the broker: a
  * ZeroMQ ROUTER bound on inproc:// in the worker's own ZeroMQ context
  * (w->zctx), read and written by hand, while the worker's loop is turned
  * with uv_run(UV_RUN_NOWAIT) in the same thread until what the test waits
@@ -15,6 +15,9 @@
 #include <cmocka.h>
 
 #include "../../worker/jrpc_worker.c"
+#include "../../worker/jrpc_worker_tick.c"
+#include "../../worker/jrpc_worker_names.c"
+#include "../../worker/jrpc_worker_life.c"
 
 #define WAIT_MS 10000  /* the longest any wait may take (a loaded machine) */
 #define HELD_MAX 16

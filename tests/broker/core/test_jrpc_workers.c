@@ -1,6 +1,6 @@
-/* Unit tests of the broker's worker sessions (broker/core/jrpc_workers.c,
- * compiled in to reach its handler): what a hostile worker may claim
- * (issue 19). The module sits on an inproc ROUTER; workers "A" and "B" are
+/* Unit tests of the broker's worker sessions (broker/core/jrpc_workers.c and
+ * the files beside it, compiled in to reach its handler): what a hostile
+ * worker may claim (issue 19). The module sits on an inproc ROUTER; workers "A" and "B" are
  * DEALERs nobody reads (so sends to them succeed); frames are handed to
  * on_message() directly and the heartbeat timer's callback is called by
  * hand, so nothing here depends on time passing. */
@@ -10,6 +10,9 @@
 #include <cmocka.h>
 
 #include "../../../broker/core/jrpc_workers.c"
+#include "../../../broker/core/jrpc_methods.c"
+#include "../../../broker/core/jrpc_hedge.c"
+#include "../../../broker/core/jrpc_sessions.c"
 #include "jrpc_json.h"
 
 static struct {

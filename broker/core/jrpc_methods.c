@@ -1,0 +1,158 @@
+/* jrpc_methods — the method table of jrpc_workers (see jrpc_workers.h;
+ * the state is in jrpc_workers_int.h): entries by name in a hash table that
+ * grows, who serves each, their references and sweeping, the start-up
+ * grace, and what the broker asks of a method by name (is it served, does
+ * it want msgpack, is it idempotent everywhere).
+ *
+ * A method entry lives while something refers to it (a worker that listed
+ * it, a call pointing at it: m->refs) and is freed at the next safe point
+ * after the last goes (method_sweep), so READYs with new names in turn do
+ * not grow the table. */
+#include "jrpc_workers_int.h"
+
+#include "jrpc_errors.h"
+
+/* Doubles the table when it is 3/4 full (a failed allocation keeps the old
+ * one: longer chains, nothing lost). */
+static void method_grow(jrpc_workers_t *w)
+{
+    if (w->nmethods < w->mtab_size / 4 * 3 || w->mtab_size >= 1u << 30)
+        return;
+    uint32_t size = w->mtab_size * 2;
+    method_t **t = calloc(size, sizeof *t);
+    if (t == NULL)
+        return;
+    for (uint32_t b = 0; b < w->mtab_size; b++) {
+        while (w->mtab[b]) {
+            method_t *m = w->mtab[b];
+            w->mtab[b] = m->next;
+            m->next = t[m->hash & (size - 1)];
+            t[m->hash & (size - 1)] = m;
+        }
+    }
+    free(w->mtab);
+    w->mtab = t;
+    w->mtab_size = size;
+}
+
+/* The entry for name, made when missing (refs 0: the caller takes a
+ * reference, or hands it to method_unref's check). NULL on ENOMEM. */
+method_t *method_get(jrpc_workers_t *w, const char *name, size_t len)
+{
+    method_t *m = method_find(w, name, len);
+    if (m)
+        return m;
+    m = calloc(1, sizeof *m);
+    if (m == NULL || (m->name = malloc(len + 1)) == NULL) {
+        free(m);
+        return NULL;
+    }
+    memcpy(m->name, name, len);
+    m->name[len] = '\0';
+    m->len = len;
+    m->hash = hash(name, len);
+    m->qhead = m->qtail = NIL;
+    method_grow(w);
+    uint32_t b = m->hash & (w->mtab_size - 1);
+    m->next = w->mtab[b];
+    w->mtab[b] = m;
+    w->nmethods++;
+    return m;
+}
+
+/* Frees the entries still unreferenced on the gc list. Called only where no
+ * method pointer is held up the stack: reap() and the start of on_ready. */
+void method_sweep(jrpc_workers_t *w)
+{
+    while (w->gc) {
+        method_t *m = w->gc;
+        w->gc = m->gc_next;
+        m->in_gc = false;
+        if (m->refs > 0)
+            continue;
+        method_t **pp = &w->mtab[m->hash & (w->mtab_size - 1)];
+        while (*pp != m)
+            pp = &(*pp)->next;
+        *pp = m->next;
+        w->nmethods--;
+        if (w->hint_m == m)
+            w->hint_m = NULL;
+        free(m->workers);
+        free(m->lat);
+        free(m->name);
+        free(m);
+    }
+}
+
+/* Ends the start-up grace: calls still waiting for a method that no worker
+ * has declared are answered "method not found". */
+void grace_end(jrpc_workers_t *w)
+{
+    w->grace_until = 0;
+    for (uint32_t b = 0; b < w->mtab_size; b++)
+        for (method_t *m = w->mtab[b]; m; m = m->next)
+            if (m->nworkers == 0 && m->qhead != NIL)
+                method_fail_queue(w, m);
+}
+
+void method_remove_worker(method_t *m, worker_t *wk)
+{
+    for (uint32_t i = 0; i < m->nworkers; i++) {
+        if (m->workers[i] == wk) {
+            m->njson -= worker_json(wk, m);
+            m->workers[i] = m->workers[--m->nworkers];
+            return;
+        }
+    }
+}
+
+/* Answers every queued call of a method that nobody serves any more:
+ * -32601, or -32004 for a call re-dispatched there (it may have run on the
+ * worker that was lost). */
+void method_fail_queue(jrpc_workers_t *w, method_t *m)
+{
+    while (m->qhead != NIL) {
+        uint32_t i = m->qhead;
+        slot_t *s = &w->slots[i];
+        m->qhead = s->next;
+        if (s->owner)
+            w->queued--;
+        if (s->resent && s->owner)
+            w->lost++;
+        slot_finish(w, i, JRPC_DONE_FAILED, s->resent ? JRPC_WORKER_FAILED : JRPC_METHOD_NOT_FOUND,
+                    NO_VALUE);
+    }
+    m->qtail = NIL;
+}
+
+bool jrpc_workers_serves(jrpc_workers_t *w, const char *method, size_t len)
+{
+    method_t *m = method_find(w, method, len);
+    return m != NULL && m->nworkers > 0;
+}
+
+/* m's name is s: short names compared inline (a call of libc's memcmp
+ * costs more than the bytes, once per call). */
+bool jrpc_workers_wants_msgpack(jrpc_workers_t *w, jrpc_span_t method)
+{
+    if (w->njson_workers == 0)   /* nobody takes JSON: msgpack, no lookup */
+        return true;
+    method_t *m = w->hint_m;
+    if (m == NULL || !same_name(m, method)) {
+        if ((m = method_find(w, method.p, method.n)) == NULL)
+            return true;
+        w->hint_m = m;
+    }
+    return m->njson < m->nworkers;
+}
+
+bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)
+{
+    method_t *m = method.n ? method_find(w, method.p, method.n) : NULL;
+    if (m == NULL || m->nworkers == 0)
+        return false;
+    for (uint32_t k = 0; k < m->nworkers; k++)
+        if (!worker_idempotent(m->workers[k], m))
+            return false;
+    return true;
+}
