@@ -12,12 +12,15 @@ from jrpc.worker import InvalidParams, Methods
 methods = Methods()
 _fd = os.open(os.environ["REC_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 _me = os.environ.get("REC_NAME", str(os.getpid()))
+# The killed broker's worker is slowed (REC_EXTRA_MS) so that calls are in
+# flight there whenever the test kills its broker, not only most of the time.
+_extra_ms = int(os.environ.get("REC_EXTRA_MS", "0"))
 
 
 @methods.method("rec")
 def rec(token: str, ms: int = 0) -> str:
     if not isinstance(token, str) or not isinstance(ms, int):
         raise InvalidParams()
-    time.sleep(ms / 1000)
+    time.sleep((ms + _extra_ms) / 1000)
     os.write(_fd, ("%s %s\n" % (token, _me)).encode())
     return token
