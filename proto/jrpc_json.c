@@ -693,6 +693,43 @@ int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *val
     }
 }
 
+int jrpc_json_each_member(const char *p, size_t n, unsigned max_depth, jrpc_json_member_fn fn,
+                          void *arg)
+{
+    int rc = jrpc_json_validate(p, n, max_depth);
+    if (rc < 0)
+        return rc;
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = max_depth };
+    jrpc_jp_skip_ws(&j);
+    if (*j.p != '{')
+        return -ENOENT;
+    j.p++;
+    /* The text is valid, so the walk below needs no end checks. */
+    for (;;) {
+        jrpc_jp_skip_ws(&j);
+        if (*j.p == '}')
+            return 0;
+        jrpc_span_t key;
+        bool plain;
+        char buf[256];
+        jrpc_jp_string(&j, &key, &plain);
+        bool named = plain || key.n <= sizeof buf;
+        if (!plain && named)
+            key = (jrpc_span_t){ buf, jrpc_json_unescape(key.p, key.n, buf) };
+        jrpc_jp_skip_ws(&j);
+        j.p++;  /* ':' */
+        jrpc_jp_skip_ws(&j);
+        const char *start = j.p;
+        jrpc_jp_value(&j, 1);
+        if (named)
+            fn(arg, key, (jrpc_span_t){ start, (size_t)(j.p - start) });
+        jrpc_jp_skip_ws(&j);
+        j.p++;  /* ',' or '}' */
+        if (j.p[-1] == '}')
+            return 0;
+    }
+}
+
 /* ---- msgpack → JSON ---- */
 
 int jrpc_json_string_size(const char *s, size_t n, size_t *out)
