@@ -514,7 +514,8 @@ void on_heartbeat(uv_timer_t *t)
         jrpc_zwatch_kick(&w->watch);
 }
 
-/* Frees every worker, dead or alive. */
+/* Frees every worker, dead or alive, and unties the bare names their
+ * services owned (so that nothing is left referring to them). */
 void free_workers(jrpc_workers_t *w)
 {
     while (w->workers) {
@@ -522,4 +523,7 @@ void free_workers(jrpc_workers_t *w)
         w->workers = wk->next;
         worker_free(w, wk);
     }
+    for (uint32_t b = 0; b < w->mtab_size; b++)
+        for (method_t *m = w->mtab[b]; m; m = m->next)
+            method_release_bare(w, m);
 }
