@@ -14,9 +14,9 @@
  *                        own, its stdout and stderr read within a budget per
  *                        loop turn, the lines about it rate-limited, lost,
  *                        killed, restarted with backoff and a budget
- *   jrpc_stdio_mcp.c     --mcp: the handshake with each child, a client's
- *                        initialize answered from it, its
- *                        notifications/initialized swallowed
+ *   jrpc_stdio_mcp.c     --mcp: the method set declared, the handshake with
+ *                        each child, a client's initialize answered from
+ *                        it, its notifications/initialized swallowed
  *   jrpc_stdio_metrics.c --admin: /metrics and /readyz's answer
  *
  * The bodies kept their form when the one file was split (issue 31): the
@@ -231,6 +231,13 @@ void child_lost(child_t *c, const char *why);
 int  child_start(child_t *c);
 
 /* jrpc_stdio_mcp.c */
+typedef struct mcp_method {
+    const char *name;
+    bool        idem;   /* registered JRPC_WORKER_IDEMPOTENT */
+} mcp_method_t;
+extern const mcp_method_t mcp_methods[];
+extern const size_t mcp_nmethods;
+#define MCP_NMETHODS mcp_nmethods
 bool mcp_own(bridge_t *b, jrpc_wcall_t *wc);
 int  mcp_start(child_t *c);
 void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);

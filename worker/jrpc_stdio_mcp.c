@@ -1,4 +1,4 @@
-/* jrpc_stdio_mcp — jrpc-stdio --mcp: the MCP handshake (docs/MCP.md).
+/* jrpc_stdio_mcp — jrpc-stdio --mcp: the MCP method set and handshake (docs/MCP.md).
  *
  * Each child gets initialize from the bridge when it starts and takes calls
  * once it has answered and been told notifications/initialized; its
@@ -6,8 +6,9 @@
  * with it (or waits for the first), a client's notifications/initialized
  * is swallowed.
  *
- * Not here: the MCP method set --mcp declares (stdio_main.c, with the
- * options), a call's path (jrpc_stdio_calls.c), a child's life
+ * The method set --mcp declares is here too (main registers it).
+ *
+ * Not here: a call's path (jrpc_stdio_calls.c), a child's life
  * (jrpc_stdio_child.c). */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,6 +19,20 @@
 #define MCP_INIT_MS      30000   /* --mcp: a child's answer to initialize is due within this */
 #define MCP_VERSION      "2025-06-18" /* --mcp: the protocolVersion the bridge asks its children for */
 
+/* --mcp: the methods declared (MCP 2025-06-18, server features and
+ * utilities). Those that only read are idempotent: a call a lost child
+ * held goes to another one. Left out: resources/subscribe and
+ * logging/setLevel (state of one child, and their notifications have no
+ * way back to the client here). */
+const mcp_method_t mcp_methods[] = {
+    { "initialize", true },           { "notifications/initialized", true },
+    { "ping", true },                 { "tools/list", true },
+    { "tools/call", false },          { "resources/list", true },
+    { "resources/templates/list", true }, { "resources/read", true },
+    { "prompts/list", true },         { "prompts/get", true },
+    { "completion/complete", true },
+};
+const size_t mcp_nmethods = sizeof mcp_methods / sizeof *mcp_methods;
 
 /* --mcp: a client's initialize, answered from the cached InitializeResult. */
 static void mcp_answer_init(bridge_t *b, jrpc_wcall_t *wc)

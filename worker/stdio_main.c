@@ -14,7 +14,12 @@
  * freed only from their close callbacks; the slot is restarted once all
  * four are closed. A call (call_t) lives from the handler until its child
  * answers, the child is lost, or — once the broker's answer is given at the
- * deadline — until the child answers late or is killed. */
+ * deadline — until the child answers late or is killed.
+ *
+ * This file: the options, --help and main (the bridge wired, run, then
+ * stopped). Not here: a call's path (jrpc_stdio_calls.c), a child's life
+ * (jrpc_stdio_child.c), --mcp (jrpc_stdio_mcp.c), /metrics and /readyz
+ * (jrpc_stdio_metrics.c); jrpc_stdio_int.h lists them. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,21 +154,6 @@ static int method_ok(const char *v, char *err, size_t errlen)
 }
 
 static const char *const framings[] = { "ndjson", "lsp", NULL };
-
-/* --mcp: the methods declared (MCP 2025-06-18, server features and
- * utilities). Those that only read are idempotent: a call a lost child
- * held goes to another one. Left out: resources/subscribe and
- * logging/setLevel (state of one child, and their notifications have no
- * way back to the client here). */
-static const struct { const char *name; bool idem; } mcp_methods[] = {
-    { "initialize", true },           { "notifications/initialized", true },
-    { "ping", true },                 { "tools/list", true },
-    { "tools/call", false },          { "resources/list", true },
-    { "resources/templates/list", true }, { "resources/read", true },
-    { "prompts/list", true },         { "prompts/get", true },
-    { "completion/complete", true },
-};
-#define MCP_NMETHODS (sizeof mcp_methods / sizeof *mcp_methods)
 
 int main(int argc, char **argv)
 {
