@@ -18,6 +18,7 @@
 #include "jrpc_log.h"
 #include "jrpc_trace.h"
 #include "jrpc_metrics.h"
+#include "jrpc_openrpc.h"
 
 #define NO_HANDLE UINT32_MAX
 #define PEER_BUCKETS 256   /* the client addresses holding bytes: chained */
@@ -75,6 +76,8 @@ struct bbatch {
     jrpc_rate_limit_t rlim;      /* ... its limit */
     uint64_t       rcost;        /* ... and what this body costs */
     bool           cancelled;    /* the client left while claiming */
+    char           service[JRPC_WORKERS_SERVICE_MAX + 1]; /* the first call's service
+                                    that has one (the access line), "" none */
     uint8_t        key_id_n;     /* key_id's length; 0 when open */
     char           key_id[JRPC_KEYS_ID_MAX]; /* the signing key's id: looked up (ACL) when
                                     the calls start, never kept as a pointer (a reload
@@ -330,10 +333,11 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
     }
     JRPC_LOG(JRPC_LOG_INFO, "access",
              "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
-             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
+             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s%s%s",
              jrpc_metrics_transport_names[jrpc_metrics_transport(transport)], (int)peer.n, peer.p,
              (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
-             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
+             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p,
+             x && x->service[0] ? " service=" : "", x ? x->service : "");
 }
 
 static void reply(jrpc_broker_t *b, bbatch_t *x)
@@ -534,6 +538,42 @@ static void on_timer(uv_timer_t *t)
 
 static void refuse_auth(jrpc_broker_t *b, bbatch_t *x, int rc, int64_t now);
 
+/* jrpc_openrpc_allow_fn: what a key's ACL lets it call. */
+static bool key_allows(void *arg, jrpc_span_t canonical)
+{
+    return jrpc_key_allows(arg, canonical);
+}
+
+int jrpc_broker_discover(jrpc_broker_t *b, jrpc_span_t key_id, jrpc_buf_t *out)
+{
+    const jrpc_key_t *key = NULL;
+    if (b->opts.keys && key_id.n && (key = jrpc_keys_find(b->opts.keys, key_id)) == NULL)
+        return -ENOENT;   /* a reload removed it since the connection was admitted */
+    return jrpc_openrpc_write(out, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                              (void *)key);
+}
+
+/* Answers rpc.discover (call i of x) with the OpenRPC document of what its
+ * key may call (docs/ARCHITECTURE.md "Discovery"). */
+static void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key)
+{
+    jrpc_buf_t doc;
+    jrpc_buf_init(&doc);
+    jrpc_call_t *c = &x->req.calls[i];
+    msgpack_object text = { .type = MSGPACK_OBJECT_BIN };
+    if (jrpc_openrpc_write(&doc, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                           (void *)key) < 0) {
+        answer_lost(c);
+    } else {
+        text.via.bin = (msgpack_object_bin){ .size = (uint32_t)doc.len, .ptr = doc.p };
+        if (jrpc_batch_answer_result(&x->req, i, &text) < 0)
+            answer_lost(c);
+    }
+    jrpc_buf_dispose(&doc);
+    x->unanswered--;
+    stream_answer(b, x, i);
+}
+
 /* Dispatches the calls of an admitted body (ACL first, per call). Its key
  * is looked up here, in the set in force now: a reload may have removed it
  * while the nonce was in Redis (then the body is refused), or changed its
@@ -558,7 +598,17 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
             continue;
         if (!c->notification)
             x->unanswered++;
-        if (key && !jrpc_key_allows(key, c->method)) {
+        if (jrpc_batch_is_discover(c)) {
+            answer_discover(b, x, i, key);
+            continue;
+        }
+        jrpc_span_t svc;   /* ACLs match the canonical name: service.method */
+        jrpc_span_t canon = jrpc_workers_canonical(b->workers, c->method, &svc);
+        if (svc.n && x->service[0] == '\0') {
+            memcpy(x->service, svc.p, svc.n);
+            x->service[svc.n] = '\0';
+        }
+        if (key && !jrpc_key_allows(key, canon)) {
             jrpc_metrics.acl_denied++;
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
@@ -1555,6 +1605,7 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .hedges = ws.hedges, .hedges_won = ws.hedges_won,
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
+        .methods_refused = ws.methods_refused,
         .each_credit = each_credit, .src = b->workers,
         .each_limited = each_limited, .limited_src = &b->rate_counts,
     };
