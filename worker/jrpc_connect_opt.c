@@ -76,3 +76,15 @@ int jrpc_connect_read_schemas(const char *file, char **out, char *err, size_t er
     *out = buf;
     return 0;
 }
+
+int jrpc_connect_load_schemas(const jrpc_conf_t *conf, const char *file, char **out)
+{
+    char err[512];
+    *out = NULL;
+    if (file == NULL)
+        return 0;
+    if (jrpc_connect_read_schemas(file, out, err, sizeof err) == 0)
+        return 0;
+    jrpc_conf_error(conf, "schemas", err);
+    return -1;
+}

@@ -32,6 +32,11 @@ int jrpc_connect_service_check(const char *value, char *err, size_t errlen);
  * 0, or -1 with the reason in err. Blocks (stdio). */
 int jrpc_connect_read_schemas(const char *file, char **out, char *err, size_t errlen);
 
+/* jrpc_connect_read_schemas for the --schemas option of conf: NULL file is
+ * none (0, *out NULL); a bad file is reported as the option's error
+ * (jrpc_conf_error) and -1 returned (the program exits 2). */
+int jrpc_connect_load_schemas(const jrpc_conf_t *conf, const char *file, char **out);
+
 /* The --service and --schemas rows: service a const char ** (jrpc_worker_opts_t
  * .service), schemas_file a const char ** (read with jrpc_connect_read_schemas). */
 #define JRPC_SERVICE_OPTS(service, schemas_file)                                             \

@@ -505,15 +505,11 @@ int main(int argc, char **argv)
         opts.curve_keypair = &curve_kp;
         opts.broker_public = broker_public;
     }
-    if (schemas_file) {
-        char err[512];
-        if (jrpc_connect_read_schemas(schemas_file, &schemas, err, sizeof err) < 0) {
-            jrpc_conf_error(conf, "schemas", err);
-            status = 2;
-            goto out;
-        }
-        opts.schemas = schemas;
+    if (jrpc_connect_load_schemas(conf, schemas_file, &schemas) < 0) {
+        status = 2;
+        goto out;
     }
+    opts.schemas = schemas;
     if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         status = 0;

@@ -3,112 +3,9 @@
  * from it (jrpc_openrpc.c): who owns a bare name, its release, qualified
  * lookups, the canonical names ACLs match, a bad service refused, schemas
  * kept per method. Workers "A".."C" are DEALERs nobody reads on an inproc
- * ROUTER; READYs are handed to on_message() directly. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-
-#include "../../../broker/core/jrpc_workers.c"
-#include "../../../broker/core/jrpc_methods.c"
-#include "../../../broker/core/jrpc_hedge.c"
-#include "../../../broker/core/jrpc_sessions.c"
+ * ROUTER (workers_harness.h); READYs are handed to on_message() directly. */
+#include "workers_harness.h"
 #include "../../../broker/core/jrpc_openrpc.c"
-
-#define NDEALERS 3
-
-static struct {
-    uv_loop_t loop;
-    void     *zctx, *router, *dealers[NDEALERS];
-    unsigned  done;
-    int       last_code;
-} G;
-
-static void on_done(void *owner, uint32_t index, int kind, int code, jrpc_span_t value,
-                    void *arg)
-{
-    (void)owner, (void)index, (void)kind, (void)value, (void)arg;
-    G.done++;
-    G.last_code = code;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    memset(&G, 0, sizeof G);
-    uv_loop_init(&G.loop);
-    G.zctx = zmq_ctx_new();
-    G.router = zmq_socket(G.zctx, ZMQ_ROUTER);
-    int one = 1, zero = 0;
-    zmq_setsockopt(G.router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(G.router, ZMQ_LINGER, &zero, sizeof zero);
-    assert_int_equal(zmq_bind(G.router, "inproc://test-methods"), 0);
-    for (int i = 0; i < NDEALERS; i++) {
-        char id = (char)('A' + i);
-        G.dealers[i] = zmq_socket(G.zctx, ZMQ_DEALER);
-        zmq_setsockopt(G.dealers[i], ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(G.dealers[i], ZMQ_ROUTING_ID, &id, 1);
-        assert_int_equal(zmq_connect(G.dealers[i], "inproc://test-methods"), 0);
-    }
-    int ev;
-    size_t len = sizeof ev;
-    zmq_getsockopt(G.router, ZMQ_EVENTS, &ev, &len);
-    jrpc_metrics_init();
-    jrpc_log_set_level("error");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < NDEALERS; i++)
-        zmq_close(G.dealers[i]);
-    zmq_close(G.router);
-    zmq_ctx_term(G.zctx);
-    uv_loop_close(&G.loop);
-    return 0;
-}
-
-static jrpc_workers_t *make(void)
-{
-    jrpc_workers_t *w = calloc(1, sizeof *w);
-    assert_non_null(w);
-    w->loop = &G.loop;
-    w->opts = (jrpc_workers_opts_t){
-        .max_queue = 100, .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3,
-        .max_worker_methods = JRPC_WORKERS_MAX_WORKER_METHODS,
-        .max_methods = JRPC_WORKERS_MAX_METHODS, .max_method_len = 256,
-        .max_worker_credit = JRPC_WORKERS_MAX_WORKER_CREDIT,
-        .max_worker_bytes = JRPC_WORKERS_MAX_WORKER_BYTES, .eject_ms = JRPC_WORKERS_EJECT_MS,
-    };
-    w->done = on_done;
-    w->free_head = NIL;
-    w->generation = 1;
-    w->mtab_size = 16;   /* small: the table grows under the tests */
-    w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
-    jrpc_buf_init(&w->scratch);
-    msgpack_zone_init(&w->zone, 4096);
-    w->sock = G.router;
-    w->heartbeat.data = w;
-    hedge_init(w);
-    return w;
-}
-
-static void destroy(jrpc_workers_t *w)
-{
-    free_workers(w);
-    method_sweep(w);
-    bool calls = false;
-    for (uint32_t i = 0; i < w->nslots; i++)
-        calls |= w->slots[i].state != SLOT_FREE;
-    if (!calls)
-        assert_int_equal(w->nmethods, 0);
-    free_rest(w);
-    char buf[256];
-    for (int i = 0; i < NDEALERS; i++)
-        while (zmq_recv(G.dealers[i], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
-            ;
-}
 
 /* READY from id serving the NULL-terminated methods (the first idem of
  * them declared idempotent), with service and schemas when not NULL. */
@@ -126,11 +23,6 @@ static void ready(jrpc_workers_t *w, char id, const char *service, const char *s
     jrpc_metrics_tick();
     on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
     jrpc_buf_dispose(&b);
-}
-
-static worker_t *find(jrpc_workers_t *w, char id)
-{
-    return worker_find(w, &(peer_t){ .id = &id, .idlen = 1 });
 }
 
 static jrpc_span_t S(const char *s)
@@ -168,7 +60,7 @@ static const char *const AB[] = { "add", "count", NULL };
 static void test_bare_name_ownership(void **state)
 {
     (void)state;
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     ready(w, 'A', "billing", NULL, 0, AB);
     ready(w, 'B', "shipping", NULL, 0, AB);
     worker_t *a = find(w, 'A'), *b = find(w, 'B');
@@ -217,7 +109,7 @@ static void test_bare_name_ownership(void **state)
 static void test_bare_name_release(void **state)
 {
     (void)state;
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     ready(w, 'A', "billing", NULL, 0, AB);
     ready(w, 'B', "shipping", NULL, 0, AB);
     worker_kill(w, find(w, 'A'), "test");
@@ -259,7 +151,7 @@ static void test_bare_name_release(void **state)
 static void test_qualified_lookup(void **state)
 {
     (void)state;
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     static const char *const dotted[] = { "a.add", NULL };
     ready(w, 'A', NULL, NULL, 0, dotted);
     assert_int_equal(w->nsvc_methods, 0);
@@ -290,7 +182,7 @@ static void test_bad_service_refused(void **state)
     assert_false(jrpc_workers_service_ok("Billing", 7));
     assert_false(jrpc_workers_service_ok("a.b", 3));
     assert_false(jrpc_workers_service_ok("a b", 3));
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     ready(w, 'A', "Bad Name!", NULL, 0, AB);
     assert_null(find(w, 'A'));
     assert_int_equal(w->ready_refused, 1);
@@ -306,7 +198,7 @@ static void test_bad_service_refused(void **state)
 static void test_grace_queue_adopted(void **state)
 {
     (void)state;
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     w->grace_until = UINT64_MAX;
     uint32_t h1, h2;
     jrpc_span_t none = { NULL, 0 };
@@ -349,7 +241,7 @@ static bool allow_billing(void *arg, jrpc_span_t canonical)
 static void test_schemas_and_document(void **state)
 {
     (void)state;
-    jrpc_workers_t *w = make();
+    jrpc_workers_t *w = make(0);
     ready(w, 'A', "billing",
           "{\"add\": {\"params\": [{\"name\":\"a\",\"schema\":{\"type\":\"integer\"}}],"
           " \"result\": {\"type\":\"integer\"}}, \"nope\": {}, \"count\": 5}", 1, AB);
