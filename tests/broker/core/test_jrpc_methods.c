@@ -49,7 +49,7 @@ static bool canonical_is(jrpc_workers_t *w, const char *name, const char *want,
     jrpc_span_t svc;
     jrpc_span_t c = jrpc_workers_canonical(w, S(name), &svc);
     return c.n == strlen(want) && memcmp(c.p, want, c.n) == 0 &&
-           svc.n == strlen(want_service) && memcmp(svc.p, want_service, svc.n) == 0;
+           svc.n == strlen(want_service) && (svc.n == 0 || memcmp(svc.p, want_service, svc.n) == 0);
 }
 
 static const char *const AB[] = { "add", "count", NULL };
