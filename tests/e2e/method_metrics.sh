@@ -7,6 +7,9 @@
 # --metrics-max-methods 2 the methods past the bound are counted under
 # method="other"; the access line names the path and the methods.
 source "$JRPC_E2E_LIB"
+# Debian's python3 has python3-websockets (a client no one here wrote)
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+$PY -c 'import websockets' 2>/dev/null || { echo "python3-websockets is not installed"; exit 1; }
 
 # ---- the load ----
 start() { # [BROKER ARGS...]
@@ -30,6 +33,17 @@ load() {
            {"jsonrpc":"2.0","method":"get_data","id":2},
            {"jsonrpc":"2.0","method":"echo","params":[2],"id":3},
            {"jsonrpc":"2.0","method":"sleep","params":{"ms":-1},"id":4}]' >/dev/null
+    # one call on the MCP path, one message on a WebSocket
+    curl -s -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        --data-binary '{"jsonrpc":"2.0","method":"get_data","id":7}' "$HTTP_URL/mcp" >/dev/null
+    $PY - "ws://127.0.0.1:$HTTP_PORT/rpc" <<'WS'
+import asyncio, sys, websockets
+async def main():
+    async with websockets.connect(sys.argv[1]) as ws:
+        await ws.send('{"jsonrpc":"2.0","method":"echo","params":[3],"id":8}')
+        await ws.recv()
+asyncio.run(main())
+WS
     for i in 1 2; do "$JRPC" call add '[2,3]' >/dev/null; done
     "$JRPC" call sum '["y"]' >/dev/null 2>&1
     # two timeouts: 1500 ms of sleep, 400 ms of deadline (one over each transport)
@@ -52,7 +66,7 @@ nf=$(grep -o -- '-32601' "$E2E_TMP/nope" | wc -l); nt=$(grep -o -- '-32003' "$E2
 check "add: 7 ok (5 HTTP, 2 ZeroMQ)" 7 "$(calls add ok)"
 check "add: 3 errors" 3 "$(calls add error)"
 check "add: -32602 three times" 3 "$(val 'jrpc_method_errors_total{service="",method="add",code="-32602"}')"
-check "echo: 2 ok, get_data: 1 ok (a batch)" "2 1" "$(calls echo ok) $(calls get_data ok)"
+check "echo: 3 ok, get_data: 2 ok (a batch, MCP, WebSocket)" "3 2" "$(calls echo ok) $(calls get_data ok)"
 check "sleep: 1 worker error, 2 timeouts" "1 2" "$(calls sleep error) $(calls sleep timeout)"
 check "sleep: errors by code -32602 and -32003" "1 2" \
     "$(val 'jrpc_method_errors_total{service="",method="sleep",code="-32602"}') $(val 'jrpc_method_errors_total{service="",method="sleep",code="-32003"}')"
@@ -80,6 +94,10 @@ check "access: HTTP single call names /rpc and its method" "$((nf + nt))" \
     "$(grep -c 'event=access transport=http path=/rpc .* calls=1 methods=1 method=nope ' "$E2E_TMP/broker.log")"
 check "access: a batch names its distinct methods (3) and the first few" 1 \
     "$(grep -c 'event=access transport=http path=/rpc .* calls=4 methods=3 method=echo,get_data,sleep ' "$E2E_TMP/broker.log")"
+check "access: the MCP path" 1 \
+    "$(grep -c 'event=access transport=http path=/mcp .* calls=1 methods=1 method=get_data ' "$E2E_TMP/broker.log")"
+check "access: a WebSocket message says path=ws" 1 \
+    "$(grep -c 'event=access transport=ws path=ws .* calls=1 methods=1 method=echo ' "$E2E_TMP/broker.log")"
 check "access: ZeroMQ says path=zmq" 2 \
     "$(grep -c 'event=access transport=zmq path=zmq .* calls=1 methods=1 method=add ' "$E2E_TMP/broker.log")"
 
