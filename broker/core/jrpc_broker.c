@@ -562,8 +562,9 @@ static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t val
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
             answer_lost(c);
-        count_call(x, i, kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
-                                                            : jrpc_metrics_outcome_of(c->code));
+        count_call(x, i, !c->error                             ? JRPC_CALL_OK
+                         : kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
+                                                              : jrpc_metrics_outcome_of(c->code));
         x->unanswered--;
         stream_answer(b, x, i);
     }
