@@ -50,8 +50,9 @@ struct bbatch {
     jrpc_answer_fn answer;       /* streamed mode: each answer as it is in; else NULL */
     void          *ctx;
     uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
-    uint32_t      *mstat;        /* per call: its jrpc_metrics record (set when it starts),
-                                    or NO_HANDLE: not counted per method (the parser's) */
+    uint32_t      *mstat;        /* per call: its jrpc_metrics_reply tag, the record (set
+                                    when it starts), or JRPC_METRICS_NONE: not counted per
+                                    method (the parser's) */
     const char    *path;         /* the access line's path=, or NULL (the transport) */
     uint32_t       unanswered;   /* calls still owing an answer to the client */
     uint32_t       outstanding;  /* calls still at (or queued for) workers */
@@ -437,7 +438,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
     if (x->detached)   /* its client left; logged as cancelled then */
         return;
     access_log(b, x, NULL, out.cls, bytes_out);
-    jrpc_metrics_reply(x->transport, &x->req, x->t0);
+    jrpc_metrics_reply(x->transport, &x->req, x->mstat, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
 }
 
@@ -518,14 +519,6 @@ static void answer_lost(jrpc_call_t *c)
     c->code = JRPC_INTERNAL_ERROR;
 }
 
-/* Call i is answered: counted in its method's record (outcome: enum
- * jrpc_call_outcome; the code is the call's own), total time so far. */
-static void count_call(const bbatch_t *x, uint32_t i, int outcome)
-{
-    if (x->mstat[i] != NO_HANDLE)
-        jrpc_metrics_call(x->mstat[i], outcome, x->req.calls[i].code, jrpc_metrics_since(x->t0));
-}
-
 static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
 {
     jrpc_call_t *c = &x->req.calls[i];
@@ -533,7 +526,6 @@ static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
         return;
     if (jrpc_batch_answer_error(&x->req, i, code, data) < 0)
         answer_lost(c);
-    count_call(x, i, jrpc_metrics_outcome_of(c->code));
     x->unanswered--;
     stream_answer(x->broker, x, i);
 }
@@ -562,9 +554,8 @@ static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t val
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
             answer_lost(c);
-        count_call(x, i, !c->error                             ? JRPC_CALL_OK
-                         : kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
-                                                              : jrpc_metrics_outcome_of(c->code));
+        else if (kind == JRPC_DONE_ERROR && x->mstat[i] != JRPC_METRICS_NONE)
+            x->mstat[i] |= JRPC_METRICS_WORKER_ERROR;   /* its outcome: "error" */
         x->unanswered--;
         stream_answer(b, x, i);
     }
@@ -1193,7 +1184,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->mstat = x->handles + x->req.ncalls;   /* the same block */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         x->handles[i] = NO_HANDLE;
-        x->mstat[i] = NO_HANDLE;
+        x->mstat[i] = JRPC_METRICS_NONE;
         notes |= x->req.calls[i].notification;
     }
     x->path = ad ? ad->path : NULL;
