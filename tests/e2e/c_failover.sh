@@ -16,6 +16,10 @@
 #     no --retry: the calls in flight on B1 exit 3 saying the call may or
 #     may not have run (at least one), every other call is answered once
 #     (B1 refused: the next broker), nothing runs twice.
+#   A connection cut after B1 ran a body and kept its reply (a proxy in
+#   front of B1 drops the answer; failover_cut_proxy.py): with --retry safe
+#   the body goes again to B2 under the same key, signed anew, and is
+#   answered B1's kept reply; it ran once. Without: exit 3; it ran once.
 #   dns+tcp://localhost:PORT reaches a broker.
 source "$JRPC_E2E_LIB"
 : "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
@@ -110,6 +114,32 @@ answered_ran_once() { # every call answered ran exactly once at the workers
 
 check "--help names --retry, repeated --url and dns+tcp://" 3 \
     "$("$JRPC" --help | grep -c -e '--retry POLICY' -e 'Repeat --url' -e 'dns+tcp://NAME:PORT')"
+
+# ---- a connection cut after B1 kept the reply -----------------------------------
+# A proxy in front of B1 (failover_cut_proxy.py) forwards the body, reads
+# B1's whole answer and closes the client's connection without it.
+: > "$E2E_TMP/runs"
+for n in 1 2; do start_b $n; start_w $n; done
+for n in 1 2; do e2e_wait_for "ready $n" 15 || { echo "W$n not ready"; exit 1; }; done
+"$JRPC_PY" "$HERE/failover_cut_proxy.py" "http://127.0.0.1:${HTTPP[1]}/rpc" >"$E2E_TMP/proxy.url" &
+E2E_PIDS+=("$!")
+e2e_wait_for "[ -s '$E2E_TMP/proxy.url' ]" 15 || echo "the proxy did not start"
+PROXY=$(cat "$E2E_TMP/proxy.url")
+cut() { # TOKEN ARGS...: prints "EXIT OUTPUT", stderr in cut.err
+    local t=$1 out
+    shift
+    out=$(timeout 30 "$JRPC" --url "$PROXY" --url "http://127.0.0.1:${HTTPP[2]}/rpc" \
+        --key-file "$E2E_TMP/keys" -t 3000 "$@" call rec "{\"token\":\"$t\"}" 2>"$E2E_TMP/cut.err")
+    echo "$? $out"
+}
+runs_of() { awk -v t="$1" '$1 == t { printf "%s ", $2 }' "$E2E_TMP/runs"; }
+check "cut after B1 kept the reply, --retry safe: answered (B2 gives B1's kept reply)" \
+    '0 "cut-safe"' "$(cut cut-safe --retry safe)"
+check "... and the call ran once, at B1's worker" "w1 " "$(runs_of cut-safe)"
+check "cut after B1 ran it, no --retry: exit 3" '3 ' "$(cut cut-plain)"
+check "... saying the call may or may not have run" 1 "$(grep -c 'may or may not have run' "$E2E_TMP/cut.err")"
+check "... and it did run, once, at B1's worker" "w1 " "$(runs_of cut-plain)"
+stop_all
 
 # ---- --retry safe, over HTTP, then over ZeroMQ --------------------------------
 safe_round() { # TRANSPORT
