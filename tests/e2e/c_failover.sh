@@ -31,19 +31,20 @@ printf 'loadkey s3cr3t-load-s3cr3t-load\n' > "$E2E_TMP/keys"
 chmod 600 "$E2E_TMP/keys"
 CALLS=240 LOOPS=8 STARTED=40
 
-declare -A BPID HTTPP WEP ZEP
+declare -A BPID HTTPP WEP ZEP ADMP
 start_b() { # N: broker N on fresh ports (retried on a collision)
     local n=$1 try zp
     for try in 1 2 3 4 5 6; do
         zp=$(e2e_pick_port)
         HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"; ZEP[$n]="tcp://127.0.0.1:$zp"
+        ADMP[$n]=$((zp + 3))
         : > "$E2E_TMP/b$n.log"
         "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
             --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
             --redis "redis://127.0.0.1:$RPORT" --timeout-ms 3000 --heartbeat-ms 200 \
-            >>"$E2E_TMP/b$n.log" 2>&1 &
+            --admin "127.0.0.1:${ADMP[$n]}" >>"$E2E_TMP/b$n.log" 2>&1 &
         BPID[$n]=$!; E2E_PIDS+=("${BPID[$n]}")
-        e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 3 ]" 10 && return 0
+        e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 4 ]" 10 && return 0
         kill -9 "${BPID[$n]}" 2>/dev/null; wait "${BPID[$n]}" 2>/dev/null
     done
     echo "could not start broker $n"; exit 1
@@ -94,7 +95,10 @@ run_round() { # zmq|http [ARGS...]: one round, B1 killed under load; results in 
         loads+=("$!")
     done
     e2e_wait_for "[ \$(cat '$E2E_TMP'/res.* | wc -l) -ge $STARTED ]" 60 || echo "the load did not start"
-    # B1 holds calls now (a third of the bodies go to it first): kill it.
+    # Killed while it holds calls (a third of the bodies go to it first, and
+    # its worker is slow; its /metrics says when a call is at its worker).
+    e2e_wait_for "curl -s 'http://127.0.0.1:${ADMP[1]}/metrics' | grep -q '^jrpc_calls_inflight [1-9]'" 30 ||
+        echo "B1 held no call"
     kill -9 "${BPID[1]}"
     wait "${BPID[1]}" 2>/dev/null
     for j in "${loads[@]}"; do wait "$j"; done
