@@ -73,7 +73,9 @@
  *   - the body never reached it (connection refused, no handshake, the
  *     write failed): it goes to the next broker, always (it cannot have
  *     run). A ZeroMQ connection is then tried once, not every 100 ms until
- *     the deadline.
+ *     the deadline. (libzmq's engine, which CURVE uses, cannot tell: it
+ *     queues the body for a broker that is down, so that broker costs the
+ *     call's whole timeout and counts as one that took the body.)
  *   - it reached it and the connection died, or no answer came in time:
  *     it is sent to the next broker only when that is safe. That is when
  *     it carries an idempotency key (hdr->idem_key, or the one the client
