@@ -3,7 +3,7 @@
 # client through the real `jrpc` CLI: three brokers sharing one Redis, each
 # with its own worker (W1 serves B1 only, W2 B2, W3 B3; the Python worker of
 # tests/e2e/py_failover_worker.py, whose `rec` writes every run down at the
-# worker), every `jrpc` given the three URLs (each process's list rotated,
+# worker; tests/e2e/failover_lib.sh), every `jrpc` given the three URLs (each process's list rotated,
 # so that each broker is the first of a third of the calls), signed.
 #
 #   B1 killed with SIGKILL under load (8 loops of `jrpc call rec`, 240
@@ -22,50 +22,10 @@
 #   answered B1's kept reply; it ran once. Without: exit 3; it ran once.
 #   dns+tcp://localhost:PORT reaches a broker.
 source "$JRPC_E2E_LIB"
-: "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
-[ -x "$JRPC_PY" ] || { echo "no $JRPC_PY: run bash tests/py_install.sh first"; exit 1; }
-command -v redis-server >/dev/null || { echo "redis-server is required"; exit 1; }
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-e2e_start_redis
-printf 'loadkey s3cr3t-load-s3cr3t-load\n' > "$E2E_TMP/keys"
-chmod 600 "$E2E_TMP/keys"
+source "$(dirname "${BASH_SOURCE[0]}")/failover_lib.sh"
 CALLS=240 LOOPS=8 STARTED=40
-
-declare -A BPID HTTPP WEP ZEP ADMP
-start_b() { # N: broker N on fresh ports (retried on a collision)
-    local n=$1 try zp
-    for try in 1 2 3 4 5 6; do
-        zp=$(e2e_pick_port)
-        HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"; ZEP[$n]="tcp://127.0.0.1:$zp"
-        ADMP[$n]=$((zp + 3))
-        : > "$E2E_TMP/b$n.log"
-        "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
-            --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
-            --redis "redis://127.0.0.1:$RPORT" --timeout-ms 3000 --heartbeat-ms 200 \
-            --admin "127.0.0.1:${ADMP[$n]}" >>"$E2E_TMP/b$n.log" 2>&1 &
-        BPID[$n]=$!; E2E_PIDS+=("${BPID[$n]}")
-        e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 4 ]" 10 && return 0
-        kill -9 "${BPID[$n]}" 2>/dev/null; wait "${BPID[$n]}" 2>/dev/null
-    done
-    echo "could not start broker $n"; exit 1
-}
-start_w() { # N: W<N> serving B<N> only; W1 takes 200 ms more a call, so that
-            # B1 always holds calls when it is killed
-    local extra=0
-    [ "$1" = 1 ] && extra=200
-    REC_FILE=$E2E_TMP/runs REC_NAME=w$1 REC_EXTRA_MS=$extra "$JRPC_PY" -m jrpc.worker \
-        --connect "${WEP[$1]}" --heartbeat-ms 200 --credit 8 "$HERE/py_failover_worker.py" \
-        >>"$E2E_TMP/w$1.log" 2>&1 &
-    E2E_PIDS+=("$!")
-}
-ready() { grep -q 'event=worker_ready' "$E2E_TMP/b$1.log"; }
-stop_all() { # every process but Redis
-    local p
-    for p in "${E2E_PIDS[@]}"; do
-        [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
-    done
-    E2E_PIDS=("$REDIS_PID")
-}
+# W1 takes 200 ms more a call: B1 holds calls whenever it is killed.
+W1_EXTRA_MS=200
 
 load_loop() { # J URL1 URL2 URL3 ARGS...: calls J, J+LOOPS, ... ; one line per call in res.J
     local j=$1 u=("$2" "$3" "$4") i r out rc
