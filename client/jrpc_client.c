@@ -371,6 +371,7 @@ static int failover(jrpc_client_t *c, const jrpc_header_t *hdr, bool retryable,
                         "its key could end", sizeof why - strlen(why) - 1);
                 break;
             }
+            assert(hdr != NULL);   /* lost, not retryable: it was sent with a key */
             h = *hdr;
             if (h.timeout_ms == 0 || h.timeout_ms > (uint32_t)ask)
                 h.timeout_ms = (uint32_t)ask;
