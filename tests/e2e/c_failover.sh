@@ -20,6 +20,7 @@
 #   front of B1 drops the answer; failover_cut_proxy.py): with --retry safe
 #   the body goes again to B2 under the same key, signed anew, and is
 #   answered B1's kept reply; it ran once. Without: exit 3; it ran once.
+#   With --retryable (a read) it is sent again without a key and runs twice.
 #   dns+tcp://localhost:PORT reaches a broker.
 source "$JRPC_E2E_LIB"
 source "$(dirname "${BASH_SOURCE[0]}")/failover_lib.sh"
@@ -103,6 +104,9 @@ check "... and the call ran once, at B1's worker" "w1 " "$(runs_of cut-safe)"
 check "cut after B1 ran it, no --retry: exit 3" '3 ' "$(cut cut-plain)"
 check "... saying the call may or may not have run" 1 "$(grep -c 'may or may not have run' "$E2E_TMP/cut.err")"
 check "... and it did run, once, at B1's worker" "w1 " "$(runs_of cut-plain)"
+check "cut, --retryable (a read): sent again without a key, answered by B2" '0 "cut-read"' \
+    "$(cut cut-read --retryable)"
+check "... so it ran twice: what --retryable allows" "w1 w2 " "$(runs_of cut-read)"
 stop_all
 
 # ---- --retry safe, over HTTP, then over ZeroMQ --------------------------------
