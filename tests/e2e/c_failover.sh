@@ -58,10 +58,7 @@ run_round() { # zmq|http [ARGS...]: one round, B1 killed under load; results in 
     e2e_wait_for "[ \$(cat '$E2E_TMP'/res.* | wc -l) -ge $STARTED ]" 60 || echo "the load did not start"
     # Killed while it holds calls (a third of the bodies go to it first, and
     # its worker is slow; its /metrics says when a call is at its worker).
-    e2e_wait_for "curl -s 'http://127.0.0.1:${ADMP[1]}/metrics' | grep -q '^jrpc_calls_inflight [1-9]'" 30 ||
-        echo "B1 held no call"
-    kill -9 "${BPID[1]}"
-    wait "${BPID[1]}" 2>/dev/null
+    kill_b1
     for j in "${loads[@]}"; do wait "$j"; done
     cat "$E2E_TMP"/res.* > "$E2E_TMP/res"
 }
