@@ -58,6 +58,8 @@ static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
         return;
     if (w->depth == 2 && (span_is(name, "listChanged") || span_is(name, "subscribe")))
         return;   /* a notification that could never reach the client */
+    if (w->depth == 1 && span_is(name, "tasks"))
+        return;   /* tasks/get, tasks/list, ... are not declared (mcp_methods) */
     int rc = jrpc_buf_puts(w->out, w->first ? "" : ",");
     w->first = false;
     if (rc == 0 && (rc = jrpc_json_write_string(w->out, name.p, name.n)) == 0)
@@ -80,7 +82,7 @@ static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
 /* The InitializeResult p[0, n) as a client gets it: its capabilities
  * without what the bridge cannot deliver (docs/MCP.md "Capabilities"):
  * resources.subscribe and every listChanged, since no message goes from
- * server to client here. The one place the result is filtered: what a
+ * server to client here, and tasks, whose methods are not declared. The one place the result is filtered: what a
  * bridge that passes such messages on offers is decided here too.
  * Replaces out's contents; 0, or a negative code (out is then empty). */
 int mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out)
