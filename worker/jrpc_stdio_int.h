@@ -123,6 +123,8 @@ struct bridge {
     jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON, its
                                  capabilities filtered: mcp_caps_filter); empty: none yet */
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
+    char          *lsp_init;  /* --lsp-init: the params of the bridge's LSP initialize (a JSON
+                                 object, owned); NULL: no LSP handshake */
     uv_timer_t     sweep;
     uv_check_t     resume;    /* after the poll of a turn: reading again what READ_BUDGET stopped */
     uv_timer_t     stop_timer;

@@ -161,8 +161,9 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n)
     return true;
 }
 
-/* --mcp: sends the child the bridge's initialize (the handshake's first
- * half); the child takes calls once it answers (mcp_initialized). */
+/* --mcp or --lsp-init: sends the child the bridge's initialize (the
+ * handshake's first half: MCP's params, or --lsp-init's); the child takes
+ * calls once it answers (mcp_initialized). */
 int mcp_start(child_t *c)
 {
     bridge_t *b = c->b;
@@ -174,9 +175,13 @@ int mcp_start(child_t *c)
     jrpc_buf_init(&k->params);
     k->mcp_init = true;
     k->deadline = uv_now(b->loop) + MCP_INIT_MS;  /* then --hang-kill-ms, and it is replaced */
-    int rc = jrpc_buf_puts(&k->params, "{\"protocolVersion\":\"" MCP_VERSION "\","
-                           "\"capabilities\":{},\"clientInfo\":{\"name\":\"jrpc-stdio\","
-                           "\"version\":\"" JRPC_VERSION "\"}}");
+    int rc = b->lsp_init ? jrpc_buf_puts(&k->params, b->lsp_init)
+                         : jrpc_buf_puts(&k->params, "{\"protocolVersion\":\"" MCP_VERSION "\","
+                                         "\"capabilities\":{},\"clientInfo\":{\"name\":"
+                                         "\"jrpc-stdio\",\"version\":\"" JRPC_VERSION "\"}}");
+    for (size_t i = 0; b->framing == JRPC_FRAME_NDJSON && i < k->params.len; i++)
+        if (k->params.p[i] == '\n' || k->params.p[i] == '\r')
+            k->params.p[i] = ' ';   /* a file's lines: whitespace outside strings */
     if (rc == 0)
         rc = call_send(c, k);
     if (rc < 0)
@@ -184,7 +189,8 @@ int mcp_start(child_t *c)
     return rc;
 }
 
-/* --mcp: the child's answer to the bridge's initialize. A result is kept
+/* --mcp or --lsp-init: the child's answer to the bridge's initialize.
+ * LSP: the child is told initialized and takes calls. MCP: a result is kept
  * (the latest child's: they run the same command) for clients' initialize,
  * the child is told notifications/initialized and takes calls; anything
  * else loses the child (restarted with backoff). */
@@ -192,11 +198,24 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
 {
     bridge_t *b = c->b;
     static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    static const char lsp_note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"initialized\",\"params\":{}}";
+    const char *kind = b->lsp_init ? "lsp" : "mcp";
     if (m->kind == JRPC_CHILD_BAD_ANSWER || m->error.n > 0 || m->result.n == 0 ||
         m->result.p[0] != '{') {
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=mcp_initialize_failed pid=%d answer=%.*s", c->pid,
-                 (int)(m->error.n > 200 ? 200 : m->error.n), m->error.n ? m->error.p : "");
-        child_lost(c, "mcp_initialize_failed");
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=%s_initialize_failed pid=%d answer=%.*s", kind,
+                 c->pid, (int)(m->error.n > 200 ? 200 : m->error.n), m->error.n ? m->error.p : "");
+        child_lost(c, b->lsp_init ? "lsp_initialize_failed" : "mcp_initialize_failed");
+        return;
+    }
+    if (b->lsp_init) {   /* LSP: told "initialized"; its result is no client's */
+        if (child_write(c, lsp_note, sizeof lsp_note - 1) < 0) {
+            child_lost(c, "out_of_memory");
+            return;
+        }
+        c->ready = true;
+        JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=lsp_initialized pid=%d slot=%u result_bytes=%zu",
+                 c->pid, c->slot, m->result.n);
+        pump(b);
         return;
     }
     if (mcp_caps_filter(m->result.p, m->result.n, &b->mcp_init) < 0 ||
