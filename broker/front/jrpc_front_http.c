@@ -426,6 +426,9 @@ static void headers_done(conn_t *c)
     } else if (c->mcp && !mcp_accept_ok(h)) {
         status = 406;
         why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";
+    } else if (c->mcp && idem_value(h).p != NULL && !mcp_target_alone(c->front, h)) {
+        status = 400;   /* a kept reply is found by key and body, not by service */
+        why = "Idempotency-Key is not taken on /mcp/<service>";
     } else if (c->mcp && !mcp_version_ok(h)) {
         status = 400;
         why = "unsupported MCP-Protocol-Version (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)";

@@ -245,6 +245,7 @@ uint8_t stream_mode(const jrpc_http_head_t *h);
 /* jrpc_front_mcp.c */
 bool   mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
 bool   mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_t *svc);
+bool   mcp_target_alone(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
 bool   mcp_one_service(conn_t *c, req_t *r);
 bool   mcp_version_ok(const jrpc_http_head_t *h);
 uint8_t mcp_stream_mode(const jrpc_http_head_t *h);

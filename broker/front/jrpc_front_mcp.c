@@ -44,6 +44,13 @@ bool mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
     return mcp_route(f, h, NULL);
 }
 
+/* The target is opts.mcp_path itself, no service. */
+bool mcp_target_alone(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+{
+    jrpc_span_t svc;
+    return mcp_route(f, h, &svc) && svc.n == 0;
+}
+
 /* The path alone while several MCP services are connected (their workers
  * declare "initialize"): which one is meant cannot be told, so r is
  * answered 409 naming them (docs/MCP.md "Several services"); returns

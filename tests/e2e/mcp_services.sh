@@ -85,6 +85,10 @@ check "/mcp alone: the SDK's error names both" 1 \
 check "/mcp/nosuch: no such service, -32601" '200 {"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":1}' \
     "$(post /mcp/nosuch "$(init 2025-06-18)")"
 
+check "/mcp/memory with Idempotency-Key: 400 (a kept reply knows no service)" 400 \
+    "$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+        -H "$ACC" -H 'Idempotency-Key: k1' --data-binary "$(init 2025-06-18)" "$HTTP_URL/mcp/memory")"
+
 # ---- honest capabilities, the version negotiated ----
 # server-memory offers tools.listChanged, resources.listChanged and
 # resources.subscribe: none can reach a client through the bridge.
