@@ -268,13 +268,18 @@ void jrpc_workers_each_method(jrpc_workers_t *w, jrpc_method_fn fn, void *arg)
             };
             for (uint32_t k = 0; k < m->nworkers; k++) {
                 const worker_t *wk = m->workers[k];
-                mi.idempotent = mi.idempotent && worker_idempotent(wk, m);
-                for (uint32_t j = 0; wk->sch && mi.params.n + mi.result.n == 0 && j < wk->nmethods;
-                     j++)
-                    if (wk->methods[j] == m) {
-                        mi.params = wk->sch[2 * j];
-                        mi.result = wk->sch[2 * j + 1];
-                    }
+                /* m's index in wk->methods: m->pos when wk sent the last READY
+                 * that listed m (no walk), else found by a walk */
+                uint32_t j = m->pos < wk->nmethods && wk->methods[m->pos] == m ? m->pos : 0;
+                while (j < wk->nmethods && wk->methods[j] != m)
+                    j++;
+                if (j == wk->nmethods)
+                    continue;
+                mi.idempotent = mi.idempotent && wk->idem[j];
+                if (wk->sch != NULL && mi.params.n + mi.result.n == 0) {
+                    mi.params = wk->sch[2 * j];
+                    mi.result = wk->sch[2 * j + 1];
+                }
             }
             fn(arg, &mi);
         }

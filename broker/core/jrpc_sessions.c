@@ -445,10 +445,10 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     w->workers = wk;
     w->nworkers++;
     JRPC_LOG(JRPC_LOG_INFO, "workers",
-             "event=worker_ready worker=%s service=%s credit=%u credit_asked=%u methods=%u "
-             "idempotent=%u json=%u ignored=%u schemas=%s workers=%u", wk->name,
-             wk->service[0] ? wk->service : "-", wk->credit, m->credit, wk->nmethods, nidem,
-             wk->njson, ignored, wk->schemas ? "yes" : "no", w->nworkers);
+             "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u "
+             "idempotent=%u json=%u ignored=%u workers=%u service=%s schemas=%s", wk->name,
+             wk->credit, m->credit, wk->nmethods, nidem, wk->njson, ignored, w->nworkers,
+             wk->service[0] ? wk->service : "-", wk->schemas ? "yes" : "no");
     /* The answer to READY: our heartbeat settings, before any REQUEST. */
     peer_t to = worker_peer(wk);
     send_simple(w, &to, JRPC_WIRE_HEARTBEAT);

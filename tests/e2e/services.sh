@@ -43,7 +43,7 @@ print(r["result"] if "result" in r else "error %d" % r["error"]["code"])'
 }
 
 check "READY: wa declares service billing" 1 \
-    "$(grep -c 'event=worker_ready worker=wa service=billing .*methods=12' "$E2E_TMP/broker.log")"
+    "$(grep -c 'event=worker_ready worker=wa .*methods=12 .*service=billing' "$E2E_TMP/broker.log")"
 check "READY: wb (shipping) refused each of the 12 bare names billing owns" 12 \
     "$(grep -c 'event=method_refused reason=service_conflict method=[a-z_]* service=shipping owner=billing worker=wb' \
         "$E2E_TMP/broker.log")"
