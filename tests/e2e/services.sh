@@ -73,6 +73,12 @@ check "and the billing.* key may not call it: -32002" "error -32002" "$(rpc nosu
 check "the access line names the service" 1 \
     "$(grep -c 'event=access .*service=billing' "$E2E_TMP/broker.log" | sed 's/^[1-9][0-9]*$/1/')"
 
+check "per-method metrics carry the service: billing's count answered 21 times" 21 \
+    "$(curl -s "$ADMIN/metrics" | sed -n 's/^jrpc_method_calls_total{service="billing",method="count",outcome="ok"} //p')"
+check "and shipping's count once, under its own service" 1 \
+    "$(curl -s "$ADMIN/metrics" | sed -n 's/^jrpc_method_calls_total{service="shipping",method="count",outcome="ok"} //p')"
+check "/status/methods names both services' count" 2 \
+    "$(curl -s "$ADMIN/status/methods" | grep -o '"service":"[a-z]*","method":"count"' | sort -u | wc -l)"
 # A bad service name: refused at READY, the worker told DISCONNECT.
 bad=$(/usr/bin/python3 - "$WORKERS_EP" <<'PY'
 import sys, zmq, msgpack
