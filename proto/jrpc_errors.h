@@ -34,6 +34,8 @@ enum jrpc_code {
                                        is still running (docs/SIGNING.md "Idempotency keys") */
     JRPC_NOT_REPRESENTABLE= -32010, /* a worker's result holds a number no double holds
                                        (sent by the Python worker, worker/python README) */
+    JRPC_SESSION_UNKNOWN  = -32011, /* an MCP session that does not exist (any more): the
+                                       HTTP front answers 404 on /mcp (docs/MCP.md) */
 };
 
 /* How a whole body ended: the transport-neutral class every front, the

@@ -54,6 +54,8 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
     }
     if (strcmp(m, "initialize") != 0)
         return false;
+    if (b->sessions && b->mcp_init.len > 0)
+        return false;   /* a session begins: the client's initialize goes to its child */
     if (b->mcp_init.len > 0) {
         mcp_answer_init(b, wc);
         return true;
