@@ -1,0 +1,62 @@
+// tests/e2e/mcp_sessions.sh's client: the official MCP TypeScript SDK (a
+// client no one here wrote) over Streamable HTTP, printing one line per
+// step for the script to check.
+//
+//   NODE_PATH=tests/mcp/node_modules node mcp_sessions.cjs memory URL TAG
+//     connects (server-memory), creates 10 entities TAG-0..TAG-9 at once,
+//     reads the graph back: "session=yes|none", "kept n=K"; then, with a
+//     session, ends it (DELETE) and posts with its id again: "after_delete
+//     status=S".
+//   NODE_PATH=... node mcp_sessions.cjs progress URL
+//     connects (server-everything), calls trigger-long-running-operation
+//     with a progressToken: "progress n=K last=P/T", "result ok=true|false".
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
+const { StreamableHTTPClientTransport } =
+    require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+
+async function memory(url, tag) {
+    const client = new Client({ name: "jrpc-e2e-sessions", version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(url);
+    await client.connect(transport);
+    const sid = transport.sessionId;
+    console.log(`session=${sid ? "yes" : "none"}`);
+    await Promise.all([...Array(10).keys()].map((i) => client.callTool({
+        name: "create_entities",
+        arguments: { entities: [{ name: `${tag}-${i}`, entityType: "e2e", observations: ["x"] }] },
+    })));
+    const g = await client.callTool({ name: "read_graph", arguments: {} });
+    const graph = g.structuredContent || JSON.parse(g.content[0].text);
+    const kept = graph.entities.filter((e) => e.name.startsWith(`${tag}-`)).length;
+    console.log(`kept n=${kept}`);
+    if (sid) {
+        await transport.terminateSession();
+        const res = await fetch(url, {
+            method: "POST",
+            headers: { "content-type": "application/json", accept: "application/json, text/event-stream",
+                       "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }),
+        });
+        console.log(`after_delete status=${res.status}`);
+    }
+    await client.close();
+}
+
+async function progress(url) {
+    const client = new Client({ name: "jrpc-e2e-progress", version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(url);
+    await client.connect(transport);
+    let n = 0, last = "";
+    const r = await client.callTool(
+        { name: "trigger-long-running-operation", arguments: { duration: 1, steps: 3 } },
+        undefined,
+        { onprogress: (p) => { n++; last = `${p.progress}/${p.total}`; }, timeout: 30000 });
+    console.log(`progress n=${n} last=${last}`);
+    console.log(`result ok=${r.content[0].text.startsWith("Long running operation completed")}`);
+    await client.close();
+}
+
+const [mode, url, tag] = process.argv.slice(2);
+(mode === "memory" ? memory(new URL(url), tag) : progress(new URL(url))).catch((e) => {
+    console.log(`error ${e && e.message}`);
+    process.exit(1);
+});
