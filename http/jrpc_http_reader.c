@@ -94,11 +94,12 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_IDEM_KEY]     = { 1728, 264, false },
     [JRPC_HTTP_F_FORWARDED]    = { 1992, 256, true },
     [JRPC_HTTP_F_XFF]          = { 2248, 256, true },
+    [JRPC_HTTP_F_MCP_SESSION]  = { 2504, 128, false },
 };
-_Static_assert(2248 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(2504 + 128 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
     0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440, 1472, 1728,
-    1992, 2248,
+    1992, 2248, 2504,
 };
 
 /* ---- header values ------------------------------------------------------ */
@@ -465,7 +466,9 @@ static uint8_t classify(const char *n, size_t l, bool trailer)
         if (IS(n, l, "x-jrpc-nonce")) return H_KEPT + JRPC_HTTP_F_NONCE;
         return H_OTHER;
     case 13: return IS(n, l, "authorization") ? H_KEPT + JRPC_HTTP_F_AUTHORIZATION : H_OTHER;
-    case 14: return IS(n, l, "content-length") ? H_CL : H_OTHER;
+    case 14:
+        if (IS(n, l, "content-length")) return H_CL;
+        return IS(n, l, "mcp-session-id") ? H_KEPT + JRPC_HTTP_F_MCP_SESSION : H_OTHER;
     case 9:  return IS(n, l, "forwarded") ? H_KEPT + JRPC_HTTP_F_FORWARDED : H_OTHER;
     case 15:
         if (IS(n, l, "idempotency-key")) return H_KEPT + JRPC_HTTP_F_IDEM_KEY;
