@@ -59,7 +59,9 @@ enum jrpc_body_class {
  * whole, the JSON-RPC code of the error object sent (0 otherwise). */
 typedef struct jrpc_outcome {
     int      cls;        /* a jrpc_body_class */
-    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK, but
+                            JRPC_SESSION_UNKNOWN for an MCP body whose one call was
+                            answered so (the HTTP front's 404) */
     uint32_t answered;   /* ok/invalid: response objects in the reply (streamed: sent) */
     uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
     uint32_t retry_after_s; /* limited: when the body would pass (>= 1); 0 never */
