@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 # pinned tsc (client/ts/node_modules, for e2e_ts_client and e2e_ts_browser)
 # and the Python package (worker/python into a fresh venv, build-py/venv:
 # test_py and e2e_py_*). Inside ctest nothing installs or downloads.
+# Each phase's start, in seconds since the suite began (issue 35 keeps the
+# whole run under 10 minutes on 2 cores: these say where it goes).
+stamp() { echo "=== $1 [$SECONDS s]"; }
+stamp "install"
 bash deploy/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 bash tests/py_install.sh || { echo "0 passed, 1 failed"; exit 1; }
 bash tests/deploy/npm_install.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -22,13 +26,13 @@ for variant in plain asan; do
     dir=build-test-$variant
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DJRPC_WERROR=ON)
     [ $variant = asan ] && flags+=(-DJRPC_SANITIZE=ON)
-    echo "=== build ($variant)"
+    stamp "build ($variant)"
     if ! { cmake -S . -B "$dir" "${flags[@]}" >/dev/null && cmake --build "$dir" -j"$jobs" >/dev/null; }; then
         cmake --build "$dir" 2>&1 | grep -E 'error|warning' | head -40
         total_fail=$((total_fail + 1))
         continue
     fi
-    echo "=== tests ($variant)"
+    stamp "tests ($variant)"
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     skip=(); [ $variant = asan ] && skip=(-LE fuzz)   # the fuzz run has its own sanitizers
@@ -45,7 +49,7 @@ done
 # user or CI building Release must not meet them. Counts as one check.
 # Then the same with clang (installed for the fuzz targets), whose warnings
 # differ again (-Wstring-concatenation reached CI that way): both or neither.
-echo "=== build (release, gcc and clang, -Werror; no tests)"
+stamp "build (release, gcc and clang, -Werror; no tests)"
 release_ok=1
 for cc in gcc clang; do
     dir=build-test-release-$cc
@@ -60,5 +64,6 @@ if [ $release_ok = 1 ]; then
 else
     total_fail=$((total_fail + 1))
 fi
+stamp "done"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
