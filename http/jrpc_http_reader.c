@@ -284,7 +284,7 @@ static const char *const methods[] = {
     "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "PATCH", "PURGE", "MKCALENDAR", "LINK",
     "UNLINK", "SOURCE",
 };
-enum { M_GET = 2, M_HEAD = 3, M_POST = 4, M_CONNECT = 6, M_OPTIONS = 7, M_COUNT = 35 };
+enum { M_DELETE = 1, M_GET = 2, M_HEAD = 3, M_POST = 4, M_CONNECT = 6, M_OPTIONS = 7, M_COUNT = 35 };
 #define METHOD_MAX 11 /* UNSUBSCRIBE */
 
 /* The method named p[0, n), 0 when none: by length, then the names of
@@ -295,7 +295,7 @@ static uint8_t method_id(const char *p, size_t n)
         [3] = { M_GET, 5, 20 },
         [4] = { M_POST, M_HEAD, 9, 10, 12, 17, 32 },
         [5] = { 8, 11, 24, 29, 30 },
-        [6] = { 1, 15, 16, 18, 19, 21, 26, 33, 34 },
+        [6] = { M_DELETE, 15, 16, 18, 19, 21, 26, 33, 34 },
         [7] = { M_OPTIONS, M_CONNECT },
         [8] = { 13, 23, 25 },
         [9] = { 14, 27 },
@@ -1074,6 +1074,7 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     case M_POST:    h->method = JRPC_HTTP_M_POST; break;
     case M_OPTIONS: h->method = JRPC_HTTP_M_OPTIONS; break;
     case M_CONNECT: h->method = JRPC_HTTP_M_CONNECT; break;
+    case M_DELETE:  h->method = JRPC_HTTP_M_DELETE; break;
     default:        h->method = JRPC_HTTP_M_OTHER; break;
     }
     h->version_minor = r->minor;

@@ -76,7 +76,7 @@ typedef struct jrpc_http_event {
 
 typedef enum jrpc_http_method {
     JRPC_HTTP_M_OTHER, JRPC_HTTP_M_GET, JRPC_HTTP_M_HEAD, JRPC_HTTP_M_POST,
-    JRPC_HTTP_M_OPTIONS, JRPC_HTTP_M_CONNECT,
+    JRPC_HTTP_M_OPTIONS, JRPC_HTTP_M_CONNECT, JRPC_HTTP_M_DELETE,
 } jrpc_http_method_t;
 
 /* The header values the reader keeps, each with its own room. A value is

@@ -21,6 +21,17 @@ void on_worker_msg(void *owner, uint32_t i, jrpc_span_t session, jrpc_span_t bod
 {
     jrpc_broker_t *b = arg;
     (void)i;
+    /* What reaches a client is one JSON object, checked as a worker's JSON
+     * result is (PROTOCOL.md 2.3): a worker's bytes never frame its stream. */
+    jrpc_span_t v;
+    if (body.p != NULL && (jrpc_json_check(body.p, body.n, JRPC_JSON_MAX_DEPTH, &v) < 0 ||
+                           v.p[0] != '{')) {
+        JRPC_LOG(JRPC_LOG_DEBUG, "broker", "event=mcp_message_dropped reason=not_json bytes=%zu",
+                 body.n);
+        return;
+    }
+    if (body.p != NULL)
+        body = v;
     if (owner == NULL) {
         if (b->on_session)
             b->on_session(b->on_session_arg, session, body);
