@@ -7,6 +7,11 @@
 //     reads the graph back: "session=yes|none", "kept n=K"; then, with a
 //     session, ends it (DELETE) and posts with its id again: "after_delete
 //     status=S".
+//   NODE_PATH=... node mcp_sessions.cjs logging URL
+//     connects (server-everything), turns its simulated logging on (a tool:
+//     the state lives in the session's child), waits for 2 logging
+//     notifications (the first comes during the call, the next ones 5 s
+//     apart on the session's GET stream): "logging n=K", then turns it off.
 //   NODE_PATH=... node mcp_sessions.cjs progress URL
 //     connects (server-everything), calls trigger-long-running-operation
 //     with a progressToken: "progress n=K last=P/T", "result ok=true|false".
@@ -55,8 +60,26 @@ async function progress(url) {
     await client.close();
 }
 
+async function logging(url) {
+    const { LoggingMessageNotificationSchema } = require("@modelcontextprotocol/sdk/types.js");
+    const client = new Client({ name: "jrpc-e2e-logging", version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(url);
+    let n = 0, wake = null;
+    client.setNotificationHandler(LoggingMessageNotificationSchema, () => { n++; if (wake) wake(); });
+    await client.connect(transport);
+    await client.callTool({ name: "toggle-simulated-logging", arguments: {} });
+    const until = Date.now() + 20000;
+    while (n < 2 && Date.now() < until)
+        await new Promise((res) => { wake = res; setTimeout(res, 1000); });
+    console.log(`logging n=${n >= 2 ? "2+" : n}`);
+    await client.callTool({ name: "toggle-simulated-logging", arguments: {} });
+    await transport.terminateSession();
+    await client.close();
+}
+
 const [mode, url, tag] = process.argv.slice(2);
-(mode === "memory" ? memory(new URL(url), tag) : progress(new URL(url))).catch((e) => {
+(mode === "memory" ? memory(new URL(url), tag) : mode === "logging" ? logging(new URL(url))
+                   : progress(new URL(url))).catch((e) => {
     console.log(`error ${e && e.message}`);
     process.exit(1);
 });

@@ -8,7 +8,8 @@
 #   - with --sessions, initialize begins a session (Mcp-Session-Id) pinned to
 #     one child: all 10 kept; DELETE ends it, and its id is then 404;
 # and server-everything's progress notifications reach the SDK's onprogress
-# (the POST answered as SSE once the child sends something before the answer).
+# (the POST answered as SSE once the child sends something before the answer),
+# its logging notifications outside calls the session's GET stream.
 source "$JRPC_E2E_LIB"
 HERE=$(dirname "$JRPC_E2E_LIB")
 if ! command -v node >/dev/null; then
@@ -81,5 +82,10 @@ client progress "$MCP" > "$E2E_TMP/p.out" 2>&1
 cat "$E2E_TMP/p.out"
 check "progress: 3 notifications reached onprogress" "progress n=3 last=3/3" "$(grep '^progress' "$E2E_TMP/p.out")"
 check "progress: then the result" "result ok=true" "$(grep '^result' "$E2E_TMP/p.out")"
+# a session's messages outside any call: on its GET stream
+client logging "$MCP" > "$E2E_TMP/l.out" 2>&1
+cat "$E2E_TMP/l.out"
+check "logging: the child's notifications after the call reach the client (GET stream)" \
+    "logging n=2+" "$(grep '^logging' "$E2E_TMP/l.out")"
 bridge_stop
 e2e_finish
