@@ -281,6 +281,7 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);
 int  sess_init(bridge_t *b);
 void sess_dispose(bridge_t *b);
 int  sess_pin(bridge_t *b, jrpc_wcall_t *wc, call_t *k);
+bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc);
 bool sess_child_message(child_t *c, const jrpc_child_msg_t *m, const char *p, size_t n);
 void sess_sweep(bridge_t *b, uint64_t now);
 

@@ -48,6 +48,8 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
 {
     const char *m = jrpc_wcall_method(wc);
     if (strcmp(m, "notifications/initialized") == 0) {
+        if (b->sessions && sess_initialized(b, wc))
+            return true;   /* its session's child had the client's initialize: told */
         msgpack_pack_nil(jrpc_wcall_result(wc));
         jrpc_wcall_finish(wc);
         return true;

@@ -153,6 +153,26 @@ int sess_pin(bridge_t *b, jrpc_wcall_t *wc, call_t *k)
     return 0;
 }
 
+/* --sessions: the client's notifications/initialized of session wc names,
+ * passed to its child as the notification it is (a server may act on it:
+ * offer what the client's capabilities allow), and wc answered. Returns
+ * false when wc names no session of ours (the caller swallows it). */
+bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc)
+{
+    static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    const char *id = jrpc_wcall_session(wc);
+    sess_t *s = id[0] ? sess_find(b, id) : NULL;
+    if (s == NULL)
+        return false;
+    child_t *c = &b->children[s->slot];
+    if (c->state == CHILD_UP && c->pid == s->pid)
+        child_write(c, note, sizeof note - 1);
+    s->last = uv_now(b->loop);
+    msgpack_pack_nil(jrpc_wcall_result(wc));
+    jrpc_wcall_finish(wc);
+    return true;
+}
+
 void sess_sweep(bridge_t *b, uint64_t now)
 {
     for (uint32_t i = 0; b->sess && i < b->max_sessions; i++)

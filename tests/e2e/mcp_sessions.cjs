@@ -12,6 +12,11 @@
 //     the state lives in the session's child), waits for 2 logging
 //     notifications (the first comes during the call, the next ones 5 s
 //     apart on the session's GET stream): "logging n=K", then turns it off.
+//   NODE_PATH=... node mcp_sessions.cjs sampling URL
+//     connects (server-everything) offering sampling, calls its
+//     trigger-sampling-request tool (offered only to clients that can
+//     sample): the server's sampling/createMessage reaches the client, whose
+//     answer goes back to the child: "sampling asked=N text=ok|..."
 //   NODE_PATH=... node mcp_sessions.cjs progress URL
 //     connects (server-everything), calls trigger-long-running-operation
 //     with a progressToken: "progress n=K last=P/T", "result ok=true|false".
@@ -77,9 +82,29 @@ async function logging(url) {
     await client.close();
 }
 
+async function sampling(url) {
+    const { CreateMessageRequestSchema } = require("@modelcontextprotocol/sdk/types.js");
+    const client = new Client({ name: "jrpc-e2e-sampling", version: "1.0.0" },
+                              { capabilities: { sampling: {} } });
+    let asked = 0;
+    client.setRequestHandler(CreateMessageRequestSchema, async () => {
+        asked++;
+        return { role: "assistant", model: "jrpc-e2e-model",
+                 content: { type: "text", text: "sampled by the client" } };
+    });
+    const transport = new StreamableHTTPClientTransport(url);
+    await client.connect(transport);
+    const r = await client.callTool({ name: "trigger-sampling-request",
+                                      arguments: { prompt: "hi", maxTokens: 5 } });
+    const text = r.content[0].text;
+    console.log(`sampling asked=${asked} text=${text.includes("sampled by the client") ? "ok" : text}`);
+    await transport.terminateSession();
+    await client.close();
+}
+
 const [mode, url, tag] = process.argv.slice(2);
 (mode === "memory" ? memory(new URL(url), tag) : mode === "logging" ? logging(new URL(url))
-                   : progress(new URL(url))).catch((e) => {
+ : mode === "sampling" ? sampling(new URL(url)) : progress(new URL(url))).catch((e) => {
     console.log(`error ${e && e.message}`);
     process.exit(1);
 });

@@ -9,7 +9,9 @@
 #     one child: all 10 kept; DELETE ends it, and its id is then 404;
 # and server-everything's progress notifications reach the SDK's onprogress
 # (the POST answered as SSE once the child sends something before the answer),
-# its logging notifications outside calls the session's GET stream.
+# its logging notifications outside calls the session's GET stream, and its
+# sampling request the client (offered because the client's initialize and
+# notifications/initialized reach the session's child), whose answer goes back.
 source "$JRPC_E2E_LIB"
 HERE=$(dirname "$JRPC_E2E_LIB")
 if ! command -v node >/dev/null; then
@@ -87,5 +89,10 @@ client logging "$MCP" > "$E2E_TMP/l.out" 2>&1
 cat "$E2E_TMP/l.out"
 check "logging: the child's notifications after the call reach the client (GET stream)" \
     "logging n=2+" "$(grep '^logging' "$E2E_TMP/l.out")"
+# a server's request (sampling) to the client, the client's answer back to the child
+client sampling "$MCP" > "$E2E_TMP/s.out" 2>&1
+cat "$E2E_TMP/s.out"
+check "sampling: the child's sampling/createMessage reached the client, its answer the child" \
+    "sampling asked=1 text=ok" "$(grep '^sampling' "$E2E_TMP/s.out")"
 bridge_stop
 e2e_finish
