@@ -38,7 +38,7 @@ void on_worker_msg(void *owner, uint32_t i, jrpc_span_t session, jrpc_span_t bod
         return;
     }
     bbatch_t *x = owner;
-    if (x->mcp == NULL || x->replied || x->mcp_msgs >= MSGS_PER_BODY)
+    if (x->mcp == NULL || x->replied || x->detached || x->mcp_msgs >= MSGS_PER_BODY)
         return;
     x->mcp_msgs += body.p != NULL;
     x->mcp(x->ctx, session, body);
