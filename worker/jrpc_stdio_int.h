@@ -56,6 +56,7 @@ typedef struct bridge bridge_t;
 
 #define MSG_PER_CALL 64     /* messages a child may send one call's client */
 #define PEND_MAX     256    /* the child's requests to clients awaiting an answer */
+#define PEND_TTL_MS  600000 /* ... forgotten after this long (or when their child is gone) */
 
 /* --sessions: one MCP session (jrpc_stdio_sess.c). */
 typedef struct sess {
@@ -72,6 +73,7 @@ typedef struct pend {
     unsigned slot;
     int      pid;
     char    *id_raw;        /* the child's own id, JSON text (owned) */
+    uint64_t at;            /* uv_now() when sent: unanswered after PEND_TTL_MS, forgotten */
 } pend_t;
 
 typedef struct call {

@@ -175,6 +175,14 @@ bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc)
 
 void sess_sweep(bridge_t *b, uint64_t now)
 {
+    for (size_t i = 0; i < PEND_MAX; i++) {
+        pend_t *e = &b->pend[i];
+        if (e->n && (now - e->at >= PEND_TTL_MS || b->children[e->slot].pid != e->pid)) {
+            free(e->id_raw);
+            e->id_raw = NULL;
+            e->n = 0;
+        }
+    }
     for (uint32_t i = 0; b->sess && i < b->max_sessions; i++)
         if (b->sess[i].id[0] && now - b->sess[i].last >= b->session_idle_ms)
             sess_end(b, &b->sess[i], "idle", true);
@@ -256,6 +264,7 @@ static bool request_send(child_t *c, const jrpc_child_msg_t *m, const char *p, s
         e->n = seq;
         e->slot = c->slot;
         e->pid = c->pid;
+        e->at = uv_now(b->loop);
     } else {
         free(e->id_raw);
         e->id_raw = NULL;
