@@ -339,7 +339,11 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
           "Method names known to the worker side (served, or awaited at start-up).",
           rd->methods },
         { "jrpc_worker_ready_refused_total", "counter",
-          "Worker READYs refused (too many methods).", (double)rd->ready_refused },
+          "Worker READYs refused (too many methods, a bad service name).",
+          (double)rd->ready_refused },
+        { "jrpc_methods_refused_total", "counter",
+          "Bare method names refused at READY: another service owns them "
+          "(the worker still serves service.method).", (double)rd->methods_refused },
         { "jrpc_worker_ejections_total", "counter",
           "Workers ejected after --eject-after calls timed out in a row.",
           (double)rd->ejections },

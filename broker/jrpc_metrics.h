@@ -181,6 +181,7 @@ typedef struct jrpc_metrics_read {
     uint64_t late_answers, redispatched, calls_lost, frames_malformed, hedges, hedges_won;
     uint32_t methods;                   /* method names known to the worker side */
     uint64_t ready_refused, ejections;  /* READYs refused; workers ejected */
+    uint64_t methods_refused;           /* bare names refused at READY (service_conflict) */
     /* Calls emit(emit_arg, label, credit) once per worker; NULL: none. */
     void   (*each_credit)(void *src, jrpc_metrics_credit_fn emit, void *emit_arg);
     void    *src;

@@ -137,6 +137,8 @@ struct jrpc_worker {
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
     char         broker_public[JRPC_CURVE_Z85_LEN + 1]; /* the broker's public key */
     char         name[64];           /* READY "name"; empty: not sent */
+    char         service[64];        /* READY "service"; empty: not sent */
+    char        *schemas;            /* READY "schemas" (owned); NULL: not sent */
     uint64_t     answered;     /* answers sent (notifications included) */
     char         instance[JRPC_MCP_INSTANCE_LEN + 1]; /* READY "instance"; empty: not sent */
     jrpc_message_fn on_message; /* MESSAGE frames from brokers; NULL: dropped */

@@ -162,7 +162,8 @@ int main(int argc, char **argv)
     jrpc_worker_opts_t opts;
     jrpc_worker_opts_init(&opts);
     jrpc_conf_list_t endpoints = { 0 }, methods = { 0 };
-    const char *config = NULL, *framing = NULL, *admin_listen = NULL;
+    const char *config = NULL, *framing = NULL, *admin_listen = NULL, *schemas_file = NULL;
+    char *schemas = NULL;
     jrpc_conf_std_t std = { 0 };
     int status = 1;
     bridge_t b = { 0 };
@@ -221,6 +222,7 @@ int main(int argc, char **argv)
           .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
           .dest = &opts.name, .check = jrpc_connect_name_check },
+        JRPC_SERVICE_OPTS(&opts.service, &schemas_file),
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
           .min = 10, .max = 60000 },
         { "liveness", U, "N", "3", "silent intervals before a broker counts as dead",
@@ -241,6 +243,11 @@ int main(int argc, char **argv)
         status = 2;
         goto out;
     }
+    if (jrpc_connect_load_schemas(conf, schemas_file, &schemas) < 0) {
+        status = 2;
+        goto out;
+    }
+    opts.schemas = schemas;
     if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         status = 0;
@@ -362,5 +369,6 @@ out:
     sess_dispose(&b);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);
+    free(schemas);
     return status;
 }

@@ -163,7 +163,17 @@ void start(jrpc_broker_t *b, bbatch_t *x)
             continue;
         if (!c->notification)
             x->unanswered++;
-        if (key && !jrpc_key_allows(key, c->method)) {
+        if (jrpc_batch_is_discover(c)) {
+            answer_discover(b, x, i, key);
+            continue;
+        }
+        jrpc_span_t svc;   /* ACLs match the canonical name: service.method */
+        jrpc_span_t canon = jrpc_workers_canonical(b->workers, c->method, &svc);
+        if (svc.n && x->service[0] == '\0') {
+            memcpy(x->service, svc.p, svc.n);
+            x->service[svc.n] = '\0';
+        }
+        if (key && !jrpc_key_allows(key, canon)) {
             jrpc_metrics.acl_denied++;
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
@@ -499,6 +509,7 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .hedges = ws.hedges, .hedges_won = ws.hedges_won,
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
+        .methods_refused = ws.methods_refused,
         .each_credit = each_credit, .src = b->workers,
         .each_limited = each_limited, .limited_src = &b->rate_counts,
     };

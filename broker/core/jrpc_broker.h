@@ -247,6 +247,14 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 /* The connection is gone before fn was called: fn never will be. */
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *handle);
 
+/* Appends the OpenRPC document (docs/ARCHITECTURE.md "Discovery") of the
+ * methods served now that the key key_id may call: what rpc.discover
+ * answers, for GET /openrpc.json once jrpc_broker_authenticate() said ok
+ * (key_id as it gave it; n == 0: an open broker, every method). Returns 0,
+ * -ENOENT (no such key in the set in force any more) or -ENOMEM. Never
+ * blocks. */
+int jrpc_broker_discover(jrpc_broker_t *b, jrpc_span_t key_id, jrpc_buf_t *out);
+
 /* Puts another key set in force (SIGHUP: jrpc-broker's reload) and returns
  * the one it replaces, which the caller may free at once: the broker and its
  * fronts keep no pointer into a key set from one loop turn to the next.

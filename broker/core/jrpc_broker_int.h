@@ -96,6 +96,8 @@ struct bbatch {
     jrpc_rate_limit_t rlim;      /* ... its limit */
     uint64_t       rcost;        /* ... and what this body costs */
     bool           cancelled;    /* the client left while claiming */
+    char           service[JRPC_WORKERS_SERVICE_MAX + 1]; /* the first call's service
+                                    that has one (the access line), "" none */
     uint8_t        key_id_n;     /* key_id's length; 0 when open */
     char           key_id[JRPC_KEYS_ID_MAX]; /* the signing key's id: looked up (ACL) when
                                     the calls start, never kept as a pointer (a reload
@@ -165,6 +167,7 @@ void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_repl
 void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
             void *ctx, int rc, const char *data_json);
 void stream_answer(jrpc_broker_t *b, bbatch_t *x, uint32_t i);
+void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key);
 void answer_code(bbatch_t *x, uint32_t i, int code, const char *data);
 void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, void *arg);
 

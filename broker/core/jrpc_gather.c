@@ -2,11 +2,14 @@
  *
  * The workers' answers filled in per call (on_done), answers of our own
  * (answer_code), each sent as it comes in streamed mode, the reply written
- * once the last is in, a whole body refused with one error object, and the
- * access line of each. Not here: when a body is settled or expires
+ * once the last is in, a whole body refused with one error object, the
+ * access line of each, and rpc.discover answered with the OpenRPC document
+ * (jrpc_openrpc) of what the body's key may call. Not here: when a body is settled or expires
  * (jrpc_broker.c), why it is refused (jrpc_admit.c, jrpc_idem.c), keeping
  * a reply under its idempotency key in Redis (guard/jrpc_replay). */
 #include "jrpc_broker_int.h"
+
+#include "jrpc_openrpc.h"
 
 /* The access line's status= for each class: the numbers it has always
  * printed (docs/ARCHITECTURE.md, "The access line"). A log vocabulary, not
@@ -55,10 +58,11 @@ void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int
     }
     JRPC_LOG(JRPC_LOG_INFO, "access",
              "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
-             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
+             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s%s%s",
              jrpc_metrics_transport_names[jrpc_metrics_transport(transport)], (int)peer.n, peer.p,
              (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
-             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
+             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p,
+             x && x->service[0] ? " service=" : "", x ? x->service : "");
 }
 
 void reply(jrpc_broker_t *b, bbatch_t *x)
@@ -186,4 +190,42 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
         stream_answer(b, x, i);
     }
     settle(b, x);
+}
+
+/* ---- rpc.discover (docs/ARCHITECTURE.md "Discovery") ---- */
+
+/* jrpc_openrpc_allow_fn: what a key's ACL lets it call. */
+static bool key_allows(void *arg, jrpc_span_t canonical)
+{
+    return jrpc_key_allows(arg, canonical);
+}
+
+int jrpc_broker_discover(jrpc_broker_t *b, jrpc_span_t key_id, jrpc_buf_t *out)
+{
+    const jrpc_key_t *key = NULL;
+    if (b->opts.keys && key_id.n && (key = jrpc_keys_find(b->opts.keys, key_id)) == NULL)
+        return -ENOENT;   /* a reload removed it since the connection was admitted */
+    return jrpc_openrpc_write(out, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                              (void *)key);
+}
+
+/* Answers rpc.discover (call i of x) with the OpenRPC document of what its
+ * key may call (docs/ARCHITECTURE.md "Discovery"). */
+void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key)
+{
+    jrpc_buf_t doc;
+    jrpc_buf_init(&doc);
+    jrpc_call_t *c = &x->req.calls[i];
+    msgpack_object text = { .type = MSGPACK_OBJECT_BIN };
+    if (jrpc_openrpc_write(&doc, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                           (void *)key) < 0) {
+        answer_lost(c);
+    } else {
+        text.via.bin = (msgpack_object_bin){ .size = (uint32_t)doc.len, .ptr = doc.p };
+        if (jrpc_batch_answer_result(&x->req, i, &text) < 0)
+            answer_lost(c);
+    }
+    jrpc_buf_dispose(&doc);
+    x->unanswered--;
+    stream_answer(b, x, i);
 }

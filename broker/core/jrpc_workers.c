@@ -506,9 +506,10 @@ static inline int dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t pa
 {
     method_t *m = w->hint_m;
     if (m == NULL || !same_name(m, method)) {
-        if ((m = method_find(w, method.p, method.n)) != NULL)
+        if ((m = method_lookup(w, method.p, method.n)) != NULL)
             w->hint_m = m;
     }
+    m = method_target(m);
     if (m == NULL || m->nworkers == 0) {
         /* Right after a (re)start the workers have not announced themselves
          * yet: a call waits for them (queued) instead of -32601, until the
@@ -583,7 +584,7 @@ int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t
     if (mcp->session.n == 0)
         return dispatch(w, method, params, none, traceparent, deadline, submitted_ns,
                         mcp->messages, owner, index, handle);
-    method_t *m = method_find(w, method.p, method.n);
+    method_t *m = method_target(method_lookup(w, method.p, method.n));
     worker_t *wk = m ? session_worker(w, m, mcp->session) : NULL;
     if (wk == NULL)
         return m == NULL || m->nworkers == 0 ? -ENOENT : -ESRCH;
@@ -682,6 +683,7 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->lost = w->lost;
     st->methods = w->nmethods;
     st->ready_refused = w->ready_refused;
+    st->methods_refused = w->methods_refused;
     st->ejections = w->ejections;
     st->hedges = w->hedges;
     st->hedges_won = w->hedges_won;

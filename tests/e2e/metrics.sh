@@ -92,6 +92,7 @@ jrpc_worker_frames_malformed_total counter
 jrpc_http_connections gauge
 jrpc_methods gauge
 jrpc_worker_ready_refused_total counter
+jrpc_methods_refused_total counter
 jrpc_worker_ejections_total counter
 jrpc_ws_connections gauge
 jrpc_queued_bytes gauge
@@ -105,7 +106,7 @@ jrpc_reload_last_success_timestamp_seconds gauge
 FAM
 check "every family of the contract, with its type" "$(sort "$E2E_TMP/expected")" \
     "$(sed -n 's/^# TYPE //p' "$E2E_TMP/m" | sort)"
-check "a HELP line for each" 39 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
+check "a HELP line for each" 40 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
 check "docs/METRICS.md lists exactly these families" "$(cut -d' ' -f1 "$E2E_TMP/expected" | sort)" \
     "$(grep -o '^| `jrpc_[a-z_]*`' "$DOC" | tr -d '|` ' | sort)"
 
@@ -117,7 +118,7 @@ import re, sys
 from prometheus_client.parser import text_string_to_metric_families
 text = open(sys.argv[1]).read()
 fams = list(text_string_to_metric_families(text))
-assert len(fams) == 39, len(fams)
+assert len(fams) == 40, len(fams)
 cur, seen, series = None, set(), set()
 for line in text.splitlines():
     m = re.match(r'# (HELP|TYPE) (\S+) (.+)$', line)
