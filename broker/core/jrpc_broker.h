@@ -110,6 +110,11 @@ typedef struct jrpc_admit {
                                     client, given to mcp(ctx, ...) before the reply */
     jrpc_span_t     session;     /* with mcp: its Mcp-Session-Id (n == 0: none): its calls
                                     go to the worker the id names (or -32011) */
+    jrpc_span_t     service;     /* non-empty: every call of the body is of this service:
+                                    its method M is called as "service.M" (ACLs, access
+                                    line and routing see that name; MCP's /mcp/<service>).
+                                    Not checked here: a service nobody serves finds no
+                                    method (-32601) */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -324,6 +329,13 @@ enum {
  * JRPC_BROKER_E* in that order; for JRPC_BROKER_ENOMETHOD, *missing (unless
  * NULL) is that method's span of methods. Never blocks. */
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
+
+/* The services whose connected workers serve method (an MCP bridge
+ * declares "initialize"): their names, sorted, as a JSON array of strings
+ * into out (replacing its contents; a worker of no service is ""), and
+ * how many there are, or -ENOMEM. Never blocks; linear in the method
+ * table. */
+int jrpc_broker_services_serving(jrpc_broker_t *b, const char *method, jrpc_buf_t *out);
 
 /* A short English description of a JRPC_BROKER_E* code ("draining", "no
  * worker connected", ...) or -ENOMEM. Never NULL: "unknown error" for

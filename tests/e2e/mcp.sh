@@ -65,6 +65,19 @@ out=$(post "$INIT" -H "$ACC")
 check "initialize: 200 with the child's InitializeResult" \
     '200 "protocolVersion":"2025-06-18"' "$(echo "$out" | grep -o '^200\|"protocolVersion":"[0-9-]*"' | tr '\n' ' ' | sed 's/ $//')"
 check "initialize: the client's id comes back" 1 "$(echo "${out#* }" | grep -c '"id":1[,}]')"
+# server-everything offers listChanged, resources.subscribe and tasks: none can
+# be delivered by the bridge (docs/MCP.md "Capabilities"); logging/setLevel can.
+check "initialize: capabilities the bridge delivers only" \
+    '"capabilities":{"tools":{},"prompts":{},"resources":{},"logging":{},"completions":{}}' \
+    "$(echo "$out" | grep -o '"capabilities":{[^}]*}[^}]*}[^}]*}[^}]*}[^}]*}}')"
+out=$(post "${INIT/2025-06-18/2025-03-26}" -H "$ACC")
+check "initialize 2025-03-26: the child agreed, 2025-03-26 (not the bridge's 2025-06-18)" \
+    '"protocolVersion":"2025-03-26"' "$(echo "$out" | grep -o '"protocolVersion":"[0-9-]*"')"
+check "initialize 2025-03-26: filtered too" \
+    '"capabilities":{"tools":{},"prompts":{},"resources":{},"logging":{},"completions":{}}' \
+    "$(echo "$out" | grep -o '"capabilities":{[^}]*}[^}]*}[^}]*}[^}]*}[^}]*}}')"
+check "logging/setLevel reaches a child: {}" '200 {"jsonrpc":"2.0","result":{},"id":5}' \
+    "$(post '{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"debug"}}' -H "$ACC")"
 ctype=$(curl -sS --max-time 10 -o /dev/null -w '%{content_type}' -H 'Content-Type: application/json' \
     -H "$ACC" --data-binary '{"jsonrpc":"2.0","id":2,"method":"ping"}' "$MCP")
 check "request answered application/json even when SSE is accepted" "application/json" "$ctype"
