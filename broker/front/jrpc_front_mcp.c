@@ -249,7 +249,9 @@ void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
 {
     jrpc_span_t sid = mcp_session_of(h);
     int rc = jrpc_broker_mcp_send(c->front->broker, sid, (jrpc_span_t){ NULL, 0 });
-    JRPC_LOG(JRPC_LOG_INFO, COMP, "event=mcp_session_delete session=%.21s ok=%d", sid.p, rc == 0);
+    /* the id's first 21 bytes (instance and child), never its secret */
+    JRPC_LOG(JRPC_LOG_INFO, COMP, "event=mcp_session_delete session=%.*s ok=%d",
+             (int)(sid.n < 21 ? sid.n : 21), sid.p, rc == 0);
     if (rc == 0) {
         r->status = 204;
         r->body = r->inl;
