@@ -175,6 +175,7 @@ void start(jrpc_broker_t *b, bbatch_t *x)
         }
         if (key && !jrpc_key_allows(key, canon)) {
             jrpc_metrics.acl_denied++;
+            x->mstat[i] = jrpc_workers_method_stat(b->workers, c->method);
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
@@ -183,6 +184,7 @@ void start(jrpc_broker_t *b, bbatch_t *x)
                                                     x->deadline, x->t0, &mcp, x, i, &x->handles[i])
                         : jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp,
                                                 x->trace, x->deadline, x->t0, x, i, &x->handles[i]);
+        x->mstat[i] = jrpc_workers_last_stat(b->workers);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
@@ -275,17 +277,20 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
-        (x->handles = jrpc_arena_alloc(&x->req.arena,
-                                       (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL ||
+        (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *
+                                                          sizeof *x->handles)) == NULL ||
         (ad && ad->service.n && scope_calls(x, ad->service) < 0)) {
         batch_free(x);
         return -ENOMEM;
     }
     bool notes = false;   /* it may be answered before its calls end: it may be held */
+    x->mstat = x->handles + x->req.ncalls;   /* the same block */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         x->handles[i] = NO_HANDLE;
+        x->mstat[i] = JRPC_METRICS_NONE;
         notes |= x->req.calls[i].notification;
     }
+    x->path = ad ? ad->path : NULL;
     if (notes && ad) {
         if ((x->hold = ad->hold) != NULL)
             x->hold->refs++;
@@ -369,6 +374,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     b->loop = loop;
     b->opts = *opts;
     jrpc_metrics_init();
+    jrpc_metrics_set_max_methods(opts->metrics_max_methods);
     jrpc_buf_init(&b->out);
     jrpc_buf_init(&b->one);
     b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
@@ -514,6 +520,11 @@ static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
     jrpc_workers_each_credit(src, emit, arg);
 }
 
+static void each_worker(void *src, jrpc_metrics_worker_fn emit, void *arg)
+{
+    jrpc_workers_each_worker(src, emit, arg);
+}
+
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 {
     jrpc_broker_stats_t bs;
@@ -532,9 +543,19 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
         .methods_refused = ws.methods_refused,
-        .each_credit = each_credit, .src = b->workers,
+        .each_credit = each_credit, .src = b->workers, .each_worker = each_worker,
         .each_limited = each_limited, .limited_src = &b->rate_counts,
     };
+}
+
+int jrpc_broker_status_workers(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status(b->workers, out);
+}
+
+int jrpc_broker_status_methods(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status_methods(b->workers, out);
 }
 
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)

@@ -617,6 +617,7 @@ static void message_done(conn_t *c)
         .hold = c->hold,
         .mcp = c->mcp ? mcp_on_message : NULL,
         .session = c->mcp ? mcp_session_of(h) : (jrpc_span_t){ NULL, 0 },
+        .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
         .service = svc,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,

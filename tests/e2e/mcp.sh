@@ -9,16 +9,9 @@
 # responses, 405 for GET and DELETE without a session, MCP-Protocol-Version, Accept, and
 # --mcp-path none.
 source "$JRPC_E2E_LIB"
-HERE=$(dirname "$JRPC_E2E_LIB")
-command -v curl >/dev/null || { echo "curl is required"; exit 1; }
-if ! command -v node >/dev/null; then
-    echo "SKIP: node is not installed, so the MCP SDK check cannot run (bash deploy/deps.sh)"
-    exit 0
-fi
-NODE_MODS=$(cd "$HERE/../mcp" && pwd)/node_modules
+source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
+mcp_need server-everything
 EVERYTHING=$NODE_MODS/@modelcontextprotocol/server-everything/dist/index.js
-[ -f "$NODE_MODS/@modelcontextprotocol/sdk/package.json" ] && [ -f "$EVERYTHING" ] ||
-    { echo "the MCP SDK and server-everything are not installed: bash tests/mcp/npm_install.sh (tests/run.sh does)"; exit 1; }
 
 E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --access-log on --admin 127.0.0.1:0
 MCP="$HTTP_URL/mcp"

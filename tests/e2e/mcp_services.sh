@@ -11,17 +11,10 @@
 # MaxListenersExceededWarning. Packages pinned in tests/mcp/package-lock.json,
 # installed by tests/mcp/npm_install.sh (tests/run.sh), never here.
 source "$JRPC_E2E_LIB"
-HERE=$(dirname "$JRPC_E2E_LIB")
-command -v curl >/dev/null || { echo "curl is required"; exit 1; }
-if ! command -v node >/dev/null; then
-    echo "SKIP: node is not installed, so the MCP SDK check cannot run (bash deploy/deps.sh)"
-    exit 0
-fi
-NODE_MODS=$(cd "$HERE/../mcp" && pwd)/node_modules
+source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
+mcp_need server-memory server-filesystem
 MEMORY=$NODE_MODS/@modelcontextprotocol/server-memory/dist/index.js
 FILESYS=$NODE_MODS/@modelcontextprotocol/server-filesystem/dist/index.js
-[ -f "$NODE_MODS/@modelcontextprotocol/sdk/package.json" ] && [ -f "$MEMORY" ] && [ -f "$FILESYS" ] ||
-    { echo "the MCP SDK, server-memory and server-filesystem are not installed: bash tests/mcp/npm_install.sh"; exit 1; }
 CLIENT="$HERE/mcp_services_client.cjs"
 sdk() { NODE_PATH=$NODE_MODS timeout 120 node "$CLIENT" "$@" 2>&1; }
 

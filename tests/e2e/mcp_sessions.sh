@@ -13,16 +13,10 @@
 # sampling request the client (offered because the client's initialize and
 # notifications/initialized reach the session's child), whose answer goes back.
 source "$JRPC_E2E_LIB"
-HERE=$(dirname "$JRPC_E2E_LIB")
-if ! command -v node >/dev/null; then
-    echo "SKIP: node is not installed, so the MCP SDK check cannot run (bash deploy/deps.sh)"
-    exit 0
-fi
-NODE_MODS=$(cd "$HERE/../mcp" && pwd)/node_modules
+source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
+mcp_need server-memory server-everything
 MEMORY=$NODE_MODS/@modelcontextprotocol/server-memory/dist/index.js
 EVERYTHING=$NODE_MODS/@modelcontextprotocol/server-everything/dist/index.js
-[ -f "$NODE_MODS/@modelcontextprotocol/sdk/package.json" ] && [ -f "$MEMORY" ] && [ -f "$EVERYTHING" ] ||
-    { echo "the MCP packages are not installed: bash tests/mcp/npm_install.sh (tests/run.sh does)"; exit 1; }
 
 E2E_HTTP=1 e2e_start_broker --timeout-ms 30000
 MCP="$HTTP_URL/mcp"
