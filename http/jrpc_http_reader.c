@@ -94,11 +94,12 @@ static const struct { uint16_t off, room; bool list; } rooms[JRPC_HTTP_NFIELDS] 
     [JRPC_HTTP_F_IDEM_KEY]     = { 1728, 264, false },
     [JRPC_HTTP_F_FORWARDED]    = { 1992, 256, true },
     [JRPC_HTTP_F_XFF]          = { 2248, 256, true },
+    [JRPC_HTTP_F_MCP_SESSION]  = { 2504, 128, false },
 };
-_Static_assert(2248 + 256 == JRPC_HTTP_STORE, "the rooms fill the store");
+_Static_assert(2504 + 128 == JRPC_HTTP_STORE, "the rooms fill the store");
 const uint16_t jrpc_http_room_at[JRPC_HTTP_NFIELDS] = {
     0, 256, 512, 576, 592, 720, 792, 864, 936, 1008, 1040, 1056, 1184, 1440, 1472, 1728,
-    1992, 2248,
+    1992, 2248, 2504,
 };
 
 /* ---- header values ------------------------------------------------------ */
@@ -283,7 +284,7 @@ static const char *const methods[] = {
     "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "PATCH", "PURGE", "MKCALENDAR", "LINK",
     "UNLINK", "SOURCE",
 };
-enum { M_GET = 2, M_HEAD = 3, M_POST = 4, M_CONNECT = 6, M_OPTIONS = 7, M_COUNT = 35 };
+enum { M_DELETE = 1, M_GET = 2, M_HEAD = 3, M_POST = 4, M_CONNECT = 6, M_OPTIONS = 7, M_COUNT = 35 };
 #define METHOD_MAX 11 /* UNSUBSCRIBE */
 
 /* The method named p[0, n), 0 when none: by length, then the names of
@@ -294,7 +295,7 @@ static uint8_t method_id(const char *p, size_t n)
         [3] = { M_GET, 5, 20 },
         [4] = { M_POST, M_HEAD, 9, 10, 12, 17, 32 },
         [5] = { 8, 11, 24, 29, 30 },
-        [6] = { 1, 15, 16, 18, 19, 21, 26, 33, 34 },
+        [6] = { M_DELETE, 15, 16, 18, 19, 21, 26, 33, 34 },
         [7] = { M_OPTIONS, M_CONNECT },
         [8] = { 13, 23, 25 },
         [9] = { 14, 27 },
@@ -465,7 +466,9 @@ static uint8_t classify(const char *n, size_t l, bool trailer)
         if (IS(n, l, "x-jrpc-nonce")) return H_KEPT + JRPC_HTTP_F_NONCE;
         return H_OTHER;
     case 13: return IS(n, l, "authorization") ? H_KEPT + JRPC_HTTP_F_AUTHORIZATION : H_OTHER;
-    case 14: return IS(n, l, "content-length") ? H_CL : H_OTHER;
+    case 14:
+        if (IS(n, l, "content-length")) return H_CL;
+        return IS(n, l, "mcp-session-id") ? H_KEPT + JRPC_HTTP_F_MCP_SESSION : H_OTHER;
     case 9:  return IS(n, l, "forwarded") ? H_KEPT + JRPC_HTTP_F_FORWARDED : H_OTHER;
     case 15:
         if (IS(n, l, "idempotency-key")) return H_KEPT + JRPC_HTTP_F_IDEM_KEY;
@@ -1071,6 +1074,7 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     case M_POST:    h->method = JRPC_HTTP_M_POST; break;
     case M_OPTIONS: h->method = JRPC_HTTP_M_OPTIONS; break;
     case M_CONNECT: h->method = JRPC_HTTP_M_CONNECT; break;
+    case M_DELETE:  h->method = JRPC_HTTP_M_DELETE; break;
     default:        h->method = JRPC_HTTP_M_OTHER; break;
     }
     h->version_minor = r->minor;

@@ -76,7 +76,7 @@ typedef struct jrpc_http_event {
 
 typedef enum jrpc_http_method {
     JRPC_HTTP_M_OTHER, JRPC_HTTP_M_GET, JRPC_HTTP_M_HEAD, JRPC_HTTP_M_POST,
-    JRPC_HTTP_M_OPTIONS, JRPC_HTTP_M_CONNECT,
+    JRPC_HTTP_M_OPTIONS, JRPC_HTTP_M_CONNECT, JRPC_HTTP_M_DELETE,
 } jrpc_http_method_t;
 
 /* The header values the reader keeps, each with its own room. A value is
@@ -103,11 +103,12 @@ typedef enum jrpc_http_field {
     JRPC_HTTP_F_FORWARDED,     /* Forwarded (256), repeated headers joined with ", "
                                   (read only from a --trusted-proxy: docs/SIGNING.md) */
     JRPC_HTTP_F_XFF,           /* X-Forwarded-For (256), joined the same way */
+    JRPC_HTTP_F_MCP_SESSION,   /* Mcp-Session-Id (128; docs/MCP.md) */
     JRPC_HTTP_NFIELDS
 } jrpc_http_field_t;
 
 #define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
-#define JRPC_HTTP_STORE      2504 /* the rooms above, together */
+#define JRPC_HTTP_STORE      2632 /* the rooms above, together */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */

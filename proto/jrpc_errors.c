@@ -31,6 +31,7 @@ const char *jrpc_error_message(int code)
     case JRPC_REPLAY_DOWN:       return "Replay protection unavailable";
     case JRPC_RATE_LIMITED:      return "Rate limited";
     case JRPC_IDEM_CONFLICT:     return "Idempotency conflict";
+    case JRPC_SESSION_UNKNOWN:   return "Session not found";
     default:                     return "Server error";
     }
 }

@@ -34,6 +34,8 @@ enum jrpc_code {
                                        is still running (docs/SIGNING.md "Idempotency keys") */
     JRPC_NOT_REPRESENTABLE= -32010, /* a worker's result holds a number no double holds
                                        (sent by the Python worker, worker/python README) */
+    JRPC_SESSION_UNKNOWN  = -32011, /* an MCP session that does not exist (any more): the
+                                       HTTP front answers 404 on /mcp (docs/MCP.md) */
 };
 
 /* How a whole body ended: the transport-neutral class every front, the
@@ -57,7 +59,9 @@ enum jrpc_body_class {
  * whole, the JSON-RPC code of the error object sent (0 otherwise). */
 typedef struct jrpc_outcome {
     int      cls;        /* a jrpc_body_class */
-    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK */
+    int      code;       /* JSON-RPC code of a whole-body error; 0 for JRPC_BODY_OK, but
+                            JRPC_SESSION_UNKNOWN for an MCP body whose one call was
+                            answered so (the HTTP front's 404) */
     uint32_t answered;   /* ok/invalid: response objects in the reply (streamed: sent) */
     uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
     uint32_t retry_after_s; /* limited: when the body would pass (>= 1); 0 never */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "jrpc_be.h"
 #include "jrpc_json.h"
+#include "jrpc_mcp_sid.h"
 #include "jrpc_mpack.h"
 
 /* ---- encoding ---- */
@@ -44,9 +45,10 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     bool has_name = opts && opts->name != NULL;
     bool has_idem = opts && opts->nidempotent > 0;
     bool has_json = opts && opts->njson > 0;
+    bool has_inst = opts && opts->instance != NULL;
     bool has_svc = opts && opts->service != NULL;
     bool has_sch = opts && opts->schemas != NULL;
-    bool any = has_name || has_idem || has_json || has_svc || has_sch;
+    bool any = has_name || has_idem || has_json || has_svc || has_sch || has_inst;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(put_head(&pk, any ? 5 : 4, JRPC_WIRE_READY));
@@ -59,7 +61,11 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     if (!any)
         return 0;
     PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem + (size_t)has_json +
-                                   (size_t)has_svc + (size_t)has_sch));
+                                   (size_t)has_svc + (size_t)has_sch + (size_t)has_inst));
+    if (has_inst) {
+        PACK(jrpc_mpack_put_str(&pk, "instance", 8));
+        PACK(jrpc_mpack_put_str(&pk, opts->instance, strlen(opts->instance)));
+    }
     if (has_name) {
         PACK(jrpc_mpack_put_str(&pk, "name", 4));
         PACK(jrpc_mpack_put_str(&pk, opts->name, strlen(opts->name)));
@@ -177,18 +183,20 @@ enum params_as {
  * none (nil, or an empty bin). Returns 0, -ENOMEM, or -EINVAL when params
  * do not transcode. */
 static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_span_t params,
-                    enum params_as as, uint32_t timeout_ms, jrpc_span_t traceparent)
+                    enum params_as as, uint32_t timeout_ms, jrpc_span_t traceparent,
+                    const jrpc_span_t *session)
 {
     assert(seq != 0 && method.n > 0 && method.n <= UINT32_MAX && params.n <= UINT32_MAX);
     assert(traceparent.n == 0 || jrpc_traceparent_valid(traceparent.p, traceparent.n));
     size_t pbound = as == PARAMS_JSON_BIN    ? 5 + params.n
                     : as == PARAMS_TRANSCODE ? JRPC_JSON_MSGPACK_BOUND(params.n) + 1
                                              : (params.n ? params.n : 1);
-    size_t room = 1 + 9 + 5 + method.n + pbound + 5 + (traceparent.n ? 5 + traceparent.n : 0);
+    size_t room = 1 + 9 + 5 + method.n + pbound + 5 + (traceparent.n ? 5 + traceparent.n : 0) +
+                  (session ? 6 + session->n : 0);
     if (room > out->cap - out->len && jrpc_buf_reserve(out, room) < 0)
         return -ENOMEM;
     unsigned char *u = (unsigned char *)out->p + out->len;
-    *u++ = traceparent.n ? 0x95 : 0x94;               /* array of 5 or 4 */
+    *u++ = session ? 0x96 : traceparent.n ? 0x95 : 0x94;  /* array of 6, 5 or 4 */
     u = jrpc_mpack_put_uint(u, seq);
     u = jrpc_mpack_put_str_head(u, (uint32_t)method.n);
     jrpc_move(u, method.p, method.n);
@@ -209,6 +217,15 @@ static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_sp
         u = jrpc_mpack_put_str_head(u, (uint32_t)traceparent.n);
         memcpy(u, traceparent.p, traceparent.n);
         u += traceparent.n;
+    } else if (session) {
+        *u++ = 0xc0;                                  /* traceparent nil */
+    }
+    if (session && session->n) {
+        u = jrpc_mpack_put_str_head(u, (uint32_t)session->n);
+        memcpy(u, session->p, session->n);
+        u += session->n;
+    } else if (session) {
+        *u++ = 0xc0;
     }
     out->len = (size_t)((char *)u - out->p);
     return 0;
@@ -217,7 +234,7 @@ static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_sp
 int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
                                jrpc_span_t params, uint32_t timeout_ms, jrpc_span_t traceparent)
 {
-    return put_call(out, seq, method, params, PARAMS_MSGPACK, timeout_ms, traceparent);
+    return put_call(out, seq, method, params, PARAMS_MSGPACK, timeout_ms, traceparent, NULL);
 }
 
 int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
@@ -225,7 +242,52 @@ int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t
                                     jrpc_span_t traceparent)
 {
     return put_call(out, seq, method, params, as_json ? PARAMS_JSON_BIN : PARAMS_TRANSCODE,
-                    timeout_ms, traceparent);
+                    timeout_ms, traceparent, NULL);
+}
+
+static bool session_ok(const char *p, size_t n)
+{
+    if (n == 0 || n > JRPC_WIRE_SESSION_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x21 || p[i] > 0x7e)
+            return false;
+    return true;
+}
+
+int jrpc_wire_put_request_call_session(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                                       jrpc_span_t params, bool as_json, uint32_t timeout_ms,
+                                       jrpc_span_t traceparent, jrpc_span_t session)
+{
+    assert(session.n == 0 || session_ok(session.p, session.n));
+    return put_call(out, seq, method, params, as_json ? PARAMS_JSON_BIN : PARAMS_TRANSCODE,
+                    timeout_ms, traceparent, &session);
+}
+
+int jrpc_wire_put_message(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t session, jrpc_span_t body)
+{
+    assert(session.n == 0 || session_ok(session.p, session.n));
+    assert(body.p == NULL || body.n <= JRPC_WIRE_MESSAGE_MAX);
+    assert(session.n > 0 || body.p != NULL);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    jrpc_mpack_packer_init(&pk, out);
+    PACK(put_head(&pk, 5, JRPC_WIRE_MESSAGE));
+    PACK(msgpack_pack_uint64(&pk, seq));
+    if (session.n)
+        PACK(jrpc_mpack_put_str(&pk, session.p, session.n));
+    else
+        PACK(msgpack_pack_nil(&pk));
+    if (body.p == NULL) {
+        PACK(msgpack_pack_nil(&pk));
+    } else {
+        PACK(msgpack_pack_bin(&pk, body.n));
+        PACK(msgpack_pack_bin_body(&pk, body.p, body.n));
+    }
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
 }
 
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls)
@@ -346,7 +408,7 @@ static bool is_name_array(const msgpack_object *v)
 
 static int decode_ready_options(const msgpack_object *options, const msgpack_object **idempotent,
                                 const msgpack_object **json, const msgpack_object **service,
-                                const msgpack_object **schemas)
+                                const msgpack_object **schemas, jrpc_wire_msg_t *m)
 {
     bool seen_name = false;
     for (uint32_t i = 0; i < options->via.map.size; i++) {
@@ -366,6 +428,11 @@ static int decode_ready_options(const msgpack_object *options, const msgpack_obj
             if (*json != NULL || !is_name_array(v))
                 return JRPC_WIRE_EMALFORMED;
             *json = v;
+        } else if (jrpc_mpack_str_is(k, "instance")) {
+            if (m->has_instance || v->type != MSGPACK_OBJECT_STR ||
+                jrpc_mcp_instance_parse(v->via.str.ptr, v->via.str.size, &m->instance) < 0)
+                return JRPC_WIRE_EMALFORMED;
+            m->has_instance = true;
         } else if (jrpc_mpack_str_is(k, "service")) {
             if (*service != NULL || v->type != MSGPACK_OBJECT_STR)
                 return JRPC_WIRE_EMALFORMED;
@@ -398,7 +465,7 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
         if (a->ptr[4].type != MSGPACK_OBJECT_MAP)
             return JRPC_WIRE_EMALFORMED;
         options = &a->ptr[4];
-        if (decode_ready_options(options, &idempotent, &json, &service, &schemas) < 0)
+        if (decode_ready_options(options, &idempotent, &json, &service, &schemas, m) < 0)
             return JRPC_WIRE_EMALFORMED;
     }
     m->credit = (uint32_t)credit;
@@ -435,6 +502,40 @@ static int decode_reject(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     return 0;
 }
 
+/* A session: nil (n == 0) or a str of 1..JRPC_WIRE_SESSION_MAX visible ASCII. */
+static int get_session(const msgpack_object *o, jrpc_span_t *s)
+{
+    s->p = NULL;
+    s->n = 0;
+    if (o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_STR || !session_ok(o->via.str.ptr, o->via.str.size))
+        return JRPC_WIRE_EMALFORMED;
+    s->p = o->via.str.ptr;
+    s->n = o->via.str.size;
+    return 0;
+}
+
+/* [1, 7, seq, session, body]: session and body not both nil. */
+static int decode_message(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    uint64_t seq;
+    if (a->size < 5 || get_uint(&a->ptr[2], UINT64_MAX, &seq) < 0 ||
+        get_session(&a->ptr[3], &m->session) < 0)
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *b = &a->ptr[4];
+    if (b->type == MSGPACK_OBJECT_BIN) {
+        if (b->via.bin.size > JRPC_WIRE_MESSAGE_MAX)
+            return JRPC_WIRE_EMALFORMED;
+        m->body.p = b->via.bin.size ? b->via.bin.ptr : "";
+        m->body.n = b->via.bin.size;
+    } else if (b->type != MSGPACK_OBJECT_NIL || m->session.n == 0) {
+        return JRPC_WIRE_EMALFORMED;
+    }
+    m->seq = seq;
+    return 0;
+}
+
 static int decode_items(const msgpack_object_array *a, jrpc_wire_msg_t *m)
 {
     if (a->size < 3)
@@ -465,7 +566,7 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
     if (a->ptr[0].via.u64 != JRPC_WIRE_VERSION)
         return JRPC_WIRE_EVERSION;
     uint64_t type;
-    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_REJECT, &type) < 0)
+    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_MESSAGE, &type) < 0)
         return JRPC_WIRE_EMALFORMED;
     switch (type) {
     case JRPC_WIRE_READY:
@@ -483,6 +584,9 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
         break;
     case JRPC_WIRE_REJECT:
         rc = decode_reject(a, m);
+        break;
+    case JRPC_WIRE_MESSAGE:
+        rc = decode_message(a, m);
         break;
     default:
         rc = JRPC_WIRE_EMALFORMED;
@@ -561,6 +665,11 @@ int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_
             return JRPC_WIRE_EMALFORMED;
         c->traceparent.p = tp->via.str.ptr;
         c->traceparent.n = tp->via.str.size;
+    }
+    if (a->size >= 6) {
+        if (get_session(&a->ptr[5], &c->session) < 0)
+            return JRPC_WIRE_EMALFORMED;
+        c->messages = true;
     }
     c->seq = seq;
     c->method.p = a->ptr[1].via.str.ptr;

@@ -31,7 +31,13 @@ enum jrpc_wire_type {
     JRPC_WIRE_HEARTBEAT  = 4,  /* both ways */
     JRPC_WIRE_DISCONNECT = 5,  /* both ways: I am leaving / I do not know you */
     JRPC_WIRE_REJECT     = 6,  /* worker → broker: a REQUEST it could not decode */
+    JRPC_WIRE_MESSAGE    = 7,  /* both ways: a message for the client of a call or a
+                                  session, or the client's response / end of session */
 };
+
+/* MESSAGE bounds (PROTOCOL.md 2.6): a body's bytes, a session id's bytes. */
+#define JRPC_WIRE_MESSAGE_MAX (1u << 20)
+#define JRPC_WIRE_SESSION_MAX 128
 
 /* The bounds of the heartbeat settings a HEARTBEAT may carry (the broker's
  * --heartbeat-ms and --liveness take the same). */
@@ -63,6 +69,9 @@ typedef struct jrpc_wire_ready_opts {
     const char *const *json;         /* "json": methods that take their params, and may
                                         answer, as JSON text (PROTOCOL.md 2.1) */
     size_t             njson;        /* 0: not sent */
+    const char        *instance;     /* "instance": 16 lower-case hex digits naming this
+                                        worker process (jrpc_mcp_sid.h); it sends MESSAGE
+                                        frames. NULL: not sent */
     const char        *service;      /* "service": the service its methods belong to,
                                         [a-z0-9][a-z0-9_-]{0,62}; NULL: not sent */
     const char        *schemas;      /* "schemas": JSON text, an object {method:
@@ -112,7 +121,20 @@ int jrpc_wire_put_request_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t meth
 int jrpc_wire_put_request_call_json(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
                                     jrpc_span_t params, bool as_json, uint32_t timeout_ms,
                                     jrpc_span_t traceparent);
+/* The same as jrpc_wire_put_request_call_json() with the 6th element
+ * (PROTOCOL.md 2.2): session (n == 0: nil; else 1..JRPC_WIRE_SESSION_MAX
+ * visible ASCII bytes, asserted), which also tells the worker that this
+ * broker takes MESSAGE frames for the call. */
+int jrpc_wire_put_request_call_session(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method,
+                                       jrpc_span_t params, bool as_json, uint32_t timeout_ms,
+                                       jrpc_span_t traceparent, jrpc_span_t session);
 void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
+
+/* MESSAGE [1, 7, seq, session, body] (PROTOCOL.md 2.6): seq the call it
+ * belongs to (0: none), session (n == 0: nil; else as above), body JSON text
+ * sent as a bin (at most JRPC_WIRE_MESSAGE_MAX bytes, asserted) or, with
+ * body.p == NULL, nil. Returns 0 or -ENOMEM. */
+int jrpc_wire_put_message(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t session, jrpc_span_t body);
 
 /* RESPONSE: _begin, then per answer either _result_head followed by the
  * result's msgpack bytes appended by the caller, or _error; then _end. */
@@ -154,6 +176,13 @@ typedef struct jrpc_wire_msg {
     uint32_t liveness;                  /* 1..JRPC_WIRE_LIVENESS_MAX */
     /* REJECT */
     uint64_t request;                   /* which REQUEST of the session (>= 1) */
+    /* READY option "instance" */
+    bool     has_instance;
+    uint64_t instance;
+    /* MESSAGE: spans borrowed from the frame */
+    jrpc_seq_t  seq;                    /* the call it belongs to; 0: none */
+    jrpc_span_t session;                /* n == 0: nil */
+    jrpc_span_t body;                   /* JSON text, not checked here; p == NULL: nil */
 } jrpc_wire_msg_t;
 
 typedef struct jrpc_wire_call {         /* one REQUEST item */
@@ -167,6 +196,10 @@ typedef struct jrpc_wire_call {         /* one REQUEST item */
     uint32_t    timeout_ms;
     jrpc_span_t traceparent;            /* 5th element: a valid W3C traceparent (borrowed
                                            from the frame), n == 0 when absent or nil */
+    bool        messages;               /* a 6th element: the broker takes MESSAGE frames
+                                           for this call */
+    jrpc_span_t session;                /* 6th element: the MCP session (borrowed), n == 0:
+                                           nil or absent */
 } jrpc_wire_call_t;
 
 typedef struct jrpc_wire_answer {       /* one RESPONSE item */
@@ -180,6 +213,10 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
  * "json" arrays of non-empty str, none given twice), HEARTBEAT (with its optional
  * settings: both or neither, within bounds), DISCONNECT and REJECT are
  * fully checked here;
+ * MESSAGE (seq, session of 1..JRPC_WIRE_SESSION_MAX visible ASCII bytes or
+ * nil, body a bin of at most JRPC_WIRE_MESSAGE_MAX bytes or nil; session and
+ * body not both nil) and the READY option "instance" (16 lower-case hex
+ * digits) too;
  * REQUEST and RESPONSE items are checked by the _item functions.
  * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
 int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);
@@ -201,7 +238,8 @@ int jrpc_wire_request_item_seq(const jrpc_wire_msg_t *m, uint32_t i, jrpc_seq_t 
 
 /* Item i (< m->nitems) of a REQUEST / RESPONSE. Returns 0 or JRPC_WIRE_EMALFORMED
  * (a REQUEST item's optional traceparent that is neither nil nor a str
- * passing jrpc_traceparent_valid() is malformed too). */
+ * passing jrpc_traceparent_valid() is malformed too, and so is an optional
+ * 6th element that is neither nil nor a session as MESSAGE's). */
 int jrpc_wire_request_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_call_t *c);
 int jrpc_wire_response_item(const jrpc_wire_msg_t *m, uint32_t i, jrpc_wire_answer_t *a);
 

@@ -113,13 +113,38 @@ static child_t *pick_child(bridge_t *b)
     return best;
 }
 
-/* Moves queued calls to free windows; with no child left and none coming
- * back soon (the restart budget is spent), answers them -32004 at once. */
+/* The child a pinned call must go to when it has a free window; NULL
+ * otherwise. *gone: the session's child was replaced (another pid). */
+static child_t *pinned_child(bridge_t *b, const call_t *k, bool *gone)
+{
+    child_t *c = &b->children[k->pin - 1];
+    *gone = c->pid != k->pin_pid;
+    if (*gone || c->state != CHILD_UP || !c->ready || c->held.n >= b->inflight)
+        return NULL;
+    return c;
+}
+
+/* Moves queued calls to free windows, in order (a call pinned to a busy
+ * child, --sessions, lets the others pass); with no child left and none
+ * coming back soon (the restart budget is spent), answers them -32004 at
+ * once. */
 void pump(bridge_t *b)
 {
-    while (b->queue.head) {
-        call_t *k = b->queue.head;
-        child_t *c = pick_child(b);
+    bool any_full = false;   /* an unpinned call found no window: the rest wait too */
+    for (call_t *k = b->queue.head, *next; k; k = next) {
+        next = k->next;
+        bool gone = false;
+        child_t *c = NULL;
+        if (k->pin)
+            c = pinned_child(b, k, &gone);
+        else if (!any_full)
+            c = pick_child(b);
+        if (gone) {
+            list_remove(&b->queue, k);
+            call_fail(k, JRPC_SESSION_UNKNOWN);
+            call_free(k);
+            continue;
+        }
         if (c == NULL) {
             if (b->not_ready && children_up(b) == 0) {
                 list_remove(&b->queue, k);
@@ -127,7 +152,8 @@ void pump(bridge_t *b)
                 call_free(k);
                 continue;
             }
-            return;
+            any_full |= k->pin == 0;
+            continue;
         }
         list_remove(&b->queue, k);
         if (call_send(c, k) < 0) {
@@ -167,6 +193,11 @@ void on_call(jrpc_wcall_t *wc, const char *params, size_t n, void *arg)
     for (size_t i = 0; br->framing == JRPC_FRAME_NDJSON && i < k->params.len; i++)
         if (k->params.p[i] == '\n' || k->params.p[i] == '\r')
             k->params.p[i] = ' ';
+    if (br->sessions && sess_pin(br, wc, k) < 0) {   /* wc answered */
+        k->wc = NULL;
+        call_free(k);
+        return;
+    }
     list_push(&br->queue, k);
     pump(br);
 }
@@ -261,10 +292,14 @@ void child_message(child_t *c, const char *p, size_t n)
         CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_garbage pid=%d bytes=%zu", c->pid, n);
         return;
     case JRPC_CHILD_NOTIFICATION:
+        if (c->b->mcp && sess_child_message(c, &m, p, n))
+            return;
         CHILD_LOG(c, n, JRPC_LOG_DEBUG, "event=child_notification pid=%d method=%.*s", c->pid,
                   (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
         return;
     case JRPC_CHILD_REQUEST: {
+        if (c->b->mcp && sess_child_message(c, &m, p, n))
+            return;
         c->hostile++;
         CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_request pid=%d method=%.*s answer=-32601",
                   c->pid, (int)(m.method.n > 80 ? 80 : m.method.n), m.method.p);
@@ -333,6 +368,7 @@ void on_sweep(uv_timer_t *t)
 {
     bridge_t *b = t->data;
     uint64_t now = uv_now(b->loop);
+    sess_sweep(b, now);
     for (call_t *k = b->queue.head, *next; k; k = next) {
         next = k->next;
         if (k->deadline <= now) {

@@ -17,6 +17,9 @@
  *   jrpc_stdio_mcp.c     --mcp: the method set declared, the handshake with
  *                        each child, a client's initialize answered from
  *                        it, its notifications/initialized swallowed
+ *   jrpc_stdio_sess.c    --mcp: sessions (--sessions: ids, the pinning, the
+ *                        end, expiry) and the children's messages to
+ *                        clients (notifications, requests and their answers)
  *   jrpc_stdio_metrics.c --admin: /metrics and /readyz's answer
  *
  * The bodies kept their form when the one file was split (issue 31): the
@@ -37,6 +40,7 @@
 #include "jrpc_admin.h"
 #include "jrpc_errors.h"
 #include "jrpc_log.h"
+#include "jrpc_mcp_sid.h"
 #include "jrpc_stdio_frame.h"
 #include "jrpc_stop.h"
 #include "jrpc_worker.h"
@@ -50,6 +54,28 @@ static const double lat_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 typedef struct child child_t;
 typedef struct bridge bridge_t;
 
+#define MSG_PER_CALL 64     /* messages a child may send one call's client */
+#define PEND_MAX     256    /* the child's requests to clients awaiting an answer */
+#define PEND_TTL_MS  600000 /* ... forgotten after this long (or when their child is gone) */
+
+/* --sessions: one MCP session (jrpc_stdio_sess.c). */
+typedef struct sess {
+    char     id[JRPC_MCP_SID_LEN + 1]; /* "" when the entry is free */
+    unsigned slot;          /* the child it is pinned to */
+    int      pid;           /* that child's pid when it began: another pid, the session is gone */
+    uint64_t last;          /* uv_now() of its last call */
+} sess_t;
+
+/* A child's request to a client (sampling, elicitation, ...), sent on
+ * under an id of the bridge's ("<instance>-<slot>-<n>"). */
+typedef struct pend {
+    uint64_t n;             /* 0: free */
+    unsigned slot;
+    int      pid;
+    char    *id_raw;        /* the child's own id, JSON text (owned) */
+    uint64_t at;            /* uv_now() when sent: unanswered after PEND_TTL_MS, forgotten */
+} pend_t;
+
 typedef struct call {
     jrpc_wcall_t *wc;        /* NULL once the broker's answer was given (late) */
     child_t      *child;     /* holding it; NULL while queued */
@@ -59,6 +85,9 @@ typedef struct call {
     uint64_t      deadline;  /* uv_now() ms; UINT64_MAX: none */
     uint64_t      t_sent;    /* uv_hrtime() at the write */
     bool          mcp_init;  /* --mcp: the bridge's own initialize (wc is NULL) */
+    unsigned      pin;       /* --sessions: the child slot + 1 its session lives on; 0: any */
+    int           pin_pid;   /* that child's pid when the session began */
+    uint32_t      nmsg;      /* messages passed to its client (MSG_PER_CALL at most) */
     char         *method;    /* owned copy */
     jrpc_buf_t    params;    /* JSON text, empty: none */
     struct call  *prev, *next;
@@ -130,6 +159,14 @@ struct bridge {
     uv_timer_t     stop_timer;
     jrpc_stop_t    stop;      /* SIGINT/SIGTERM: drain, then at once; SIGHUP ignored */
     jrpc_admin_t  *admin;     /* NULL without --admin */
+    bool           sessions;  /* --sessions */
+    uint32_t       max_sessions, session_idle_ms;
+    char           instance[JRPC_MCP_INSTANCE_LEN + 1]; /* --mcp: READY "instance", random */
+    uint64_t       instance_v;
+    sess_t        *sess;      /* max_sessions entries */
+    pend_t         pend[PEND_MAX];
+    uint64_t       next_pend;
+    uint64_t       msgs_sent, msgs_dropped; /* messages passed to clients, and dropped */
     uint32_t       drain_timeout_ms;
     jrpc_buf_t     tmp;       /* scratch: requests, conversions */
     msgpack_zone   zone;
@@ -245,6 +282,14 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n);
 int  mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out);
 int  mcp_start(child_t *c);
 void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);
+
+/* jrpc_stdio_sess.c */
+int  sess_init(bridge_t *b);
+void sess_dispose(bridge_t *b);
+int  sess_pin(bridge_t *b, jrpc_wcall_t *wc, call_t *k);
+bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc);
+bool sess_child_message(child_t *c, const jrpc_child_msg_t *m, const char *p, size_t n);
+void sess_sweep(bridge_t *b, uint64_t now);
 
 /* jrpc_stdio_metrics.c */
 int  write_metrics(void *arg, jrpc_buf_t *out);

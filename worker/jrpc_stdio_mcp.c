@@ -137,12 +137,16 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n)
 {
     const char *m = jrpc_wcall_method(wc);
     if (strcmp(m, "notifications/initialized") == 0) {
+        if (b->sessions && sess_initialized(b, wc))
+            return true;   /* its session's child had the client's initialize: told */
         msgpack_pack_nil(jrpc_wcall_result(wc));
         jrpc_wcall_finish(wc);
         return true;
     }
     if (strcmp(m, "initialize") != 0)
         return false;
+    if (b->sessions && b->mcp_init.len > 0)
+        return false;   /* a session begins: the client's initialize goes to its child */
     if (mcp_other_version(b, params, n))
         return false;   /* to a child, as a call: its answer filtered (answer_result) */
     if (b->mcp_init.len > 0) {

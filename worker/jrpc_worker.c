@@ -86,6 +86,7 @@ static int conn_send_ready(conn_t *c)
     jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers,
                                   .json = names + 2 * w->nhandlers,
                                   .name = w->name[0] ? w->name : NULL,
+                                  .instance = w->instance[0] ? w->instance : NULL,
                                   .service = w->service[0] ? w->service : NULL,
                                   .schemas = w->schemas };
     for (size_t i = 0; i < w->nhandlers; i++) {
@@ -417,6 +418,64 @@ const char *jrpc_wcall_method(const jrpc_wcall_t *c)
     return c->method;
 }
 
+bool jrpc_wcall_messages(const jrpc_wcall_t *c)
+{
+    return c->messages;
+}
+
+const char *jrpc_wcall_session(const jrpc_wcall_t *c)
+{
+    return c->session;
+}
+
+/* One MESSAGE on conn c; session NULL or "": nil. */
+static int conn_send_message(conn_t *c, jrpc_seq_t seq, const char *session, const char *json,
+                             size_t n)
+{
+    jrpc_worker_t *w = c->w;
+    if (json != NULL && n > JRPC_WIRE_MESSAGE_MAX)
+        return -E2BIG;
+    size_t sn = session ? strlen(session) : 0;
+    if (sn > JRPC_WIRE_SESSION_MAX || (sn == 0 && json == NULL))
+        return -EINVAL;
+    for (size_t i = 0; i < sn; i++)
+        if (session[i] < 0x21 || session[i] > 0x7e)
+            return -EINVAL;
+    jrpc_span_t sid = { session, sn }, body = { json ? json : NULL, n };
+    jrpc_buf_reset(&w->tmp);
+    int rc = jrpc_wire_put_message(&w->tmp, seq, sid, body);
+    return rc < 0 ? rc : conn_send(c, w->tmp.p, w->tmp.len);
+}
+
+int jrpc_wcall_message(jrpc_wcall_t *c, const char *session, const char *json, size_t n)
+{
+    if (!c->messages)
+        return -EPERM;
+    if (c->conn->sock == NULL || c->conn->gen != c->gen)
+        return -ENOTCONN;
+    return conn_send_message(c->conn, c->seq, session, json, n);
+}
+
+int jrpc_worker_message(jrpc_worker_t *w, const char *session, const char *json, size_t n)
+{
+    int sent = 0;
+    for (size_t i = 0; i < w->nconns; i++)
+        if (w->conns[i]->sock != NULL && conn_send_message(w->conns[i], 0, session, json, n) == 0)
+            sent++;
+    return sent;
+}
+
+int jrpc_worker_messages(jrpc_worker_t *w, const char *instance, jrpc_message_fn fn, void *arg)
+{
+    uint64_t v;
+    if (instance == NULL || jrpc_mcp_instance_parse(instance, strlen(instance), &v) < 0)
+        return -EINVAL;
+    memcpy(w->instance, instance, JRPC_MCP_INSTANCE_LEN + 1);
+    w->on_message = fn;
+    w->on_message_arg = arg;
+    return 0;
+}
+
 const char *jrpc_wcall_traceparent(const jrpc_wcall_t *c)
 {
     return c->tp_len ? c->tp : NULL;
@@ -516,6 +575,9 @@ static void dispatch(conn_t *c, const jrpc_wire_call_t *call)
     wc->tp_len = (uint8_t)call->traceparent.n;
     memcpy(wc->tp, call->traceparent.p ? call->traceparent.p : "", call->traceparent.n);
     wc->tp[call->traceparent.n] = '\0';
+    wc->messages = call->messages;
+    memcpy(wc->session, call->session.p ? call->session.p : "", call->session.n);
+    wc->session[call->session.n] = '\0';
     wc->log_level = wc->tp_len && jrpc_traceparent_sampled(wc->tp, wc->tp_len) ? JRPC_LOG_INFO
                                                                                : JRPC_LOG_DEBUG;
     if (wc->log_level >= jrpc_log_level)
@@ -629,6 +691,16 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
             c->reset_due = true;
         break;
     }
+    case JRPC_WIRE_MESSAGE:
+        if (w->on_message != NULL && m.session.n < JRPC_WIRE_SESSION_MAX + 1) {
+            char sid[JRPC_WIRE_SESSION_MAX + 1];
+            memcpy(sid, m.session.p ? m.session.p : "", m.session.n);
+            sid[m.session.n] = '\0';
+            w->on_message(sid, m.body.p, m.body.n, w->on_message_arg);
+            break;
+        }
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=message_dropped endpoint=%s", c->endpoint);
+        break;
     default:
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=frame_dropped endpoint=%s type=%d err=\"unexpected\"",
                  c->endpoint, m.type);

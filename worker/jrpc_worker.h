@@ -205,6 +205,41 @@ void jrpc_worker_resume(jrpc_worker_t *w);
 /* How many answers the worker has sent, notifications included. */
 uint64_t jrpc_worker_answered(const jrpc_worker_t *w);
 
+/* ---- messages to and from the client (PROTOCOL.md 2.6) ---- */
+
+/* A MESSAGE from a broker: the client's response json[0..n) (to a request
+ * the worker sent through jrpc_wcall_message), or, with json NULL, the end
+ * of session (the client's DELETE). session is "" when none. Both borrowed
+ * for the callback. */
+typedef void (*jrpc_message_fn)(const char *session, const char *json, size_t n, void *arg);
+
+/* Makes the worker one that sends MESSAGE frames: instance (16 lower-case
+ * hex digits, jrpc_mcp_sid.h; copied) goes in READY so that brokers can route
+ * a session's messages to this worker, and fn gets what brokers send. Call
+ * before jrpc_worker_connect(). Returns 0 or -EINVAL (instance malformed). */
+int jrpc_worker_messages(jrpc_worker_t *w, const char *instance, jrpc_message_fn fn, void *arg);
+
+/* Whether the broker takes MESSAGE frames for this call (it sent the
+ * call's 6th element): only then may jrpc_wcall_message() be used. */
+bool jrpc_wcall_messages(const jrpc_wcall_t *c);
+
+/* The MCP session the call came with (Mcp-Session-Id, checked only as
+ * visible ASCII of at most 128 bytes), "" when none. Valid while the call is. */
+const char *jrpc_wcall_session(const jrpc_wcall_t *c);
+
+/* Sends the call's broker a MESSAGE for this call's client, before the
+ * call's answer: json[0..n) (a JSON-RPC notification or request, at most
+ * JRPC_WIRE_MESSAGE_MAX bytes, not checked here; NULL: none) and session
+ * ("" or NULL: none; with json NULL: "this call started that session").
+ * Returns 0, -EPERM when the broker does not take messages for the call
+ * (jrpc_wcall_messages()), -E2BIG, -ENOTCONN or -ENOMEM. */
+int jrpc_wcall_message(jrpc_wcall_t *c, const char *session, const char *json, size_t n);
+
+/* Sends every connected broker a MESSAGE of session (non-empty) with no
+ * call: json[0..n) for the session's stream, or json NULL: the session has
+ * ended. Returns the number of brokers it was sent to. */
+int jrpc_worker_message(jrpc_worker_t *w, const char *session, const char *json, size_t n);
+
 /* The loop the worker runs on, for handlers' timers and other handles. */
 uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
 

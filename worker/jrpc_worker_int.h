@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "jrpc_dns.h"
+#include "jrpc_mcp_sid.h"
 #include "jrpc_wire.h"
 #include "jrpc_worker.h"
 #include "jrpc_zwatch.h"
@@ -89,6 +90,8 @@ struct jrpc_wcall {
     int8_t          log_level; /* level of the call's line: info when traced and sampled */
     uint8_t         tp_len;    /* 0: no traceparent */
     char            tp[JRPC_TRACEPARENT_MAX + 1]; /* the call's W3C traceparent, NUL-terminated */
+    bool            messages;  /* the broker takes MESSAGE frames for it */
+    char            session[JRPC_WIRE_SESSION_MAX + 1]; /* its MCP session, "" when none */
     jrpc_buf_t      result;    /* packed result (or error data, when error_data);
                                   JSON text instead when result_json */
     bool            error_data; /* jrpc_wcall_error_data(): result holds the error's data */
@@ -137,6 +140,9 @@ struct jrpc_worker {
     char         service[64];        /* READY "service"; empty: not sent */
     char        *schemas;            /* READY "schemas" (owned); NULL: not sent */
     uint64_t     answered;     /* answers sent (notifications included) */
+    char         instance[JRPC_MCP_INSTANCE_LEN + 1]; /* READY "instance"; empty: not sent */
+    jrpc_message_fn on_message; /* MESSAGE frames from brokers; NULL: dropped */
+    void        *on_message_arg;
 };
 
 static inline const handler_t *find_handler(const jrpc_worker_t *w, jrpc_span_t method)

@@ -217,6 +217,12 @@ int main(int argc, char **argv)
         { "mcp", JRPC_CONF_FLAG, NULL, NULL, "the children are MCP servers: the bridge runs\n"
           "the MCP handshake and declares the MCP method set\n"
           "(docs/MCP.md)", .dest = &b.mcp },
+        { "sessions", JRPC_CONF_FLAG, NULL, NULL, "with --mcp: initialize begins a session\n"
+          "(Mcp-Session-Id) pinned to one child (docs/MCP.md)", .dest = &b.sessions },
+        { "max-sessions", U, "N", "1024", "--sessions open at once; past it initialize is\n"
+          "answered -32000", .dest = &b.max_sessions, .min = 1, .max = 1000000 },
+        { "session-idle-ms", U, "N", "1800000", "a session with no call this long ends (its\n"
+          "id is then 404)", .dest = &b.session_idle_ms, .min = 1000, .max = 604800000 },
         { "lsp-init", S, "FILE|JSON", NULL, "the bridge runs the LSP handshake with each\n"
           "child: initialize with these params (a JSON object,\n"
           "or a file holding one), then initialized; a child takes\n"
@@ -280,6 +286,11 @@ int main(int argc, char **argv)
         status = 0;
         goto out;
     }
+    if (b.sessions && !b.mcp) {
+        fprintf(stderr, "jrpc-stdio: --sessions needs --mcp\nTry 'jrpc-stdio --help'.\n");
+        status = 2;
+        goto out;
+    }
     b.argv = argv + optc + 1;
     b.framing = strcmp(framing, "lsp") == 0 ? JRPC_FRAME_LSP : JRPC_FRAME_NDJSON;
     b.loop = uv_default_loop();
@@ -308,6 +319,10 @@ int main(int argc, char **argv)
             status = 2;
             goto out;
         }
+    }
+    if (b.mcp && sess_init(&b) < 0) {
+        JRPC_LOG(JRPC_LOG_ERROR, "main", "event=start_failed err=\"sessions\"");
+        goto out;
     }
     for (size_t i = 0; b.mcp && i < MCP_NMETHODS; i++) {
         margs[methods.n + i] = (method_arg_t){ .b = &b, .idem = mcp_methods[i].idem };
@@ -385,6 +400,7 @@ out:
     free(margs);
     jrpc_buf_dispose(&b.tmp);
     jrpc_buf_dispose(&b.mcp_init);
+    sess_dispose(&b);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);
     free(schemas);

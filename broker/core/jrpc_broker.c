@@ -179,14 +179,17 @@ void start(jrpc_broker_t *b, bbatch_t *x)
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
-        int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp, x->trace,
-                                       x->deadline, x->t0, x, i, &x->handles[i]);
+        jrpc_workers_mcp_t mcp = { x->session, true };
+        int rc = x->mcp ? jrpc_workers_dispatch_mcp(b->workers, c->method, c->params, x->trace,
+                                                    x->deadline, x->t0, &mcp, x, i, &x->handles[i])
+                        : jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp,
+                                                x->trace, x->deadline, x->t0, x, i, &x->handles[i]);
         x->mstat[i] = jrpc_workers_last_stat(b->workers);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
         } else {
-            answer_code(x, i, jrpc_error_code(rc), NULL);
+            answer_code(x, i, rc == -ESRCH ? JRPC_SESSION_UNKNOWN : jrpc_error_code(rc), NULL);
         }
     }
     if (x->outstanding > 0) {
@@ -240,7 +243,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         tp.n = 0;
     jrpc_span_t peer = ad && b->opts.access_log ? ad->peer : (jrpc_span_t){ NULL, 0 };
     jrpc_span_t idem = ad ? ad->idem_key : (jrpc_span_t){ NULL, 0 };
-    bbatch_t *x = malloc(sizeof *x + len + tp.n + peer.n + idem.n);
+    jrpc_span_t sess = ad && ad->mcp ? ad->session : (jrpc_span_t){ NULL, 0 };
+    bbatch_t *x = malloc(sizeof *x + len + tp.n + peer.n + idem.n + sess.n);
     if (x == NULL)
         return -ENOMEM;
     memset(x, 0, sizeof *x);
@@ -258,6 +262,11 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         memcpy(x->body + len + tp.n + peer.n, idem.p, idem.n);
         x->idem = (jrpc_span_t){ x->body + len + tp.n + peer.n, idem.n };
     }
+    if (sess.n) {
+        memcpy(x->body + len + tp.n + peer.n + idem.n, sess.p, sess.n);
+        x->session = (jrpc_span_t){ x->body + len + tp.n + peer.n + idem.n, sess.n };
+    }
+    x->mcp = ad ? ad->mcp : NULL;
     x->broker = b;
     x->fn = fn;
     x->answer = ad ? ad->answer : NULL;
@@ -370,6 +379,8 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     jrpc_buf_init(&b->one);
     b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
+    if (b->workers)
+        jrpc_workers_on_message(b->workers, on_worker_msg, b);
     b->signer = b->workers ? jrpc_signer_new() : NULL;
     if (b->signer == NULL) {
         jrpc_workers_destroy(&b->workers);

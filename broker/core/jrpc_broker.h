@@ -75,6 +75,14 @@ enum jrpc_transport {
  * a notification. It must not call back into the broker. */
 typedef void (*jrpc_answer_fn)(void *ctx, uint32_t pos, const char *json, size_t len);
 
+/* MCP (docs/MCP.md): a message from a server for a client. json is one
+ * JSON-RPC message (a notification or a request) as the server wrote it,
+ * checked by nothing but the worker; json.p NULL means "the call began
+ * session" (a body's) or "the session ended" (jrpc_broker_on_session_message).
+ * Both spans are valid during the call, which must not call back into the
+ * broker. */
+typedef void (*jrpc_mcp_msg_fn)(void *ctx, jrpc_span_t session, jrpc_span_t json);
+
 /* How a body arrived, besides its bytes. Spans are read during submit only. */
 typedef struct jrpc_admit {
     uint32_t        timeout_ms;  /* the client's own deadline; 0: the broker's */
@@ -99,6 +107,11 @@ typedef struct jrpc_admit {
                                     streamed answers (a kept reply is one reply) */
     jrpc_broker_hold_t *hold;    /* the connection's account of what it has queued
                                     (jrpc_broker_hold_new); NULL: none (ZeroMQ) */
+    jrpc_mcp_msg_fn mcp;         /* non-NULL: an MCP client's body (docs/MCP.md): its calls
+                                    carry session and take the servers' messages for the
+                                    client, given to mcp(ctx, ...) before the reply */
+    jrpc_span_t     session;     /* with mcp: its Mcp-Session-Id (n == 0: none): its calls
+                                    go to the worker the id names (or -32011) */
     const char     *path;        /* the access line's path= ("/rpc", "/mcp"); NULL: the
                                     transport's name ("zmq", "ws") */
     jrpc_span_t     service;     /* non-empty: every call of the body is of this service:
@@ -116,6 +129,21 @@ typedef struct jrpc_admit {
  * chooses its status from out (HTTP: one table in jrpc_front_http.c).
  * reply is valid during the call. */
 typedef void (*jrpc_reply_fn)(void *ctx, jrpc_outcome_t out, const char *reply, size_t len);
+
+/* ---- MCP sessions and messages (docs/MCP.md, PROTOCOL.md 2.6) ---- */
+
+/* Sets who gets the messages of a session that belong to no call (its
+ * GET stream), and the ends of sessions (json.p NULL); NULL: dropped. */
+void jrpc_broker_on_session_message(jrpc_broker_t *b, jrpc_mcp_msg_fn fn, void *arg);
+
+/* Sends a client's message to the worker that must have it: json (a
+ * client's response to a server's request) or, with json.p NULL, the end of
+ * session (the client's DELETE). The worker is the one the session's id
+ * names, or for a response without a session the one its id names (the
+ * bridge's "<instance>-..." ids). Returns 0, -EINVAL (nothing names a
+ * worker), -ESRCH (that worker is not connected: the session is gone), or
+ * a sending error. Never blocks. */
+int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json);
 
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);

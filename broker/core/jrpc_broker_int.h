@@ -13,6 +13,8 @@
  *   jrpc_idem.c       idempotency keys: the claim, the kept reply, the waits
  *   jrpc_queued.c     queued bytes: per connection, per address, in total
  *   jrpc_conn_auth.c  a connection authenticated once (WebSocket upgrade)
+ *   jrpc_mcp.c        MCP: the servers' messages to their clients, the
+ *                     clients' to the worker a session names
  *
  * The functions one file lends another are declared at the end, each
  * described where it is defined, under the names they had as static
@@ -112,6 +114,9 @@ struct bbatch {
     jrpc_broker_hold_t *hold;    /* its connection's account (a reference), or NULL */
     peerq_t       *pq;           /* its address's account (a reference), or NULL */
     size_t         held;         /* bytes charged to them and the total; 0: none */
+    jrpc_mcp_msg_fn mcp;         /* an MCP client's body: its messages (docs/MCP.md) */
+    jrpc_span_t    session;      /* ... its Mcp-Session-Id (in body[] after idem), or empty */
+    uint32_t       mcp_msgs;     /* ... the servers' messages given to its client */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body, then trace, then peer */
 };
@@ -144,6 +149,8 @@ struct jrpc_broker {
                                                           whose claim is in flight */
     size_t            held;        /* bytes of bodies answered before their calls ended */
     peerq_t          *peers[PEER_BUCKETS]; /* the addresses among them */
+    jrpc_mcp_msg_fn   on_session;  /* a session's messages that belong to no call */
+    void             *on_session_arg;
 };
 
 /* The namespace of an idempotency key: idem_who (jrpc_idem.c). */
@@ -178,6 +185,9 @@ bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad);
 jrpc_span_t idem_who(const bbatch_t *x, char *buf);
 void go(jrpc_broker_t *b, bbatch_t *x);
 void wait_del(jrpc_broker_t *b, bbatch_t *x);
+
+/* jrpc_mcp.c */
+void on_worker_msg(void *owner, uint32_t i, jrpc_span_t session, jrpc_span_t body, void *arg);
 
 /* jrpc_queued.c */
 peerq_t *peer_ref(jrpc_broker_t *b, jrpc_span_t peer);

@@ -151,6 +151,10 @@ void reply(jrpc_broker_t *b, bbatch_t *x)
                            .code = x->req.body_code,
                            .answered = x->answer ? x->streamed : x->req.nanswers,
                            .timed_out = x->timed_out };
+    /* MCP: a session no worker knows is the front's 404 (docs/MCP.md). */
+    if (x->mcp && x->req.ncalls == 1 && x->req.calls[0].error &&
+        x->req.calls[0].code == JRPC_SESSION_UNKNOWN)
+        out.code = JRPC_SESSION_UNKNOWN;
     if (x->idem_run && b->replay) {   /* kept for a retry under the same key */
         char who[IDEM_WHO_MAX];
         int rc = jrpc_replay_idem_store(b->replay, idem_who(x, who), x->idem,

@@ -27,8 +27,8 @@ void hedge_watch(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     if (s->resent == 0 && w->hedge_budget < HEDGE_BURST)
         w->hedge_budget += w->opts.hedge_budget_pct;
     watch_del(w, i);   /* sent again: watched from now */
-    if (s->twin != NIL || !worker_idempotent(wk, s->method))
-        return;
+    if (s->twin != NIL || s->sess.n > 0 || !worker_idempotent(wk, s->method))
+        return;   /* a session's call has one worker only */
     s->flags |= SL_WATCHED;
     s->sent_ms = now_ms(w);
     s->wprev = w->wtail;

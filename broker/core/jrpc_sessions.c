@@ -370,6 +370,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         jrpc_zmtp_conn_set_data(wk->conn, wk);
     }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
+    wk->has_instance = m->has_instance;
+    wk->instance = m->instance;
     if (from->ip)
         snprintf(wk->host, sizeof wk->host, "%s", from->ip);
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;

@@ -21,6 +21,7 @@
 
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
+#include "jrpc_mcp_sid.h"
 
 #define MAX_GRACE_METHODS 4096  /* method entries the start-up grace may create */
 #define READ_BUDGET 256      /* messages per readable callback, for fairness */
@@ -254,6 +255,27 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
 /* A message from a peer we do not know (we restarted, or it timed out): ask
  * it to start over. Its answers are for calls we gave up on or sent
  * elsewhere. */
+/* A MESSAGE from wk: for a call it holds that was sent with messages, or
+ * for a session of its own instance; anything else is dropped. */
+static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+{
+    uint32_t i;
+    slot_t *s = m->seq ? slot_by_seq(w, m->seq, &i) : NULL;
+    if (w->on_msg == NULL || !wk->has_instance ||
+        (m->seq && (s == NULL || s->state != SLOT_SENT || s->worker != wk || !s->msgs ||
+                    s->owner == NULL)) ||
+        (m->seq == 0 && m->session.n == 0)) {
+        w->msgs_dropped++;
+        JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=message_dropped worker=%s seq=%llu", wk->name,
+                 (unsigned long long)m->seq);
+        return;
+    }
+    if (s)
+        w->on_msg(s->owner, s->index, m->session, m->body, w->on_msg_arg);
+    else
+        w->on_msg(NULL, 0, m->session, m->body, w->on_msg_arg);
+}
+
 static void on_stranger(jrpc_workers_t *w, const peer_t *from, int type, uint32_t nitems)
 {
     if (type == JRPC_WIRE_RESPONSE)
@@ -320,6 +342,9 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
         break;
     case JRPC_WIRE_REJECT:
         on_reject(w, wk, &m);
+        break;
+    case JRPC_WIRE_MESSAGE:
+        on_worker_message(w, wk, &m);
         break;
     default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
@@ -478,9 +503,11 @@ fail:
     return NULL;
 }
 
-int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
-                          jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
-                          void *owner, uint32_t index, uint32_t *handle)
+/* jrpc_workers_dispatch(); msgs: an MCP call sent with its 6th element. */
+static inline int dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                           jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline,
+                           uint64_t submitted_ns, bool msgs, void *owner, uint32_t index,
+                           uint32_t *handle)
 {
     method_t *m = w->hint_m;
     if (m == NULL || !same_name(m, method)) {
@@ -511,7 +538,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     }
     w->slots[i] = (slot_t){ SLOT_NEW(w, i), .owner = owner, .index = index, .method = m,
                             .params = params, .params_mp = params_mp, .trace = traceparent,
-                            .deadline = deadline,
+                            .deadline = deadline, .msgs = msgs,
                             .t_ns = submitted_ns };  /* queue time: from the body's arrival */
     m->refs++;
     *handle = i;
@@ -524,6 +551,84 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
     }
     queue_push(w, m, i);
     return 0;
+}
+
+int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                          jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                          void *owner, uint32_t index, uint32_t *handle)
+{
+    return dispatch(w, method, params, params_mp, traceparent, deadline, submitted_ns, false,
+                    owner, index, handle);
+}
+
+void jrpc_workers_on_message(jrpc_workers_t *w, jrpc_msg_fn fn, void *arg)
+{
+    w->on_msg = fn;
+    w->on_msg_arg = arg;
+}
+
+/* The live worker serving m whose instance is the session's; NULL: none. */
+static worker_t *session_worker(jrpc_workers_t *w, method_t *m, jrpc_span_t session)
+{
+    jrpc_mcp_sid_t sid;
+    if (jrpc_mcp_sid_parse(session.p, session.n, &sid) < 0)
+        return NULL;
+    for (uint32_t j = 0; j < m->nworkers; j++)
+        if (m->workers[j]->has_instance && m->workers[j]->instance == sid.instance &&
+            !m->workers[j]->draining)
+            return m->workers[j];
+    (void)w;
+    return NULL;
+}
+
+int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                              jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                              const jrpc_workers_mcp_t *mcp, void *owner, uint32_t index,
+                              uint32_t *handle)
+{
+    jrpc_span_t none = { NULL, 0 };
+    if (mcp->session.n == 0)
+        return dispatch(w, method, params, none, traceparent, deadline, submitted_ns,
+                        mcp->messages, owner, index, handle);
+    method_t *m = method_target(method_lookup(w, method.p, method.n));
+    w->last_stat = m ? m->stat : JRPC_METRICS_OTHER;
+    worker_t *wk = m ? session_worker(w, m, mcp->session) : NULL;
+    if (wk == NULL)
+        return m == NULL || m->nworkers == 0 ? -ENOENT : -ESRCH;
+    if (wk->inflight >= wk->credit + SESSION_EXTRA)
+        return -EBUSY;
+    uint32_t i = slot_take(w);
+    if (i == NIL)
+        return -ENOMEM;
+    w->slots[i] = (slot_t){ SLOT_NEW(w, i), .owner = owner, .index = index, .method = m,
+                            .params = params, .trace = traceparent, .deadline = deadline,
+                            .t_ns = submitted_ns, .sess = mcp->session, .msgs = true };
+    m->refs++;
+    *handle = i;
+    if (worker_add_call(w, wk, i) < 0) {
+        slot_free(w, i);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t session,
+                         jrpc_span_t body)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next) {
+        if (wk->dead || !wk->has_instance || wk->instance != instance)
+            continue;
+        jrpc_buf_t b;
+        jrpc_buf_init(&b);
+        int rc = jrpc_wire_put_message(&b, 0, session, body);
+        if (rc == 0) {
+            peer_t to = worker_peer(wk);
+            rc = send_to(w, &to, b.p, b.len);
+        }
+        jrpc_buf_dispose(&b);
+        return rc;
+    }
+    return -ESRCH;
 }
 
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)

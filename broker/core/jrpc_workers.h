@@ -134,6 +134,44 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
                           jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
                           void *owner, uint32_t index, uint32_t *handle);
 
+/* ---- MCP sessions and messages (PROTOCOL.md 2.6, docs/MCP.md) ---- */
+
+/* A MESSAGE from a worker: for the client of the call (owner, index) when
+ * owner is not NULL (body p == NULL: "this call began session"), else for
+ * session's stream (body p == NULL: the session ended at the worker).
+ * Spans borrow from the frame: use them before returning. */
+typedef void (*jrpc_msg_fn)(void *owner, uint32_t index, jrpc_span_t session, jrpc_span_t body,
+                            void *arg);
+
+/* Sets the receiver of MESSAGE frames (NULL: they are dropped, counted). */
+void jrpc_workers_on_message(jrpc_workers_t *w, jrpc_msg_fn fn, void *arg);
+
+/* What a call of an MCP client carries besides the call. */
+typedef struct jrpc_workers_mcp {
+    jrpc_span_t session;    /* its Mcp-Session-Id (n == 0: none); borrowed like method */
+    bool        messages;   /* the caller takes MESSAGE frames for it (jrpc_msg_fn) */
+} jrpc_workers_mcp_t;
+
+/* jrpc_workers_dispatch() for an MCP client's call: the call's item tells
+ * the worker mcp (PROTOCOL.md 2.2, 6th element). A call of a session goes
+ * only to the worker its id names (jrpc_mcp_sid.h: READY's "instance"),
+ * even past that worker's credit (up to SESSION_EXTRA more calls: no other
+ * worker can take them, and the worker queues them for the child); it is
+ * never hedged. Returns as jrpc_workers_dispatch(), and -ESRCH when no
+ * connected worker serving the method has the session's instance (the
+ * session is gone: 404), -EBUSY past SESSION_EXTRA. */
+int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+                              jrpc_span_t traceparent, uint64_t deadline, uint64_t submitted_ns,
+                              const jrpc_workers_mcp_t *mcp, void *owner, uint32_t index,
+                              uint32_t *handle);
+
+/* Sends a MESSAGE [0, session, body] to the connected worker whose READY
+ * "instance" is instance: a client's response (body JSON text), or the end
+ * of a session (body.p NULL, session non-empty). Returns 0, -ESRCH (no such
+ * worker), or a sending error. */
+int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t session,
+                         jrpc_span_t body);
+
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)
  * and still returns the worker's credit. why is a jrpc_cancel_why: with

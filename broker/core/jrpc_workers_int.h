@@ -38,6 +38,7 @@
 #define NIL UINT32_MAX
 #define NS_PER_MS 1000000ull
 #define MAX_ROUTING_ID 255   /* ZeroMQ's own limit */
+#define SESSION_EXTRA  64    /* calls of MCP sessions a worker may hold past its credit */
 #define MAX_NAME 64          /* bytes of a worker's name kept for its metrics label */
 /* Answer times per method, for the hedging threshold: LAT_BUCKETS buckets
  * of a quarter octave from LAT_BASE_US (so a p95 within 19 %), halved when
@@ -70,6 +71,8 @@ typedef struct slot {
     jrpc_span_t params_mp;  /* the same as msgpack, borrowed likewise, when the parser
                                made it; n == 0: transcoded at send if need be */
     jrpc_span_t trace;      /* W3C traceparent (valid) or n == 0; borrowed likewise */
+    jrpc_span_t sess;       /* MCP session (n == 0: none); borrowed likewise */
+    bool        msgs;       /* an MCP call: sent with the 6th element (MESSAGE frames) */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
     uint32_t    bytes;      /* SLOT_SENT: its bytes in the REQUEST (worker->bytes) */
@@ -144,6 +147,8 @@ struct worker {
     const method_t *json_m; /* the last method looked up in json[], and its flag */
     bool        json_v;
     uint32_t    nmethods;
+    bool        has_instance; /* READY "instance": it sends MESSAGE frames */
+    uint64_t    instance;   /* names its MCP sessions (jrpc_mcp_sid.h) */
     uint32_t    flushes;    /* REQUESTs handed to ZeroMQ successfully */
     jrpc_buf_t  out;        /* REQUEST being built for the next flush */
     uint32_t    out_n;      /* calls in out */
@@ -162,6 +167,9 @@ struct jrpc_workers {
     jrpc_workers_opts_t opts;
     jrpc_done_fn    done;
     void           *done_arg;
+    jrpc_msg_fn     on_msg;        /* MESSAGE frames; NULL: dropped */
+    void           *on_msg_arg;
+    uint64_t        msgs_dropped;  /* MESSAGE frames nobody took */
     worker_t       *workers;       /* list of connected workers */
     uint32_t        nworkers;
     method_t      **mtab;          /* method hash table */
@@ -496,7 +504,9 @@ static inline int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     size_t before = wk->out.len;
     jrpc_span_t method = method_wire_name(s->method);
     bool as_json = worker_json(wk, s->method);
-    int rc = !as_json && s->params_mp.n
+    int rc = s->msgs ? jrpc_wire_put_request_call_session(&wk->out, s->seq, method, s->params,
+                                                          as_json, timeout_ms, s->trace, s->sess)
+             : !as_json && s->params_mp.n
                  ? jrpc_wire_put_request_call(&wk->out, s->seq, method, s->params_mp, timeout_ms,
                                               s->trace)
                  : jrpc_wire_put_request_call_json(&wk->out, s->seq, method, s->params, as_json,

@@ -38,7 +38,7 @@ static const char *extra_lines(unsigned status)
     "Access-Control-Allow-Methods: POST\r\n"                                                \
     "Access-Control-Allow-Headers: Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, "    \
     "X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent, "                      \
-    "MCP-Protocol-Version, Authorization, Idempotency-Key\r\n"                               \
+    "MCP-Protocol-Version, Mcp-Session-Id, Authorization, Idempotency-Key\r\n"                               \
     "Access-Control-Max-Age: 7200\r\n"
 
 /* base's lines, then the CORS lines of r's listed origin, in buf. */
@@ -47,8 +47,9 @@ const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *b
 {
     const char *o = f->opts.cors_origins[r->cors - 1];
     bool any = strcmp(o, "*") == 0;
-    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s", base ? base : "", o,
-                     any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "");
+    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s%s", base ? base : "", o,
+                     any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "",
+                     r->sid_len ? "Access-Control-Expose-Headers: Mcp-Session-Id\r\n" : "");
     return n > 0 && (size_t)n < cap ? buf : base; /* origins are bounded: always fits */
 }
 
@@ -65,6 +66,9 @@ static void build_header(conn_t *c, req_t *r)
     } else if (r->replayed) {
         extra = "Idempotent-Replayed: true\r\n";
     }
+    char sbuf[256];
+    if (r->sid_len)
+        extra = mcp_sid_line(r, extra, sbuf, sizeof sbuf);
     if (r->cors)
         extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
@@ -248,6 +252,14 @@ void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
     conn_t *c = r->conn;
     r->handle = NULL;
     r->state = R_READY;
+    if (r->switched && out.cls == JRPC_BODY_OK) {   /* MCP: the answer after the messages */
+        if (len > 0)
+            on_answer(r, 0, reply, len);
+        if (stream_end(c, r, out, NULL, 0) < 0)
+            c->broken = true;
+        mark_dirty(c);
+        return;
+    }
     if (r->stream == S_MCP && !r->s_started && out.cls == JRPC_BODY_OK)
         len = 0;   /* a notification, no answer: MCP's 202, not an empty stream */
     else if (r->stream && out.cls == JRPC_BODY_OK) {   /* the end of a streamed body */
@@ -264,6 +276,8 @@ void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
         r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {
         r->status = status_of[out.cls];
+        if (r->mcp && out.code == JRPC_SESSION_UNKNOWN)
+            r->status = 404;   /* MCP: an unknown session is 404, as the spec says */
         r->retry_after = out.retry_after_s;
         if (len > INLINE_BODY && r == c->head && !c->writing) {
             /* Fast path: written from the broker's buffer, copied only if

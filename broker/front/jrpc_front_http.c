@@ -44,6 +44,9 @@ req_t *rec_new(conn_t *c)
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
     r->mcp = false;   /* headers_done says */
+    r->sse_ok = r->switched = r->gstream = false;
+    r->gnext = NULL;
+    r->sid_len = 0;
     r->cors = c->cors;
     r->stream = S_NONE;
     r->s_started = r->s_ended = false;
@@ -69,6 +72,8 @@ req_t *rec_new(conn_t *c)
 
 void rec_free(jrpc_front_http_t *f, req_t *r)
 {
+    if (r->gstream)
+        mcp_gstream_drop(f, r);
     free(r->heap);
     if (r->s_started && !r->s_ended)
         f->nstreams--;
@@ -379,7 +384,7 @@ static void headers_done(conn_t *c)
      * the connection kept, unless the client waits to be told to send it. */
     int status = 0;
     const char *why = NULL;
-    bool preflight = false;
+    bool preflight = false, mcp_del = false, mcp_get_stream = false;
     bool quiet = false;   /* an answer the spec expects: no JSON-RPC error, not counted */
     if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 &&
         (rpc_target(h) || c->mcp)) {
@@ -394,9 +399,14 @@ static void headers_done(conn_t *c)
          * now points at 127.0.0.1 posts same-origin, with no preflight). */
         status = 403;
         why = "this Origin is not allowed on the MCP path (--cors-origin)";
+    } else if (c->mcp && h->method == JRPC_HTTP_M_DELETE && mcp_session_of(h).n) {
+        mcp_del = true;          /* the end of a session (docs/MCP.md "Sessions") */
+    } else if (c->mcp && h->method == JRPC_HTTP_M_GET && mcp_session_of(h).n && v11 &&
+               mcp_sse_ok(h)) {
+        mcp_get_stream = true;   /* a session's stream */
     } else if (c->mcp && h->method != JRPC_HTTP_M_POST) {
-        status = 405;   /* GET: no server-sent stream is offered; DELETE: no sessions */
-        why = "use POST on the MCP path (no GET stream, no sessions to DELETE)";
+        status = 405;   /* GET without a session: no stream; DELETE without one: nothing to end */
+        why = "use POST on the MCP path (GET and DELETE need an Mcp-Session-Id)";
         quiet = h->method == JRPC_HTTP_M_GET;   /* the SDK's GET on connect: the spec's answer */
     } else if (c->openrpc) {
         /* served at the end of the message (a body, if any, is dropped) */
@@ -447,7 +457,12 @@ static void headers_done(conn_t *c)
     r->mcp = c->mcp;
     /* A body with an idempotency key gets one reply (a kept reply is one). */
     r->stream = idem_value(h).n ? S_NONE : c->mcp ? mcp_stream_mode(h) : stream_mode(h);
-    if (status != 0) {
+    r->sse_ok = c->mcp && v11 && mcp_sse_ok(h);
+    if (mcp_del) {
+        mcp_delete(c, r, h);
+    } else if (mcp_get_stream) {
+        mcp_get(c, r, h);
+    } else if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
         if (quiet) {
             r->status = (uint16_t)status;
@@ -600,6 +615,8 @@ static void message_done(conn_t *c)
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
         .hold = c->hold,
+        .mcp = c->mcp ? mcp_on_message : NULL,
+        .session = c->mcp ? mcp_session_of(h) : (jrpc_span_t){ NULL, 0 },
         .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
         .service = svc,
     };
@@ -882,6 +899,8 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
         return NULL; /* freed by the close callback */
     }
     jrpc_listen_log(&f->listener, COMP, opts->tls ? "https" : "http");
+    if (f->opts.mcp_path != NULL)   /* the sessions' GET streams are here */
+        jrpc_broker_on_session_message(broker, mcp_on_session, f);
     return f;
 }
 
@@ -960,6 +979,8 @@ void jrpc_front_http_destroy(jrpc_front_http_t **self_p)
     if (f == NULL)
         return;
     *self_p = NULL;
+    if (f->opts.mcp_path != NULL)
+        jrpc_broker_on_session_message(f->broker, NULL, NULL);
     jrpc_front_http_pause(f);
     f->destroying = true;
     front_maybe_free(f); /* or by the last close callback */

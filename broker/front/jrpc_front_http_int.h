@@ -41,6 +41,7 @@
 #include "jrpc_front_ws.h"
 #include "jrpc_http_reader.h"
 #include "jrpc_http_response.h"
+#include "jrpc_mcp_sid.h"
 
 #define COMP          "front_http"
 #define READ_BUF      65536  /* one shared read buffer for every connection */
@@ -96,6 +97,14 @@ typedef struct req {
     uint16_t     hlen;
     char         hdr[512];    /* status line and headers (CORS lines included) */
     char         inl[INLINE_BODY]; /* short bodies */
+    bool         sse_ok;      /* MCP: the client accepts text/event-stream: a server's
+                                 message before the answer makes it a stream */
+    bool         switched;    /* MCP: made a stream by such a message (not streamed at
+                                 submit): the reply is its last event */
+    bool         gstream;     /* MCP: a session's GET stream (docs/MCP.md) */
+    struct req  *gnext;       /* ... the front's list of them */
+    uint8_t      sid_len;     /* MCP: the Mcp-Session-Id its answer carries (0: none), */
+    char         sid[JRPC_MCP_SID_LEN + 1]; /* ... or that its GET stream is of */
     jrpc_buf_t   s_out;       /* streamed: bytes queued, not yet handed to a write */
     jrpc_buf_t   s_wr;        /* streamed: bytes of the write in flight */
 } req_t;
@@ -187,6 +196,7 @@ struct jrpc_front_http {
     conn_t         *dirty;      /* connections with streamed bytes to write */
     uv_timer_t      ping;       /* ": ping" on SSE streams every opts.stream_ping_ms */
     uint32_t        nstreams;   /* streamed answers begun and not ended */
+    req_t          *gstreams;   /* MCP sessions' GET streams open here */
     char            rbuf[READ_BUF];
     char           *pbuf;       /* TLS: plaintext of one read's records (READ_BUF; NULL: no TLS) */
 };
@@ -240,6 +250,7 @@ bool   stream_flush(conn_t *c, req_t *r);
 void   mark_dirty(conn_t *c);
 void   on_answer(void *ctx, uint32_t pos, const char *json, size_t len);
 int    stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len);
+int    stream_begin(conn_t *c, req_t *r);
 uint8_t stream_mode(const jrpc_http_head_t *h);
 
 /* jrpc_front_mcp.c */
@@ -251,6 +262,14 @@ bool   mcp_version_ok(const jrpc_http_head_t *h);
 uint8_t mcp_stream_mode(const jrpc_http_head_t *h);
 bool   mcp_accept_ok(const jrpc_http_head_t *h);
 bool   mcp_message(conn_t *c, req_t *r, const char *p, size_t n);
+jrpc_span_t mcp_session_of(const jrpc_http_head_t *h);
+bool   mcp_sse_ok(const jrpc_http_head_t *h);
+void   mcp_on_message(void *ctx, jrpc_span_t session, jrpc_span_t json);
+void   mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h);
+void   mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h);
+void   mcp_gstream_drop(jrpc_front_http_t *f, req_t *r);
+void   mcp_on_session(void *arg, jrpc_span_t session, jrpc_span_t json);
+const char *mcp_sid_line(const req_t *r, const char *base, char *buf, size_t cap);
 
 /* jrpc_front_upgrade.c */
 void   ws_rest(conn_t *c, const char *p, size_t n);

@@ -83,7 +83,7 @@ static void on_ping(uv_timer_t *t);
  * stream's type, chunked. (A body refused whole never gets here: it is
  * answered as JSON with its own status, since the broker refuses before
  * any answer.) */
-static int stream_begin(conn_t *c, req_t *r)
+int stream_begin(conn_t *c, req_t *r)
 {
     jrpc_front_http_t *f = c->front;
     char hdr[512], xbuf[448];   /* (room for the CORS lines) */
@@ -91,6 +91,9 @@ static int stream_begin(conn_t *c, req_t *r)
         r->close = true;
     const char *extra = IS_SSE(r->stream) ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
                                            : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
+    char sbuf[256];
+    if (r->sid_len && !r->gstream)
+        extra = mcp_sid_line(r, extra, sbuf, sizeof sbuf);
     if (r->cors)
         extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {

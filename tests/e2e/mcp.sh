@@ -6,7 +6,7 @@
 # no one here wrote; pinned in tests/mcp/package-lock.json, installed by
 # tests/run.sh through tests/mcp/npm_install.sh, never here). Then curl on
 # the endpoint's rules: one message per POST, 202 for notifications and
-# responses, 405 for GET and DELETE, MCP-Protocol-Version, Accept, and
+# responses, 405 for GET and DELETE without a session, MCP-Protocol-Version, Accept, and
 # --mcp-path none.
 source "$JRPC_E2E_LIB"
 source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
@@ -90,7 +90,8 @@ out=$(post '[{"jsonrpc":"2.0","id":1,"method":"ping"}]' -H "$ACC")
 check "an array (batch): 400 with -32600" "400 -32600" "$(echo "$out" | grep -o '^400\|-32600' | tr '\n' ' ' | sed 's/ $//')"
 check "GET: 405" 405 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -H 'Accept: text/event-stream' "$MCP")"
 check "GET: Allow: POST" 1 "$(curl -s --max-time 10 -D - -o /dev/null "$MCP" | grep -ci '^Allow: POST')"
-check "DELETE: 405" 405 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE -H 'Mcp-Session-Id: x' "$MCP")"
+check "DELETE without Mcp-Session-Id: 405" 405 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE "$MCP")"
+check "DELETE of a session no bridge issued: 404" 404 "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE -H 'Mcp-Session-Id: x' "$MCP")"
 out=$(post '{"jsonrpc":"2.0","id":3,"method":"ping"}' -H "$ACC" -H 'MCP-Protocol-Version: 1999-01-01')
 check "unsupported MCP-Protocol-Version: 400" 400 "${out%% *}"
 check "no MCP-Protocol-Version (2025-03-26 assumed): 200" 200 \

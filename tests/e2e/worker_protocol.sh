@@ -10,6 +10,9 @@
 #  3. a rogue worker sends READY again mid-call: the broker ends the old
 #     session as if the worker were lost (the call held: -32004) and serves
 #     the new one.
+# MESSAGE frames (PROTOCOL.md 2.6) sent to a peer that did not ask for them
+# (a worker without messages, a broker for a worker without "instance") are
+# dropped: not counted as REQUESTs, not malformed, the session goes on.
 # ~5 s.
 # shellcheck source=lib.sh
 source "$JRPC_E2E_LIB"
@@ -20,7 +23,7 @@ PEER=$JRPC_BIN/jrpc-test-wire-peer
 EP="tcp://127.0.0.1:$(e2e_pick_port)"
 REQ=930102                                        # [1, 2, ...
 "$PEER" --broker "$EP" --timeout-ms 10000 ready \
-    call:7 \
+    call:7 send:95010701c0c4027b7d send:95010700a178c0 \
     send:${REQ}919408a46563686fc100 \
     send:93020290 send:c1 \
     deep:8:1200 \
@@ -52,8 +55,8 @@ e2e_start_broker --heartbeat-ms 500 --timeout-ms 3000
 # that name no call it holds: request 2 (not sent yet), 2^64-1, and 0
 # (malformed). None of them may free the call or crash anything.
 "$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:echo request \
-    send:93010602 send:930106cfffffffffffffffff send:93010600 reject request answer \
-    >"$TMP/rogue_worker.out" 2>&1 &
+    send:93010602 send:930106cfffffffffffffffff send:93010600 send:95010701c0c4027b7d \
+    reject request answer >"$TMP/rogue_worker.out" 2>&1 &
 RW=$!
 E2E_PIDS+=("$RW")
 e2e_wait_workers 1

@@ -128,7 +128,7 @@ hdr() { grep -i "^$1:" "$T/uh" | tr -d '\r' | sed 's/^[^:]*: //'; }
 check "... Access-Control-Allow-Origin is that origin, Vary: Origin" "https://app.example|Origin" \
     "$(hdr Access-Control-Allow-Origin)|$(hdr Vary)"
 check "... Access-Control-Allow-Methods, -Headers, -Max-Age" \
-    "POST|Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent, MCP-Protocol-Version, Authorization, Idempotency-Key|7200" \
+    "POST|Content-Type, Accept, X-JRPC-Key, X-JRPC-Timestamp, X-JRPC-Nonce, X-JRPC-Signature, X-JRPC-Timeout-Ms, traceparent, MCP-Protocol-Version, Mcp-Session-Id, Authorization, Idempotency-Key|7200" \
     "$(hdr Access-Control-Allow-Methods)|$(hdr Access-Control-Allow-Headers)|$(hdr Access-Control-Max-Age)"
 check "preflight from another Origin: 403, no CORS headers" "403 0" \
     "$(upgrade /rpc "${PRE[@]}" -H 'Origin: https://evil.example') $(grep -ci '^Access-Control' "$T/uh")"

@@ -59,7 +59,7 @@ static int check_bytes(const void *bytes, size_t n)
     frame_decode(&f, bytes, n);
     int rc = f.rc;
     if (rc == 0) {
-        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_REJECT);
+        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_MESSAGE);
         /* Whatever decodes, its head reads the same way. */
         assert_int_equal(jrpc_wire_peek_type(f.buf, n), f.m.type);
         for (uint32_t i = 0; i < f.m.nitems && rc == 0; i++) {
@@ -471,6 +471,161 @@ static void test_reject(void **state)
     jrpc_buf_dispose(&b);
 }
 
+#define SID "3f9a0c41d2e87b65-0001-f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+
+/* MESSAGE [1, 7, seq, session, body] (PROTOCOL.md 2.6), both ways. */
+static void test_message(void **state)
+{
+    (void)state;
+    jrpc_buf_t b;
+    frame_t f;
+    jrpc_buf_init(&b);
+    static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}";
+    jrpc_span_t body = { note, sizeof note - 1 }, none = { NULL, 0 }, sid = { SID, sizeof SID - 1 };
+    /* a call's message, no session */
+    assert_int_equal(jrpc_wire_put_message(&b, 9, none, body), 0);
+    static const char head[] = { (char)0x95, 1, 7, 9, (char)0xc0, (char)0xc4, sizeof note - 1 };
+    assert_memory_equal(b.p, head, sizeof head);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_int_equal(f.m.type, JRPC_WIRE_MESSAGE);
+    assert_int_equal(f.m.seq, 9);
+    assert_int_equal(f.m.session.n, 0);
+    assert_int_equal(f.m.body.n, sizeof note - 1);
+    assert_memory_equal(f.m.body.p, note, sizeof note - 1);
+    frame_dispose(&f);
+    expect_prefixes_malformed(b.p, b.len);
+    /* a session's end (body nil), and a session's message (seq 0) */
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_message(&b, 0, sid, none), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_int_equal(f.m.seq, 0);
+    assert_int_equal(f.m.session.n, sizeof SID - 1);
+    assert_memory_equal(f.m.session.p, SID, sizeof SID - 1);
+    assert_null(f.m.body.p);
+    frame_dispose(&f);
+    jrpc_buf_reset(&b);
+    jrpc_span_t empty = { "", 0 };
+    assert_int_equal(jrpc_wire_put_message(&b, UINT64_MAX, sid, empty), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_true(f.m.seq == UINT64_MAX);
+    assert_non_null(f.m.body.p);
+    assert_int_equal(f.m.body.n, 0);
+    frame_dispose(&f);
+    /* trailing elements are ignored, as everywhere */
+    static const char trailing[] = "\x96\x01\x07\x01\xc0\xc4\x02" "{}\x05";
+    frame_decode(&f, trailing, sizeof trailing - 1);
+    assert_int_equal(f.rc, 0);
+    frame_dispose(&f);
+    static const bytes_case_t bad[] = {
+        CASE("\x94\x01\x07\x01\xc0"),               /* no body */
+        CASE("\x95\x01\x07\x01\xc0\xc0"),           /* session and body both nil */
+        CASE("\x95\x01\x07\xff\xc0\xc4\x00"),       /* seq -1 */
+        CASE("\x95\x01\x07\xc0\xc0\xc4\x00"),       /* seq nil */
+        CASE("\x95\x01\x07\x01\xa0\xc4\x00"),       /* session "" */
+        CASE("\x95\x01\x07\x01\xa2" " x\xc4\x00"),     /* session with a space */
+        CASE("\x95\x01\x07\x01\xa1\x7f\xc4\x00"),   /* session with DEL */
+        CASE("\x95\x01\x07\x01\x01\xc4\x00"),       /* session 1 */
+        CASE("\x95\x01\x07\x01\xc0\xa2" "{}"),          /* body a str */
+        CASE("\x95\x01\x07\x01\xc0\x80"),            /* body a map */
+    };
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad message");
+    /* a session of 129 bytes; a body past JRPC_WIRE_MESSAGE_MAX */
+    jrpc_buf_reset(&b);
+    char big[JRPC_WIRE_SESSION_MAX + 1];
+    memset(big, 'a', sizeof big);
+    assert_int_equal(jrpc_buf_puts(&b, "\x95\x01\x07\x01\xd9\x81"), 0);
+    assert_int_equal(jrpc_buf_append(&b, big, sizeof big), 0);
+    assert_int_equal(jrpc_buf_puts(&b, "\xc0"), 0);
+    assert_int_equal(check_bytes(b.p, b.len), JRPC_WIRE_EMALFORMED);
+    jrpc_buf_reset(&b);
+    char *huge = calloc(1, JRPC_WIRE_MESSAGE_MAX + 1);
+    assert_non_null(huge);
+    jrpc_span_t hb = { huge, JRPC_WIRE_MESSAGE_MAX };
+    assert_int_equal(jrpc_wire_put_message(&b, 1, none, hb), 0);
+    assert_int_equal(check_bytes(b.p, b.len), 0);
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_buf_puts(&b, "\x95\x01\x07\x01\xc0\xc6\x00\x10\x00\x01"), 0);
+    assert_int_equal(jrpc_buf_append(&b, huge, JRPC_WIRE_MESSAGE_MAX + 1), 0);
+    assert_int_equal(check_bytes(b.p, b.len), JRPC_WIRE_EMALFORMED);
+    free(huge);
+    jrpc_buf_dispose(&b);
+}
+
+/* READY's "instance" option and a REQUEST item's 6th element, the session. */
+static void test_instance_and_session(void **state)
+{
+    (void)state;
+    jrpc_buf_t b;
+    frame_t f;
+    jrpc_buf_init(&b);
+    const char *methods[] = { "initialize" };
+    jrpc_wire_ready_opts_t o = { .instance = "0123456789abcdef" };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 4, methods, 1, &o), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_true(f.m.has_instance);
+    assert_true(f.m.instance == 0x0123456789abcdefull);
+    frame_dispose(&f);
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_ready(&b, 4, methods, 1), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_false(f.m.has_instance);
+    frame_dispose(&f);
+    static const bytes_case_t bad[] = {
+        CASE("\x95\x01\x01\x01\x91\xa1" "m\x81\xa8" "instance\xa3" "abc"),   /* too short */
+        CASE("\x95\x01\x01\x01\x91\xa1" "m\x81\xa8" "instance\x01"),      /* not a str */
+        CASE("\x95\x01\x01\x01\x91\xa1" "m\x81\xa8" "instance\xb0" "0123456789ABCDEF"),
+    };
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad instance");
+    /* the 6th element: a session, or nil (the broker takes MESSAGE frames) */
+    jrpc_span_t sid = { SID, sizeof SID - 1 }, none = { NULL, 0 };
+    jrpc_span_t m = { "tools/call", 10 }, params = { "{}", 2 };
+    jrpc_wire_msg_t *wm;
+    jrpc_wire_call_t c;
+    for (int k = 0; k < 3; k++) {
+        jrpc_buf_reset(&b);
+        assert_int_equal(jrpc_wire_put_request_begin(&b), 0);
+        if (k < 2)
+            assert_int_equal(jrpc_wire_put_request_call_session(&b, 5, m, params, k == 0, 100,
+                                                                none, k ? sid : none), 0);
+        else
+            assert_int_equal(jrpc_wire_put_request_call_json(&b, 5, m, params, true, 100, none), 0);
+        jrpc_wire_put_request_end(&b, 1);
+        frame_decode(&f, b.p, b.len);
+        assert_int_equal(f.rc, 0);
+        wm = &f.m;
+        assert_int_equal(jrpc_wire_request_item(wm, 0, &c), 0);
+        assert_int_equal(c.messages, k < 2);
+        assert_int_equal(c.session.n, k == 1 ? sizeof SID - 1 : 0);
+        if (k == 1)
+            assert_memory_equal(c.session.p, SID, sizeof SID - 1);
+        assert_int_equal(c.traceparent.n, 0);
+        assert_int_equal(c.timeout_ms, 100);
+        frame_dispose(&f);
+    }
+    /* with a traceparent too */
+    jrpc_buf_reset(&b);
+    jrpc_span_t tp = { TP, sizeof TP - 1 };
+    assert_int_equal(jrpc_wire_put_request_begin(&b), 0);
+    assert_int_equal(jrpc_wire_put_request_call_session(&b, 5, m, params, false, 0, tp, sid), 0);
+    jrpc_wire_put_request_end(&b, 1);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), 0);
+    assert_int_equal(c.traceparent.n, sizeof TP - 1);
+    assert_int_equal(c.session.n, sizeof SID - 1);
+    frame_dispose(&f);
+    /* a 6th element that is no session: the item is malformed */
+    static const char bad6[] = "\x93\x01\x02\x91\x96\x07\xa1" "m\xc0\x00\xc0\x01";
+    frame_decode(&f, bad6, sizeof bad6 - 1);
+    assert_int_equal(f.rc, 0);
+    assert_int_equal(jrpc_wire_request_item(&f.m, 0, &c), JRPC_WIRE_EMALFORMED);
+    frame_dispose(&f);
+    jrpc_buf_dispose(&b);
+}
+
 static int peek_copy(const void *bytes, size_t n)
 {
     char *buf = malloc(n ? n : 1);
@@ -701,7 +856,7 @@ static void test_bad_envelope(void **state)
         { "\x91\x01", 2 },                   /* [1] */
         { "\x92\x01\x00", 3 },               /* type 0 */
         { "\x92\x01\x06", 3 },               /* type 6 (REJECT) without its request */
-        { "\x93\x01\x07\x01", 4 },           /* type 7 */
+        { "\x93\x01\x08\x01", 4 },           /* type 8 */
         { "\x92\x01\xff", 3 },               /* type -1 */
         { "\x92\x01\xa1\x04", 4 },           /* type "\x04" */
         { "\x92\x01\xc0", 3 },               /* type nil */
@@ -1487,6 +1642,8 @@ int main(void)
         cmocka_unit_test(test_bare_round_trip),
         cmocka_unit_test(test_heartbeat_settings),
         cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_message),
+        cmocka_unit_test(test_instance_and_session),
         cmocka_unit_test(test_peek_type),
         cmocka_unit_test(test_request_item_seq),
         cmocka_unit_test(test_request_round_trip),

@@ -30,6 +30,7 @@
 #include "../../../broker/core/jrpc_idem.c"
 #include "../../../broker/core/jrpc_queued.c"
 #include "../../../broker/core/jrpc_conn_auth.c"
+#include "../../../broker/core/jrpc_mcp.c"
 #include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"

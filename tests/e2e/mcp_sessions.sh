@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# MCP sessions and messages from server to client (docs/MCP.md, issue 32):
+# npm @modelcontextprotocol/server-memory (a stateful server: its graph in a
+# file each child reads and rewrites per call) behind jrpc-stdio --mcp
+# --procs 2, driven by the official MCP SDK client (mcp_sessions.cjs):
+#   - without --sessions, 10 concurrent writes land on both children, whose
+#     read-modify-write cycles overlap: some are lost;
+#   - with --sessions, initialize begins a session (Mcp-Session-Id) pinned to
+#     one child: all 10 kept; DELETE ends it, and its id is then 404;
+# and server-everything's progress notifications reach the SDK's onprogress
+# (the POST answered as SSE once the child sends something before the answer),
+# its logging notifications outside calls the session's GET stream, and its
+# sampling request the client (offered because the client's initialize and
+# notifications/initialized reach the session's child), whose answer goes back.
+source "$JRPC_E2E_LIB"
+source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
+mcp_need server-memory server-everything
+MEMORY=$NODE_MODS/@modelcontextprotocol/server-memory/dist/index.js
+EVERYTHING=$NODE_MODS/@modelcontextprotocol/server-everything/dist/index.js
+
+E2E_HTTP=1 e2e_start_broker --timeout-ms 30000
+MCP="$HTTP_URL/mcp"
+NB=0
+bridge() {  # LOG [jrpc-stdio options...] -- COMMAND...: starts a bridge, waits for its 2 handshakes
+    local log=$1; shift
+    NB=$((NB + 1))
+    "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --procs 2 --log-level debug "$@" >>"$log" 2>&1 &
+    BRIDGE=$!
+    E2E_PIDS+=("$BRIDGE")
+    e2e_wait_workers 1
+    e2e_wait_for "[ \$(grep -c event=mcp_initialized '$log') -ge 2 ]" 30
+}
+bridge_stop() {
+    kill -TERM "$BRIDGE"; wait "$BRIDGE" 2>/dev/null
+    e2e_wait_workers 0
+}
+client() { NODE_PATH=$NODE_MODS timeout 90 node "$HERE/mcp_sessions.cjs" "$@"; }
+
+# ---- without --sessions: writes are lost ------------------------------------
+MEMORY_FILE_PATH=$E2E_TMP/mem1.jsonl bridge "$E2E_TMP/b1.log" -- node "$MEMORY"
+lost=0
+for round in 1 2 3; do   # the loss is a race: a round may happen to keep all
+    client memory "$MCP" "r$round" > "$E2E_TMP/m1.out" 2>&1
+    cat "$E2E_TMP/m1.out"
+    kept=$(sed -n 's/^kept n=//p' "$E2E_TMP/m1.out")
+    [ -n "$kept" ] && [ "$kept" -lt 10 ] && { lost=1; break; }
+done
+check "without --sessions: no session issued" "session=none" "$(grep '^session' "$E2E_TMP/m1.out")"
+check "without --sessions: some of 10 concurrent writes lost (two children, one file)" 1 "$lost"
+bridge_stop
+
+# ---- with --sessions: all kept, DELETE ends the session ---------------------
+MEMORY_FILE_PATH=$E2E_TMP/mem2.jsonl bridge "$E2E_TMP/b2.log" --sessions -- node "$MEMORY"
+client memory "$MCP" s > "$E2E_TMP/m2.out" 2>&1
+cat "$E2E_TMP/m2.out"
+check "--sessions: initialize answered with Mcp-Session-Id" "session=yes" "$(grep '^session' "$E2E_TMP/m2.out")"
+check "--sessions: 10 of 10 concurrent writes kept" "kept n=10" "$(grep '^kept' "$E2E_TMP/m2.out")"
+check "--sessions: after DELETE the session's id is 404" "after_delete status=404" \
+    "$(grep '^after_delete' "$E2E_TMP/m2.out")"
+check "bridge: the session began and was deleted" "1 1" \
+    "$(grep -c 'event=session_begin' "$E2E_TMP/b2.log") $(grep -c 'event=session_end .*reason=deleted' "$E2E_TMP/b2.log")"
+# (each child also answered the bridge's own initialize: one answer)
+served=$(grep -o 'event=child_answer pid=[0-9]*' "$E2E_TMP/b2.log" | sort | uniq -c | awk '$1 > 1' | wc -l)
+check "--sessions: one child served the session's calls" 1 "$served"
+ACC='Accept: application/json, text/event-stream'
+code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -H "$ACC" \
+    -H 'Mcp-Session-Id: 0123456789abcdef-0000-00000000000000000000000000000000' \
+    --data-binary '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "$MCP")
+check "a session id no bridge issued: 404" 404 "$code"
+code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE \
+    -H 'Mcp-Session-Id: 0123456789abcdef-0000-00000000000000000000000000000000' "$MCP")
+check "DELETE of a session id no bridge issued: 404" 404 "$code"
+bridge_stop
+
+# ---- progress notifications reach the client --------------------------------
+bridge "$E2E_TMP/b3.log" --sessions -- node "$EVERYTHING" stdio
+client progress "$MCP" > "$E2E_TMP/p.out" 2>&1
+cat "$E2E_TMP/p.out"
+check "progress: 3 notifications reached onprogress" "progress n=3 last=3/3" "$(grep '^progress' "$E2E_TMP/p.out")"
+check "progress: then the result" "result ok=true" "$(grep '^result' "$E2E_TMP/p.out")"
+# a session's messages outside any call: on its GET stream
+client logging "$MCP" > "$E2E_TMP/l.out" 2>&1
+cat "$E2E_TMP/l.out"
+check "logging: the child's notifications after the call reach the client (GET stream)" \
+    "logging n=2+" "$(grep '^logging' "$E2E_TMP/l.out")"
+# a server's request (sampling) to the client, the client's answer back to the child
+client sampling "$MCP" > "$E2E_TMP/s.out" 2>&1
+cat "$E2E_TMP/s.out"
+check "sampling: the child's sampling/createMessage reached the client, its answer the child" \
+    "sampling asked=1 text=ok" "$(grep '^sampling' "$E2E_TMP/s.out")"
+bridge_stop
+e2e_finish
