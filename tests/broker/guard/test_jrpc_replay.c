@@ -1729,6 +1729,63 @@ static void test_multi_flags(void **state)
     freeReplyObject(v);
 }
 
+/* The long MULTI answer (claims with rate limits in the group): each claim
+ * its verdict, and every answer that cannot be to these claims refused
+ * (a flag the claim cannot have, a wait too many or too few, an epoch
+ * without an 'E' or the other way round, a malformed wait). Pure. */
+static void test_multi_verdicts(void **state)
+{
+    (void)state;
+    pending_t c[3] = { { .nonce = true, .rate = true }, { .nonce = true }, { .rate = true } };
+    c[0].next = &c[1];
+    c[1].next = &c[2];
+    int rc[3];
+    static const struct { const char *bytes; int ok, rc0, rc1, rc2; uint64_t w0, w2; } cases[] = {
+        { "$3\r\nL01\r\n$0\r\n\r\n$3\r\n250\r\n", 1, -EDQUOT, -EEXIST, 0, 250, 0 },
+        { "$3\r\nEE1\r\n$3\r\nx:1\r\n$0\r\n\r\n", 1, -EAGAIN, -EAGAIN, 0, 0, 0 },
+        { "$3\r\nL1L\r\n$0\r\n\r\n$5\r\n0 777\r\n", 1, -EDQUOT, 0, -EDQUOT, 1, 777 },
+        { "$3\r\n110\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* '0': no nonce */
+        { "$3\r\n1L1\r\n$0\r\n\r\n$1\r\n5\r\n", 0, 0, 0, 0, 0, 0 },    /* 'L': no rate */
+        { "$3\r\nE11\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* 'E', no epoch */
+        { "$3\r\n111\r\n$3\r\nx:1\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },  /* an epoch, no 'E' */
+        { "$3\r\nL01\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* a wait too few */
+        { "$3\r\nL01\r\n$0\r\n\r\n$3\r\n1 2\r\n", 0, 0, 0, 0, 0, 0 },  /* a wait too many */
+        { "$3\r\nL01\r\n$0\r\n\r\n$2\r\n 5\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\nL01\r\n$0\r\n\r\n$2\r\n5a\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\nL01\r\n$0\r\n\r\n$20\r\n12345678901234567890\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$2\r\n11\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$4\r\n1111\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\n1x1\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bytes[200];
+        snprintf(bytes, sizeof bytes, "*5\r\n$1\r\n1\r\n$5\r\nMULTI\r\n%s", cases[i].bytes);
+        redisReply *rep = reply_of(bytes, strlen(bytes));
+        assert_non_null(rep);
+        c[0].wait_us = c[2].wait_us = 0;
+        int got = multi_verdicts(rep, c, 3, rc);
+        if (got != (cases[i].ok ? 0 : -1))
+            fail_msg("case %zu: %d", i, got);
+        if (cases[i].ok) {
+            assert_int_equal(rc[0], cases[i].rc0);
+            assert_int_equal(rc[1], cases[i].rc1);
+            assert_int_equal(rc[2], cases[i].rc2);
+            assert_int_equal(c[0].wait_us, cases[i].w0);
+            assert_int_equal(c[2].wait_us, cases[i].w2);
+        }
+        freeReplyObject(rep);
+    }
+    /* Rate limits alone never read the epoch: any value passes with them. */
+    pending_t r2[2] = { { .rate = true }, { .rate = true } };
+    r2[0].next = &r2[1];
+    redisReply *rep = REPLY("*5\r\n$1\r\n1\r\n$5\r\nMULTI\r\n$2\r\n1L\r\n$3\r\nx:1\r\n$1\r\n9\r\n");
+    assert_int_equal(multi_verdicts(rep, r2, 2, rc), 0);
+    assert_int_equal(rc[0], 0);
+    assert_int_equal(rc[1], -EDQUOT);
+    assert_int_equal(r2[1].wait_us, 9);
+    freeReplyObject(rep);
+}
+
 /* handle_multi through the reply loop, on a module with a fake connection
  * (as the fuzz target builds it): every claim of a script gets one answer;
  * a reply that is not the script's answer (another tag, a flag count that
@@ -2084,6 +2141,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
         cmocka_unit_test(test_multi_flags),
         cmocka_unit_test(test_multi_answers),
+        cmocka_unit_test(test_multi_verdicts),
         cmocka_unit_test_setup_teardown(test_batch_replay_among_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_epoch_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_rates, setup, teardown),
