@@ -69,6 +69,10 @@ struct bbatch {
     jrpc_answer_fn answer;       /* streamed mode: each answer as it is in; else NULL */
     void          *ctx;
     uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
+    uint32_t      *mstat;        /* per call: its jrpc_metrics_reply tag, the record (set
+                                    when it starts), or JRPC_METRICS_NONE: not counted per
+                                    method (the parser's) */
+    const char    *path;         /* the access line's path=, or NULL (the transport) */
     uint32_t       unanswered;   /* calls still owing an answer to the client */
     uint32_t       outstanding;  /* calls still at (or queued for) workers */
     uint32_t       streamed;     /* streamed mode: answers sent */

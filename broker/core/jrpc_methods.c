@@ -285,3 +285,9 @@ void jrpc_workers_each_method(jrpc_workers_t *w, jrpc_method_fn fn, void *arg)
         }
     }
 }
+
+uint32_t jrpc_workers_method_stat(jrpc_workers_t *w, jrpc_span_t method)
+{
+    method_t *m = method.n ? method_target(method_lookup(w, method.p, method.n)) : NULL;
+    return m ? m->stat : JRPC_METRICS_OTHER;
+}

@@ -370,6 +370,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         jrpc_zmtp_conn_set_data(wk->conn, wk);
     }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
+    if (from->ip)
+        snprintf(wk->host, sizeof wk->host, "%s", from->ip);
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
     wk->last_seen = jrpc_metrics.now;
     wk->seen = true;
@@ -402,6 +404,13 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         }
         if (mt == NULL || mt->mark == stamp)
             continue;
+        if (mt->stat == JRPC_METRICS_OTHER) {   /* its metrics record, found once */
+            char svc[JRPC_WORKERS_SERVICE_MAX + 1];   /* {service, method} labels */
+            jrpc_span_t bare = method_wire_name(mt);
+            memcpy(svc, mt->name, mt->slen);
+            svc[mt->slen] = '\0';
+            mt->stat = jrpc_metrics_method_id(svc, bare.p, bare.n);
+        }
         worker_t **ws = realloc(mt->workers, (mt->nworkers + 1) * sizeof *ws);
         if (ws == NULL) {
             method_check(w, mt);   /* freed if it was new */
@@ -470,6 +479,7 @@ void worker_set_ejected(jrpc_workers_t *w, worker_t *wk, bool on)
     }
     if (on) {
         w->ejections++;
+        wk->ejections++;
         JRPC_LOG(JRPC_LOG_WARN, "workers",
                  "event=worker_ejected worker=%s timeouts=%u eject_ms=%u inflight=%u", wk->name,
                  wk->timeouts, w->opts.eject_ms, wk->inflight);

@@ -380,6 +380,7 @@ static void headers_done(conn_t *c)
     int status = 0;
     const char *why = NULL;
     bool preflight = false;
+    bool quiet = false;   /* an answer the spec expects: no JSON-RPC error, not counted */
     if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 &&
         (rpc_target(h) || c->mcp)) {
         if (origin < 0) { /* not 405: OPTIONS is served, to the origins listed */
@@ -396,6 +397,7 @@ static void headers_done(conn_t *c)
     } else if (c->mcp && h->method != JRPC_HTTP_M_POST) {
         status = 405;   /* GET: no server-sent stream is offered; DELETE: no sessions */
         why = "use POST on the MCP path (no GET stream, no sessions to DELETE)";
+        quiet = h->method == JRPC_HTTP_M_GET;   /* the SDK's GET on connect: the spec's answer */
     } else if (c->openrpc) {
         /* served at the end of the message (a body, if any, is dropped) */
     } else if (h->method != JRPC_HTTP_M_POST || (!rpc_target(h) && !c->mcp)) {
@@ -424,6 +426,9 @@ static void headers_done(conn_t *c)
     } else if (c->mcp && !mcp_accept_ok(h)) {
         status = 406;
         why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";
+    } else if (c->mcp && idem_value(h).p != NULL && !mcp_target_alone(c->front, h)) {
+        status = 400;   /* a kept reply is found by key and body, not by service */
+        why = "Idempotency-Key is not taken on /mcp/<service>";
     } else if (c->mcp && !mcp_version_ok(h)) {
         status = 400;
         why = "unsupported MCP-Protocol-Version (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)";
@@ -444,7 +449,13 @@ static void headers_done(conn_t *c)
     r->stream = idem_value(h).n ? S_NONE : c->mcp ? mcp_stream_mode(h) : stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
-        rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
+        if (quiet) {
+            r->status = (uint16_t)status;
+            r->body = r->inl;
+            r->blen = 0;
+        } else {
+            rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
+        }
         r->state = R_PARSING; /* ready once the body is skipped */
         c->discard = true;
     } else if (preflight) {   /* a 204 with the Access-Control-* lines, once the body is skipped */
@@ -565,7 +576,9 @@ static void message_done(conn_t *c)
     }
     const char *body = c->zc ? c->zc : c->body.p;
     size_t len = c->zc ? c->zc_len : c->body.len;
-    if (c->mcp && !mcp_message(c, r, body ? body : "", len)) {
+    jrpc_span_t svc = { NULL, 0 };
+    if (c->mcp && (!mcp_message(c, r, body ? body : "", len) ||
+                   (!mcp_route(c->front, h, &svc) || (svc.n == 0 && !mcp_one_service(c, r))))) {
         c->zc = NULL;
         c->zc_len = 0;
         jrpc_buf_dispose(&c->body);
@@ -587,6 +600,8 @@ static void message_done(conn_t *c)
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
         .hold = c->hold,
+        .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
+        .service = svc,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);

@@ -135,7 +135,7 @@ struct conn {
     /* the request being read */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the head is in and the method is HEAD */
-    bool            mcp;       /* the target is the MCP path (opts.mcp_path) */
+    bool            mcp;       /* the target is the MCP path (opts.mcp_path[/<service>]) */
     bool            openrpc;   /* GET (or HEAD) /openrpc.json: the OpenRPC document */
     uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
     uint16_t        cors;      /* the request's listed Origin (req_t.cors), for its record */
@@ -244,6 +244,9 @@ uint8_t stream_mode(const jrpc_http_head_t *h);
 
 /* jrpc_front_mcp.c */
 bool   mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
+bool   mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_t *svc);
+bool   mcp_target_alone(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
+bool   mcp_one_service(conn_t *c, req_t *r);
 bool   mcp_version_ok(const jrpc_http_head_t *h);
 uint8_t mcp_stream_mode(const jrpc_http_head_t *h);
 bool   mcp_accept_ok(const jrpc_http_head_t *h);

@@ -18,6 +18,7 @@
 #include "../../../broker/core/jrpc_methods.c"
 #include "../../../broker/core/jrpc_hedge.c"
 #include "../../../broker/core/jrpc_sessions.c"
+#include "../../../broker/core/jrpc_status.c"
 #include "jrpc_json.h"
 
 static struct {
