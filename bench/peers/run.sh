@@ -77,6 +77,7 @@ COMPARISONS=(
   "signed100-c16|signed|ge|0.95|the same with 16 connections (enough in flight to hide the Redis round trip: capacity)"
   "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
   "nonce-p16|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 16 (floor)"
+  "nonce-rate-p16|signed|info|0|claims/s of signed single calls with a rate limit (nonce and rate in one claim, a loop turn's claims as one script: issue 35) vs redis-benchmark SET NX EX, pipeline 16 (issue 35 goal >= 0.5x)"
 )
 if [ -n "$list" ]; then
     for c in "${COMPARISONS[@]}"; do IFS='|' read -r n _ _ _ g <<<"$c"; printf '%-24s %s\n' "$n" "$g"; done
@@ -153,6 +154,8 @@ KEY_ID=bench SECRET=bench-secret-0123456789abcdef
 REDIS_SOCK=$T/redis.sock
 start_jrpc() {
     printf '%s %s\n' "$KEY_ID" "$SECRET" > "$T/keys"
+    # nonce-rate-*: the same secret under a key with a rate limit no load reaches.
+    printf '%s-lim %s rate=1000000 burst=1000000\n' "$KEY_ID" "$SECRET" >> "$T/keys"
     # Redis is on this host: the signed broker and the nonce floor's
     # redis-benchmark reach it over its unix socket, as deploy/run-local.sh's
     # broker does (10-15 % less of Redis' CPU per claim than TCP loopback).
@@ -322,6 +325,8 @@ side() {
     zmq1-client-engine:B) echo "$B/jrpc-bench" --url "$JRPC_ZMQ" --batch 1 --connections 4 --zmq-engine libzmq ;;
     signed100:A)         echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 100 --connections 4 \
                               --key-id "$KEY_ID" --secret "$SECRET" ;;
+    nonce-rate-*:A)      echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \
+                              --key-id "$KEY_ID-lim" --secret "$SECRET" ;;
     nonce-*:A)           echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \
                               --key-id "$KEY_ID" --secret "$SECRET" ;;
     nonce-*:B)           echo redis ;;  # see run_side
@@ -342,7 +347,7 @@ run_side() {
     if [ "${cmd[0]}" = redis ]; then
         # redis-benchmark has no duration: a count sized for about --duration
         # by a short probe (once per pipeline depth); it reports its own ops/s.
-        local pipe=${n#nonce-p} count
+        local pipe=${n##*-p} count
         if [ -z "${REDIS_RATE[$pipe]:-}" ]; then
             REDIS_RATE[$pipe]=$(redis_set_nx "$pipe" $((pipe > 1 ? 200000 : 20000)) |
                 awk -F'"' 'NR == 2 { printf "%d", $4 }')

@@ -1,11 +1,11 @@
-/* jrpc_replay — nonces claimed in Redis, one script call per body, and an
+/* jrpc_replay — nonces claimed in Redis, one script call per loop turn, and an
  * epoch that tells when Redis lost its memory. This file is what is asked
  * of Redis and what its answers mean, and the API; the link that carries
  * them (connecting, Sentinel, reconnects, writes) is jrpc_redis.c, over the
  * state in jrpc_replay_int.h.
  *
  * Every claim is one EVALSHA of CLAIM_LUA (alone, or in mode 'm' with the
- * other nonce claims of its loop turn: batch_write): it reads the epoch
+ * other claims of its loop turn: batch_write): it reads the epoch
  * key, creates it if missing (SET only when absent, inside the script, so
  * several brokers converge on one value), and claims the nonce only when
  * the epoch is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
@@ -37,7 +37,7 @@
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
 
-#define MULTI_MAX 64          /* nonce claims in one script at most (its run time is bounded) */
+#define MULTI_MAX 64          /* claims in one script at most (its run time is bounded) */
 #define MAX_BUFFERED (JRPC_REPLAY_IDEM_MAX + (1u << 20)) /* unparsed reply bytes before the
                                   connection is dropped: a stored reply and then some */
 
@@ -55,15 +55,58 @@
  * when the rate refuses the body (it ran nowhere: the same signed body may
  * come again). Replies: {tag,'OK'}, {tag,'DUP'}, {tag,'EPOCH',value},
  * {tag,'LIMITED',microseconds until it would pass}.
- * Mode 'm' claims several nonces at once, KEYS[2..] (the nonce claims of
- * one loop turn: see "Several claims, one script" below), after the one
- * epoch check: {tag,'MULTI',flags}, flags one character per nonce in KEYS
- * order, '1' claimed now, '0' a replay; or {tag,'EPOCH',value} for all. */
+ * Mode 'm' answers several claims at once (the claims of one loop turn:
+ * see "Several claims, one script" below). Without ARGV[6] they are nonce
+ * claims, KEYS[2..], after the one epoch check: {tag,'MULTI',flags}, flags
+ * one character per nonce in KEYS order, '1' claimed now, '0' a replay; or
+ * {tag,'EPOCH',value} for all. With ARGV[6], one character per claim says
+ * what each is, as the single modes do: 'n' a nonce (one key), 'b' a nonce
+ * then a rate limit ('nr': two keys), 'r' a rate limit alone (one key);
+ * each claim with a rate limit takes its cost and burst from ARGV[7..], in
+ * claim order. Redis' clock is read once. The answer is then {tag,'MULTI',
+ * flags,epoch,waits}: a flag per claim, '1' passed, '0' a replay, 'L' over
+ * the rate (its nonce released), 'E' a nonce not claimed for the epoch
+ * differs (epoch: its value, "" when it matches; a rate limit alone never
+ * looks at it), and waits the microseconds of each 'L', space-separated. */
 const char CLAIM_LUA[] =
     "local e = redis.call('GET', KEYS[1]) "
     "if not e then redis.call('SET', KEYS[1], ARGV[2]) e = ARGV[2] end "
     "if #KEYS < 2 then return {ARGV[4], 'EPOCH', e} end "
     "local m = ARGV[5] "
+    "if m == 'm' and ARGV[6] then "
+    "  local ok, f, w, k, a, now = e == ARGV[1], {}, {}, 2, 7, nil "
+    "  for i = 1, #ARGV[6] do "
+    "    local c, v, nk = string.sub(ARGV[6], i, i), '1', nil "
+    "    if c ~= 'r' then "
+    "      nk = KEYS[k] k = k + 1 "
+    "      if not ok then v = 'E' "
+    "      elseif not redis.call('SET', nk, '1', 'NX', 'EX', ARGV[3]) then v = '0' end "
+    "    end "
+    "    if c ~= 'n' then "
+    "      local rk = KEYS[k] k = k + 1 "
+    "      local inc, dvt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) a = a + 2 "
+    "      if v == '1' then "
+    "        if not now then "
+    "          local t = redis.call('TIME') "
+    "          now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "        end "
+    "        local tat = tonumber(redis.call('GET', rk) or '0') or 0 "
+    "        if tat < now then tat = now end "
+    "        local nxt = tat + inc "
+    "        local over = nxt - now - dvt "
+    "        if over > 0 then "
+    "          if nk then redis.call('DEL', nk) end "
+    "          v = 'L' w[#w + 1] = string.format('%.0f', over) "
+    "        else "
+    "          redis.call('SET', rk, string.format('%.0f', nxt), 'PX', "
+    "                     math.floor((nxt - now) / 1000) + 1) "
+    "        end "
+    "      end "
+    "    end "
+    "    f[i] = v "
+    "  end "
+    "  return {ARGV[4], 'MULTI', table.concat(f), ok and '' or e, table.concat(w, ' ')} "
+    "end "
     "if m == 'm' then "
     "  if e ~= ARGV[1] then return {ARGV[4], 'EPOCH', e} end "
     "  local f = {} "
@@ -119,7 +162,7 @@ static const char IDEM_LUA[] =
  * p: a desynchronised connection. */
 const redisReply *script_word(const redisReply *rep, const pending_t *p)
 {
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 || rep->elements > 3)
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 || rep->elements > 5)
         return NULL;
     const redisReply *tag = rep->element[0], *word = rep->element[1];
     char want[24];
@@ -131,6 +174,10 @@ const redisReply *script_word(const redisReply *rep, const pending_t *p)
     if (rep->elements == 3 &&
         (str_is(word, "EPOCH") || str_is(word, "LIMITED") || str_is(word, "MULTI")) &&
         rep->element[2]->type == REDIS_REPLY_STRING)
+        return word;
+    if (rep->elements == 5 && str_is(word, "MULTI") &&   /* claims of every kind (mode 'm') */
+        rep->element[2]->type == REDIS_REPLY_STRING &&
+        rep->element[3]->type == REDIS_REPLY_STRING && rep->element[4]->type == REDIS_REPLY_STRING)
         return word;
     return NULL;
 }
@@ -308,6 +355,67 @@ static int multi_flags(const redisReply *v, size_t n, bool *fresh)
     return 0;
 }
 
+/* Whether some claim of list (linked by next) checks a rate limit: its
+ * script then answers in the long form (multi_verdicts). */
+static bool any_rate(const pending_t *list)
+{
+    for (; list != NULL; list = list->next)
+        if (list->rate)
+            return true;
+    return false;
+}
+
+/* The verdicts of a long MULTI answer {tag,'MULTI',flags,epoch,waits} for
+ * the n claims of list: rc[i] 0 (passed), -EEXIST (a replay), -EDQUOT with
+ * the claim's wait_us set (over its rate), -EAGAIN (its nonce not claimed:
+ * the epoch differs, see handle_multi). Returns 0, or -1 when the answer
+ * cannot be to these claims: a flag per claim, '0' and 'E' only for a
+ * nonce, 'L' only for a rate limit, one wait (1 to 19 digits) per 'L', an
+ * epoch value exactly when some flag is 'E' (or every claim is a rate
+ * limit alone, which never reads it). Writes only the waits into list. */
+static int multi_verdicts(const redisReply *rep, pending_t *list, size_t n, int *rc)
+{
+    const redisReply *f = rep->element[2], *e = rep->element[3], *w = rep->element[4];
+    size_t at = 0;
+    bool stale = false, nonces = false;
+    if (f->len != n)
+        return -1;
+    for (size_t i = 0; i < n; i++, list = list->next) {
+        char c = f->str[i];
+        nonces |= list->nonce;
+        if ((c == '0' || c == 'E') && !list->nonce)
+            return -1;
+        if (c == 'L' && !list->rate)
+            return -1;
+        if (c == '1')
+            rc[i] = 0;
+        else if (c == '0')
+            rc[i] = -EEXIST;
+        else if (c == 'E')
+            rc[i] = -EAGAIN, stale = true;
+        else if (c != 'L')
+            return -1;
+        if (c != 'L')
+            continue;
+        uint64_t us = 0;
+        size_t d = 0;
+        if (at < w->len && at > 0 && w->str[at++] != ' ')
+            return -1;
+        for (; at < w->len && w->str[at] != ' ' && d < 19; at++, d++) {
+            if (w->str[at] < '0' || w->str[at] > '9')
+                return -1;
+            us = us * 10 + (uint64_t)(w->str[at] - '0');
+        }
+        if (d == 0 || (at < w->len && w->str[at] != ' '))
+            return -1;
+        list->wait_us = us ? us : 1;
+        rc[i] = -EDQUOT;
+    }
+    if (at != w->len || (stale != (e->len > 0) && nonces))
+        return -1;
+    return 0;
+}
+
 /* A claim's answer out of its script's: a fresh nonce waits for WAIT (with
  * --redis-wait-replicas) while the connection is the one that claimed it,
  * and fails closed when that connection is gone (its WAIT never comes). */
@@ -329,18 +437,19 @@ static void multi_claim_done(jrpc_replay_t *r, const conn_t *conn, pending_t *c,
     claim_done(r, c, rc);
 }
 
-/* The answer to a script of several nonce claims (mode 'm'): each claim
- * gets its own answer, as if it had been sent alone — fresh, a replay, the
- * epoch's verdict (one for all), Redis' error, or, for a reply that does not
- * answer it, the dropped connection's -EAGAIN. Callbacks run in claim order;
+/* The answer to a script of several claims (mode 'm'): each claim gets its
+ * own answer, as if it had been sent alone — fresh, a replay, over its
+ * rate, the epoch's verdict (one for every nonce), Redis' error, or, for a
+ * reply that does not answer it, the dropped connection's -EAGAIN. Callbacks run in claim order;
  * one may claim again (the others still get their answers) or destroy r
  * (the others then get -ECANCELED, as claims still queued would). */
 static void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply *rep)
 {
     bool fresh[MULTI_MAX];
+    int verdict[MULTI_MAX];
     size_t n = p->nclaims;
     pending_t *list = p->claims;
-    int all = 1;   /* 1: per flag; else the rc of every claim */
+    int all = 1;   /* 1: per flag; 2: per verdict; else the rc of every claim */
     bool epoch = false;   /* Redis lost its memory: -ESTALE for those signed too early */
     const char *drop = NULL;
 
@@ -353,9 +462,17 @@ static void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const red
             drop = rc == DROP_READONLY ? "not_master" : "desync";
     } else {
         const redisReply *word = script_word(rep, p);
-        if (word != NULL && str_is(word, "MULTI") && multi_flags(rep->element[2], n, fresh) == 0) {
+        bool rated = any_rate(list);   /* asked in the long form */
+        if (word != NULL && str_is(word, "MULTI") && rep->elements == 5 && rated &&
+            multi_verdicts(rep, list, n, verdict) == 0 &&
+            (rep->element[3]->len == 0 ||
+             adopt_epoch(r, rep->element[3]->str, rep->element[3]->len) == 0)) {
+            all = 2;
+            epoch = rep->element[3]->len > 0;
+        } else if (word != NULL && str_is(word, "MULTI") && rep->elements == 3 && !rated &&
+                   multi_flags(rep->element[2], n, fresh) == 0) {
             all = 1;
-        } else if (word != NULL && str_is(word, "EPOCH") &&
+        } else if (word != NULL && str_is(word, "EPOCH") && !rated &&
                    adopt_epoch(r, rep->element[2]->str, rep->element[2]->len) == 0) {
             all = -EAGAIN;
             epoch = true;
@@ -371,8 +488,8 @@ static void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const red
     for (size_t i = 0; list != NULL; i++) {
         pending_t *c = list;
         list = c->next;
-        int rc = all != 1 ? all : fresh[i] ? 0 : -EEXIST;
-        if (epoch && c->ts <= r->refuse_to)
+        int rc = all == 2 ? verdict[i] : all != 1 ? all : fresh[i] ? 0 : -EEXIST;
+        if (epoch && rc == -EAGAIN && c->nonce && c->ts <= r->refuse_to)
             rc = -ESTALE;
         if (r->closing)   /* destroyed by a callback: the rest are cancelled, as if queued */
             rc = -ECANCELED;
@@ -502,8 +619,9 @@ void process_replies(jrpc_replay_t *r, conn_t *conn)
 
 static pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg);
 
-/* Several claims, one script. The nonce claims of one loop turn (claims
- * without a rate limit) wait on `batch` instead of being formatted at once;
+/* Several claims, one script (issue 35: group commit). The claims of one
+ * loop turn (nonces, rate limits, or both: every body admitted in it)
+ * wait on `batch` instead of being formatted at once;
  * the write of the turn (write_out) sends them as one EVALSHA in mode 'm'
  * (at most MULTI_MAX each), or as before when the turn had only one. Redis
  * then checks the epoch once and runs one script instead of N: the script
@@ -570,25 +688,33 @@ static size_t resp_format(char *out, size_t cap, int argc, const char **argv,
     return n;
 }
 
-/* Bytes of the longest claim script: its 4 + MULTI_MAX + 5 arguments (EVALSHA,
- * the sha, the key count, the epoch key, MULTI_MAX nonce keys, the epoch,
- * the proposal, the TTL, the tag, the mode), each with resp_format's bound
- * of 25 bytes around it. */
-#define BATCH_CMD_MAX (23 + (4 + MULTI_MAX + 5) * 25 + 7 + 40 + 7 + sizeof EPOCH_KEY + \
-                       MULTI_MAX * NKEY_MAX + 2 * EPOCH_MAX + 2 * 23 + 1)
+/* Arguments of the longest claim script: EVALSHA, the sha, the key count,
+ * the epoch key, a nonce key and a rate key per claim, the epoch, the
+ * proposal, the TTL, the tag, the mode, the kinds, a cost and a burst per
+ * claim. */
+#define BATCH_ARGS_MAX (4 + 2 * MULTI_MAX + 6 + 2 * MULTI_MAX)
+/* Its bytes, each argument with resp_format's bound of 25 bytes around it. */
+#define BATCH_CMD_MAX (23 + BATCH_ARGS_MAX * 25 + 7 + 40 + 7 + sizeof EPOCH_KEY + \
+                       MULTI_MAX * (NKEY_MAX + RKEY_MAX) + 2 * EPOCH_MAX + 2 * 23 + 2 + \
+                       MULTI_MAX + 2 * MULTI_MAX * 20 + 1)
 
 /* Appends the batch's commands to conn's output buffer and their FIFO
- * entries. Returns 0, or -ENOMEM (what is left of the batch stays on it:
- * the caller drops the connection, which fails it). */
+ * entries: at most MULTI_MAX claims a script, in mode 'm' (with the kinds
+ * and the rate arguments when some claim has a rate limit), or a lone
+ * claim in its own mode. Returns 0, or -ENOMEM (what is left of the batch
+ * stays on it: the caller drops the connection, which fails it). */
 int batch_write(jrpc_replay_t *r)
 {
     while (r->batch != NULL) {
         size_t n = r->nbatch < MULTI_MAX ? r->nbatch : MULTI_MAX;
-        const char *argv[4 + MULTI_MAX + 5];
-        size_t lens[4 + MULTI_MAX + 5];
-        char nk[8], prop[EPOCH_MAX + 1], tag[24];
+        const char *argv[BATCH_ARGS_MAX];
+        size_t lens[BATCH_ARGS_MAX];
+        char nk[8], prop[EPOCH_MAX + 1], tag[24], kinds[MULTI_MAX];
+        char nums[2 * MULTI_MAX][24];
+        size_t numn[2 * MULTI_MAX], nnum = 0, nkeys = 1, nonces = 0;
         char cmd[BATCH_CMD_MAX];
         pending_t *m = NULL, *p = r->batch;
+        bool rated = false;
         int argc = 0;
         uint64_t t;
         if (n > 1) {
@@ -598,19 +724,37 @@ int batch_write(jrpc_replay_t *r)
         } else {
             t = p->tag;
         }
-        size_t nkn = put_u64(nk, n + 1), tagn = put_u64(tag, t);
-        proposal(r, prop, sizeof prop);
         argv[argc] = "EVALSHA", lens[argc++] = 7;
         argv[argc] = r->sha, lens[argc++] = strlen(r->sha);
-        argv[argc] = nk, lens[argc++] = nkn;
+        argv[argc] = nk, lens[argc++] = 0;   /* the count, once known */
         argv[argc] = EPOCH_KEY, lens[argc++] = sizeof EPOCH_KEY - 1;
-        for (size_t i = 0; i < n; i++, p = p->next)
-            argv[argc] = p->nkey, lens[argc++] = p->nkey_n;
+        for (size_t i = 0; i < n; i++, p = p->next) {
+            if (p->nonce)
+                argv[argc] = p->nkey, lens[argc++] = p->nkey_n;
+            if (p->rate) {
+                argv[argc] = p->rkey, lens[argc++] = p->rkey_n;
+                numn[nnum] = put_u64(nums[nnum], p->cost_us), nnum++;
+                numn[nnum] = put_u64(nums[nnum], p->burst_us), nnum++;
+            }
+            kinds[i] = p->nonce && p->rate ? 'b' : p->rate ? 'r' : 'n';
+            nkeys += (size_t)p->nonce + p->rate;
+            nonces += p->nonce;
+            rated |= p->rate;
+        }
+        lens[2] = put_u64(nk, nkeys);
+        size_t tagn = put_u64(tag, t);
+        proposal(r, prop, sizeof prop);
         argv[argc] = r->epoch, lens[argc++] = strlen(r->epoch);
         argv[argc] = prop, lens[argc++] = strlen(prop);
         argv[argc] = r->ttl, lens[argc++] = strlen(r->ttl);
         argv[argc] = tag, lens[argc++] = tagn;
-        argv[argc] = n > 1 ? "m" : "n", lens[argc++] = 1;
+        argv[argc] = n > 1 ? "m" : kinds[0] == 'b' ? "nr" : kinds[0] == 'r' ? "r" : "n";
+        lens[argc] = strlen(argv[argc]);
+        argc++;
+        if (n > 1 && rated)
+            argv[argc] = kinds, lens[argc++] = n;
+        for (size_t i = 0; i < nnum; i++)
+            argv[argc] = nums[i], lens[argc++] = numn[i];
         size_t len = resp_format(cmd, sizeof cmd, argc, argv, lens);
         assert(len > 0);   /* BATCH_CMD_MAX bounds every argument */
         if (redisAppendFormattedCommand(r->conn->c, cmd, len) != REDIS_OK) {
@@ -634,7 +778,7 @@ int batch_write(jrpc_replay_t *r)
             fifo_push(r, first);
         }
         if (r->wait_n > 0)
-            r->unwaited += n;
+            r->unwaited += nonces;
     }
     return 0;
 }
@@ -826,10 +970,16 @@ static int claim(jrpc_replay_t *r, jrpc_span_t key, jrpc_span_t nonce, int64_t t
             rn = 10 + rate->who.n;
         }
     }
-    if (fits && !rate && nn <= sizeof p->nkey) {
-        /* Written with the turn's other nonce claims (batch_write). */
+    if (fits && nn <= sizeof p->nkey && rn <= sizeof p->rkey) {
+        /* Written with the turn's other claims (batch_write). */
         memcpy(p->nkey, nkey, nn);
         p->nkey_n = (uint8_t)nn;
+        if (rate) {
+            memcpy(p->rkey, rkey, rn);
+            p->rkey_n = (uint8_t)rn;
+            p->cost_us = rate->cost_us;
+            p->burst_us = rate->burst_us;
+        }
         batch_push(r, p);
         return 0;
     }

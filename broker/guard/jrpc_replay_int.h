@@ -16,8 +16,8 @@
  * The hot paths stay within a file: a claim queued (claim, batch_push), the
  * batch written (batch_write, resp_format), the replies read
  * (process_replies and the handlers) are all in jrpc_replay.c; the link
- * calls into it once per write and once per read (a claim with a rate
- * limit, never batched, is queued through the link's send_argv). The FIFO
+ * calls into it once per write and once per read (a claim whose keys do
+ * not fit the batch's buffers is queued through the link's send_argv). The FIFO
  * of commands sent (one pending_t each) is here, as static inline: both
  * files queue on it, every command once.
  *
@@ -48,6 +48,7 @@
 #define EPOCH_KEY "jrpc:epoch"
 #define EPOCH_MAX 64          /* longest epoch value we accept from Redis */
 #define NKEY_MAX (sizeof "jrpc:nonce::" + 64 + 64) /* id and nonce: 64 bytes at most */
+#define RKEY_MAX (sizeof "jrpc:rate:" + 72)       /* who: a key id or "addr:<ip>" (jrpc_rate.h) */
 
 enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO,
                 CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE };
@@ -70,6 +71,10 @@ typedef struct pending {
     size_t          nclaims;  /* ... how many */
     uint8_t         nkey_n;   /* a claim not written yet: the length of ... */
     char            nkey[NKEY_MAX]; /* ... its key jrpc:nonce:<key id>:<nonce> */
+    uint8_t         rkey_n;   /* ... with a rate limit (rate): the length of ... */
+    char            rkey[RKEY_MAX]; /* ... its key jrpc:rate:<who> */
+    uint64_t        cost_us;  /* ... the body's cost (jrpc_replay_rate_t) */
+    uint64_t        burst_us; /* ... and the burst */
 } pending_t;
 
 /* One connection. Registered with the loop, so freed from its close callback. */
@@ -92,7 +97,7 @@ struct jrpc_replay {
     pending_t         *head;        /* oldest unanswered command on conn */
     pending_t         *tail;        /* youngest */
     size_t             npending;    /* length of the FIFO */
-    pending_t         *batch;       /* this turn's nonce claims: one script at the write */
+    pending_t         *batch;       /* this turn's claims: one script at the write */
     pending_t         *batch_tail;  /* youngest of them */
     size_t             nbatch;      /* how many */
     pending_t         *held;        /* claims answered OK, waiting for their WAIT's count */

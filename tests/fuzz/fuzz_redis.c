@@ -10,7 +10,8 @@
  * data[0]: optionally the handshake's SCRIPT LOAD and hello, then 1 to 4
  * claims with tags in sequence — plain claims, or (data[0] bits 5-6) claims
  * with a rate limit (jrpc_replay_admit's), idempotency claims, or
- * idempotency claims with a store queued after each.
+ * idempotency claims with a store queued after each; plain and rate claims
+ * (data[0] bit 2) as one script of mode m (its long answer for rate claims).
  * Invariants (abort() on failure, which libFuzzer reports):
  *  - every claim's callback runs at most once before destroy and exactly
  *    once in all, with 0, -EEXIST, -ESTALE, -EAGAIN or (destroy) -ECANCELED;
@@ -127,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool handshake = data[0] & 0x10;
     int mix = (data[0] >> 5) & 3;   /* 0 claims, 1 rate claims, 2 idempotency, 3 with stores */
     int nclaims = 1 + (data[0] & 3);
-    bool multi = mix == 0 && (data[0] & 4);   /* the claims as one script (mode m) */
+    bool multi = mix < 2 && (data[0] & 4);   /* the claims as one script (mode m) */
     size_t chunk = 1 + data[1] % 64;
     const uint8_t *in = data + 2;
     size_t n = size - 2;
@@ -221,12 +222,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t at = first + (size_t)i * step;
         if (!seen[i].calls)
             continue;
-        if (multi && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
-            /* one script: its one reply, this claim's flag */
+        if (multi && (seen[i].rc == 0 || seen[i].rc == -EEXIST || seen[i].rc == -EDQUOT)) {
+            /* one script: its one reply (the long form with rate claims), this claim's flag */
             CHECK(first < nrep);
-            CHECK(is_answer_n(reps[first], tags[i], "MULTI", 3));
+            CHECK(is_answer_n(reps[first], tags[i], "MULTI", mix == 1 ? 5 : 3));
             CHECK(reps[first]->element[2]->len == (size_t)nclaims);
-            CHECK(reps[first]->element[2]->str[i] == (seen[i].rc == 0 ? '1' : '0'));
+            CHECK(reps[first]->element[2]->str[i] ==
+                  (seen[i].rc == 0 ? '1' : seen[i].rc == -EEXIST ? '0' : 'L'));
         } else if (mix < 2 && (seen[i].rc == 0 || seen[i].rc == -EEXIST)) {
             CHECK(at < nrep);
             CHECK(is_answer(reps[at], tags[i], seen[i].rc == 0 ? "OK" : "DUP"));

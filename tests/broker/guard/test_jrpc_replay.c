@@ -1729,6 +1729,63 @@ static void test_multi_flags(void **state)
     freeReplyObject(v);
 }
 
+/* The long MULTI answer (claims with rate limits in the group): each claim
+ * its verdict, and every answer that cannot be to these claims refused
+ * (a flag the claim cannot have, a wait too many or too few, an epoch
+ * without an 'E' or the other way round, a malformed wait). Pure. */
+static void test_multi_verdicts(void **state)
+{
+    (void)state;
+    pending_t c[3] = { { .nonce = true, .rate = true }, { .nonce = true }, { .rate = true } };
+    c[0].next = &c[1];
+    c[1].next = &c[2];
+    int rc[3];
+    static const struct { const char *bytes; int ok, rc0, rc1, rc2; uint64_t w0, w2; } cases[] = {
+        { "$3\r\nL01\r\n$0\r\n\r\n$3\r\n250\r\n", 1, -EDQUOT, -EEXIST, 0, 250, 0 },
+        { "$3\r\nEE1\r\n$3\r\nx:1\r\n$0\r\n\r\n", 1, -EAGAIN, -EAGAIN, 0, 0, 0 },
+        { "$3\r\nL1L\r\n$0\r\n\r\n$5\r\n0 777\r\n", 1, -EDQUOT, 0, -EDQUOT, 1, 777 },
+        { "$3\r\n110\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* '0': no nonce */
+        { "$3\r\n1L1\r\n$0\r\n\r\n$1\r\n5\r\n", 0, 0, 0, 0, 0, 0 },    /* 'L': no rate */
+        { "$3\r\nE11\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* 'E', no epoch */
+        { "$3\r\n111\r\n$3\r\nx:1\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },  /* an epoch, no 'E' */
+        { "$3\r\nL01\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },     /* a wait too few */
+        { "$3\r\nL01\r\n$0\r\n\r\n$3\r\n1 2\r\n", 0, 0, 0, 0, 0, 0 },  /* a wait too many */
+        { "$3\r\nL01\r\n$0\r\n\r\n$2\r\n 5\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\nL01\r\n$0\r\n\r\n$2\r\n5a\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\nL01\r\n$0\r\n\r\n$20\r\n12345678901234567890\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$2\r\n11\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$4\r\n1111\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+        { "$3\r\n1x1\r\n$0\r\n\r\n$0\r\n\r\n", 0, 0, 0, 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bytes[200];
+        snprintf(bytes, sizeof bytes, "*5\r\n$1\r\n1\r\n$5\r\nMULTI\r\n%s", cases[i].bytes);
+        redisReply *rep = reply_of(bytes, strlen(bytes));
+        assert_non_null(rep);
+        c[0].wait_us = c[2].wait_us = 0;
+        int got = multi_verdicts(rep, c, 3, rc);
+        if (got != (cases[i].ok ? 0 : -1))
+            fail_msg("case %zu: %d", i, got);
+        if (cases[i].ok) {
+            assert_int_equal(rc[0], cases[i].rc0);
+            assert_int_equal(rc[1], cases[i].rc1);
+            assert_int_equal(rc[2], cases[i].rc2);
+            assert_int_equal(c[0].wait_us, cases[i].w0);
+            assert_int_equal(c[2].wait_us, cases[i].w2);
+        }
+        freeReplyObject(rep);
+    }
+    /* Rate limits alone never read the epoch: any value passes with them. */
+    pending_t r2[2] = { { .rate = true }, { .rate = true } };
+    r2[0].next = &r2[1];
+    redisReply *rep = REPLY("*5\r\n$1\r\n1\r\n$5\r\nMULTI\r\n$2\r\n1L\r\n$3\r\nx:1\r\n$1\r\n9\r\n");
+    assert_int_equal(multi_verdicts(rep, r2, 2, rc), 0);
+    assert_int_equal(rc[0], 0);
+    assert_int_equal(rc[1], -EDQUOT);
+    assert_int_equal(r2[1].wait_us, 9);
+    freeReplyObject(rep);
+}
+
 /* handle_multi through the reply loop, on a module with a fake connection
  * (as the fuzz target builds it): every claim of a script gets one answer;
  * a reply that is not the script's answer (another tag, a flag count that
@@ -1942,6 +1999,139 @@ static void test_batch_epoch_lost(void **state)
     assert_true(jrpc_replay_up(f->r));
 }
 
+/* ---- claims with a rate limit, grouped (issue 35) ------------------------ */
+
+typedef struct ares {
+    int      rc;
+    int      calls;
+    uint64_t wait_us;
+} ares_t;
+
+static void on_admit(void *arg, int rc, uint64_t wait_us)
+{
+    assert_false(in_claim);
+    ares_t *a = arg;
+    a->rc = rc;
+    a->wait_us = wait_us;
+    a->calls++;
+}
+
+static bool ares_done(void *ctx)
+{
+    return ((ares_t *)ctx)->calls > 0;
+}
+
+/* One claim through jrpc_replay_admit: nonce "" for none, who NULL for no
+ * rate limit; 10 calls/s, a burst of 2, each claim costing one call. */
+static int admit_one(jrpc_replay_t *r, const char *key, const char *nonce, const char *who,
+                     int64_t ts, ares_t *a)
+{
+    jrpc_replay_rate_t rr = { .who = { who, who ? strlen(who) : 0 },
+                              .cost_us = 100000, .burst_us = 200000 };
+    memset(a, 0, sizeof *a);
+    a->rc = 1;
+    in_claim = true;
+    int rc = jrpc_replay_admit(r, (jrpc_span_t){ key, strlen(key) },
+                               (jrpc_span_t){ nonce, strlen(nonce) }, ts, who ? &rr : NULL,
+                               on_admit, a);
+    in_claim = false;
+    return rc;
+}
+
+/* The claims of one loop turn with rate limits among them leave as ONE
+ * script, each answered as it would be alone: passed, over its rate (its
+ * nonce released, the wait given), a replay (the rate not charged), a
+ * nonce twice in the group refused the second time only, a rate limit
+ * alone, a nonce alone. */
+static void test_batch_rates(void **state)
+{
+    fx_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, 2000);
+    assert_int_equal(claim_wait(&f->loop, f->r, "kr", "rate-used-before"), 0);
+    static const struct { const char *nonce, *who; int rc; } claims[] = {
+        { "rate-a", "kr", 0 },          { "rate-b", "kr", 0 },
+        { "rate-c", "kr", -EDQUOT },    /* the third within the burst of 2 */
+        { "rate-used-before", "kr", -EEXIST }, { "rate-a", "kr2", -EEXIST },
+        { "", "addr:192.0.2.7", 0 },    { "rate-d", NULL, 0 },
+        { "rate-e", "kr3", 0 },
+    };
+    enum { N = sizeof claims / sizeof claims[0] };
+    ares_t res[N];
+    long long scripts = commandstat(&shared, "evalsha");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(admit_one(f->r, "kr", claims[i].nonce, claims[i].who, now_s(), &res[i]), 0);
+    for (int i = 0; i < N; i++)
+        assert_true(run_until(&f->loop, ares_done, &res[i], 5000));
+    run_for(&f->loop, 5);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(res[i].calls, 1);
+        if (res[i].rc != claims[i].rc)
+            fail_msg("claim %d: rc %d, expected %d", i, res[i].rc, claims[i].rc);
+    }
+    assert_int_equal(commandstat(&shared, "evalsha") - scripts, 1);
+    assert_true(res[2].wait_us > 0 && res[2].wait_us <= 100000);
+    assert_false(key_exists(&shared, "jrpc:nonce:kr:rate-c"));   /* released: it ran nowhere */
+    assert_true(key_exists(&shared, "jrpc:nonce:kr:rate-e"));
+    assert_true(key_exists(&shared, "jrpc:rate:addr:192.0.2.7"));
+    assert_true(key_exists(&shared, "jrpc:rate:kr3"));
+    assert_false(key_exists(&shared, "jrpc:rate:kr2"));          /* a replay costs its key nothing */
+    jrpc_replay_stats_t st;
+    jrpc_replay_stats(f->r, &st);
+    assert_int_equal(st.limited, 1);
+}
+
+/* A group with rate limits that Redis answers with an error, or not at all
+ * (frozen: --redis-timeout-ms), fails every body of it with -EAGAIN, once
+ * each, and claims nothing. */
+static void test_batch_rates_fail(void **state)
+{
+    fx_t *f = *state;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 300);
+    ares_t res[4];
+    char nonce[32];
+
+    freeReplyObject(srv_cmd(&f->srv, "CONFIG SET maxmemory 1"));   /* every write: -OOM */
+    long long scripts = commandstat(&f->srv, "evalsha");
+    for (int i = 0; i < 4; i++) {
+        snprintf(nonce, sizeof nonce, "oom-%d", i);
+        assert_int_equal(admit_one(f->r, "ko", i == 3 ? "" : nonce, i == 0 ? NULL : "ko",
+                                   now_s(), &res[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_true(run_until(&f->loop, ares_done, &res[i], 5000));
+    run_for(&f->loop, 5);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, -EAGAIN);
+    }
+    assert_int_equal(commandstat(&f->srv, "evalsha") - scripts, 1);
+    freeReplyObject(srv_cmd(&f->srv, "CONFIG SET maxmemory 0"));
+    assert_false(key_exists(&f->srv, "jrpc:nonce:ko:oom-1"));
+    assert_false(key_exists(&f->srv, "jrpc:rate:ko"));
+    assert_true(jrpc_replay_up(f->r));
+
+    kill(f->srv.pid, SIGSTOP);
+    for (int i = 0; i < 4; i++) {
+        snprintf(nonce, sizeof nonce, "frozen-rate-%d", i);
+        assert_int_equal(admit_one(f->r, "ko", i == 3 ? "" : nonce, i == 0 ? NULL : "ko",
+                                   now_s(), &res[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_true(run_until(&f->loop, ares_done, &res[i], 5000));
+    run_for(&f->loop, 5);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].rc, -EAGAIN);
+    }
+    kill(f->srv.pid, SIGCONT);
+    assert_true(run_until(&f->loop, is_up, f->r, 6000));
+}
+
 int main(void)
 {
     jrpc_log_init("test_jrpc_replay");
@@ -1951,8 +2141,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
         cmocka_unit_test(test_multi_flags),
         cmocka_unit_test(test_multi_answers),
+        cmocka_unit_test(test_multi_verdicts),
         cmocka_unit_test_setup_teardown(test_batch_replay_among_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_epoch_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_rates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_rates_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_and_restarted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frozen_redis_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
