@@ -77,8 +77,10 @@ void loop_print_report(const loop_report_t *r, int json)
                r->url, mode, r->rate, r->batch, r->conns, r->secs, r->warmup, r->batches, r->calls,
                bps, cps);
         print_latency("batch", r->batch_h, 1);
-        printf(",");
-        print_latency("call", r->call_h, 1);
+        if (r->call_h) {
+            printf(",");
+            print_latency("call", r->call_h, 1);
+        }
         if (r->first_h) {
             printf(",");
             print_latency("first", r->first_h, 1);
@@ -95,7 +97,8 @@ void loop_print_report(const loop_report_t *r, int json)
            r->calls, cps);
     printf("  latency ms        p50        p90        p99      p99.9        max\n");
     print_latency("batch", r->batch_h, 0);
-    print_latency("call", r->call_h, 0);
+    if (r->call_h)
+        print_latency("call", r->call_h, 0);
     if (r->first_h)
         print_latency("first", r->first_h, 0);
 }
@@ -105,7 +108,6 @@ void loop_conn_record(loop_conn_t *c, uint64_t us, int calls)
     c->batches++;
     c->calls += (uint64_t)calls;
     hist_record(&c->batch_h, us, 1);
-    hist_record(&c->call_h, us, (uint64_t)calls);
 }
 
 static loop_conn_t *conn_at(void *conns, size_t size, int k)
