@@ -625,6 +625,9 @@ int main(int argc, char **argv)
           "clients) before the graceful stop begins",
           .dest = &drain_delay_ms, .max = 600000 },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
+        { "server-timing", B, "on|off", "on", "each answer says where its time went: HTTP\n"
+          "Server-Timing, SSE end event, NDJSON trailer; ZeroMQ\n"
+          "reply header when the client asks (\"timing\")", .dest = &o.server_timing },
         { "max-worker-methods", U, "N", "1024", "method names in one worker READY; more: refused",
           .dest = &o.workers.max_worker_methods, .min = 1, .max = 1000000 },
         { "max-methods", U, "N", "16384", "distinct method names known at once, all workers\n"
@@ -710,6 +713,7 @@ int main(int argc, char **argv)
     o.replay.window_s = o.skew_s;
     ho.cors_origins = cors.v;
     ho.ncors = cors.n;
+    ho.server_timing = o.server_timing;
     static jrpc_proxy_cidr_t *trusted;   /* lives as long as the front: the process */
     if (proxies.n && (trusted = calloc(proxies.n, sizeof *trusted)) == NULL)
         return 1;

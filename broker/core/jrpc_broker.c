@@ -81,6 +81,16 @@ struct bbatch {
                                     frees the set: jrpc_broker_set_keys) */
     bbatch_t      *prev, *next;  /* the deadline list */
     uint64_t       t0;           /* uv_hrtime() at submit (metrics, access log) */
+    uint64_t       t_in;         /* Server-Timing: metrics clock before the parse; 0: not
+                                    timed (--server-timing off) */
+    uint64_t       t_disp;       /* ... when its calls were dispatched (start) */
+    uint64_t       t_claim;      /* ... when its Redis claim went out */
+    uint64_t       t_last;       /* ... when the last worker answer was read */
+    uint64_t       auth_ns;      /* ... the signature check */
+    uint64_t       redis_ns;     /* ... its Redis claims, together */
+    uint64_t       slow_q, slow_w; /* ... the slowest call a worker answered: queued (from
+                                    t_disp) and at its worker, ns */
+    uint8_t        phases;       /* ... 1u << JRPC_TIMING_*: the optional phases seen */
     int            transport;    /* a jrpc_transport */
     jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
     jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */
@@ -104,6 +114,7 @@ struct jrpc_broker {
     jrpc_buf_t        out;         /* the reply being written */
     jrpc_arena_pool_t arenas;      /* the bodies' first arena chunks, kept for the next */
     jrpc_buf_t        one;         /* streamed mode: the answer being sent */
+    jrpc_timing_t     timing;      /* the reply being handed out: its out.timing */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
@@ -336,6 +347,51 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
+/* Server-Timing (docs/ARCHITECTURE.md): where x's time went, into
+ * b->timing, which the front reads during the reply call; NULL when x is
+ * not timed. Reads the clock once: the reply has just been written. */
+static const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
+{
+    if (x->t_in == 0)
+        return NULL;
+    uint64_t end = jrpc_metrics_tick();
+    jrpc_timing_t *t = &b->timing;
+    t->has = 1u << JRPC_TIMING_PARSE | 1u << JRPC_TIMING_TOTAL | x->phases;
+    t->ns[JRPC_TIMING_PARSE] = x->t0 - x->t_in;
+    t->ns[JRPC_TIMING_AUTH] = x->auth_ns;
+    t->ns[JRPC_TIMING_REDIS] = x->redis_ns;
+    t->ns[JRPC_TIMING_QUEUE] = x->slow_q;
+    t->ns[JRPC_TIMING_WORKER] = x->slow_w;
+    t->ns[JRPC_TIMING_GATHER] = end > x->t_last ? end - x->t_last : 0;
+    t->ns[JRPC_TIMING_TOTAL] = end - x->t_in;
+    return t;
+}
+
+/* A worker answered a call of x (on_done): its queue time from dispatch
+ * and its time at the worker, kept when it is the slowest so far. Its queue
+ * time counts from the body's arrival (t0): what admission took is not its. */
+static void timing_call(jrpc_broker_t *b, bbatch_t *x)
+{
+    uint64_t q, w, admitting = x->t_disp - x->t0;
+    jrpc_workers_done_times(b->workers, &q, &w);
+    q = q > admitting ? q - admitting : 0;
+    if (!(x->phases & 1u << JRPC_TIMING_WORKER) || q + w >= x->slow_q + x->slow_w) {
+        x->slow_q = q;
+        x->slow_w = w;
+    }
+    x->phases |= 1u << JRPC_TIMING_QUEUE | 1u << JRPC_TIMING_WORKER | 1u << JRPC_TIMING_GATHER;
+    x->t_last = jrpc_metrics.now;
+}
+
+/* Redis answered x's claim (the clock was just read). */
+static void timing_redis(bbatch_t *x)
+{
+    if (x->t_in == 0)
+        return;
+    x->redis_ns += jrpc_metrics.now - x->t_claim;
+    x->phases |= 1u << JRPC_TIMING_REDIS;
+}
+
 static void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
@@ -357,7 +413,7 @@ static void reply(jrpc_broker_t *b, bbatch_t *x)
     jrpc_outcome_t out = { .cls = x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK,
                            .code = x->req.body_code,
                            .answered = x->answer ? x->streamed : x->req.nanswers,
-                           .timed_out = x->timed_out };
+                           .timed_out = x->timed_out, .timing = timing_of(b, x) };
     if (x->idem_run && b->replay) {   /* kept for a retry under the same key */
         char who[IDEM_WHO_MAX];
         int rc = jrpc_replay_idem_store(b->replay, idem_who(x, who), x->idem,
@@ -391,6 +447,7 @@ static void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jr
     jrpc_buf_reset(&b->out);
     if (jrpc_batch_write_error_json(&b->out, out.code, data_json) < 0)
         jrpc_buf_reset(&b->out);
+    out.timing = x ? timing_of(b, x) : NULL;
     access_log(b, x, ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
     fn(ctx, out, b->out.p, b->out.len);
@@ -478,6 +535,8 @@ static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t val
     x->outstanding--;
     if (!c->notification && !c->answered) {
         int rc = 0;
+        if (x->t_in && kind != JRPC_DONE_FAILED)
+            timing_call(b, x);
         if (kind == JRPC_DONE_RESULT)
             rc = jrpc_batch_answer_result_raw(&x->req, i, value);
         else if (kind == JRPC_DONE_ERROR)
@@ -547,6 +606,7 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
         settle(b, x);
         return;
     }
+    x->t_disp = jrpc_metrics.now;   /* Server-Timing: queue times count from here */
     /* Streamed: what the parser answered goes out first. */
     for (uint32_t i = 0; x->answer && i < x->req.ncalls; i++)
         if (x->req.calls[i].answered)
@@ -637,6 +697,7 @@ static void go(jrpc_broker_t *b, bbatch_t *x)
         uint64_t now = uv_now(b->loop);
         uint64_t run = (x->deadline > now ? x->deadline - now : 0) + IDEM_RUN_SLACK_MS;
         x->claiming = true;
+        x->t_claim = jrpc_metrics.now;   /* Server-Timing */
         char who[IDEM_WHO_MAX];
         rc = jrpc_replay_idem_claim(b->replay, idem_who(x, who), x->idem, x->fp,
                                     run > UINT32_MAX ? UINT32_MAX : (uint32_t)run, on_idem, x);
@@ -705,6 +766,7 @@ static void on_idem(void *arg, int rc, const char *reply, size_t n)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    timing_redis(x);
     if (rc == 0) {   /* ours: run it, keep its reply */
         x->idem_run = true;
         if (x->cancelled) {   /* its client left meanwhile: run on for the retry */
@@ -716,7 +778,7 @@ static void on_idem(void *arg, int rc, const char *reply, size_t n)
     } else if (x->cancelled) {
         settle(b, x);
     } else if (rc == 1) {   /* it ran: its reply, marked */
-        jrpc_outcome_t out = { .cls = JRPC_BODY_OK, .replayed = true };
+        jrpc_outcome_t out = { .cls = JRPC_BODY_OK, .replayed = true, .timing = timing_of(b, x) };
         x->replied = true;
         access_log(b, x, NULL, out.cls, n);
         jrpc_metrics_body(x->transport, out.cls);
@@ -832,6 +894,7 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    timing_redis(x);
     if (x->early)
         b->early_nonces[x->early_cell]--;
     if (x->signed_body && rc != 0 && rc != -EDQUOT)   /* see early_ok: a window's cool-down */
@@ -995,6 +1058,7 @@ static bool rate_shared(jrpc_broker_t *b, bbatch_t *x)
         return false;
     if (b->replay) {
         x->claiming = true;
+        x->t_claim = jrpc_metrics.now;   /* Server-Timing */
         int rc = jrpc_replay_admit(b->replay, (jrpc_span_t){ NULL, 0 }, (jrpc_span_t){ NULL, 0 },
                                    0, &rr, on_admitted, x);
         if (rc == 0)
@@ -1025,6 +1089,10 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     const jrpc_key_t *key;
     int rc = jrpc_auth_check(b->opts.keys, b->signer, req, x->body, x->len, now, b->opts.skew_s,
                              &key);
+    if (x->t_in) {   /* Server-Timing: the check is the one costly step here */
+        x->auth_ns = jrpc_metrics_tick() - x->t0;
+        x->phases |= 1u << JRPC_TIMING_AUTH;
+    }
     if (rc < 0) {
         refuse_auth(b, x, rc, now);
         return false;
@@ -1037,6 +1105,7 @@ static bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     if (limited && rate_args(b, x, &rr) == NULL)
         return false;
     x->claiming = true;
+    x->t_claim = jrpc_metrics.now;   /* Server-Timing */
     x->signed_body = true;
     rc = jrpc_replay_admit(b->replay, req->key, req->nonce, signed_at(req), limited ? &rr : NULL,
                            on_admitted, x);
@@ -1102,6 +1171,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.arena.pool = &b->arenas;
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
+    if (b->opts.server_timing)
+        x->t_in = jrpc_metrics_tick();   /* Server-Timing: the parse counts from here */
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
         (x->handles = jrpc_arena_alloc(&x->req.arena,
                                        (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL) {

@@ -72,6 +72,7 @@ typedef struct req {
     uint16_t     status;      /* HTTP status of the answer */
     uint32_t     retry_after; /* 429: seconds for Retry-After (0: none, never passes) */
     bool         replayed;    /* the kept reply of an idempotency key: say so */
+    jrpc_timing_t timing;     /* where its body's time went (Server-Timing); has 0: none */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
     char        *heap;        /* owned copy of a long body, or NULL */
@@ -295,6 +296,7 @@ static req_t *rec_new(conn_t *c)
     r->status = 0;
     r->retry_after = 0;
     r->replayed = false;
+    r->timing.has = 0;
     r->body = NULL;
     r->blen = 0;
     r->heap = NULL;
@@ -427,33 +429,37 @@ static const char *extra_lines(unsigned status)
     "MCP-Protocol-Version, Authorization, Idempotency-Key\r\n"                               \
     "Access-Control-Max-Age: 7200\r\n"
 
-/* base's lines, then the CORS lines of r's listed origin, in buf. */
+/* base's lines, then the CORS lines of r's listed origin, in buf. With
+ * timing, a page of that origin may read Server-Timing too: from fetch()
+ * (Access-Control-Expose-Headers) and from the Resource Timing API
+ * (Timing-Allow-Origin). */
 static const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *base,
-                              char *buf, size_t cap)
+                              bool timing, char *buf, size_t cap)
 {
     const char *o = f->opts.cors_origins[r->cors - 1];
     bool any = strcmp(o, "*") == 0;
-    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s", base ? base : "", o,
-                     any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "");
+    timing = timing && !r->preflight;
+    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s%s%s%s", base ? base : "",
+                     o, any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "",
+                     timing ? "Access-Control-Expose-Headers: Server-Timing\r\nTiming-Allow-Origin: "
+                            : "", timing ? o : "", timing ? "\r\n" : "");
     return n > 0 && (size_t)n < cap ? buf : base; /* origins are bounded: always fits */
 }
 
-static void build_header(conn_t *c, req_t *r)
+/* The Server-Timing line of t after base's lines, in buf (base when t has
+ * nothing). */
+static const char *timing_lines(const jrpc_timing_t *t, const char *base, char *buf, size_t cap)
 {
-    /* The last answer of a pausing front closes its connection. */
-    if (c->closing && r->next == NULL)
-        r->close = true;
-    char xbuf[448], retry[40];
-    const char *extra = extra_lines(r->status);
-    if (r->status == 429 && r->retry_after) {
-        snprintf(retry, sizeof retry, "Retry-After: %u\r\n", r->retry_after);
-        extra = retry;
-    } else if (r->replayed) {
-        extra = "Idempotent-Replayed: true\r\n";
-    }
-    if (r->cors)
-        extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
-    jrpc_http_resp_t h = {
+    char v[JRPC_TIMING_MAX];
+    if (t->has == 0 || jrpc_timing_format(t, v) == 0)
+        return base;
+    int n = snprintf(buf, cap, "%sServer-Timing: %s\r\n", base ? base : "", v);
+    return n > 0 && (size_t)n < cap ? buf : base;
+}
+
+static jrpc_http_resp_t answer_head(conn_t *c, const req_t *r, const char *extra)
+{
+    return (jrpc_http_resp_t){
         .status = r->status,
         .date = jrpc_http_date(&c->front->date, time(NULL)),
         .content_type = "application/json",
@@ -462,6 +468,37 @@ static void build_header(conn_t *c, req_t *r)
                       : r->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
         .extra = extra,
     };
+}
+
+/* Whether r's head with these extra lines fits its record. */
+static bool head_fits(conn_t *c, req_t *r, const char *extra)
+{
+    jrpc_http_resp_t h = answer_head(c, r, extra);
+    return jrpc_http_response_head(r->hdr, sizeof r->hdr, &h) > 0;
+}
+
+static void build_header(conn_t *c, req_t *r)
+{
+    /* The last answer of a pausing front closes its connection. */
+    if (c->closing && r->next == NULL)
+        r->close = true;
+    char xbuf[448 + 96 + JRPC_FRONT_HTTP_ORIGIN_MAX], tbuf[160 + JRPC_TIMING_MAX], retry[40];
+    const char *extra = extra_lines(r->status);
+    if (r->status == 429 && r->retry_after) {
+        snprintf(retry, sizeof retry, "Retry-After: %u\r\n", r->retry_after);
+        extra = retry;
+    } else if (r->replayed) {
+        extra = "Idempotent-Replayed: true\r\n";
+    }
+    const char *base = extra;
+    for (int timing = r->timing.has != 0;; timing = 0) {
+        extra = timing ? timing_lines(&r->timing, base, tbuf, sizeof tbuf) : base;
+        if (r->cors)
+            extra = cors_lines(c->front, r, extra, timing, xbuf, sizeof xbuf);
+        if (!timing || head_fits(c, r, extra))
+            break;   /* too long with the timing (a long origin): without it */
+    }
+    jrpc_http_resp_t h = answer_head(c, r, extra);
     int n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
     assert(n > 0);
     if (r->head)
@@ -586,13 +623,16 @@ static void on_ping(uv_timer_t *t);
 static int stream_begin(conn_t *c, req_t *r)
 {
     jrpc_front_http_t *f = c->front;
-    char hdr[512], xbuf[448];   /* (room for the CORS lines) */
+    char hdr[768], xbuf[448 + 96 + JRPC_FRONT_HTTP_ORIGIN_MAX];   /* (room for the CORS lines) */
     if (c->closing && r->next == NULL)
         r->close = true;
     const char *extra = IS_SSE(r->stream) ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
-                                           : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
+                        : f->opts.server_timing
+                            ? "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out, Server-Timing\r\n"
+                            : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
     if (r->cors)
-        extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
+        extra = cors_lines(f, r, extra, f->opts.server_timing && r->stream == S_NDJSON,
+                           xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
         .status = 200,
         .date = jrpc_http_date(&f->date, time(NULL)),
@@ -666,16 +706,28 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
 {
     int rc = r->s_started ? 0 : stream_begin(c, r);
-    if (rc == 0 && r->stream == S_SSE) {
+    char st[JRPC_TIMING_MAX + 24];
+    size_t sn = out.timing ? jrpc_timing_format(out.timing, st + 18) : 0;
+    if (rc == 0 && r->stream == S_SSE && sn && len >= 2 && summary[len - 1] == '}') {
+        /* the end's JSON gets its timing: {"answered":N,"timed_out":M,"server_timing":"..."} */
+        memcpy(st, ",\"server_timing\":\"", 18);
+        memcpy(st + 18 + sn, "\"}\n\n", 4);
+        rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len - 1, st, 18 + sn + 4);
+        if (rc == 0)
+            rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
+    } else if (rc == 0 && r->stream == S_SSE) {
         rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len, "\n\n", 2);
         if (rc == 0)
             rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0 && r->stream == S_MCP) {
         rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0) {
-        char t[96];
-        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n\r\n",
-                         out.answered, out.timed_out);
+        char t[96 + JRPC_TIMING_MAX];
+        if (sn)
+            st[18 + sn] = '\0';
+        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n%s%s%s\r\n",
+                         out.answered, out.timed_out, sn ? "Server-Timing: " : "",
+                         sn ? st + 18 : "", sn ? "\r\n" : "");
         rc = jrpc_buf_append(&r->s_out, t, (size_t)n);
     }
     r->s_ended = true;
@@ -833,6 +885,8 @@ static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t le
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     r->replayed = out.replayed;
+    if (out.timing)
+        r->timing = *out.timing;
     if (len == 0) {
         r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {
