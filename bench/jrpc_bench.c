@@ -115,23 +115,16 @@ typedef struct {
     uint64_t bad_timing;        /* timings that did not read as Server-Timing */
 } worker_t;
 
-/* The broker's timing of one answered batch, measured us µs by the client:
- * the value the client kept, or (streamed over HTTP) the end event's
- * "server_timing" member. */
-static void take_timing(worker_t *w, jrpc_client_t *c, const jrpc_buf_t *reply, uint64_t us)
+/* The broker's timing of one answered batch, measured us µs by the client
+ * (libjrpc-client keeps it from the header, the trailer, the SSE end event
+ * or the ZeroMQ reply head). */
+static void take_timing(worker_t *w, jrpc_client_t *c, uint64_t us)
 {
     const char *st = jrpc_client_server_timing(c);
-    jrpc_span_t v = { st, strlen(st) };
-    if (v.n == 0 && o_stream && reply->len && reply->p[0] == '{' &&
-        jrpc_json_member(reply->p, reply->len, "server_timing", &v) == 0 && v.n >= 2 &&
-        v.p[0] == '"') {
-        v.p++;
-        v.n -= 2;   /* the broker writes no escapes in it */
-    }
-    if (v.n == 0)
+    if (*st == '\0')
         return;
     jrpc_timing_t t;
-    if (jrpc_timing_parse(v.p, v.n, &t) <= 0) {
+    if (jrpc_timing_parse(st, strlen(st), &t) <= 0) {
         w->bad_timing++;
         return;
     }
@@ -445,7 +438,7 @@ static void *conn_main(void *arg)
             continue;
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
         if (o_timing)
-            take_timing(w, c, &reply, us);
+            take_timing(w, c, us);
         if (o_stream) {   /* the answers were taken as they came; the end is the summary */
             w->c.batches++;
             w->c.calls += (uint64_t)o_batch;

@@ -16,7 +16,8 @@
  * Transports, chosen by the URL scheme:
  *   tcp://HOST:PORT, ipc://PATH   ZeroMQ DEALER to the broker's ROUTER, REQ
  *                                 framing: [empty][header?][json] out,
- *                                 [empty][json] back.
+ *                                 [empty][json] back ([empty][reply header][json]
+ *                                 when opts.server_timing asks).
  *   http://HOST[:PORT][/PATH]     HTTP/1.1 POST of the body to PATH (default
  *                                 /rpc, port 80), Content-Type
  *                                 application/json. One kept-alive connection
@@ -265,9 +266,9 @@ int jrpc_client_http_status(const jrpc_client_t *c);
 /* The Server-Timing value that came with the answer to the last call on c
  * (e.g. "parse;dur=0.012, queue;dur=0.004, worker;dur=0.210, gather;dur=0.003,
  * total;dur=0.236": the HTTP header, several joined with ", "; the ZeroMQ
- * reply header's "server_timing" when opts.server_timing asked for it), or
- * "" when it had none. Streamed over http:// the timing is in the end
- * event's JSON instead (docs/STREAMING.md). proto/jrpc_timing.h reads it.
+ * reply header's "server_timing" when opts.server_timing asked for it; the
+ * SSE end event's "server-timing" field; the NDJSON trailer), or "" when
+ * it had none. proto/jrpc_timing.h reads it.
  * Borrowed: valid until the next call on c. */
 const char *jrpc_client_server_timing(const jrpc_client_t *c);
 

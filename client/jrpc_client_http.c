@@ -337,6 +337,16 @@ static int sse_line(http_answer_t *a, const char *p, size_t n)
     }
     if (fn == 5 && memcmp(p, "event", 5) == 0)
         a->end_event = vn == 3 && memcmp(v, "end", 3) == 0;
+    if (fn == 13 && memcmp(p, "server-timing", 13) == 0 && vn) {   /* the end's timing */
+        if (a->timing_len && a->timing_len + 2 < sizeof a->timing) {
+            memcpy(a->timing + a->timing_len, ", ", 2);
+            a->timing_len += 2;
+        }
+        size_t room = sizeof a->timing - a->timing_len;
+        size_t k = vn < room ? vn : room;
+        memcpy(a->timing + a->timing_len, v, k);
+        a->timing_len += k;
+    }
     return 0;
 }
 

@@ -706,13 +706,14 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
 {
     int rc = r->s_started ? 0 : stream_begin(c, r);
-    char st[JRPC_TIMING_MAX + 24];
-    size_t sn = out.timing ? jrpc_timing_format(out.timing, st + 18) : 0;
-    if (rc == 0 && r->stream == S_SSE && sn && len >= 2 && summary[len - 1] == '}') {
-        /* the end's JSON gets its timing: {"answered":N,"timed_out":M,"server_timing":"..."} */
-        memcpy(st, ",\"server_timing\":\"", 18);
-        memcpy(st + 18 + sn, "\"}\n\n", 4);
-        rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len - 1, st, 18 + sn + 4);
+    char st[JRPC_TIMING_MAX + 32];
+    size_t sn = out.timing ? jrpc_timing_format(out.timing, st + 26) : 0;
+    if (rc == 0 && r->stream == S_SSE && sn) {
+        /* a field of the end event: the summary's bytes stay as they were,
+         * and EventSource-style parsers ignore a field they do not know */
+        memcpy(st, "event: end\nserver-timing: ", 26);
+        memcpy(st + 26 + sn, "\ndata: ", 7);
+        rc = chunk_put(&r->s_out, st, 26 + sn + 7, summary, len, "\n\n", 2);
         if (rc == 0)
             rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0 && r->stream == S_SSE) {
@@ -723,11 +724,9 @@ static int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summa
         rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0) {
         char t[96 + JRPC_TIMING_MAX];
-        if (sn)
-            st[18 + sn] = '\0';
         int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n%s%s%s\r\n",
                          out.answered, out.timed_out, sn ? "Server-Timing: " : "",
-                         sn ? st + 18 : "", sn ? "\r\n" : "");
+                         sn ? st + 26 : "", sn ? "\r\n" : "");
         rc = jrpc_buf_append(&r->s_out, t, (size_t)n);
     }
     r->s_ended = true;
