@@ -5,8 +5,9 @@
 # worker about a sleep's 200 ms); over ZeroMQ in the reply header when the
 # header frame asks ("timing": true), and the reply byte-identical when it
 # does not; in the SSE end event (a field of its own) and the NDJSON trailer; exposed to a CORS
-# origin; none at all with --server-timing off; and jrpc-bench's breakdown
-# table (text and JSON, HTTP and ZeroMQ).
+# origin; auth and redis for signed bodies; none at all with
+# --server-timing off; and jrpc-bench's breakdown table (text and JSON,
+# HTTP and ZeroMQ).
 source "$JRPC_E2E_LIB"
 PY=/usr/bin/python3   # Debian's: zmq and msgpack
 BENCH="$JRPC_BIN/jrpc-bench"
@@ -156,6 +157,26 @@ if command -v gnuplot > /dev/null; then
     check "jrpc-bench --plot-series: one row per run" 2 "$(wc -l < "$E2E_TMP/series.tsv")"
     check "jrpc-bench --plot with the stacked panel: a PNG" "89504e470d0a1a0a" \
         "$(head -c 8 "$E2E_TMP/timing.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')"
+fi
+
+# --- signed bodies: the signature check (auth) and the nonce's claim in
+# Redis (redis) appear, and the phases still add up ---
+if command -v redis-server > /dev/null; then
+    e2e_start_redis
+    printf 'demo s3cr3t-s3cr3t-s3cr3t\n' > "$E2E_TMP/keys"
+    E2E_HTTP=1 e2e_restart_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT"
+    e2e_wait_workers 1
+    for u in "$URL" "$HTTP_URL"; do
+        "$BENCH" --url "$u" --key-file "$E2E_TMP/keys" --batch 5 --connections 1 --duration 0.5 \
+            --warmup 0.1 > "$E2E_TMP/signed.txt" 2> "$E2E_TMP/signed.err"
+        check "signed $u: jrpc-bench exit 0" 0 $?
+        for row in parse auth redis worker total; do
+            check "signed $u: row $row" 1 \
+                "$(grep -cE "^  $row +([0-9]+\.[0-9]{3} +){5}[0-9]+\.[0-9]{3}$" "$E2E_TMP/signed.txt")"
+        done
+    done
+else
+    echo "skip signed: redis-server is not installed"
 fi
 
 # --- --server-timing off: nothing at all ---
