@@ -785,9 +785,6 @@ static void json_codes(const char *name, const codes_t *c)
     printf("}");
 }
 
-static const double PCT[] = { 50, 90, 99, 99.9, 100 };
-static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
-
 static double mean_us(uint64_t sum, uint64_t n)
 {
     return n ? (double)sum / (double)n : 0;
@@ -814,13 +811,7 @@ static void print_timing(const worker_t *t, int json)
             printf(",\"%s\":{", jrpc_timing_name(i));
         else
             printf("  %-8s", jrpc_timing_name(i));
-        for (int k = 0; k < 5; k++) {
-            uint64_t us = hist_percentile(h, PCT[k]);
-            if (json)
-                printf("%s\"%s\":%" PRIu64, k ? "," : "", PCT_NAME[k], us);
-            else
-                printf(" %10.3f", (double)us / 1000.0);
-        }
+        loop_print_percentiles(h, json);
         double m = mean_us(t->phase_sum[i], h->total);
         if (json)
             printf(",\"mean\":%.1f}", m);

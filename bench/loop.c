@@ -50,12 +50,8 @@ double loop_sched_next(loop_sched_t *s)
 static const double PCT[] = { 50, 90, 99, 99.9, 100 };
 static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
 
-static void print_latency(const char *name, const hist_t *h, int json)
+void loop_print_percentiles(const hist_t *h, int json)
 {
-    if (json)
-        printf("\"%s\":{", name);
-    else
-        printf("  %-8s", name);
     for (int i = 0; i < 5; i++) {
         uint64_t us = hist_percentile(h, PCT[i]);
         if (json)
@@ -63,6 +59,15 @@ static void print_latency(const char *name, const hist_t *h, int json)
         else
             printf(" %10.3f", (double)us / 1000.0);
     }
+}
+
+static void print_latency(const char *name, const hist_t *h, int json)
+{
+    if (json)
+        printf("\"%s\":{", name);
+    else
+        printf("  %-8s", name);
+    loop_print_percentiles(h, json);
     printf(json ? "}" : "\n");
 }
 

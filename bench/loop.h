@@ -57,6 +57,10 @@ int loop_start(void *conns, size_t size, int n, void *(*fn)(void *), const char 
  * at least since. */
 double loop_join(void *conns, size_t size, int n, loop_conn_t *tot, double since);
 
+/* p50, p90, p99, p99.9 and max of h: JSON members "p50":N,..."max":N in
+ * µs (no braces), or five text columns " %10.3f" in ms. */
+void loop_print_percentiles(const hist_t *h, int json);
+
 /* What every report starts with. */
 typedef struct loop_report {
     const char *who;             /* "jrpc-bench", or the peer's name */
