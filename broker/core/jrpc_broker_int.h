@@ -107,9 +107,9 @@ struct bbatch {
     uint64_t       t_last;       /* ... when the last worker answer was read */
     uint64_t       auth_ns;      /* ... the signature check */
     uint64_t       redis_ns;     /* ... its Redis claims, together */
-    uint64_t       slow_q, slow_w; /* ... the slowest call a worker answered: queued (from
-                                    t_disp) and at its worker, ns */
-    uint8_t        phases;       /* ... 1u << JRPC_TIMING_*: the optional phases seen */
+    uint64_t       slow_q, slow_w; /* ... the call a worker answered last (the slowest):
+                                    queued (from t0) and at its worker, ns */
+    uint8_t        phases;       /* ... 1u << JRPC_TIMING_AUTH, _REDIS: seen */
     int            transport;    /* a jrpc_transport */
     jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
     jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */

@@ -74,27 +74,15 @@ const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
     t->ns[JRPC_TIMING_PARSE] = x->t0 - x->t_in;
     t->ns[JRPC_TIMING_AUTH] = x->auth_ns;
     t->ns[JRPC_TIMING_REDIS] = x->redis_ns;
-    t->ns[JRPC_TIMING_QUEUE] = x->slow_q;
-    t->ns[JRPC_TIMING_WORKER] = x->slow_w;
-    t->ns[JRPC_TIMING_GATHER] = end > x->t_last ? end - x->t_last : 0;
+    if (x->t_last) {   /* a worker answered: the last one's call was the slowest */
+        uint64_t admitting = x->t_disp - x->t0;   /* its queue time counts from t0 */
+        t->has |= 1u << JRPC_TIMING_QUEUE | 1u << JRPC_TIMING_WORKER | 1u << JRPC_TIMING_GATHER;
+        t->ns[JRPC_TIMING_QUEUE] = x->slow_q > admitting ? x->slow_q - admitting : 0;
+        t->ns[JRPC_TIMING_WORKER] = x->slow_w;
+        t->ns[JRPC_TIMING_GATHER] = end > x->t_last ? end - x->t_last : 0;
+    }
     t->ns[JRPC_TIMING_TOTAL] = end - x->t_in;
     return t;
-}
-
-/* A worker answered a call of x (on_done): its queue time from dispatch
- * and its time at the worker, kept when it is the slowest so far. Its queue
- * time counts from the body's arrival (t0): what admission took is not its. */
-static void timing_call(jrpc_broker_t *b, bbatch_t *x)
-{
-    uint64_t q, w, admitting = x->t_disp - x->t0;
-    jrpc_workers_done_times(b->workers, &q, &w);
-    q = q > admitting ? q - admitting : 0;
-    if (!(x->phases & 1u << JRPC_TIMING_WORKER) || q + w >= x->slow_q + x->slow_w) {
-        x->slow_q = q;
-        x->slow_w = w;
-    }
-    x->phases |= 1u << JRPC_TIMING_QUEUE | 1u << JRPC_TIMING_WORKER | 1u << JRPC_TIMING_GATHER;
-    x->t_last = jrpc_metrics.now;
 }
 
 void reply(jrpc_broker_t *b, bbatch_t *x)
@@ -207,8 +195,12 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
     x->outstanding--;
     if (!c->notification && !c->answered) {
         int rc = 0;
-        if (x->t_in && kind != JRPC_DONE_FAILED)
-            timing_call(b, x);
+        if (x->t_in && kind != JRPC_DONE_FAILED) {
+            /* Server-Timing: the calls of a body are dispatched together,
+             * so the one answered last waited longest (queue + worker) */
+            jrpc_workers_done_times(b->workers, &x->slow_q, &x->slow_w);
+            x->t_last = jrpc_metrics.now;
+        }
         if (kind == JRPC_DONE_RESULT)
             rc = jrpc_batch_answer_result_raw(&x->req, i, value);
         else if (kind == JRPC_DONE_ERROR)

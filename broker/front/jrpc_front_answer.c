@@ -59,34 +59,17 @@ const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *b
 }
 
 /* The Server-Timing line of t after base's lines, in buf (base when t has
- * nothing). */
+ * nothing). No printf: it is on every answer's path. */
 static const char *timing_lines(const jrpc_timing_t *t, const char *base, char *buf, size_t cap)
 {
-    char v[JRPC_TIMING_MAX];
-    if (t->has == 0 || jrpc_timing_format(t, v) == 0)
+    size_t bn = base ? strlen(base) : 0;
+    if (t->has == 0 || bn + 15 + JRPC_TIMING_MAX + 2 > cap)
         return base;
-    int n = snprintf(buf, cap, "%sServer-Timing: %s\r\n", base ? base : "", v);
-    return n > 0 && (size_t)n < cap ? buf : base;
-}
-
-static jrpc_http_resp_t answer_head(conn_t *c, const req_t *r, const char *extra)
-{
-    return (jrpc_http_resp_t){
-        .status = r->status,
-        .date = jrpc_http_date(&c->front->date, time(NULL)),
-        .content_type = "application/json",
-        .content_length = r->blen, /* a HEAD's too: what a POST would have had */
-        .connection = r->close ? JRPC_HTTP_CONN_CLOSE
-                      : r->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
-        .extra = extra,
-    };
-}
-
-/* Whether r's head with these extra lines fits its record. */
-static bool head_fits(conn_t *c, req_t *r, const char *extra)
-{
-    jrpc_http_resp_t h = answer_head(c, r, extra);
-    return jrpc_http_response_head(r->hdr, sizeof r->hdr, &h) > 0;
+    memcpy(buf, base ? base : "", bn);
+    memcpy(buf + bn, "Server-Timing: ", 15);
+    size_t n = jrpc_timing_format(t, buf + bn + 15);
+    memcpy(buf + bn + 15 + n, "\r\n", 3);
+    return buf;
 }
 
 static void build_header(conn_t *c, req_t *r)
@@ -103,15 +86,25 @@ static void build_header(conn_t *c, req_t *r)
         extra = "Idempotent-Replayed: true\r\n";
     }
     const char *base = extra;
-    for (int timing = r->timing.has != 0;; timing = 0) {
-        extra = timing ? timing_lines(&r->timing, base, tbuf, sizeof tbuf) : base;
-        if (r->cors)
-            extra = cors_lines(c->front, r, extra, timing, xbuf, sizeof xbuf);
-        if (!timing || head_fits(c, r, extra))
-            break;   /* too long with the timing (a long origin): without it */
-    }
-    jrpc_http_resp_t h = answer_head(c, r, extra);
+    bool timing = r->timing.has != 0;
+    if (timing)
+        extra = timing_lines(&r->timing, base, tbuf, sizeof tbuf);
+    if (r->cors)
+        extra = cors_lines(c->front, r, extra, timing, xbuf, sizeof xbuf);
+    jrpc_http_resp_t h = {
+        .status = r->status,
+        .date = jrpc_http_date(&c->front->date, time(NULL)),
+        .content_type = "application/json",
+        .content_length = r->blen, /* a HEAD's too: what a POST would have had */
+        .connection = r->close ? JRPC_HTTP_CONN_CLOSE
+                      : r->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
+        .extra = extra,
+    };
     int n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
+    if (n < 0 && timing) {   /* too long with the timing (a long origin): without it */
+        h.extra = r->cors ? cors_lines(c->front, r, base, false, xbuf, sizeof xbuf) : base;
+        n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
+    }
     assert(n > 0);
     if (r->head)
         r->blen = 0;

@@ -54,6 +54,20 @@ static void test_format_all_at_the_bound(void **state)
     assert_true(n < JRPC_TIMING_MAX);
     assert_non_null(strstr(out, "parse;dur=1000000000000.000, auth;"));
     assert_non_null(strstr(out, "gather;dur=1000000000000.000, total;dur=1000000000000.000"));
+    /* every width around the fast path's bound (10 s) */
+    static const struct { uint64_t ns; const char *s; } w[] = {
+        { 999999, "total;dur=1.000" },        { 9999499, "total;dur=9.999" },
+        { 10000000, "total;dur=10.000" },     { 99999000, "total;dur=99.999" },
+        { 100000000, "total;dur=100.000" },   { 1234567890, "total;dur=1234.568" },
+        { 9999999499, "total;dur=9999.999" }, { 9999999500, "total;dur=10000.000" },
+        { 12345678901234, "total;dur=12345678.901" },
+    };
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        t.ns[JRPC_TIMING_TOTAL] = w[k].ns;
+        t.has = 1u << JRPC_TIMING_TOTAL;
+        jrpc_timing_format(&t, out);
+        assert_string_equal(out, w[k].s);
+    }
     t.ns[JRPC_TIMING_PARSE] = 499;   /* rounds to 0 */
     t.has = 1u << JRPC_TIMING_PARSE;
     jrpc_timing_format(&t, out);
