@@ -628,6 +628,9 @@ int main(int argc, char **argv)
         { "server-timing", B, "on|off", "on", "each answer says where its time went: HTTP\n"
           "Server-Timing, SSE end event, NDJSON trailer; ZeroMQ\n"
           "reply header when the client asks (\"timing\")", .dest = &o.server_timing },
+        { "metrics-max-methods", U, "N", "256", "methods with their own metrics series (calls,\n"
+          "errors, latency per method); the rest are counted\nunder method=\"other\"",
+          .dest = &o.metrics_max_methods, .min = 1, .max = 65536 },
         { "max-worker-methods", U, "N", "1024", "method names in one worker READY; more: refused",
           .dest = &o.workers.max_worker_methods, .min = 1, .max = 1000000 },
         { "max-methods", U, "N", "16384", "distinct method names known at once, all workers\n"

@@ -20,7 +20,7 @@
 #include "jrpc_trace.h"
 
 
-enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2 };
+enum { EXIT_OK = 0, EXIT_RPC_ERROR = 1, EXIT_FAIL = 2, EXIT_MAY_HAVE_RUN = 3 };
 
 /* How much longer than the deadline it sends the CLI waits for the answer:
  * the broker answers -32003 at the deadline, and that answer has to travel. */
@@ -78,6 +78,27 @@ static const char usage_text[] =
 "                             (PATH defaults to /rpc, PORT to 80)\n"
 "                           https://HOST[:PORT][/PATH] the same over TLS (PORT\n"
 "                             defaults to 443); see --cacert\n"
+"                           dns+tcp://NAME:PORT        ZeroMQ over TCP to every\n"
+"                             address NAME resolves to (A and AAAA)\n"
+"                         Repeat --url (or separate URLs by commas, also in\n"
+"                         $JRPC_URL) to give several brokers: the body goes to\n"
+"                         one; one that cannot be reached is skipped; one\n"
+"                         that takes the body and dies before answering:\n"
+"                         see --retry.\n"
+"      --retry POLICY     What a body whose broker died before answering does\n"
+"                         (default: none, or $JRPC_RETRY). none: it is not\n"
+"                         sent again, and with several --url it fails with\n"
+"                         exit status 3: the call may or may not have run.\n"
+"                         safe: the body is sent with an idempotency key (a\n"
+"                         fresh random one, unless --idempotency-key gives\n"
+"                         one) and sent again, signed anew, to the next broker,\n"
+"                         which answers the first run's kept reply instead of\n"
+"                         running it twice (brokers sharing one Redis); exit\n"
+"                         status 3 when even that cannot tell (the lost run\n"
+"                         still holds the key, or too late to resend).\n"
+"      --retryable        The body only reads: running it twice is harmless,\n"
+"                         so it is sent again after its broker died, without\n"
+"                         a key (with any --retry).\n"
 "  -t, --timeout-ms N     The deadline of the request, in milliseconds (default\n"
 "                         10000): sent to the broker (the ZeroMQ header frame's\n"
 "                         timeout_ms, the X-JRPC-Timeout-Ms HTTP header), which\n"
@@ -157,7 +178,11 @@ static const char usage_text[] =
 "     an HTTP error status without a JSON-RPC answer, or a TLS failure\n"
 "     (https://: the server's certificate or name does not verify, the\n"
 "     server refused the client certificate or wants one, a --cacert,\n"
-"     --cert or --key file cannot be used)\n";
+"     --cert or --key file cannot be used)\n"
+"  3  several brokers (--url repeated, a list, a dns+tcp:// name) or --retry\n"
+"     safe: the broker that took the body was lost before answering and it\n"
+"     was not safe to send it again: the call may or may not have run\n"
+"     (stderr says which broker and why)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -235,6 +260,34 @@ static int key_from_file(const char *path, const char *want, char **id_out, char
     }
     jrpc_keys_destroy(&keys);
     return rc;
+}
+
+/* The brokers of repeated --url options, joined by commas (reachable to the
+ * end: never freed). Returns the list so far, or NULL when out of memory. */
+static const char *add_url(const char *url)
+{
+    static char *list;
+    size_t have = list ? strlen(list) : 0;
+    char *p = realloc(list, have + 1 + strlen(url) + 1);
+    if (p == NULL)
+        return NULL;
+    sprintf(p + have, "%s%s", have ? "," : "", url);
+    return list = p;
+}
+
+/* Whether every URL of list (comma-separated, spaces around them allowed)
+ * starts with one of prefixes (NULL-terminated). */
+static bool every_url(const char *list, const char *const *prefixes)
+{
+    for (const char *u = list; u; u = strchr(u, ',') ? strchr(u, ',') + 1 : NULL) {
+        u += strspn(u, " \t");
+        bool ok = false;
+        for (const char *const *p = prefixes; *p && !ok; p++)
+            ok = strncmp(u, *p, strlen(*p)) == 0;
+        if (!ok)
+            return false;
+    }
+    return true;
 }
 
 static const char *nonempty_env(const char *name)
@@ -371,7 +424,8 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
 }
 
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
-       OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM, OPT_ZMQ_ENGINE };
+       OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM, OPT_ZMQ_ENGINE,
+       OPT_RETRY, OPT_RETRYABLE };
 
 /* A bearer token as RFC 6750 has it (b64token), at most 240 characters. */
 static bool bearer_ok(const char *t)
@@ -502,11 +556,14 @@ int main(int argc, char **argv)
         { "bearer",     required_argument, NULL, OPT_BEARER },
         { "idempotency-key", required_argument, NULL, OPT_IDEM },
         { "zmq-engine", required_argument, NULL, OPT_ZMQ_ENGINE },
+        { "retry",      required_argument, NULL, OPT_RETRY },
+        { "retryable",  no_argument,       NULL, OPT_RETRYABLE },
         { "help",       no_argument,       NULL, 'h' },
         { "version",    no_argument,       NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     const char *url = getenv("JRPC_URL");
+    const char *retry = NULL;
     int timeout_ms = JRPC_CLIENT_DEFAULT_TIMEOUT_MS;
     int opt, ret = EXIT_FAIL;
     jrpc_client_t *c = NULL;
@@ -529,7 +586,16 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "+:u:t:k:s:K:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'u':
-            url = optarg;
+            if ((url = add_url(optarg)) == NULL) {
+                fprintf(stderr, "jrpc: out of memory\n");
+                return EXIT_FAIL;
+            }
+            break;
+        case OPT_RETRY:
+            retry = optarg;
+            break;
+        case OPT_RETRYABLE:
+            hdr.retryable = 1;
             break;
         case 't':
             if (parse_ms(optarg, &timeout_ms) < 0)
@@ -613,7 +679,13 @@ int main(int argc, char **argv)
     if (opts.zmq_engine == NULL && (opts.zmq_engine = nonempty_env("JRPC_ZMQ_ENGINE")) &&
         strcmp(opts.zmq_engine, "native") != 0 && strcmp(opts.zmq_engine, "libzmq") != 0)
         return usage_error("$JRPC_ZMQ_ENGINE wants native or libzmq, not '%s'", opts.zmq_engine);
-    if (opts.bearer && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+    if (retry == NULL)
+        retry = nonempty_env("JRPC_RETRY");
+    if (retry && strcmp(retry, "safe") == 0)
+        opts.retry = JRPC_CLIENT_RETRY_SAFE;
+    else if (retry && strcmp(retry, "none") != 0)
+        return usage_error("--retry ($JRPC_RETRY) wants safe or none, not '%s'", retry);
+    if (opts.bearer && !every_url(url, (const char *const[]){ "http://", "https://", NULL }))
         return usage_error("--bearer ($JRPC_BEARER) is for http:// and https:// URLs, not '%s'",
                            url);
     if (opts.bearer && !bearer_ok(opts.bearer))
@@ -621,10 +693,10 @@ int main(int argc, char **argv)
                            "[A-Za-z0-9._~+/=-]%s", "");
     if ((curve_secret == NULL) != (server_key == NULL))
         return usage_error("--curve-secret and --server-key go together%s", "");
-    if (curve_secret && strncmp(url, "tcp://", 6) != 0 && strncmp(url, "ipc://", 6) != 0)
+    if (curve_secret && !every_url(url, (const char *const[]){ "tcp://", "ipc://", "dns+tcp://", NULL }))
         return usage_error("CURVE (--curve-secret) is for tcp:// and ipc:// URLs, not '%s'", url);
     bool tls_opt = opts.cacert || opts.insecure || opts.cert || opts.key;
-    if (tls_opt && strncmp(url, "https://", 8) != 0)
+    if (tls_opt && !every_url(url, (const char *const[]){ "https://", NULL }))
         return usage_error("--cacert, --insecure, --cert and --key are for https:// URLs, "
                            "not '%s'", url);
     if (opts.key && opts.cert == NULL)
@@ -724,6 +796,10 @@ int main(int argc, char **argv)
     if (src == -ETIMEDOUT) {
         fprintf(stderr, "jrpc: %s; the broker was asked to answer within %d ms\n",
                 jrpc_client_last_error(c), timeout_ms);
+        goto out;
+    } else if (src == JRPC_CLIENT_EMAYHAVERUN) {
+        fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));
+        ret = EXIT_MAY_HAVE_RUN;
         goto out;
     } else if (src < 0) {
         fprintf(stderr, "jrpc: %s\n", jrpc_client_last_error(c));

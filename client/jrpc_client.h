@@ -67,6 +67,39 @@
  * that is an answer like any other (0). The secret is never logged, never
  * put in an error message, and wiped when the client is destroyed.
  *
+ * Several brokers (issue 34). A client made with several URLs (or a
+ * dns+tcp:// name with several addresses) sends each body to one broker:
+ * the next in turn, those that failed in the last 2 s tried last. When a
+ * broker fails:
+ *   - the body never reached it (connection refused, no handshake, the
+ *     write failed): it goes to the next broker, always (it cannot have
+ *     run). A ZeroMQ connection is then tried once, not every 100 ms until
+ *     the deadline. (libzmq's engine, which CURVE uses, cannot tell: it
+ *     queues the body for a broker that is down, so that broker costs the
+ *     call's whole timeout and counts as one that took the body.)
+ *   - it reached it and the connection died, or no answer came in time:
+ *     it is sent to the next broker only when that is safe. That is when
+ *     it carries an idempotency key (hdr->idem_key, or the one the client
+ *     adds to every body when opts->retry is JRPC_CLIENT_RETRY_SAFE: 32
+ *     random characters, over ZeroMQ the header frame's "idempotency_key",
+ *     over http:// Idempotency-Key): a broker sharing the first one's Redis
+ *     answers the first run's kept reply instead of running it again. The
+ *     resend is signed anew (a fresh nonce, the same key) and its deadline
+ *     (X-JRPC-Timeout-Ms) ends within 4.8 s of the first send, before the
+ *     lost run's claim on the key could end; later, it is not sent. A
+ *     broker that finds the key still held by the lost run (-32008 "still
+ *     running") means the lost run may have reached a worker: never run
+ *     again. Or when the caller marked it hdr->retryable (a read: it may
+ *     run twice; sent again without a key).
+ *   Otherwise the call fails with JRPC_CLIENT_EMAYHAVERUN: the call may or
+ *   may not have run (jrpc_client_last_error says which broker and why).
+ *   A body without a key whose broker died may have run there: no client
+ *   can know; only a key makes the resend safe.
+ * A streamed body (jrpc_client_send_stream) gets no key of the client's
+ * and is never sent again once an answer of it was handed to fn. With one
+ * URL and JRPC_CLIENT_RETRY_NONE a client behaves as before: no failover,
+ * the transport's own codes (-ECONNRESET, -ETIMEDOUT, ...).
+ *
  * Return values: 0, or a negative errno (see each function). */
 #ifndef JRPC_CLIENT_H
 #define JRPC_CLIENT_H
@@ -81,6 +114,18 @@
 enum {
     JRPC_CLIENT_EHTTP = -3001,  /* http: a non-2xx status without a JSON-RPC answer */
     JRPC_CLIENT_ETLS  = -3002,  /* https: TLS failed (certificate, name, handshake, files) */
+    JRPC_CLIENT_EMAYHAVERUN = -3003, /* several brokers or a retry policy: the broker took
+                                        the body and was lost before answering, and it was
+                                        not safe to send it again: it may or may not have
+                                        run (see "Several brokers") */
+    JRPC_CLIENT_ENONAME = -3004, /* jrpc_client_new: a dns+tcp:// name resolves to nothing */
+};
+
+/* jrpc_client_opts_t.retry: what a body lost with its broker may do. */
+enum {
+    JRPC_CLIENT_RETRY_NONE = 0,  /* sent again only where it cannot have run */
+    JRPC_CLIENT_RETRY_SAFE = 1,  /* every body gets an Idempotency-Key (unless it has one
+                                    or is marked retryable): sent again to the next broker */
 };
 
 /* jrpc_client_disconnect's flags. */
@@ -100,6 +145,10 @@ typedef struct jrpc_client_header {
     uint32_t    timeout_ms;   /* the body's deadline (X-JRPC-Timeout-Ms); 0: the broker's */
     jrpc_span_t traceparent;  /* W3C trace context (traceparent) */
     jrpc_span_t idem_key;     /* idempotency key (Idempotency-Key; docs/SIGNING.md) */
+    int         retryable;    /* not sent: non-zero marks a body the caller knows
+                                 may run twice (reads only): with several brokers it
+                                 is sent again after its broker was lost (see
+                                 "Several brokers") */
 } jrpc_client_header_t;
 
 /* A zeroed struct (or NULL) gives every default. Fields are only ever added
@@ -129,6 +178,9 @@ typedef struct jrpc_client_opts {
        (tcp://SRC;HOST:PORT), which go to libzmq; "libzmq": libzmq always.
        Anything else: jrpc_client_new fails with EINVAL. */
     const char *zmq_engine;
+    /* JRPC_CLIENT_RETRY_NONE (0) or JRPC_CLIENT_RETRY_SAFE; anything else:
+       jrpc_client_new fails with EINVAL. See "Several brokers". */
+    int retry;
     /* non-zero: ask the broker where each body's time went (its phases as a
        W3C Server-Timing value: jrpc_client_server_timing). Over tcp:// and
        ipc:// the header frame then carries "timing" (proto/PROTOCOL.md 9.3;
@@ -138,12 +190,19 @@ typedef struct jrpc_client_opts {
     int server_timing;
 } jrpc_client_opts_t;
 
-/* Creates a client for url; it connects on the first jrpc_client_send
- * (over ZeroMQ's libzmq engine it starts connecting in the background).
- * Never blocks: a broker that is down is only noticed by jrpc_client_send.
+/* Creates a client for url: one URL, or several separated by commas
+ * ("tcp://b1:5555,tcp://b2:5555"; up to 64 brokers in all, any schemes
+ * mixed), each a URL of "Transports" or dns+tcp://NAME:PORT (every IPv4
+ * and IPv6 address NAME resolves to, as tcp://ADDR:PORT, as workers do).
+ * It connects on the first jrpc_client_send (over ZeroMQ's libzmq engine
+ * it starts connecting in the background). Never blocks, but for resolving
+ * a dns+tcp:// name (once, here: getaddrinfo). A broker that is down is
+ * only noticed by jrpc_client_send.
  *
- * Returns the client, or NULL with errno set to EINVAL (malformed URL or
- * unknown scheme) or ENOMEM. jrpc_client_strerror(-errno) describes it.
+ * Returns the client, or NULL with errno set to EINVAL (malformed URL,
+ * unknown scheme, an empty item of the list, more than 64 brokers, a bad
+ * opts->retry), JRPC_CLIENT_ENONAME as a positive value (a dns+tcp:// name
+ * with no address) or ENOMEM. jrpc_client_strerror(-errno) describes it.
  * url and the strings of opts are copied; no file of opts is read yet
  * (see "HTTPS"). */
 jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts);
@@ -224,6 +283,11 @@ int jrpc_client_set_curve(jrpc_client_t *c, const char *public_z85, const char *
  *               characters), or a signing timestamp below 0 (clock_offset_s).
  *   -EIO        no random bytes for a nonce (nothing was sent).
  *   -ENOMEM, or another -errno from the transport.
+ *   JRPC_CLIENT_EMAYHAVERUN (several brokers or a retry policy only) the
+ *               body reached a broker that was lost before answering, and
+ *               it was not safe to send it again (see "Several brokers").
+ *   With several brokers, a body that reached none fails with the last
+ *   broker's code (e.g. -ECONNREFUSED).
  * jrpc_client_last_error(c) then says what happened, in words. */
 int jrpc_client_send(jrpc_client_t *c, const char *body, size_t len,
                      const jrpc_client_header_t *hdr, jrpc_buf_t *reply, int timeout_ms);
@@ -255,8 +319,18 @@ int jrpc_client_send_stream(jrpc_client_t *c, const char *body, size_t len,
  * (ZeroMQ manages its own connections). Never blocks. */
 int jrpc_client_disconnect(jrpc_client_t *c, unsigned flags);
 
-/* The URL the client was made with (borrowed: lives as long as c). */
+/* The URL the client was made with, the list as given (borrowed: lives as
+ * long as c). */
 const char *jrpc_client_url(const jrpc_client_t *c);
+
+/* How many brokers c has (1..64): the URLs of its list, each dns+tcp://
+ * name counted once per address. */
+size_t jrpc_client_brokers(const jrpc_client_t *c);
+
+/* The URL of c's broker i (0-based, in the order of the list, a name's
+ * addresses sorted: "tcp://127.0.0.1:5555"), or NULL past the last.
+ * Borrowed: lives as long as c. */
+const char *jrpc_client_broker_url(const jrpc_client_t *c, size_t i);
 
 /* The HTTP status of the answer to the last jrpc_client_send on c (200,
  * 204, 413, 503, ...), or 0 when the last call got no HTTP answer or c is

@@ -590,8 +590,9 @@ static bool is_conn_lost(int rc)
 
 static int transport_call(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
                           jrpc_buf_t *reply, int timeout_ms, int *http_status,
-                          jrpc_client_answer_fn on_answer, void *arg)
+                          jrpc_client_answer_fn on_answer, void *arg, bool once, bool *sent)
 {
+    (void)once;   /* a refused connection fails at once anyway */
     hconn_t *c = state;
     int64_t deadline = jrpc_client_now_ms() + timeout_ms;
     int rc;
@@ -630,6 +631,7 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
                     strerror(-rc));
         return rc;
     }
+    *sent = true;   /* written whole (or answered early): it may run */
     return http_read_answer(c, reply, deadline, timeout_ms, http_status, on_answer, arg);
 }
 

@@ -35,10 +35,13 @@ typedef struct jrpc_client_transport {
      * asked for streamed: each goes to on_answer(arg, ...) as it arrives
      * and reply gets the last message (jrpc_client_send_stream). Returns 0
      * or a code of jrpc_client_send's list, the client's last error then
-     * set. */
+     * set. On failure *sent says whether the server may have had the whole
+     * body (false: it cannot have run it; the caller sets it false first).
+     * With once, a connection that cannot be made fails at once (the next
+     * broker is tried) instead of being retried until the deadline. */
     int  (*call)(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
                  jrpc_buf_t *reply, int timeout_ms, int *http_status,
-                 jrpc_client_answer_fn on_answer, void *arg);
+                 jrpc_client_answer_fn on_answer, void *arg, bool once, bool *sent);
 
     /* CURVE (jrpc_client_set_curve): the three Z85 keys, or all NULL to turn
      * it off. Returns 0, -EINVAL (a malformed key) or another -errno. NULL

@@ -162,7 +162,7 @@ static int send_frame(void *sock, const char *p, size_t n, bool last)
 
 static int transport_call(void *state, const jrpc_header_t *wh, const char *body, size_t len,
                           jrpc_buf_t *reply, int timeout_ms, int *http_status,
-                          jrpc_client_answer_fn on_answer, void *arg)
+                          jrpc_client_answer_fn on_answer, void *arg, bool once, bool *sent)
 {
     zconn_t *c = state;
     int rc;
@@ -191,8 +191,10 @@ static int transport_call(void *state, const jrpc_header_t *wh, const char *body
         if (hdr)
             frames[n++] = (jrpc_span_t){ hdr->p, hdr->len };
         frames[n++] = (jrpc_span_t){ body, len };
+        c->zn.once = once;
         if ((rc = jrpc_client_zmtp_send(&c->zn, frames, n, deadline)) < 0)
             goto out;
+        *sent = true;   /* the whole message is with the kernel */
     } else {
         if (c->sock == NULL && (rc = open_socket(c)) < 0) {
             set_err(c, "cannot open a connection to %s: %s", c->url, zmq_strerror(-rc));
@@ -208,6 +210,7 @@ static int transport_call(void *state, const jrpc_header_t *wh, const char *body
             goto out;
         if ((rc = send_frame(c->sock, body, len, true)) < 0)
             goto out;
+        *sent = true;   /* queued: libzmq may deliver it at any time now */
     }
     rc = read_reply(c, reply, deadline, on_answer, arg);
 out:
@@ -231,6 +234,8 @@ out:
                 c->zn.why, strstr(c->zn.why, "mechanism")
                                ? ": a broker with CURVE needs --server-key and this client's keys"
                                : "");
+    else if (!*sent && c->zn.once && rc < 0 && rc != -ENOMEM)
+        set_err(c, "cannot connect to %s: %s", c->url, strerror(-rc));
     else if (rc == -ECONNRESET)
         set_err(c, "connection to %s lost while waiting for the answer (the broker closed it)",
                 c->url);

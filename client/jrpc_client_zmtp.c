@@ -243,7 +243,7 @@ static int zmtp_connect(jrpc_client_zmtp_t *z, int64_t deadline)
         if (rc == 0 && (rc = handshake(z, deadline)) < 0)
             jrpc_client_zmtp_disconnect(z);
         if (rc == 0 || rc == -ETIMEDOUT || rc == -EINTR || rc == -ENOMEM ||
-            (rc == -ECONNREFUSED && z->why != NULL))
+            (rc == -ECONNREFUSED && z->why != NULL) || z->once)
             return rc;
         int64_t left = deadline - jrpc_client_now_ms();
         if (left <= 0)

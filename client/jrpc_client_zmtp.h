@@ -32,6 +32,8 @@ typedef struct jrpc_client_zmtp {
     jrpc_buf_t  in;       /* bytes read: [off, in.len) not decoded yet */
     size_t      off;
     const char *why;      /* a refused handshake: what was wrong (static text) */
+    bool        once;     /* connect: one try, no waiting for the broker to come
+                             up (a client with other brokers to try) */
 } jrpc_client_zmtp_t;
 
 /* Whether url is one the native engine connects to: tcp://HOST:PORT (a

@@ -486,6 +486,8 @@ end:
             call->answered = true;  /* dropped: never dispatched */
             return 0;
         }
+        if (mn == sizeof JRPC_BATCH_DISCOVER - 1 && memcmp(m, JRPC_BATCH_DISCOVER, mn) == 0)
+            return 0;   /* the broker answers it itself */
         if ((rc = error_answer(&bp->b->arena, JRPC_METHOD_NOT_FOUND,
                                "rpc.* names are reserved", &call->answer)) < 0)
             return rc;

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <msgpack.h>
 #include "jrpc_buf.h"
 
@@ -99,10 +100,23 @@ void jrpc_batch_dispose(jrpc_batch_t *b);
  *  - an empty method name, or one longer than lim->max_method_len bytes
  *    (unescaped), is -32600;
  *  - methods named rpc.*: a request gets -32601 with data "rpc.* names are
- *    reserved"; a notification is dropped (answered set, nothing sent);
+ *    reserved", except rpc.discover (JRPC_BATCH_DISCOVER), left unanswered
+ *    for the broker to answer itself (never dispatched to a worker); a
+ *    notification of any rpc.* name is dropped (answered set, nothing sent);
  *  - more than lim->max_batch elements: one -32600, data "batch too large".
  * Call on a freshly initialised batch. Returns 0 or -ENOMEM. */
 int jrpc_batch_parse(jrpc_batch_t *b, const char *body, size_t len, const jrpc_limits_t *lim);
+
+/* The one rpc.* method the parser leaves to its caller (OpenRPC's service
+ * discovery method). */
+#define JRPC_BATCH_DISCOVER "rpc.discover"
+
+/* True when call c is an rpc.discover request to answer. */
+static inline bool jrpc_batch_is_discover(const jrpc_call_t *c)
+{
+    return !c->answered && c->method.n == sizeof JRPC_BATCH_DISCOVER - 1 &&
+           memcmp(c->method.p, JRPC_BATCH_DISCOVER, c->method.n) == 0;
+}
 
 /* How many calls jrpc_batch_parse() makes of body, without parsing it:
  * the elements of a top-level array, else 1 (an empty array, one -32600,

@@ -649,13 +649,18 @@ int jrpc_json_to_msgpack(const char *p, size_t n, unsigned max_depth, jrpc_buf_t
     return 0;
 }
 
-int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *value)
+/* Walks the members of the top-level object of p[0..n), validated first
+ * (max_depth): visit(arg, name, value) for each, the name unescaped (a
+ * name escaped over 256 bytes is skipped), until it returns true. Returns
+ * 1 when a visit stopped the walk, 0 at the end, -ENOENT when the top
+ * level is not an object, or a JRPC_JSON_E* code. */
+static int walk_members(const char *p, size_t n, unsigned max_depth,
+                        bool (*visit)(void *arg, jrpc_span_t name, jrpc_span_t value), void *arg)
 {
-    int rc = jrpc_json_validate(p, n, JRPC_JSON_MAX_DEPTH);
+    int rc = jrpc_json_validate(p, n, max_depth);
     if (rc < 0)
         return rc;
-    size_t name_n = strlen(name);
-    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = JRPC_JSON_MAX_DEPTH };
+    jrpc_jp_t j = { .p = p, .end = p + n, .w = NULL, .max_depth = max_depth };
     jrpc_jp_skip_ws(&j);
     if (*j.p != '{')
         return -ENOENT;
@@ -664,33 +669,67 @@ int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *val
     for (;;) {
         jrpc_jp_skip_ws(&j);
         if (*j.p == '}')
-            return -ENOENT;
+            return 0;
         jrpc_span_t key;
-        bool plain, match;
+        bool plain;
+        char buf[256];
         jrpc_jp_string(&j, &key, &plain);
-        if (plain) {
-            match = key.n == name_n && memcmp(key.p, name, name_n) == 0;
-        } else {
-            char buf[256];
-            match = key.n <= sizeof buf &&
-                    jrpc_json_unescape(key.p, key.n, buf) == name_n &&
-                    memcmp(buf, name, name_n) == 0;
-        }
+        bool named = plain || key.n <= sizeof buf;
+        if (!plain && named)
+            key = (jrpc_span_t){ buf, jrpc_json_unescape(key.p, key.n, buf) };
         jrpc_jp_skip_ws(&j);
         j.p++;  /* ':' */
         jrpc_jp_skip_ws(&j);
         const char *start = j.p;
         jrpc_jp_value(&j, 1);
-        if (match) {
-            value->p = start;
-            value->n = (size_t)(j.p - start);
-            return 0;
-        }
+        if (named && visit(arg, key, (jrpc_span_t){ start, (size_t)(j.p - start) }))
+            return 1;
         jrpc_jp_skip_ws(&j);
         j.p++;  /* ',' or '}' (then the next key or the end) */
         if (j.p[-1] == '}')
-            return -ENOENT;
+            return 0;
     }
+}
+
+typedef struct member_find {
+    const char  *name;
+    size_t       name_n;
+    jrpc_span_t *value;
+} member_find_t;
+
+static bool member_is(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    member_find_t *f = arg;
+    if (name.n != f->name_n || memcmp(name.p, f->name, name.n) != 0)
+        return false;
+    *f->value = value;
+    return true;
+}
+
+int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *value)
+{
+    member_find_t f = { name, strlen(name), value };
+    int rc = walk_members(p, n, JRPC_JSON_MAX_DEPTH, member_is, &f);
+    return rc == 1 ? 0 : rc == 0 ? -ENOENT : rc;
+}
+
+typedef struct member_each {
+    jrpc_json_member_fn fn;
+    void               *arg;
+} member_each_t;
+
+static bool member_visit(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    member_each_t *e = arg;
+    e->fn(e->arg, name, value);
+    return false;
+}
+
+int jrpc_json_each_member(const char *p, size_t n, unsigned max_depth, jrpc_json_member_fn fn,
+                          void *arg)
+{
+    member_each_t e = { fn, arg };
+    return walk_members(p, n, max_depth, member_visit, &e);
 }
 
 /* ---- msgpack → JSON ---- */

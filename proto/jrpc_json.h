@@ -97,4 +97,15 @@ int jrpc_json_write_double(jrpc_buf_t *out, double d);
  * or a JRPC_JSON_E* code. */
 int jrpc_json_member(const char *p, size_t n, const char *name, jrpc_span_t *value);
 
+/* Called by jrpc_json_each_member() for one member: name unescaped, value
+ * its raw JSON text; both borrowed for the call. */
+typedef void (*jrpc_json_member_fn)(void *arg, jrpc_span_t name, jrpc_span_t value);
+
+/* Validates p[0..n) (max_depth as jrpc_json_validate) and calls fn once per
+ * member of its top-level object, in order, in one pass (a member whose
+ * escaped name is over 256 bytes is skipped). Returns 0, -ENOENT (the top
+ * level is not an object) or a JRPC_JSON_E* code (then fn was not called). */
+int jrpc_json_each_member(const char *p, size_t n, unsigned max_depth, jrpc_json_member_fn fn,
+                          void *arg);
+
 #endif

@@ -44,18 +44,22 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     bool has_name = opts && opts->name != NULL;
     bool has_idem = opts && opts->nidempotent > 0;
     bool has_json = opts && opts->njson > 0;
+    bool has_svc = opts && opts->service != NULL;
+    bool has_sch = opts && opts->schemas != NULL;
+    bool any = has_name || has_idem || has_json || has_svc || has_sch;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
-    PACK(put_head(&pk, has_name || has_idem || has_json ? 5 : 4, JRPC_WIRE_READY));
+    PACK(put_head(&pk, any ? 5 : 4, JRPC_WIRE_READY));
     PACK(msgpack_pack_uint32(&pk, credit));
     PACK(msgpack_pack_array(&pk, nmethods));
     for (size_t i = 0; i < nmethods; i++) {
         assert(methods[i] != NULL && methods[i][0] != '\0');
         PACK(jrpc_mpack_put_str(&pk, methods[i], strlen(methods[i])));
     }
-    if (!has_name && !has_idem && !has_json)
+    if (!any)
         return 0;
-    PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem + (size_t)has_json));
+    PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem + (size_t)has_json +
+                                   (size_t)has_svc + (size_t)has_sch));
     if (has_name) {
         PACK(jrpc_mpack_put_str(&pk, "name", 4));
         PACK(jrpc_mpack_put_str(&pk, opts->name, strlen(opts->name)));
@@ -75,6 +79,14 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
             assert(opts->json[i] != NULL && opts->json[i][0] != '\0');
             PACK(jrpc_mpack_put_str(&pk, opts->json[i], strlen(opts->json[i])));
         }
+    }
+    if (has_svc) {
+        PACK(jrpc_mpack_put_str(&pk, "service", 7));
+        PACK(jrpc_mpack_put_str(&pk, opts->service, strlen(opts->service)));
+    }
+    if (has_sch) {
+        PACK(jrpc_mpack_put_str(&pk, "schemas", 7));
+        PACK(jrpc_mpack_put_str(&pk, opts->schemas, strlen(opts->schemas)));
     }
     return 0;
 nomem:
@@ -333,7 +345,8 @@ static bool is_name_array(const msgpack_object *v)
 }
 
 static int decode_ready_options(const msgpack_object *options, const msgpack_object **idempotent,
-                                const msgpack_object **json)
+                                const msgpack_object **json, const msgpack_object **service,
+                                const msgpack_object **schemas)
 {
     bool seen_name = false;
     for (uint32_t i = 0; i < options->via.map.size; i++) {
@@ -353,6 +366,14 @@ static int decode_ready_options(const msgpack_object *options, const msgpack_obj
             if (*json != NULL || !is_name_array(v))
                 return JRPC_WIRE_EMALFORMED;
             *json = v;
+        } else if (jrpc_mpack_str_is(k, "service")) {
+            if (*service != NULL || v->type != MSGPACK_OBJECT_STR)
+                return JRPC_WIRE_EMALFORMED;
+            *service = v;
+        } else if (jrpc_mpack_str_is(k, "schemas")) {
+            if (*schemas != NULL || v->type != MSGPACK_OBJECT_STR)
+                return JRPC_WIRE_EMALFORMED;
+            *schemas = v;
         }
     }
     return 0;
@@ -371,12 +392,13 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     for (uint32_t i = 0; i < methods->via.array.size; i++)
         if (!is_nonempty_str(&methods->via.array.ptr[i]))
             return JRPC_WIRE_EMALFORMED;
-    const msgpack_object *options = NULL, *idempotent = NULL, *json = NULL;
+    const msgpack_object *options = NULL, *idempotent = NULL, *json = NULL, *service = NULL,
+                         *schemas = NULL;
     if (a->size >= 5 && a->ptr[4].type != MSGPACK_OBJECT_NIL) {
         if (a->ptr[4].type != MSGPACK_OBJECT_MAP)
             return JRPC_WIRE_EMALFORMED;
         options = &a->ptr[4];
-        if (decode_ready_options(options, &idempotent, &json) < 0)
+        if (decode_ready_options(options, &idempotent, &json, &service, &schemas) < 0)
             return JRPC_WIRE_EMALFORMED;
     }
     m->credit = (uint32_t)credit;
@@ -384,6 +406,8 @@ static int decode_ready(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     m->options = options;
     m->idempotent = idempotent;
     m->json = json;
+    m->service = service;
+    m->schemas = schemas;
     return 0;
 }
 

@@ -63,7 +63,17 @@ typedef struct jrpc_wire_ready_opts {
     const char *const *json;         /* "json": methods that take their params, and may
                                         answer, as JSON text (PROTOCOL.md 2.1) */
     size_t             njson;        /* 0: not sent */
+    const char        *service;      /* "service": the service its methods belong to,
+                                        [a-z0-9][a-z0-9_-]{0,62}; NULL: not sent */
+    const char        *schemas;      /* "schemas": JSON text, an object {method:
+                                        {"params": [...], "result": {...}}} (PROTOCOL.md
+                                        2.1), at most JRPC_WIRE_SCHEMAS_MAX bytes; NULL:
+                                        not sent */
 } jrpc_wire_ready_opts_t;
+
+/* The largest READY "schemas" text a broker reads (bytes); a longer one is
+ * ignored (the READY is not refused: schemas are documentation). */
+#define JRPC_WIRE_SCHEMAS_MAX 65536
 
 /* READY with options: [1, 1, credit, methods, {options}]; with opts NULL or
  * nothing set, the same bytes as jrpc_wire_put_ready(). */
@@ -132,6 +142,10 @@ typedef struct jrpc_wire_msg {
                                            or NULL when not sent */
     const msgpack_object *json;         /* options "json": array of non-empty str, or
                                            NULL when not sent */
+    const msgpack_object *service;      /* options "service": a str (not checked against
+                                           the token rule here), or NULL when not sent */
+    const msgpack_object *schemas;      /* options "schemas": a str (JSON text, not
+                                           checked here), or NULL when not sent */
     /* REQUEST and RESPONSE */
     const msgpack_object *items;        /* the items array */
     uint32_t nitems;                    /* >= 1 */

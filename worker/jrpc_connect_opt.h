@@ -22,6 +22,34 @@ int jrpc_connect_check(const char *value, char *err, size_t errlen);
  * no spaces). Returns 0, or -1 with the reason in err. */
 int jrpc_connect_name_check(const char *value, char *err, size_t errlen);
 
+/* jrpc_conf's check for --service: a service name as the broker takes it,
+ * [a-z0-9][a-z0-9_-]{0,62}. Returns 0, or -1 with the reason in err. */
+int jrpc_connect_service_check(const char *value, char *err, size_t errlen);
+
+/* Reads --schemas FILE: a JSON object {"method": {"params": [...], "result":
+ * {...}}} of at most JRPC_WIRE_SCHEMAS_MAX bytes (PROTOCOL.md 2.1). On
+ * success *out is the text (NUL-terminated; the caller frees it). Returns
+ * 0, or -1 with the reason in err. Blocks (stdio). */
+int jrpc_connect_read_schemas(const char *file, char **out, char *err, size_t errlen);
+
+/* jrpc_connect_read_schemas for the --schemas option of conf: NULL file is
+ * none (0, *out NULL); a bad file is reported as the option's error
+ * (jrpc_conf_error) and -1 returned (the program exits 2). */
+int jrpc_connect_load_schemas(const jrpc_conf_t *conf, const char *file, char **out);
+
+/* The --service and --schemas rows: service a const char ** (jrpc_worker_opts_t
+ * .service), schemas_file a const char ** (read with jrpc_connect_read_schemas). */
+#define JRPC_SERVICE_OPTS(service, schemas_file)                                             \
+    { "service", JRPC_CONF_STR, "NAME", NULL,                                                \
+      "the service this worker's methods belong to ([a-z0-9][a-z0-9_-]{0,62}):\n"          \
+      "clients call them SERVICE.method, and by the bare name when\n"                      \
+      "no other service declared it first; unset: no service",                              \
+      .dest = (service), .check = jrpc_connect_service_check },                              \
+    { "schemas", JRPC_CONF_STR, "FILE", NULL,                                                \
+      "JSON {\"method\": {\"params\": [...], \"result\": {...}}}: OpenRPC\n"          \
+      "content descriptors of the methods, sent at READY for\n"                            \
+      "rpc.discover (at most 64 KiB)", .dest = (schemas_file) }
+
 /* The three rows, for a table: endpoints is a jrpc_conf_list_t *, resolve_ms
  * a uint32_t * (jrpc_worker_opts_t.resolve_ms), engine a const char **
  * (jrpc_worker_opts_t.zmq_engine). */

@@ -143,7 +143,7 @@ void on_call(jrpc_wcall_t *wc, const char *params, size_t n, void *arg)
 {
     const method_arg_t *ma = arg;
     bridge_t *br = ma->b;
-    if (br->mcp && mcp_own(br, wc))
+    if (br->mcp && mcp_own(br, wc, params, n))
         return;
     call_t *k = calloc(1, sizeof *k);
     if (k == NULL || (k->method = strdup(jrpc_wcall_method(wc))) == NULL) {
@@ -235,10 +235,18 @@ int pass_json(bridge_t *b, jrpc_wcall_t *wc, const char *p, size_t n)
     return jrpc_wcall_finish_json(wc, p, n);
 }
 
-/* Passes the child's result on. */
+/* Passes the child's result on (--mcp: a client's initialize that a child
+ * answered, the other version asked, with its capabilities filtered). */
 static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
 {
-    if (pass_json(c->b, k->wc, res.p, res.n) < 0)
+    jrpc_buf_t f;
+    jrpc_buf_init(&f);
+    if (c->b->mcp && strcmp(k->method, "initialize") == 0 &&
+        mcp_caps_filter(res.p, res.n, &f) == 0)
+        res = (jrpc_span_t){ f.p, f.len };
+    int rc = pass_json(c->b, k->wc, res.p, res.n);
+    jrpc_buf_dispose(&f);
+    if (rc < 0)
         JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=answer_lost pid=%d id=%llu err=nomem", c->pid,
                  (unsigned long long)k->id);
     k->wc = NULL;

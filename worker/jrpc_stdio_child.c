@@ -369,7 +369,7 @@ int child_start(child_t *c)
     }
     c->pid = c->proc.pid;
     c->state = CHILD_UP;
-    c->ready = !b->mcp;
+    c->ready = !b->mcp && b->lsp_init == NULL;
     uv_read_start((uv_stream_t *)&c->out, on_alloc, on_out);
     uv_read_start((uv_stream_t *)&c->err, on_alloc, on_err);
     JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=child_started pid=%d slot=%u restarts=%llu", c->pid,
@@ -379,7 +379,7 @@ int child_start(child_t *c)
         JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=ready children_up=%u", children_up(b));
     }
     jrpc_worker_resume(b->w);  /* after a pause: READY again */
-    if (b->mcp && mcp_start(c) < 0) {
+    if ((b->mcp || b->lsp_init) && mcp_start(c) < 0) {
         child_lost(c, "out_of_memory");
         return 0;
     }

@@ -120,8 +120,11 @@ struct bridge {
     bool           not_ready; /* restart budget spent: not restarting for now */
     bool           stopping;  /* no restarts, no new calls */
     bool           mcp;       /* --mcp */
-    jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON); empty: none yet */
+    jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON, its
+                                 capabilities filtered: mcp_caps_filter); empty: none yet */
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
+    char          *lsp_init;  /* --lsp-init: the params of the bridge's LSP initialize (a JSON
+                                 object, owned); NULL: no LSP handshake */
     uv_timer_t     sweep;
     uv_check_t     resume;    /* after the poll of a turn: reading again what READ_BUDGET stopped */
     uv_timer_t     stop_timer;
@@ -238,7 +241,8 @@ typedef struct mcp_method {
 extern const mcp_method_t mcp_methods[];
 extern const size_t mcp_nmethods;
 #define MCP_NMETHODS mcp_nmethods
-bool mcp_own(bridge_t *b, jrpc_wcall_t *wc);
+bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n);
+int  mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out);
 int  mcp_start(child_t *c);
 void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jrpc_json.h"
 #include "jrpc_stdio_int.h"
 
 #define MCP_INIT_MS      30000   /* --mcp: a child's answer to initialize is due within this */
@@ -21,30 +22,118 @@
 
 /* --mcp: the methods declared (MCP 2025-06-18, server features and
  * utilities). Those that only read are idempotent: a call a lost child
- * held goes to another one. Left out: resources/subscribe and
- * logging/setLevel (state of one child, and their notifications have no
- * way back to the client here). */
+ * held goes to another one. logging/setLevel reaches a child (its level
+ * is that child's state: with --procs above 1 the others keep theirs).
+ * Left out: resources/subscribe and resources/unsubscribe (their
+ * notifications have no way back to the client here, and the capability
+ * is taken out of the InitializeResult: mcp_caps_filter). */
 const mcp_method_t mcp_methods[] = {
     { "initialize", true },           { "notifications/initialized", true },
     { "ping", true },                 { "tools/list", true },
     { "tools/call", false },          { "resources/list", true },
     { "resources/templates/list", true }, { "resources/read", true },
     { "prompts/list", true },         { "prompts/get", true },
-    { "completion/complete", true },
+    { "completion/complete", true },  { "logging/setLevel", true },
 };
 const size_t mcp_nmethods = sizeof mcp_methods / sizeof *mcp_methods;
 
-/* --mcp: a client's initialize, answered from the cached InitializeResult. */
+/* ---- what the InitializeResult offers ---- */
+
+static bool span_is(jrpc_span_t s, const char *lit)
+{
+    return s.n == strlen(lit) && memcmp(s.p, lit, s.n) == 0;
+}
+
+typedef struct caps_walk {
+    jrpc_buf_t *out;
+    int         depth;   /* 0: the result, 1: its capabilities, 2: one capability */
+    bool        first;   /* no member written yet at this depth */
+    int         rc;      /* the first failure */
+} caps_walk_t;
+
+static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    caps_walk_t *w = arg;
+    if (w->rc < 0)
+        return;
+    if (w->depth == 2 && (span_is(name, "listChanged") || span_is(name, "subscribe")))
+        return;   /* a notification that could never reach the client */
+    if (w->depth == 1 && span_is(name, "tasks"))
+        return;   /* tasks/get, tasks/list, ... are not declared (mcp_methods) */
+    int rc = jrpc_buf_puts(w->out, w->first ? "" : ",");
+    w->first = false;
+    if (rc == 0 && (rc = jrpc_json_write_string(w->out, name.p, name.n)) == 0)
+        rc = jrpc_buf_puts(w->out, ":");
+    bool inner = value.n > 0 && value.p[0] == '{' &&
+                 ((w->depth == 0 && span_is(name, "capabilities")) || w->depth == 1);
+    if (rc == 0 && inner) {
+        caps_walk_t sub = { w->out, w->depth + 1, true, 0 };
+        rc = jrpc_buf_puts(w->out, "{");
+        if (rc == 0 && (rc = jrpc_json_each_member(value.p, value.n, 64, caps_member, &sub)) == 0 &&
+            (rc = sub.rc) == 0)
+            rc = jrpc_buf_puts(w->out, "}");
+    } else if (rc == 0) {
+        rc = jrpc_buf_append(w->out, value.p, value.n);
+    }
+    if (rc < 0)
+        w->rc = rc;
+}
+
+/* The InitializeResult p[0, n) as a client gets it: its capabilities
+ * without what the bridge cannot deliver (docs/MCP.md "Capabilities"):
+ * resources.subscribe and every listChanged, since no message goes from
+ * server to client here, and tasks, whose methods are not declared. The one place the result is filtered: what a
+ * bridge that passes such messages on offers is decided here too.
+ * Replaces out's contents; 0, or a negative code (out is then empty). */
+int mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out)
+{
+    caps_walk_t w = { out, 0, true, 0 };
+    jrpc_buf_reset(out);
+    int rc = jrpc_buf_puts(out, "{");
+    if (rc == 0 && (rc = jrpc_json_each_member(p, n, 64, caps_member, &w)) == 0 &&
+        (rc = w.rc) == 0)
+        rc = jrpc_buf_puts(out, "}");
+    if (rc < 0)
+        jrpc_buf_reset(out);
+    return rc;
+}
+
+/* --mcp: a client's initialize, answered from the cached InitializeResult
+ * (filtered when it was kept). */
 static void mcp_answer_init(bridge_t *b, jrpc_wcall_t *wc)
 {
     pass_json(b, wc, b->mcp_init.p, b->mcp_init.len);   /* answers wc whatever happens */
+}
+
+/* The protocolVersion the children agreed to at the handshake (from the
+ * kept result); empty before the first one. */
+static jrpc_span_t mcp_agreed(const bridge_t *b)
+{
+    jrpc_span_t v = { NULL, 0 };
+    if (b->mcp_init.len == 0 ||
+        jrpc_json_member(b->mcp_init.p, b->mcp_init.len, "protocolVersion", &v) < 0)
+        v.n = 0;
+    return v;
+}
+
+/* Whether a client's initialize (params p[0, n)) asks for a version other
+ * than the one the children agreed to: then it is asked of a child
+ * (mcp_own), which agrees to it or names its own (MCP lifecycle, "Version
+ * negotiation"), never answered with the bridge's. */
+static bool mcp_other_version(const bridge_t *b, const char *p, size_t n)
+{
+    jrpc_span_t want, agreed = mcp_agreed(b);
+    if (agreed.n == 0 || p == NULL ||
+        jrpc_json_member(p, n, "protocolVersion", &want) < 0)
+        return false;   /* none asked: the children's */
+    return !(want.n == agreed.n && memcmp(want.p, agreed.p, want.n) == 0);
 }
 
 /* --mcp: the bridge's side of the handshake. The client's initialize is
  * answered with a child's InitializeResult (or waits for the first one);
  * its notifications/initialized is swallowed (every child had one from
  * the bridge). */
-bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
+bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n)
 {
     const char *m = jrpc_wcall_method(wc);
     if (strcmp(m, "notifications/initialized") == 0) {
@@ -54,6 +143,8 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
     }
     if (strcmp(m, "initialize") != 0)
         return false;
+    if (mcp_other_version(b, params, n))
+        return false;   /* to a child, as a call: its answer filtered (answer_result) */
     if (b->mcp_init.len > 0) {
         mcp_answer_init(b, wc);
         return true;
@@ -70,8 +161,9 @@ bool mcp_own(bridge_t *b, jrpc_wcall_t *wc)
     return true;
 }
 
-/* --mcp: sends the child the bridge's initialize (the handshake's first
- * half); the child takes calls once it answers (mcp_initialized). */
+/* --mcp or --lsp-init: sends the child the bridge's initialize (the
+ * handshake's first half: MCP's params, or --lsp-init's); the child takes
+ * calls once it answers (mcp_initialized). */
 int mcp_start(child_t *c)
 {
     bridge_t *b = c->b;
@@ -83,9 +175,13 @@ int mcp_start(child_t *c)
     jrpc_buf_init(&k->params);
     k->mcp_init = true;
     k->deadline = uv_now(b->loop) + MCP_INIT_MS;  /* then --hang-kill-ms, and it is replaced */
-    int rc = jrpc_buf_puts(&k->params, "{\"protocolVersion\":\"" MCP_VERSION "\","
-                           "\"capabilities\":{},\"clientInfo\":{\"name\":\"jrpc-stdio\","
-                           "\"version\":\"" JRPC_VERSION "\"}}");
+    int rc = b->lsp_init ? jrpc_buf_puts(&k->params, b->lsp_init)
+                         : jrpc_buf_puts(&k->params, "{\"protocolVersion\":\"" MCP_VERSION "\","
+                                         "\"capabilities\":{},\"clientInfo\":{\"name\":"
+                                         "\"jrpc-stdio\",\"version\":\"" JRPC_VERSION "\"}}");
+    for (size_t i = 0; b->framing == JRPC_FRAME_NDJSON && i < k->params.len; i++)
+        if (k->params.p[i] == '\n' || k->params.p[i] == '\r')
+            k->params.p[i] = ' ';   /* a file's lines: whitespace outside strings */
     if (rc == 0)
         rc = call_send(c, k);
     if (rc < 0)
@@ -93,7 +189,8 @@ int mcp_start(child_t *c)
     return rc;
 }
 
-/* --mcp: the child's answer to the bridge's initialize. A result is kept
+/* --mcp or --lsp-init: the child's answer to the bridge's initialize.
+ * LSP: the child is told initialized and takes calls. MCP: a result is kept
  * (the latest child's: they run the same command) for clients' initialize,
  * the child is told notifications/initialized and takes calls; anything
  * else loses the child (restarted with backoff). */
@@ -101,15 +198,27 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
 {
     bridge_t *b = c->b;
     static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    static const char lsp_note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"initialized\",\"params\":{}}";
+    const char *kind = b->lsp_init ? "lsp" : "mcp";
     if (m->kind == JRPC_CHILD_BAD_ANSWER || m->error.n > 0 || m->result.n == 0 ||
         m->result.p[0] != '{') {
-        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=mcp_initialize_failed pid=%d answer=%.*s", c->pid,
-                 (int)(m->error.n > 200 ? 200 : m->error.n), m->error.n ? m->error.p : "");
-        child_lost(c, "mcp_initialize_failed");
+        JRPC_LOG(JRPC_LOG_WARN, "stdio", "event=%s_initialize_failed pid=%d answer=%.*s", kind,
+                 c->pid, (int)(m->error.n > 200 ? 200 : m->error.n), m->error.n ? m->error.p : "");
+        child_lost(c, b->lsp_init ? "lsp_initialize_failed" : "mcp_initialize_failed");
         return;
     }
-    jrpc_buf_reset(&b->mcp_init);
-    if (jrpc_buf_append(&b->mcp_init, m->result.p, m->result.n) < 0 ||
+    if (b->lsp_init) {   /* LSP: told "initialized"; its result is no client's */
+        if (child_write(c, lsp_note, sizeof lsp_note - 1) < 0) {
+            child_lost(c, "out_of_memory");
+            return;
+        }
+        c->ready = true;
+        JRPC_LOG(JRPC_LOG_INFO, "stdio", "event=lsp_initialized pid=%d slot=%u result_bytes=%zu",
+                 c->pid, c->slot, m->result.n);
+        pump(b);
+        return;
+    }
+    if (mcp_caps_filter(m->result.p, m->result.n, &b->mcp_init) < 0 ||
         child_write(c, note, sizeof note - 1) < 0) {
         jrpc_buf_reset(&b->mcp_init);
         child_lost(c, "out_of_memory");

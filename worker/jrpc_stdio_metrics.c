@@ -98,6 +98,6 @@ const char *bridge_not_ready(void *arg)
     for (unsigned i = 0; i < b->procs; i++)
         ready = ready || (b->children[i].state == CHILD_UP && b->children[i].ready);
     if (!ready)
-        return "no child initialized (--mcp)";
+        return b->lsp_init ? "no child initialized (--lsp-init)" : "no child initialized (--mcp)";
     return NULL;
 }

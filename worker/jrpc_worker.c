@@ -85,7 +85,9 @@ static int conn_send_ready(conn_t *c)
         goto out;
     jrpc_wire_ready_opts_t ro = { .idempotent = names + w->nhandlers,
                                   .json = names + 2 * w->nhandlers,
-                                  .name = w->name[0] ? w->name : NULL };
+                                  .name = w->name[0] ? w->name : NULL,
+                                  .service = w->service[0] ? w->service : NULL,
+                                  .schemas = w->schemas };
     for (size_t i = 0; i < w->nhandlers; i++) {
         names[i] = w->handlers[i].name;
         if (w->handlers[i].flags & JRPC_WORKER_IDEMPOTENT)

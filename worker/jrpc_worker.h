@@ -64,6 +64,18 @@ typedef struct jrpc_worker_opts {
      * thread), or "libzmq"; CURVE always uses libzmq. Anything else:
      * jrpc_worker_new fails with EINVAL. Borrowed for jrpc_worker_new. */
     const char *zmq_engine;
+    /* READY "service" (docs/ARCHITECTURE.md "Services"): the service this
+     * worker's methods belong to, called "service.method" (and by the bare
+     * name when no other service took it first). The broker refuses a READY
+     * whose service is not [a-z0-9][a-z0-9_-]{0,62} (the worker is told
+     * DISCONNECT, as for any refused READY); here only 1..63 printable ASCII
+     * bytes are checked (else EINVAL). Copied; NULL: none (as before). */
+    const char *service;
+    /* READY "schemas" (PROTOCOL.md 2.1, for rpc.discover): JSON text, an
+     * object {"method": {"params": [content descriptors], "result": content
+     * descriptor}}, at most JRPC_WIRE_SCHEMAS_MAX bytes (else EINVAL; not
+     * parsed here). Copied; NULL: none. */
+    const char *schemas;
 } jrpc_worker_opts_t;
 
 /* Fills o with the defaults. */

@@ -134,6 +134,8 @@ struct jrpc_worker {
     jrpc_curve_keypair_t curve_kp;   /* our keypair (secret wiped at destroy) */
     char         broker_public[JRPC_CURVE_Z85_LEN + 1]; /* the broker's public key */
     char         name[64];           /* READY "name"; empty: not sent */
+    char         service[64];        /* READY "service"; empty: not sent */
+    char        *schemas;            /* READY "schemas" (owned); NULL: not sent */
     uint64_t     answered;     /* answers sent (notifications included) */
 };
 

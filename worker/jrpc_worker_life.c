@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "jrpc_log.h"
+#include "jrpc_wire.h"
 
 /* ---- options ---- */
 
@@ -30,6 +31,19 @@ void jrpc_worker_opts_init(jrpc_worker_opts_t *o)
 }
 
 /* ---- the worker ---- */
+
+/* A READY "name" or "service" the worker may send: NULL (none), or 1..63
+ * printable ASCII bytes. */
+static bool label_ok(const char *s)
+{
+    if (s == NULL)
+        return true;
+    size_t n = strlen(s);
+    bool ok = n > 0 && n < 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = s[i] > 0x20 && s[i] < 0x7f;
+    return ok;
+}
 
 jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
 {
@@ -48,22 +62,23 @@ jrpc_worker_t *jrpc_worker_new(const jrpc_worker_opts_t *opts)
         errno = EINVAL;
         return NULL;
     }
-    if (o.name) {
-        size_t n = strlen(o.name);
-        bool ok = n > 0 && n < 64;
-        for (size_t i = 0; ok && i < n; i++)
-            ok = o.name[i] > 0x20 && o.name[i] < 0x7f;
-        if (!ok) {
-            errno = EINVAL;
-            return NULL;
-        }
+    if (!label_ok(o.name) || !label_ok(o.service) ||
+        (o.schemas && strlen(o.schemas) > JRPC_WIRE_SCHEMAS_MAX)) {
+        errno = EINVAL;
+        return NULL;
     }
     jrpc_worker_t *w = calloc(1, sizeof *w);
     if (w == NULL)
         return NULL;
+    if (o.schemas && (w->schemas = strdup(o.schemas)) == NULL) {
+        free(w);
+        return NULL;
+    }
     if (o.name)
         memcpy(w->name, o.name, strlen(o.name) + 1);
-    o.name = NULL;   /* borrowed by the caller: not kept */
+    if (o.service)
+        memcpy(w->service, o.service, strlen(o.service) + 1);
+    o.name = o.service = o.schemas = NULL;   /* borrowed by the caller: not kept */
     if (o.resolve_ms == 0) /* opts made by hand before the field existed */
         o.resolve_ms = 5000;
     if (o.curve_keypair) {
@@ -103,6 +118,7 @@ fail_ctx:
         uv_loop_close(&w->own_loop);
 fail_loop:
     jrpc_curve_keypair_wipe(&w->curve_kp);
+    free(w->schemas);
     free(w);
     return NULL;
 }
@@ -362,6 +378,7 @@ void jrpc_worker_destroy(jrpc_worker_t **self_p)
     jrpc_buf_dispose(&w->tmp);
     jrpc_buf_dispose(&w->jparams);
     jrpc_curve_keypair_wipe(&w->curve_kp);
+    free(w->schemas);
     zmq_ctx_term(w->zctx); /* waits up to linger_ms for DISCONNECTs to leave */
     if (w->owns_loop) {
         uv_run(w->loop, UV_RUN_NOWAIT);

@@ -442,6 +442,8 @@ int main(int argc, char **argv)
     int status = 1;
     uint32_t drain_timeout_ms = 30000;
     jrpc_worker_t *w = NULL;
+    const char *schemas_file = NULL;
+    char *schemas = NULL;
     enum { U = JRPC_CONF_UINT, S = JRPC_CONF_STR, B = JRPC_CONF_ONOFF, L = JRPC_CONF_LIST };
     const jrpc_conf_opt_t table[] = {
         { "config", S, "FILE", NULL, "read options from this INI file (also JRPC_CONFIG)",
@@ -450,6 +452,7 @@ int main(int argc, char **argv)
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics\n"
           "(1..63 printable bytes, no spaces); unset: its routing id", .dest = &opts.name,
           .check = jrpc_connect_name_check },
+        JRPC_SERVICE_OPTS(&opts.service, &schemas_file),
         { "credit", U, "N", "64", "calls held at once per broker", .dest = &opts.credit,
           .min = 1, .max = 1000000 },
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
@@ -502,6 +505,11 @@ int main(int argc, char **argv)
         opts.curve_keypair = &curve_kp;
         opts.broker_public = broker_public;
     }
+    if (jrpc_connect_load_schemas(conf, schemas_file, &schemas) < 0) {
+        status = 2;
+        goto out;
+    }
+    opts.schemas = schemas;
     if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         status = 0;
@@ -563,5 +571,6 @@ out:
     jrpc_curve_keypair_wipe(&curve_kp);
     jrpc_worker_destroy(&w);
     jrpc_conf_destroy(&conf);
+    free(schemas);
     return status;
 }

@@ -28,6 +28,7 @@
 #include <zmq.h>
 
 #include "jrpc_conf.h"
+#include "jrpc_json.h"
 #include "jrpc_sdnotify.h"
 #include "jrpc_connect_opt.h"
 #include "jrpc_stdio_int.h"
@@ -155,6 +156,32 @@ static int method_ok(const char *v, char *err, size_t errlen)
 
 static const char *const framings[] = { "ndjson", "lsp", NULL };
 
+/* --lsp-init V: the params of the bridge's LSP initialize, a JSON object
+ * given as V itself (it starts with '{') or in the file V names (64 KiB at
+ * most), into *out (owned by the caller; NULL without V). Not with --mcp,
+ * which has its own handshake. 0, or -1 when reported. */
+static int lsp_init_load(const jrpc_conf_t *conf, const char *v, bool mcp, char **out)
+{
+    char err[512];
+    *out = NULL;
+    if (v == NULL)
+        return 0;
+    if (mcp) {
+        jrpc_conf_error(conf, "lsp-init", "not with --mcp (it runs the MCP handshake)");
+        return -1;
+    }
+    if (v[0] != '{')
+        return jrpc_connect_read_schemas(v, out, err, sizeof err) == 0
+                   ? 0 : (jrpc_conf_error(conf, "lsp-init", err), -1);
+    if (jrpc_json_validate(v, strlen(v), 32) < 0) {
+        jrpc_conf_error(conf, "lsp-init", "not a JSON object");
+        return -1;
+    }
+    if ((*out = strdup(v)) == NULL)
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     jrpc_log_init("jrpc-stdio");
@@ -162,7 +189,9 @@ int main(int argc, char **argv)
     jrpc_worker_opts_t opts;
     jrpc_worker_opts_init(&opts);
     jrpc_conf_list_t endpoints = { 0 }, methods = { 0 };
-    const char *config = NULL, *framing = NULL, *admin_listen = NULL;
+    const char *config = NULL, *framing = NULL, *admin_listen = NULL, *schemas_file = NULL;
+    const char *lsp_init = NULL;
+    char *schemas = NULL;
     jrpc_conf_std_t std = { 0 };
     int status = 1;
     bridge_t b = { 0 };
@@ -188,6 +217,10 @@ int main(int argc, char **argv)
         { "mcp", JRPC_CONF_FLAG, NULL, NULL, "the children are MCP servers: the bridge runs\n"
           "the MCP handshake and declares the MCP method set\n"
           "(docs/MCP.md)", .dest = &b.mcp },
+        { "lsp-init", S, "FILE|JSON", NULL, "the bridge runs the LSP handshake with each\n"
+          "child: initialize with these params (a JSON object,\n"
+          "or a file holding one), then initialized; a child takes\n"
+          "calls after it (docs/STDIO.md)", .dest = &lsp_init },
         { "procs", U, "N", "1", "children to run", .dest = &b.procs, .min = 1, .max = 1024 },
         { "inflight", U, "K", "1", "calls one child holds at once (1: for servers that\n"
           "are not concurrent); the credit is procs x inflight", .dest = &b.inflight,
@@ -215,6 +248,7 @@ int main(int argc, char **argv)
           .dest = &admin_listen, .check = jrpc_conf_check_hostport },
         { "name", S, "NAME", NULL, "this worker's name in the broker's logs and metrics",
           .dest = &opts.name, .check = jrpc_connect_name_check },
+        JRPC_SERVICE_OPTS(&opts.service, &schemas_file),
         { "heartbeat-ms", U, "N", "1000", "heartbeat interval in ms", .dest = &opts.heartbeat_ms,
           .min = 10, .max = 60000 },
         { "liveness", U, "N", "3", "silent intervals before a broker counts as dead",
@@ -235,6 +269,12 @@ int main(int argc, char **argv)
         status = 2;
         goto out;
     }
+    if (jrpc_connect_load_schemas(conf, schemas_file, &schemas) < 0 ||
+        lsp_init_load(conf, lsp_init, b.mcp, &b.lsp_init) < 0) {
+        status = 2;
+        goto out;
+    }
+    opts.schemas = schemas;
     if (std.check_config) {
         jrpc_conf_print(conf, stdout);
         status = 0;
@@ -336,6 +376,7 @@ int main(int argc, char **argv)
     JRPC_LOG(JRPC_LOG_INFO, "main", "event=stopped status=%d calls=%llu restarts=%llu", status,
              (unsigned long long)calls, (unsigned long long)restarts);
 out:
+    free(b.lsp_init);
     jrpc_worker_destroy(&b.w);
     if (b.loop)
         uv_loop_close(b.loop);
@@ -346,5 +387,6 @@ out:
     jrpc_buf_dispose(&b.mcp_init);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);
+    free(schemas);
     return status;
 }

@@ -164,13 +164,25 @@ void start(jrpc_broker_t *b, bbatch_t *x)
             continue;
         if (!c->notification)
             x->unanswered++;
-        if (key && !jrpc_key_allows(key, c->method)) {
+        if (jrpc_batch_is_discover(c)) {
+            answer_discover(b, x, i, key);
+            continue;
+        }
+        jrpc_span_t svc;   /* ACLs match the canonical name: service.method */
+        jrpc_span_t canon = jrpc_workers_canonical(b->workers, c->method, &svc);
+        if (svc.n && x->service[0] == '\0') {
+            memcpy(x->service, svc.p, svc.n);
+            x->service[svc.n] = '\0';
+        }
+        if (key && !jrpc_key_allows(key, canon)) {
             jrpc_metrics.acl_denied++;
+            x->mstat[i] = jrpc_workers_method_stat(b->workers, c->method);
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
         int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp, x->trace,
                                        x->deadline, x->t0, x, i, &x->handles[i]);
+        x->mstat[i] = jrpc_workers_last_stat(b->workers);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
@@ -189,6 +201,27 @@ void start(jrpc_broker_t *b, bbatch_t *x)
     jrpc_workers_flush(b->workers);
     x->busy = false;
     settle(b, x);
+}
+
+/* A body of one service (jrpc_admit_t.service): each valid call's method
+ * M becomes "service.M" (in the batch's arena), the name a client of that
+ * service would call, so that routing, ACLs and the access line need no
+ * second path. rpc.discover is the broker's and stays as it is. */
+static int scope_calls(bbatch_t *x, jrpc_span_t svc)
+{
+    for (uint32_t i = 0; i < x->req.ncalls; i++) {
+        jrpc_call_t *c = &x->req.calls[i];
+        if (c->answered || c->method.n == 0 || jrpc_batch_is_discover(c))
+            continue;
+        char *q = jrpc_arena_alloc(&x->req.arena, svc.n + 1 + c->method.n);
+        if (q == NULL)
+            return -ENOMEM;
+        memcpy(q, svc.p, svc.n);
+        q[svc.n] = '.';
+        memcpy(q + svc.n + 1, c->method.p, c->method.n);
+        c->method = (jrpc_span_t){ q, svc.n + 1 + c->method.n };
+    }
+    return 0;
 }
 
 int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrpc_admit_t *ad,
@@ -238,16 +271,20 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     if (b->opts.server_timing)
         x->t_in = jrpc_metrics_tick();   /* Server-Timing: the parse counts from here */
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
-        (x->handles = jrpc_arena_alloc(&x->req.arena,
-                                       (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL) {
+        (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *
+                                                          sizeof *x->handles)) == NULL ||
+        (ad && ad->service.n && scope_calls(x, ad->service) < 0)) {
         batch_free(x);
         return -ENOMEM;
     }
     bool notes = false;   /* it may be answered before its calls end: it may be held */
+    x->mstat = x->handles + x->req.ncalls;   /* the same block */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         x->handles[i] = NO_HANDLE;
+        x->mstat[i] = JRPC_METRICS_NONE;
         notes |= x->req.calls[i].notification;
     }
+    x->path = ad ? ad->path : NULL;
     if (notes && ad) {
         if ((x->hold = ad->hold) != NULL)
             x->hold->refs++;
@@ -331,6 +368,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     b->loop = loop;
     b->opts = *opts;
     jrpc_metrics_init();
+    jrpc_metrics_set_max_methods(opts->metrics_max_methods);
     jrpc_buf_init(&b->out);
     jrpc_buf_init(&b->one);
     b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
@@ -474,6 +512,11 @@ static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
     jrpc_workers_each_credit(src, emit, arg);
 }
 
+static void each_worker(void *src, jrpc_metrics_worker_fn emit, void *arg)
+{
+    jrpc_workers_each_worker(src, emit, arg);
+}
+
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 {
     jrpc_broker_stats_t bs;
@@ -491,9 +534,20 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .hedges = ws.hedges, .hedges_won = ws.hedges_won,
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
-        .each_credit = each_credit, .src = b->workers,
+        .methods_refused = ws.methods_refused,
+        .each_credit = each_credit, .src = b->workers, .each_worker = each_worker,
         .each_limited = each_limited, .limited_src = &b->rate_counts,
     };
+}
+
+int jrpc_broker_status_workers(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status(b->workers, out);
+}
+
+int jrpc_broker_status_methods(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status_methods(b->workers, out);
 }
 
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
@@ -531,4 +585,53 @@ const char *jrpc_broker_strerror(int rc)
     case -ENOMEM:               return "out of memory";
     default:                    return "unknown error";
     }
+}
+
+/* ---- services serving a method (MCP's /mcp) ---- */
+
+typedef struct svc_walk {
+    const char *method;
+    jrpc_span_t names[64];   /* distinct services, unsorted */
+    uint32_t    n;
+} svc_walk_t;
+
+static void svc_seen(void *arg, const jrpc_method_info_t *m)
+{
+    svc_walk_t *w = arg;
+    if (!(m->method.n == strlen(w->method) && memcmp(m->method.p, w->method, m->method.n) == 0))
+        return;
+    for (uint32_t i = 0; i < w->n; i++)
+        if (w->names[i].n == m->service.n && memcmp(w->names[i].p, m->service.p, m->service.n) == 0)
+            return;
+    if (w->n < sizeof w->names / sizeof *w->names)
+        w->names[w->n++] = m->service;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const jrpc_span_t *x = a, *y = b;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = n ? memcmp(x->p, y->p, n) : 0;
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+int jrpc_broker_services_serving(jrpc_broker_t *b, const char *method, jrpc_buf_t *out)
+{
+    svc_walk_t w = { .method = method };
+    jrpc_workers_each_method(b->workers, svc_seen, &w);
+    qsort(w.names, w.n, sizeof *w.names, span_cmp);
+    jrpc_buf_reset(out);
+    int rc = jrpc_buf_puts(out, "[");
+    for (uint32_t i = 0; rc == 0 && i < w.n; i++) {
+        if (i && (rc = jrpc_buf_puts(out, ",")) < 0)
+            break;
+        rc = jrpc_buf_putc(out, '"');   /* a service name is a token: nothing to escape */
+        if (rc == 0)
+            rc = jrpc_buf_append(out, w.names[i].p, w.names[i].n);
+        if (rc == 0)
+            rc = jrpc_buf_putc(out, '"');
+    }
+    if (rc == 0)
+        rc = jrpc_buf_puts(out, "]");
+    return rc < 0 ? -ENOMEM : (int)w.n;
 }

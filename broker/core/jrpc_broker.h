@@ -59,6 +59,8 @@ typedef struct jrpc_broker_opts {
                                         --conn-max-queued-bytes); 0: no bound */
     bool                server_timing; /* each reply's out.timing says where the body's time
                                         went (--server-timing); false: NULL, no clock read */
+    uint32_t            metrics_max_methods; /* per-method metrics records besides
+                                        "other" (--metrics-max-methods); 0: 256 */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */
@@ -100,6 +102,13 @@ typedef struct jrpc_admit {
                                     streamed answers (a kept reply is one reply) */
     jrpc_broker_hold_t *hold;    /* the connection's account of what it has queued
                                     (jrpc_broker_hold_new); NULL: none (ZeroMQ) */
+    const char     *path;        /* the access line's path= ("/rpc", "/mcp"); NULL: the
+                                    transport's name ("zmq", "ws") */
+    jrpc_span_t     service;     /* non-empty: every call of the body is of this service:
+                                    its method M is called as "service.M" (ACLs, access
+                                    line and routing see that name; MCP's /mcp/<service>).
+                                    Not checked here: a service nobody serves finds no
+                                    method (-32601) */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -222,6 +231,14 @@ int jrpc_broker_authenticate(jrpc_broker_t *b, const char *body, size_t len,
 /* The connection is gone before fn was called: fn never will be. */
 void jrpc_broker_authenticate_cancel(jrpc_broker_t *b, jrpc_broker_auth_t *handle);
 
+/* Appends the OpenRPC document (docs/ARCHITECTURE.md "Discovery") of the
+ * methods served now that the key key_id may call: what rpc.discover
+ * answers, for GET /openrpc.json once jrpc_broker_authenticate() said ok
+ * (key_id as it gave it; n == 0: an open broker, every method). Returns 0,
+ * -ENOENT (no such key in the set in force any more) or -ENOMEM. Never
+ * blocks. */
+int jrpc_broker_discover(jrpc_broker_t *b, jrpc_span_t key_id, jrpc_buf_t *out);
+
 /* Puts another key set in force (SIGHUP: jrpc-broker's reload) and returns
  * the one it replaces, which the caller may free at once: the broker and its
  * fronts keep no pointer into a key set from one loop turn to the next.
@@ -277,6 +294,38 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
  * listener, which then calls jrpc_metrics_write(). */
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
 
+/* The status page's producers (issue 33: the admin listener's
+ * /status/workers and /status/methods). Each appends one JSON object to
+ * out, built now from the counters the hot path keeps (nothing is kept for
+ * it per call); strings a worker or client chose are JSON-escaped ('<', '>'
+ * and '&' too: the page may put them in HTML). Returns 0 or -ENOMEM (out
+ * then holds a partial object: discard it). Never blocks.
+ *
+ * jrpc_broker_status_workers, one object per connected worker:
+ *   {"workers":[{"id":"<routing id, hex>","name":"...","service":"",
+ *     "host":"<IP it connected from, native tcp:// only; else empty>",
+ *     "credit":N,"in_flight":N,"answered":N,"errors":N,"timeouts":N,
+ *     "ejections":N,"last_heard_ms":N,"ejected":false,"draining":false,
+ *     "methods":N}]}
+ * answered: answers to calls still wanted; errors: of them, error objects;
+ * timeouts: calls that passed their deadline there; last_heard_ms: since
+ * its last message; methods: names it declared.
+ *
+ * jrpc_broker_status_methods, one object per jrpc_metrics record ("other"
+ * first: methods past --metrics-max-methods and calls of methods no worker
+ * had declared, "other":true):
+ *   {"methods":[{"service":"","method":"...","calls":N,"ok":N,"errors":N,
+ *     "timeouts":N,"p50_ms":X,"p99_ms":X,"workers":N,"other":false}],
+ *    "max_methods":256}
+ * calls: answered, by any outcome; errors: every call not ok (timeouts
+ * included); p50/p99: of the total time (body in -> reply), estimated
+ * from jrpc_method_call_seconds' fixed buckets as Prometheus'
+ * histogram_quantile does (the bucket holding the rank, linear inside it;
+ * past the last bound, 30 s), so at best to a bucket's width; workers:
+ * connected workers serving it. */
+int jrpc_broker_status_workers(jrpc_broker_t *b, jrpc_buf_t *out);
+int jrpc_broker_status_methods(jrpc_broker_t *b, jrpc_buf_t *out);
+
 /* Why the broker would not take work well (jrpc_broker_ready, /readyz). */
 enum {
     JRPC_BROKER_EDRAINING = -7001,  /* jrpc_broker_drain was called */
@@ -291,6 +340,13 @@ enum {
  * JRPC_BROKER_E* in that order; for JRPC_BROKER_ENOMETHOD, *missing (unless
  * NULL) is that method's span of methods. Never blocks. */
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing);
+
+/* The services whose connected workers serve method (an MCP bridge
+ * declares "initialize"): their names, sorted, as a JSON array of strings
+ * into out (replacing its contents; a worker of no service is ""), and
+ * how many there are, or -ENOMEM. Never blocks; linear in the method
+ * table. */
+int jrpc_broker_services_serving(jrpc_broker_t *b, const char *method, jrpc_buf_t *out);
 
 /* A short English description of a JRPC_BROKER_E* code ("draining", "no
  * worker connected", ...) or -ENOMEM. Never NULL: "unknown error" for

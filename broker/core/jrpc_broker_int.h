@@ -69,6 +69,10 @@ struct bbatch {
     jrpc_answer_fn answer;       /* streamed mode: each answer as it is in; else NULL */
     void          *ctx;
     uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
+    uint32_t      *mstat;        /* per call: its jrpc_metrics_reply tag, the record (set
+                                    when it starts), or JRPC_METRICS_NONE: not counted per
+                                    method (the parser's) */
+    const char    *path;         /* the access line's path=, or NULL (the transport) */
     uint32_t       unanswered;   /* calls still owing an answer to the client */
     uint32_t       outstanding;  /* calls still at (or queued for) workers */
     uint32_t       streamed;     /* streamed mode: answers sent */
@@ -94,6 +98,8 @@ struct bbatch {
     jrpc_rate_limit_t rlim;      /* ... its limit */
     uint64_t       rcost;        /* ... and what this body costs */
     bool           cancelled;    /* the client left while claiming */
+    char           service[JRPC_WORKERS_SERVICE_MAX + 1]; /* the first call's service
+                                    that has one (the access line), "" none */
     uint8_t        key_id_n;     /* key_id's length; 0 when open */
     char           key_id[JRPC_KEYS_ID_MAX]; /* the signing key's id: looked up (ACL) when
                                     the calls start, never kept as a pointer (a reload
@@ -169,6 +175,7 @@ void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_repl
 void refuse(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_reply_fn fn,
             void *ctx, int rc, const char *data_json);
 void stream_answer(jrpc_broker_t *b, bbatch_t *x, uint32_t i);
+void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key);
 void answer_code(bbatch_t *x, uint32_t i, int code, const char *data);
 void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, void *arg);
 const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x);

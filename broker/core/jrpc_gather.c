@@ -2,11 +2,14 @@
  *
  * The workers' answers filled in per call (on_done), answers of our own
  * (answer_code), each sent as it comes in streamed mode, the reply written
- * once the last is in, a whole body refused with one error object, and the
- * access line of each. Not here: when a body is settled or expires
+ * once the last is in, a whole body refused with one error object, the
+ * access line of each, and rpc.discover answered with the OpenRPC document
+ * (jrpc_openrpc) of what the body's key may call. Not here: when a body is settled or expires
  * (jrpc_broker.c), why it is refused (jrpc_admit.c, jrpc_idem.c), keeping
  * a reply under its idempotency key in Redis (guard/jrpc_replay). */
 #include "jrpc_broker_int.h"
+
+#include "jrpc_openrpc.h"
 
 /* The access line's status= for each class: the numbers it has always
  * printed (docs/ARCHITECTURE.md, "The access line"). A log vocabulary, not
@@ -16,6 +19,62 @@ static const int log_status[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_UNAUTHORIZED] = 401, [JRPC_BODY_REPLAYED] = 409,
     [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429, [JRPC_BODY_MISMATCH] = 422,
     [JRPC_BODY_INPROGRESS] = 409, [JRPC_BODY_CANCELLED] = 499 };
+
+#define ACCESS_METHODS 3        /* method names the access line shows of a batch */
+#define ACCESS_DISTINCT 4096    /* slots of the hash set on the stack: counts up to half */
+
+/* A method name as the access line prints it: up to 64 bytes of
+ * [A-Za-z0-9._:/@-], anything else as '?' (a client chose it; no quote,
+ * space or newline reaches the log). Returns the bytes written to dst. */
+static size_t log_name(char *dst, jrpc_span_t m)
+{
+    size_t n = m.n < 64 ? m.n : 64;
+    for (size_t i = 0; i < n; i++) {
+        char c = m.p[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '/' || c == '@' || c == '-';
+        dst[i] = ok ? c : '?';
+    }
+    return n;
+}
+
+/* The access line's methods: how many distinct names the body's calls
+ * have (exact up to ACCESS_DISTINCT / 2, then that, a lower bound), the first
+ * ACCESS_METHODS of them, comma-separated, into names ("-": none).
+ * Runs only when the line is written. */
+static uint32_t access_methods(const jrpc_batch_t *req, char *names, size_t size)
+{
+    uint64_t set[ACCESS_DISTINCT];   /* FNV-1a 64 of each name; 0: empty */
+    uint32_t distinct = 0, size_set = 16;
+    size_t len = 0;
+    while (size_set < 2 * (uint64_t)req->ncalls && size_set < ACCESS_DISTINCT)
+        size_set *= 2;   /* a single call clears 128 bytes, not 32 KiB */
+    memset(set, 0, size_set * sizeof *set);
+    for (uint32_t i = 0; i < req->ncalls && distinct < size_set / 2; i++) {
+        jrpc_span_t m = req->calls[i].method;
+        if (m.n == 0)
+            continue;
+        uint64_t h = 14695981039346656037ull;
+        for (size_t k = 0; k < m.n; k++)
+            h = (h ^ (uint8_t)m.p[k]) * 1099511628211ull;
+        h |= 1;
+        uint32_t j = (uint32_t)h & (size_set - 1);
+        while (set[j] && set[j] != h)
+            j = (j + 1) & (size_set - 1);
+        if (set[j])
+            continue;
+        set[j] = h;
+        if (distinct++ < ACCESS_METHODS && len + 66 < size) {
+            if (len)
+                names[len++] = ',';
+            len += log_name(names + len, m);
+        }
+    }
+    if (len == 0)
+        names[len++] = '-';
+    names[len] = '\0';
+    return distinct;
+}
 
 /* The access line of a body (x NULL: refused before it was kept, busy).
  * errors counts the error objects in the reply, read from the calls'
@@ -30,8 +89,13 @@ void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int
     size_t bytes_in = 0;
     uint64_t us = 0;
     int transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    const char *path = ad ? ad->path : NULL;
+    char names[ACCESS_METHODS * 66 + 2] = "-";
+    uint32_t distinct = 0;
     if (x) {
         transport = x->transport;
+        path = x->path;
+        distinct = access_methods(&x->req, names, sizeof names);
         calls = x->req.ncalls;
         if (cls == JRPC_BODY_OK || cls == JRPC_BODY_INVALID)
             for (uint32_t i = 0; i < x->req.ncalls; i++)
@@ -54,11 +118,15 @@ void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int
             peer = ad->peer;
     }
     JRPC_LOG(JRPC_LOG_INFO, "access",
-             "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
-             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
-             jrpc_metrics_transport_names[jrpc_metrics_transport(transport)], (int)peer.n, peer.p,
-             (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
-             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
+             "event=access transport=%s path=%s peer=%.*s key=%.*s calls=%u methods=%u "
+             "method=%s errors=%u status=%d "
+             "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s%s%s",
+             jrpc_metrics_transport_names[jrpc_metrics_transport(transport)],
+             path ? path : jrpc_metrics_transport_names[jrpc_metrics_transport(transport)],
+             (int)peer.n, peer.p, (int)key.n, key.p, calls, distinct, names, errors,
+             log_status[cls], jrpc_body_class_name(cls),
+             bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p,
+             x && x->service[0] ? " service=" : "", x ? x->service : "");
 }
 
 /* Server-Timing (docs/ARCHITECTURE.md): where x's time went, into
@@ -119,7 +187,7 @@ void reply(jrpc_broker_t *b, bbatch_t *x)
     if (x->detached)   /* its client left; logged as cancelled then */
         return;
     access_log(b, x, NULL, out.cls, bytes_out);
-    jrpc_metrics_reply(x->transport, &x->req, x->t0);
+    jrpc_metrics_reply(x->transport, &x->req, x->mstat, x->t0);
     x->fn(x->ctx, out, b->out.p, b->out.len);
 }
 
@@ -209,8 +277,48 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
             answer_lost(c);
+        else if (kind == JRPC_DONE_ERROR && x->mstat[i] != JRPC_METRICS_NONE)
+            x->mstat[i] |= JRPC_METRICS_WORKER_ERROR;   /* its outcome: "error" */
         x->unanswered--;
         stream_answer(b, x, i);
     }
     settle(b, x);
+}
+
+/* ---- rpc.discover (docs/ARCHITECTURE.md "Discovery") ---- */
+
+/* jrpc_openrpc_allow_fn: what a key's ACL lets it call. */
+static bool key_allows(void *arg, jrpc_span_t canonical)
+{
+    return jrpc_key_allows(arg, canonical);
+}
+
+int jrpc_broker_discover(jrpc_broker_t *b, jrpc_span_t key_id, jrpc_buf_t *out)
+{
+    const jrpc_key_t *key = NULL;
+    if (b->opts.keys && key_id.n && (key = jrpc_keys_find(b->opts.keys, key_id)) == NULL)
+        return -ENOENT;   /* a reload removed it since the connection was admitted */
+    return jrpc_openrpc_write(out, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                              (void *)key);
+}
+
+/* Answers rpc.discover (call i of x) with the OpenRPC document of what its
+ * key may call (docs/ARCHITECTURE.md "Discovery"). */
+void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key)
+{
+    jrpc_buf_t doc;
+    jrpc_buf_init(&doc);
+    jrpc_call_t *c = &x->req.calls[i];
+    msgpack_object text = { .type = MSGPACK_OBJECT_BIN };
+    if (jrpc_openrpc_write(&doc, b->workers, JRPC_VERSION, key ? key_allows : NULL,
+                           (void *)key) < 0) {
+        answer_lost(c);
+    } else {
+        text.via.bin = (msgpack_object_bin){ .size = (uint32_t)doc.len, .ptr = doc.p };
+        if (jrpc_batch_answer_result(&x->req, i, &text) < 0)
+            answer_lost(c);
+    }
+    jrpc_buf_dispose(&doc);
+    x->unanswered--;
+    stream_answer(b, x, i);
 }

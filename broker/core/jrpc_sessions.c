@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "jrpc_errors.h"
+#include "jrpc_json.h"
 #include "jrpc_mpack.h"
 
 #define NATIVE_IDLEN 5   /* a zero byte and a 32-bit number, as libzmq makes them */
@@ -47,8 +48,10 @@ void worker_unroute(jrpc_workers_t *w, worker_t *wk)
         method_remove_worker(m, wk);
         if (wk->ejected_until)
             m->nejected--;
-        if (m->nworkers == 0)
+        if (m->nworkers == 0) {
+            method_release_bare(w, m);
             method_fail_queue(w, m);
+        }
     }
 }
 
@@ -111,6 +114,8 @@ static void worker_free(jrpc_workers_t *w, worker_t *wk)
     jrpc_buf_dispose(&wk->out);
     free(wk->methods);
     free(wk->idem);
+    free(wk->sch);
+    free(wk->schemas);
     free(wk);
 }
 
@@ -188,9 +193,121 @@ static void ready_refuse(jrpc_workers_t *w, const peer_t *from, const char *why,
     for (size_t i = 0; i < idlen && i < 16; i++)
         k += (size_t)snprintf(hexid + k, sizeof hexid - k, "%02x", (uint8_t)id[i]);
     hexid[k] = '\0';
-    JRPC_LOG(JRPC_LOG_WARN, "workers", "event=ready_refused id=%s reason=%s methods=%u limit=%u",
-             hexid, why, n, limit);
+    if (strcmp(why, "bad_service") == 0)   /* the name itself is not logged: hostile */
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=worker_refused reason=bad_service id=%s methods=%u detail=\"service "
+                 "is not [a-z0-9][a-z0-9_-]{0,62}\"", hexid, n);
+    else
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=ready_refused id=%s reason=%s methods=%u limit=%u", hexid, why, n, limit);
     send_simple(w, from, JRPC_WIRE_DISCONNECT);
+}
+
+/* A name a worker sent, for a log line: at most 64 bytes, anything but
+ * [A-Za-z0-9._:@/-] shown as '?'. buf has 65 bytes. */
+static const char *log_safe(char *buf, const char *p, size_t n)
+{
+    size_t k = 0;
+    for (; k < n && k < 64; k++) {
+        unsigned char c = (unsigned char)p[k];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-';
+        buf[k] = ok ? (char)c : '?';
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* What one READY declares its names under: its service (slen bytes, 0:
+ * none) and a buffer where "service.name" keys are built. */
+typedef struct ready_ctx {
+    jrpc_workers_t *w;
+    worker_t       *wk;
+    const char     *svc;
+    uint32_t        slen;
+    char           *key;    /* slen + 1 + max_method_len bytes when slen > 0 */
+    uint32_t        stamp;  /* this READY's mark */
+} ready_ctx_t;
+
+/* The entry a declared name of this READY is kept under (NULL: none yet). */
+static method_t *ready_find(const ready_ctx_t *c, const char *name, size_t n)
+{
+    if (c->slen == 0)
+        return method_find(c->w, name, n);
+    if (n > c->w->opts.max_method_len)
+        return NULL;
+    memcpy(c->key + c->slen + 1, name, n);
+    return method_find_svc(c->w, c->key, c->slen + 1 + n, c->slen);
+}
+
+/* One member of READY "schemas": {"params": [...], "result": {...}} for a
+ * method this READY declared. */
+static void ready_schema(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    const ready_ctx_t *c = arg;
+    method_t *mt = ready_find(c, name.p, name.n);
+    if (mt == NULL || mt->mark != c->stamp || value.p[0] != '{')
+        return;
+    jrpc_span_t *sp = &c->wk->sch[2 * mt->pos];
+    if (jrpc_json_member(value.p, value.n, "params", &sp[0]) < 0 || sp[0].p[0] != '[')
+        sp[0] = (jrpc_span_t){ NULL, 0 };
+    if (jrpc_json_member(value.p, value.n, "result", &sp[1]) < 0 || sp[1].p[0] != '{')
+        sp[1] = (jrpc_span_t){ NULL, 0 };
+}
+
+/* Keeps the READY's "schemas" (a JSON object by method name) when it is at
+ * most JRPC_WIRE_SCHEMAS_MAX bytes of valid JSON; else logged and ignored
+ * (schemas are documentation: the worker is served all the same). */
+static void ready_schemas(ready_ctx_t *c, const msgpack_object *sch)
+{
+    worker_t *wk = c->wk;
+    if (sch == NULL || wk->nmethods == 0)
+        return;
+    size_t n = sch->via.str.size;
+    if (n > JRPC_WIRE_SCHEMAS_MAX || (wk->schemas = malloc(n + 1)) == NULL ||
+        (wk->sch = calloc(2 * (size_t)wk->nmethods, sizeof *wk->sch)) == NULL) {
+        free(wk->schemas);
+        wk->schemas = NULL;
+        if (n > JRPC_WIRE_SCHEMAS_MAX)
+            JRPC_LOG(JRPC_LOG_WARN, "workers",
+                     "event=schemas_ignored worker=%s reason=too_large bytes=%zu limit=%d",
+                     wk->name, n, JRPC_WIRE_SCHEMAS_MAX);
+        return;
+    }
+    memcpy(wk->schemas, sch->via.str.ptr, n);
+    wk->schemas[n] = '\0';
+    if (jrpc_json_each_member(wk->schemas, n, 32, ready_schema, c) < 0) {
+        JRPC_LOG(JRPC_LOG_WARN, "workers",
+                 "event=schemas_ignored worker=%s reason=not_a_json_object bytes=%zu", wk->name, n);
+        free(wk->sch);
+        free(wk->schemas);
+        wk->sch = NULL;
+        wk->schemas = NULL;
+    }
+}
+
+/* The bare name of mt (a service's entry this READY lists): taken when
+ * free, else refused for it (logged, counted); the worker serves
+ * service.method either way. */
+static void ready_bare(ready_ctx_t *c, method_t *mt, const char *name, size_t n)
+{
+    if (mt->bare != NULL)
+        return;
+    jrpc_workers_t *w = c->w;
+    method_t *bare = method_find(w, name, n);
+    if (bare == NULL || (bare->to == NULL && bare->nworkers == 0)) {
+        if (bare == NULL && (bare = method_get(w, name, n)) == NULL)
+            return;
+        method_own_bare(w, mt, bare);
+        return;
+    }
+    const method_t *owner = method_target(bare);
+    char mbuf[65];
+    w->methods_refused++;
+    JRPC_LOG(JRPC_LOG_WARN, "workers",
+             "event=method_refused reason=service_conflict method=%s service=%s owner=%.*s "
+             "worker=%s", log_safe(mbuf, name, n), c->wk->service,
+             owner->slen ? (int)owner->slen : 1, owner->slen ? owner->name : "-", c->wk->name);
 }
 
 /* Starts a session. Linear in the size of the READY: one hash lookup per
@@ -207,14 +324,29 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         ready_refuse(w, from, "too_many_methods", n, w->opts.max_worker_methods);
         return;
     }
+    ready_ctx_t c = { .w = w };
+    if (m->service) {
+        c.svc = m->service->via.str.ptr;
+        c.slen = m->service->via.str.size;
+        if (!jrpc_workers_service_ok(c.svc, c.slen)) {
+            ready_refuse(w, from, "bad_service", n, 0);
+            return;
+        }
+        if ((c.key = malloc(c.slen + 1 + (size_t)w->opts.max_method_len)) == NULL)
+            return;
+        memcpy(c.key, c.svc, c.slen);
+        c.key[c.slen] = '.';
+    }
     uint32_t fresh = 0;   /* names not known yet (a repeated one counted each time) */
     for (uint32_t i = 0; i < n; i++)
-        if (names[i].via.str.size <= w->opts.max_method_len &&
-            method_find(w, names[i].via.str.ptr, names[i].via.str.size) == NULL)
-            fresh++;
+        if (names[i].via.str.size <= w->opts.max_method_len) {
+            fresh += ready_find(&c, names[i].via.str.ptr, names[i].via.str.size) == NULL;
+            fresh += c.slen && method_find(w, names[i].via.str.ptr, names[i].via.str.size) == NULL;
+        }
     if (fresh > w->opts.max_methods - (w->nmethods < w->opts.max_methods ? w->nmethods
                                                                            : w->opts.max_methods)) {
         ready_refuse(w, from, "method_table_full", w->nmethods + fresh, w->opts.max_methods);
+        free(c.key);
         return;
     }
     worker_t *wk = calloc(1, sizeof *wk);
@@ -223,9 +355,12 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         if (wk)
             free(wk->methods);
         free(wk);
+        free(c.key);
         return;
     }
+    c.wk = wk;
     wk->json = wk->idem + n;
+    memcpy(wk->service, c.svc ? c.svc : "", c.slen);
     char idbuf[NATIVE_IDLEN];
     const char *id = peer_id(from, idbuf, &wk->idlen);
     memcpy(wk->id, id, wk->idlen);
@@ -235,6 +370,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         jrpc_zmtp_conn_set_data(wk->conn, wk);
     }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
+    if (from->ip)
+        snprintf(wk->host, sizeof wk->host, "%s", from->ip);
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
     wk->last_seen = jrpc_metrics.now;
     wk->seen = true;
@@ -242,15 +379,38 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     if (++w->ready_no == 0)
         w->ready_no = 1;
     uint32_t stamp = w->ready_no, ignored = 0;
+    c.stamp = stamp;
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object_str *s = &names[i].via.str;
         if (s->size > w->opts.max_method_len) {
             ignored++;
             continue;
         }
-        method_t *mt = method_get(w, s->ptr, s->size);
+        method_t *mt;
+        if (c.slen) {
+            memcpy(c.key + c.slen + 1, s->ptr, s->size);
+            mt = method_get_svc(w, c.key, c.slen + 1 + s->size, c.slen);
+        } else {
+            mt = method_get(w, s->ptr, s->size);
+            if (mt && mt->to) {   /* a service owns this bare name */
+                char mbuf[65];
+                w->methods_refused++;
+                JRPC_LOG(JRPC_LOG_WARN, "workers",
+                         "event=method_refused reason=service_conflict method=%s service=- "
+                         "owner=%.*s worker=%s", log_safe(mbuf, s->ptr, s->size),
+                         (int)mt->to->slen, mt->to->name, wk->name);
+                continue;
+            }
+        }
         if (mt == NULL || mt->mark == stamp)
             continue;
+        if (mt->stat == JRPC_METRICS_OTHER) {   /* its metrics record, found once */
+            char svc[JRPC_WORKERS_SERVICE_MAX + 1];   /* {service, method} labels */
+            jrpc_span_t bare = method_wire_name(mt);
+            memcpy(svc, mt->name, mt->slen);
+            svc[mt->slen] = '\0';
+            mt->stat = jrpc_metrics_method_id(svc, bare.p, bare.n);
+        }
         worker_t **ws = realloc(mt->workers, (mt->nworkers + 1) * sizeof *ws);
         if (ws == NULL) {
             method_check(w, mt);   /* freed if it was new */
@@ -262,12 +422,17 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         mt->pos = wk->nmethods;
         mt->refs++;
         wk->methods[wk->nmethods++] = mt;
+        if (c.slen) {
+            ready_bare(&c, mt, s->ptr, s->size);
+            /* calls for "service.method" made before the service was known */
+            method_adopt_queue(w, mt, method_find(w, c.key, c.slen + 1 + s->size));
+        }
     }
     wk->routed = true;
     uint32_t nidem = 0;
     for (uint32_t i = 0; m->idempotent && i < m->idempotent->via.array.size; i++) {
         const msgpack_object_str *s = &m->idempotent->via.array.ptr[i].via.str;
-        method_t *mt = method_find(w, s->ptr, s->size);
+        method_t *mt = ready_find(&c, s->ptr, s->size);
         if (mt && mt->mark == stamp && !wk->idem[mt->pos]) {
             wk->idem[mt->pos] = true;
             nidem++;
@@ -275,21 +440,24 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     }
     for (uint32_t i = 0; m->json && i < m->json->via.array.size; i++) {
         const msgpack_object_str *s = &m->json->via.array.ptr[i].via.str;
-        method_t *mt = method_find(w, s->ptr, s->size);
+        method_t *mt = ready_find(&c, s->ptr, s->size);
         if (mt && mt->mark == stamp && !wk->json[mt->pos]) {
             wk->json[mt->pos] = true;
             wk->njson++;
             mt->njson++;
         }
     }
+    ready_schemas(&c, m->schemas);
+    free(c.key);
     w->njson_workers += wk->njson > 0;
     wk->next = w->workers;
     w->workers = wk;
     w->nworkers++;
     JRPC_LOG(JRPC_LOG_INFO, "workers",
-             "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u idempotent=%u "
-             "json=%u ignored=%u workers=%u", wk->name, wk->credit, m->credit, wk->nmethods, nidem,
-             wk->njson, ignored, w->nworkers);
+             "event=worker_ready worker=%s credit=%u credit_asked=%u methods=%u "
+             "idempotent=%u json=%u ignored=%u workers=%u service=%s schemas=%s", wk->name,
+             wk->credit, m->credit, wk->nmethods, nidem, wk->njson, ignored, w->nworkers,
+             wk->service[0] ? wk->service : "-", wk->schemas ? "yes" : "no");
     /* The answer to READY: our heartbeat settings, before any REQUEST. */
     peer_t to = worker_peer(wk);
     send_simple(w, &to, JRPC_WIRE_HEARTBEAT);
@@ -311,6 +479,7 @@ void worker_set_ejected(jrpc_workers_t *w, worker_t *wk, bool on)
     }
     if (on) {
         w->ejections++;
+        wk->ejections++;
         JRPC_LOG(JRPC_LOG_WARN, "workers",
                  "event=worker_ejected worker=%s timeouts=%u eject_ms=%u inflight=%u", wk->name,
                  wk->timeouts, w->opts.eject_ms, wk->inflight);
@@ -355,7 +524,8 @@ void on_heartbeat(uv_timer_t *t)
         jrpc_zwatch_kick(&w->watch);
 }
 
-/* Frees every worker, dead or alive. */
+/* Frees every worker, dead or alive, and unties the bare names their
+ * services owned (so that nothing is left referring to them). */
 void free_workers(jrpc_workers_t *w)
 {
     while (w->workers) {
@@ -363,4 +533,7 @@ void free_workers(jrpc_workers_t *w)
         w->workers = wk->next;
         worker_free(w, wk);
     }
+    for (uint32_t b = 0; b < w->mtab_size; b++)
+        for (method_t *m = w->mtab[b]; m; m = m->next)
+            method_release_bare(w, m);
 }

@@ -206,6 +206,7 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
  * the whole frame: nothing is answered from a malformed one). */
 static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
 {
+    uint32_t in_time = 0, errors = 0;   /* wk's counters, added once a frame */
     while (r->next < r->nitems) {
         jrpc_wire_answer_raw_t a;
         uint32_t i, k = r->next;
@@ -225,6 +226,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         held_end(w, wk, s);
         uint64_t took = jrpc_metrics_since(s->t_ns);
         jrpc_hist_observe(&jrpc_metrics.worker, took);
+        jrpc_hist_observe(&jrpc_metrics.meth[s->method->stat].worker, took);
         w->done_queue_ns = s->queue_ns;   /* read by done (jrpc_workers_done_times) */
         w->done_worker_ns = took;
         if (w->opts.hedge_budget_pct)
@@ -234,6 +236,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
                 w->late++;
         } else {
             wk->timeouts = 0;   /* answered in time */
+            in_time++;
+            errors += a.is_error;
             if (s->twin != NIL) {   /* first of two: the other is dropped when it comes */
                 slot_t *o = &w->slots[s->twin];
                 o->owner = NULL;
@@ -244,6 +248,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         }
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
     }
+    wk->answered += in_time;
+    wk->errors += errors;
     worker_pull(w, wk);
 }
 
@@ -368,13 +374,12 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 static void on_zmtp_message(void *data, jrpc_zmtp_conn_t *conn, const jrpc_span_t *frames, int n,
                             bool excess, const char *peer_ip)
 {
-    (void)peer_ip;
     jrpc_workers_t *w = data;
     if (n != 1 || excess) {
         w->malformed++;
         return;
     }
-    peer_t from = { .conn = conn };
+    peer_t from = { .conn = conn, .ip = peer_ip };
     on_message(w, &from, frames[0].p, frames[0].n);
 }
 
@@ -487,9 +492,11 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
 {
     method_t *m = w->hint_m;
     if (m == NULL || !same_name(m, method)) {
-        if ((m = method_find(w, method.p, method.n)) != NULL)
+        if ((m = method_lookup(w, method.p, method.n)) != NULL)
             w->hint_m = m;
     }
+    m = method_target(m);
+    w->last_stat = m ? m->stat : JRPC_METRICS_OTHER;
     if (m == NULL || m->nworkers == 0) {
         /* Right after a (re)start the workers have not announced themselves
          * yet: a call waits for them (queued) instead of -32601, until the
@@ -538,6 +545,8 @@ void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
     if (s->state == SLOT_QUEUED)
         w->queued--; /* the slot is freed when it reaches the head of its queue */
     worker_t *wk = s->worker;
+    if (why == JRPC_CANCEL_TIMEOUT && s->state == SLOT_SENT)
+        wk->timeouts_all++;
     if (why != JRPC_CANCEL_TIMEOUT || s->state != SLOT_SENT || wk->dead || !wk->routed ||
         w->opts.eject_after == 0 || wk->ejected_until)
         return;
@@ -586,31 +595,74 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->lost = w->lost;
     st->methods = w->nmethods;
     st->ready_refused = w->ready_refused;
+    st->methods_refused = w->methods_refused;
     st->ejections = w->ejections;
     st->hedges = w->hedges;
     st->hedges_won = w->hedges_won;
 }
 
-void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
+uint32_t jrpc_workers_last_stat(const jrpc_workers_t *w)
+{
+    return w->last_stat;
+}
+
+/* The worker's label (jrpc_workers_each_credit's rule) into label. */
+static void worker_label(const jrpc_workers_t *w, const worker_t *wk, char *label, size_t size)
+{
+    /* Two workers may give the same name: the later ones get their id
+     * appended, so that every series stays distinct. */
+    bool dup = false;
+    for (const worker_t *o = w->workers; o != wk && !dup; o = o->next)
+        dup = !o->dead && strcmp(o->name, wk->name) == 0;
+    size_t n = strlen(wk->name);
+    memcpy(label, wk->name, n + 1);
+    if (dup) {
+        label[n++] = '@';
+        for (size_t i = 0; i < wk->idlen; i++)
+            n += (size_t)snprintf(label + n, size - n, "%02x", (uint8_t)wk->id[i]);
+    }
+}
+
+/* Unix time (s) of a jrpc_metrics clock reading (ns, monotonic). */
+static double wall_of(uint64_t t)
+{
+    uint64_t mono = uv_hrtime();
+    uv_timeval64_t tv;
+    double wall = uv_gettimeofday(&tv) == 0 ? (double)tv.tv_sec + tv.tv_usec / 1e6 : 0;
+    return wall - (double)(mono > t ? mono - t : 0) / 1e9;
+}
+
+void jrpc_workers_each_worker(jrpc_workers_t *w, jrpc_metrics_worker_fn fn, void *arg)
 {
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
         if (wk->dead)
             continue;
-        /* Two workers may give the same name: the later ones get their id
-         * appended, so that every series stays distinct. */
-        bool dup = false;
-        for (worker_t *o = w->workers; o != wk && !dup; o = o->next)
-            dup = !o->dead && strcmp(o->name, wk->name) == 0;
         char label[MAX_NAME + 2 + 2 * MAX_ROUTING_ID];
-        size_t n = strlen(wk->name);
-        memcpy(label, wk->name, n + 1);
-        if (dup) {
-            label[n++] = '@';
-            for (size_t i = 0; i < wk->idlen; i++)
-                n += (size_t)snprintf(label + n, sizeof label - n, "%02x", (uint8_t)wk->id[i]);
-        }
-        fn(arg, label, wk->credit > wk->inflight ? wk->credit - wk->inflight : 0);
+        worker_label(w, wk, label, sizeof label);
+        jrpc_metrics_worker_t f = {
+            .label = label, .credit_left = wk->credit > wk->inflight ? wk->credit - wk->inflight : 0,
+            .inflight = wk->inflight, .answered = wk->answered, .errors = wk->errors,
+            .timeouts = wk->timeouts_all, .ejections = wk->ejections,
+            .last_heard = wall_of(wk->last_seen) };
+        fn(arg, &f);
     }
+}
+
+/* jrpc_workers_each_credit through jrpc_workers_each_worker. */
+typedef struct credit_arg {
+    jrpc_credit_fn fn;
+    void          *arg;
+} credit_arg_t;
+
+static void credit_of(void *arg, const jrpc_metrics_worker_t *f)
+{
+    const credit_arg_t *c = arg;
+    c->fn(c->arg, f->label, f->credit_left);
+}
+
+void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
+{
+    jrpc_workers_each_worker(w, credit_of, &(credit_arg_t){ fn, arg });
 }
 
 /* Frees the method table, the slots and w itself: what is left once the

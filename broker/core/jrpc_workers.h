@@ -76,6 +76,7 @@ typedef struct jrpc_workers_opts {
 #define JRPC_WORKERS_MAX_WORKER_CREDIT  1024
 #define JRPC_WORKERS_MAX_WORKER_BYTES   (16u << 20)
 #define JRPC_WORKERS_EJECT_MS           30000
+#define JRPC_WORKERS_SERVICE_MAX        63   /* bytes of a READY "service" */
 
 /* Why a call is cancelled (jrpc_workers_cancel). */
 enum jrpc_cancel_why {
@@ -161,7 +162,9 @@ typedef struct jrpc_workers_stats {
     uint64_t redispatched; /* calls sent again after their worker was lost */
     uint64_t lost;         /* calls answered -32004 because their worker was lost */
     uint32_t methods;      /* method names known (entries in the method table) */
-    uint64_t ready_refused; /* READYs refused (too many methods) */
+    uint64_t ready_refused; /* READYs refused (too many methods, a bad service) */
+    uint64_t methods_refused; /* bare names refused at READY: another service owns
+                              them (the worker still serves service.method) */
     uint64_t ejections;    /* workers ejected after eject_after timeouts in a row */
     uint64_t hedges;       /* second copies sent */
     uint64_t hedges_won;   /* of them, answered before the first copy */
@@ -193,5 +196,68 @@ bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method);
  * credit it has left. label is valid during the call. */
 typedef void (*jrpc_credit_fn)(void *arg, const char *label, uint32_t credit_left);
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg);
+
+/* True when s[0, n) is a service name a READY may declare:
+ * [a-z0-9][a-z0-9_-]{0,62}. Pure. */
+bool jrpc_workers_service_ok(const char *s, size_t n);
+
+/* The canonical name of what a call of `method` reaches now (docs/
+ * ARCHITECTURE.md "Services"): "service.method" for a service's method,
+ * called bare or qualified; the name itself otherwise (no-service methods,
+ * names nobody serves). *service (may be NULL) is set to the service, n == 0
+ * when none. What key ACLs match. Borrowed from the method table or from
+ * method: valid until control returns to the loop. One lookup, none at all
+ * while no worker declared a service. */
+jrpc_span_t jrpc_workers_canonical(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t *service);
+
+/* One method served now, as jrpc_workers_each_method() gives it; every
+ * span borrowed for the call. */
+typedef struct jrpc_method_info {
+    jrpc_span_t service;    /* n == 0: no service */
+    jrpc_span_t method;     /* the name its workers declared (the bare name) */
+    jrpc_span_t canonical;  /* "service.method", or method */
+    bool        owns_bare;  /* a service's method that also answers to its bare name
+                               (no-service methods: always true) */
+    bool        idempotent; /* every worker serving it declared it idempotent */
+    bool        json;       /* some worker serving it takes its params as JSON text */
+    uint32_t    workers;    /* connected workers serving it */
+    jrpc_span_t params;     /* READY "schemas": params (a JSON array), n == 0: none */
+    jrpc_span_t result;     /* READY "schemas": result (a JSON object), n == 0: none */
+} jrpc_method_info_t;
+
+typedef void (*jrpc_method_fn)(void *arg, const jrpc_method_info_t *m);
+
+/* Calls fn once per method served now by at least one connected worker, in
+ * no particular order; schemas from the first of its workers that declared
+ * one for it. Never blocks; linear in the table and the schemas' size. */
+void jrpc_workers_each_method(jrpc_workers_t *w, jrpc_method_fn fn, void *arg);
+/* Calls fn once per connected worker with its figures (jrpc_metrics.h:
+ * the same label as above, credit, calls in flight, answers, errors,
+ * timeouts, ejections, when it was last heard). Valid during the call. */
+struct jrpc_metrics_worker;
+void jrpc_workers_each_worker(jrpc_workers_t *w,
+                              void (*fn)(void *arg, const struct jrpc_metrics_worker *wk),
+                              void *arg);
+
+/* The jrpc_metrics record (jrpc_metrics_method_id) of the method the last
+ * jrpc_workers_dispatch() looked up, whatever it returned: JRPC_METRICS_OTHER
+ * when no worker had declared it or its name came past
+ * --metrics-max-methods. One load: the broker asks after each dispatch. */
+uint32_t jrpc_workers_last_stat(const jrpc_workers_t *w);
+
+/* The same for a method by name (one lookup: for the calls that never
+ * reach dispatch, such as those a key's ACL refuses). */
+uint32_t jrpc_workers_method_stat(jrpc_workers_t *w, jrpc_span_t method);
+
+/* Appends the workers as JSON, {"workers":[{...}, ...]} (the status page's
+ * /status/workers: jrpc_broker_status_workers says the fields), names
+ * JSON-escaped. Built only when asked. Returns 0 or -ENOMEM. */
+int jrpc_workers_status(jrpc_workers_t *w, jrpc_buf_t *out);
+
+/* Appends the methods with a jrpc_metrics record as JSON,
+ * {"methods":[{...}, ...],"max_methods":N} (the status page's
+ * /status/methods: jrpc_broker_status_methods says the fields). Returns 0
+ * or -ENOMEM. */
+int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out);
 
 #endif

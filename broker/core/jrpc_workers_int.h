@@ -81,8 +81,14 @@ typedef struct slot {
 } slot_t;
 
 struct method {
-    char       *name;       /* NUL-terminated */
+    char       *name;       /* NUL-terminated: the key, what a client calls: "method"
+                               (no service), or "service.method" (canonical) */
     size_t      len;        /* bytes in name */
+    uint32_t    slen;       /* bytes of the service at name's start; 0: no service */
+    method_t   *bare;       /* a service's entry owning its bare name: that no-service
+                               entry (its alias; refs held both ways), else NULL */
+    method_t   *to;         /* a bare name owned by a service: that service's entry
+                               (calls by the bare name go there), else NULL */
     worker_t  **workers;    /* live workers serving it */
     uint32_t    nworkers;
     uint32_t    rr;         /* where the next search for credit starts */
@@ -99,6 +105,8 @@ struct method {
     uint32_t   *lat;        /* hedging: answer times, LAT_BUCKETS counts (lazy) */
     uint32_t    nlat;       /* answers in lat */
     uint32_t    p95_ms;     /* the hedging threshold, refreshed every 32 answers; 0: unknown */
+    uint32_t    stat;       /* its jrpc_metrics record (jrpc_metrics_method_id at the first
+                               READY naming it); 0: "other" */
 };
 
 struct worker {
@@ -106,6 +114,7 @@ struct worker {
     char        id[MAX_ROUTING_ID]; /* ROUTER routing id (native: 0 and the conn id, as libzmq's) */
     size_t      idlen;
     char        name[MAX_NAME + 1]; /* READY's "name" option, else the id in hex (metrics) */
+    char        host[48];   /* the IP it connected from (native tcp://), else "" */
     uint32_t    credit;     /* announced at READY, at most max_worker_credit */
     uint32_t    inflight;   /* calls sent, not answered */
     uint64_t    last_seen;  /* jrpc_metrics clock (ns) at its last message */
@@ -116,6 +125,10 @@ struct worker {
     uint64_t    bytes_logged; /* jrpc_metrics clock of the last worker_bytes_full line */
     uint32_t    timeouts;   /* calls timed out in a row (no answer in time since) */
     uint64_t    ejected_until; /* jrpc_metrics clock (ns); 0: not ejected */
+    uint64_t    answered;   /* answers to calls still wanted (metrics, status) */
+    uint64_t    errors;     /* of them, error objects */
+    uint64_t    timeouts_all; /* calls that passed their deadline here, ever */
+    uint32_t    ejections;  /* times ejected */
     bool        draining;   /* sent DISCONNECT: no new calls */
     bool        routed;     /* in its methods' worker lists */
     method_t  **methods;    /* served (kept after unrouting: see idem) */
@@ -123,6 +136,10 @@ struct worker {
                                entries: json is the second half) */
     bool       *json;       /* per method: declared "json" at READY (params sent as
                                the client's text); inside idem's block */
+    char        service[JRPC_WORKERS_SERVICE_MAX + 1]; /* READY's "service", "" none */
+    char       *schemas;    /* READY's "schemas" JSON text (owned), or NULL */
+    jrpc_span_t *sch;       /* per method: its params and result in schemas (2 *
+                               nmethods, n == 0: none), or NULL */
     uint32_t    njson;      /* methods declared json: 0 (none) and nmethods (all)
                                need no lookup */
     const method_t *json_m; /* the last method looked up in json[], and its flag */
@@ -159,6 +176,9 @@ struct jrpc_workers {
     uint64_t        late, malformed;
     uint64_t        grace_until;   /* loop ms; 0 once the start-up grace is over */
     uint32_t        nmethods;      /* entries in mtab */
+    uint32_t        nsvc_methods;  /* of them, service entries (slen > 0): 0 means no
+                                      service anywhere, names resolve as before */
+    uint64_t        methods_refused; /* bare names refused at READY (service_conflict) */
     uint64_t        redispatched;  /* calls sent again after losing their worker */
     uint64_t        lost;          /* calls answered -32004 (worker lost) */
     uint32_t        ready_no;      /* READYs read: the stamp of method_t.mark */
@@ -175,6 +195,7 @@ struct jrpc_workers {
     uint32_t        hedge_budget;  /* units: a first send earns budget_pct, a hedge costs 100 */
     uint64_t        hedges, hedges_won;
     uint32_t        lat_edge[LAT_BUCKETS]; /* upper edge of each bucket, us */
+    uint32_t        last_stat;     /* the metrics record of the last dispatch's method */
 };
 
 static inline uint64_t now_ms(jrpc_workers_t *w)
@@ -197,13 +218,53 @@ static inline bool same_name(const method_t *m, jrpc_span_t s)
     return m->len == s.n && jrpc_same(m->name, s.p, s.n);
 }
 
-static inline method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)
+/* The entry keyed name[0, len) whose service is its first slen bytes (0: the
+ * no-service entry, or a bare name's alias). */
+static inline method_t *method_find_svc(jrpc_workers_t *w, const char *name, size_t len,
+                                        uint32_t slen)
 {
     uint32_t h = hash(name, len);
     for (method_t *m = w->mtab[h & (w->mtab_size - 1)]; m; m = m->next)
-        if (m->hash == h && m->len == len && memcmp(m->name, name, len) == 0)
+        if (m->hash == h && m->len == len && m->slen == slen && memcmp(m->name, name, len) == 0)
             return m;
     return NULL;
+}
+
+static inline method_t *method_find(jrpc_workers_t *w, const char *name, size_t len)
+{
+    return method_find_svc(w, name, len, 0);
+}
+
+/* The entry a client's name finds, before a bare name's alias is followed
+ * (method_target): the exact no-service entry when it is served (or no
+ * service exists: the one lookup of before), else `service.method` split at
+ * the first '.' when that service serves it, else the no-service entry or
+ * NULL. */
+static inline method_t *method_lookup(jrpc_workers_t *w, const char *name, size_t len)
+{
+    method_t *m = method_find(w, name, len);
+    if (w->nsvc_methods == 0 || (m != NULL && (m->to != NULL || m->nworkers > 0)))
+        return m;
+    const char *dot = memchr(name, '.', len);
+    if (dot != NULL && dot != name) {
+        method_t *q = method_find_svc(w, name, len, (uint32_t)(dot - name));
+        if (q != NULL)
+            return q;
+    }
+    return m;
+}
+
+/* Where calls found at m go: the owner of a bare name, else m itself. */
+static inline method_t *method_target(method_t *m)
+{
+    return m != NULL && m->to != NULL ? m->to : m;
+}
+
+/* The method name sent to workers: the key without its service. */
+static inline jrpc_span_t method_wire_name(const method_t *m)
+{
+    size_t off = m->slen ? m->slen + 1 : 0;
+    return (jrpc_span_t){ m->name + off, m->len - off };
 }
 
 /* An entry nobody refers to goes on the gc list, freed at the next
@@ -323,6 +384,7 @@ typedef struct peer {
     jrpc_zmtp_conn_t *conn;
     const char       *id;       /* libzmq */
     size_t            idlen;
+    const char       *ip;       /* native tcp://: the peer's IP (status); else NULL */
 } peer_t;
 
 static inline peer_t worker_peer(const worker_t *wk)
@@ -397,6 +459,10 @@ void worker_pull(jrpc_workers_t *w, worker_t *wk);
 
 /* jrpc_methods.c */
 method_t *method_get(jrpc_workers_t *w, const char *name, size_t len);
+method_t *method_get_svc(jrpc_workers_t *w, const char *name, size_t len, uint32_t slen);
+void method_own_bare(jrpc_workers_t *w, method_t *svc, method_t *bare);
+void method_release_bare(jrpc_workers_t *w, method_t *svc);
+void method_adopt_queue(jrpc_workers_t *w, method_t *to, method_t *from);
 void method_sweep(jrpc_workers_t *w);
 void grace_end(jrpc_workers_t *w);
 void method_remove_worker(method_t *m, worker_t *wk);
@@ -431,7 +497,7 @@ static inline int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
             return -ENOMEM;
     }
     size_t before = wk->out.len;
-    jrpc_span_t method = { s->method->name, s->method->len };
+    jrpc_span_t method = method_wire_name(s->method);
     bool as_json = worker_json(wk, s->method);
     int rc = !as_json && s->params_mp.n
                  ? jrpc_wire_put_request_call(&wk->out, s->seq, method, s->params_mp, timeout_ms,

@@ -142,6 +142,15 @@ jrpc_auth_req_t auth_req(const jrpc_http_head_t *h)
                               .bearer = bearer_value(h) };
 }
 
+/* GET or HEAD /openrpc.json (a query is allowed): the OpenRPC document. */
+bool openrpc_target(const jrpc_http_head_t *h)
+{
+    const char *u;
+    size_t n;
+    return (h->method == JRPC_HTTP_M_GET || h->method == JRPC_HTTP_M_HEAD) &&
+           jrpc_http_head_path(h, &u, &n) && n == 13 && memcmp(u, "/openrpc.json", 13) == 0;
+}
+
 /* POST / or POST /rpc (a query is allowed; absolute-form too). */
 bool rpc_target(const jrpc_http_head_t *h)
 {

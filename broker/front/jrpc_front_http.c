@@ -147,6 +147,19 @@ static void on_hold_wake(void *ctx)
         feed_pending(c);
 }
 
+/* Forgets what a submitted record waits for: its body in the broker, or
+ * (GET /openrpc.json) the authentication of its credentials. */
+static void rec_cancel(conn_t *c, req_t *r)
+{
+    if (r->handle) {
+        jrpc_broker_cancel(c->front->broker, r->handle);
+        r->handle = NULL;
+    } else if (c->auth) {
+        jrpc_broker_authenticate_cancel(c->front->broker, c->auth);
+        c->auth = NULL;
+    }
+}
+
 /* An HTTP-level answer with a JSON-RPC error body (id null). */
 void rec_error(conn_t *c, req_t *r, int status, int code, const char *data)
 {
@@ -227,7 +240,7 @@ void conn_close(conn_t *c)
     while (c->head != NULL) {
         req_t *r = rec_pop(c);
         if (r->state == R_SUBMITTED)
-            jrpc_broker_cancel(f->broker, r->handle);
+            rec_cancel(c, r);
         rec_free(f, r);
     }
     jrpc_broker_hold_release(&c->hold);
@@ -302,7 +315,7 @@ void conn_finish(conn_t *c)
     while (c->head != NULL) { /* nothing follows an answer that closes */
         req_t *r = rec_pop(c);
         if (r->state == R_SUBMITTED)
-            jrpc_broker_cancel(f->broker, r->handle);
+            rec_cancel(c, r);
         rec_free(f, r);
     }
     if (c->tls) {   /* our close_notify goes before the FIN (nothing after a failure) */
@@ -351,6 +364,7 @@ static void headers_done(conn_t *c)
     int origin = origin_of(c->front, h);
     c->cors = origin > 0 ? (uint16_t)origin : 0;
     c->mcp = mcp_target(c->front, h);
+    c->openrpc = openrpc_target(h);
     if (jrpc_front_ws_wanted(h) && rpc_target(h)) {
         ws_upgrade(c, h, origin >= 0);
         return;
@@ -367,6 +381,7 @@ static void headers_done(conn_t *c)
     int status = 0;
     const char *why = NULL;
     bool preflight = false;
+    bool quiet = false;   /* an answer the spec expects: no JSON-RPC error, not counted */
     if (h->method == JRPC_HTTP_M_OPTIONS && o->ncors > 0 && origin != 0 &&
         (rpc_target(h) || c->mcp)) {
         if (origin < 0) { /* not 405: OPTIONS is served, to the origins listed */
@@ -383,6 +398,9 @@ static void headers_done(conn_t *c)
     } else if (c->mcp && h->method != JRPC_HTTP_M_POST) {
         status = 405;   /* GET: no server-sent stream is offered; DELETE: no sessions */
         why = "use POST on the MCP path (no GET stream, no sessions to DELETE)";
+        quiet = h->method == JRPC_HTTP_M_GET;   /* the SDK's GET on connect: the spec's answer */
+    } else if (c->openrpc) {
+        /* served at the end of the message (a body, if any, is dropped) */
     } else if (h->method != JRPC_HTTP_M_POST || (!rpc_target(h) && !c->mcp)) {
         status = 405;
         why = "use POST / or POST /rpc";
@@ -409,6 +427,9 @@ static void headers_done(conn_t *c)
     } else if (c->mcp && !mcp_accept_ok(h)) {
         status = 406;
         why = "Accept must allow application/json (the MCP path answers JSON, never a stream)";
+    } else if (c->mcp && idem_value(h).p != NULL && !mcp_target_alone(c->front, h)) {
+        status = 400;   /* a kept reply is found by key and body, not by service */
+        why = "Idempotency-Key is not taken on /mcp/<service>";
     } else if (c->mcp && !mcp_version_ok(h)) {
         status = 400;
         why = "unsupported MCP-Protocol-Version (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)";
@@ -429,7 +450,13 @@ static void headers_done(conn_t *c)
     r->stream = idem_value(h).n ? S_NONE : c->mcp ? mcp_stream_mode(h) : stream_mode(h);
     if (status != 0) {
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=%d reason=\"%s\" close=0", status, why);
-        rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
+        if (quiet) {
+            r->status = (uint16_t)status;
+            r->body = r->inl;
+            r->blen = 0;
+        } else {
+            rec_error(c, r, status, JRPC_INVALID_REQUEST, why);
+        }
         r->state = R_PARSING; /* ready once the body is skipped */
         c->discard = true;
     } else if (preflight) {   /* a 204 with the Access-Control-* lines, once the body is skipped */
@@ -438,6 +465,8 @@ static void headers_done(conn_t *c)
         r->body = r->inl;
         r->blen = 0;
         c->discard = true;
+    } else if (c->openrpc) {
+        c->discard = true;   /* answered from message_done, not from the skipped body */
     } else if (v11 && h->expect_continue) {
         r->cont = true;
         flush(c);
@@ -470,6 +499,57 @@ static void body_bytes(conn_t *c, const char *at, size_t len)
         conn_close(c);
 }
 
+/* The broker's verdict on a GET /openrpc.json's credentials: the document
+ * the key may see, or the refusal a body gets (401, 503...). */
+static void on_openrpc_auth(void *ctx, jrpc_outcome_t out, const char *err, size_t len,
+                            jrpc_span_t key_id)
+{
+    req_t *r = ctx;
+    conn_t *c = r->conn;
+    jrpc_front_http_t *f = c->front;
+    c->auth = NULL;
+    r->state = R_READY;
+    if (out.cls != JRPC_BODY_OK) {
+        r->status = status_of[out.cls];
+        if (rec_set_body(r, err, len) < 0)
+            rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+    } else {
+        jrpc_buf_reset(&f->err);
+        int rc = jrpc_broker_discover(f->broker, key_id, &f->err);
+        if (rc == -ENOENT)
+            rec_error(c, r, 401, JRPC_UNAUTHORIZED, "this key was removed");
+        else if (rc < 0 || rec_set_body(r, f->err.p, f->err.len) < 0)
+            rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+        else
+            r->status = 200;
+    }
+    flush(c);
+}
+
+/* GET /openrpc.json (docs/ARCHITECTURE.md "Discovery"): authenticated as a
+ * body to /rpc is (the signed bytes are the empty body, as for a WebSocket
+ * upgrade), one at a time per connection. */
+static void openrpc_get(conn_t *c, req_t *r, const jrpc_http_head_t *h)
+{
+    if (c->auth != NULL) {
+        rec_error(c, r, 503, JRPC_SERVER_BUSY, "one /openrpc.json at a time per connection");
+        flush(c);
+        return;
+    }
+    char client[JRPC_PROXY_ADDR_TEXT];
+    jrpc_admit_t ad = {
+        .transport = JRPC_TRANSPORT_HTTP,
+        .auth = auth_req(h),
+        .peer = client_of(c, h, client),
+        .key_id = cert_key_id(c),
+    };
+    r->state = R_SUBMITTED;   /* r->handle NULL: rec_cancel cancels c->auth */
+    if (jrpc_broker_authenticate(c->front->broker, "", 0, &ad, on_openrpc_auth, r, &c->auth) < 0) {
+        rec_error(c, r, 500, JRPC_INTERNAL_ERROR, "out of memory");
+        flush(c);
+    }
+}
+
 /* The body is in: submit it (or finish a soft refusal). */
 static void message_done(conn_t *c)
 {
@@ -486,6 +566,10 @@ static void message_done(conn_t *c)
     if (r == NULL || r->state != R_PARSING)
         return;
     r->close = !h->keep_alive;
+    if (c->openrpc && r->status == 0) {
+        openrpc_get(c, r, h);
+        return;
+    }
     if (c->discard) {
         r->state = R_READY;
         flush(c);
@@ -493,7 +577,9 @@ static void message_done(conn_t *c)
     }
     const char *body = c->zc ? c->zc : c->body.p;
     size_t len = c->zc ? c->zc_len : c->body.len;
-    if (c->mcp && !mcp_message(c, r, body ? body : "", len)) {
+    jrpc_span_t svc = { NULL, 0 };
+    if (c->mcp && (!mcp_message(c, r, body ? body : "", len) ||
+                   (!mcp_route(c->front, h, &svc) || (svc.n == 0 && !mcp_one_service(c, r))))) {
         c->zc = NULL;
         c->zc_len = 0;
         jrpc_buf_dispose(&c->body);
@@ -515,6 +601,8 @@ static void message_done(conn_t *c)
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
         .hold = c->hold,
+        .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
+        .service = svc,
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);

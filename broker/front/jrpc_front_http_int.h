@@ -6,8 +6,8 @@
  *
  *   jrpc_front_http.c     the connections: the request records (the
  *                         pipelining FIFO), closing, the reader's verdicts
- *                         (what a request may do, submitting its body),
- *                         accepting, the API
+ *                         (what a request may do, submitting its body; GET
+ *                         /openrpc.json), accepting, the API
  *   jrpc_front_timer.c    the deadlines: a queue per timeout kind under one
  *                         libuv timer, and what each expiry does
  *   jrpc_front_head.c     what a request's head says: Content-Type, the
@@ -136,7 +136,8 @@ struct conn {
     /* the request being read */
     bool            discard;   /* refused softly: drop the body, answer at its end */
     bool            is_head;   /* the head is in and the method is HEAD */
-    bool            mcp;       /* the target is the MCP path (opts.mcp_path) */
+    bool            mcp;       /* the target is the MCP path (opts.mcp_path[/<service>]) */
+    bool            openrpc;   /* GET (or HEAD) /openrpc.json: the OpenRPC document */
     uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
     uint16_t        cors;      /* the request's listed Origin (req_t.cors), for its record */
     /* WebSocket: the upgrade, then the session */
@@ -223,6 +224,7 @@ jrpc_span_t idem_value(const jrpc_http_head_t *h);
 jrpc_span_t client_of(const conn_t *c, const jrpc_http_head_t *h, char *buf);
 jrpc_auth_req_t auth_req(const jrpc_http_head_t *h);
 bool   rpc_target(const jrpc_http_head_t *h);
+bool   openrpc_target(const jrpc_http_head_t *h);
 
 /* jrpc_front_answer.c */
 extern const uint16_t status_of[JRPC_BODY_NOUTCOMES];
@@ -243,6 +245,9 @@ uint8_t stream_mode(const jrpc_http_head_t *h);
 
 /* jrpc_front_mcp.c */
 bool   mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
+bool   mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_t *svc);
+bool   mcp_target_alone(const jrpc_front_http_t *f, const jrpc_http_head_t *h);
+bool   mcp_one_service(conn_t *c, req_t *r);
 bool   mcp_version_ok(const jrpc_http_head_t *h);
 uint8_t mcp_stream_mode(const jrpc_http_head_t *h);
 bool   mcp_accept_ok(const jrpc_http_head_t *h);

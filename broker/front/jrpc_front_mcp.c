@@ -15,13 +15,67 @@
 
 /* ---- MCP Streamable HTTP (docs/MCP.md) ------------------------------------ */
 
-/* The target is opts.mcp_path (a query is allowed). */
-bool mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+/* The target is opts.mcp_path or opts.mcp_path/<service> (a query is
+ * allowed; a service is a name a READY may declare). *svc (unless NULL) is
+ * the service, n == 0 for the path alone. */
+bool mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_t *svc)
 {
     const char *u;
     size_t n;
     const char *m = f->opts.mcp_path;
-    return m != NULL && jrpc_http_head_path(h, &u, &n) && strlen(m) == n && memcmp(u, m, n) == 0;
+    if (svc)
+        *svc = (jrpc_span_t){ NULL, 0 };
+    if (m == NULL || !jrpc_http_head_path(h, &u, &n))
+        return false;
+    size_t k = strlen(m);
+    if (n < k || memcmp(u, m, k) != 0)
+        return false;
+    if (n == k)
+        return true;
+    if (u[k] != '/' || !jrpc_workers_service_ok(u + k + 1, n - k - 1))
+        return false;
+    if (svc)
+        *svc = (jrpc_span_t){ u + k + 1, n - k - 1 };
+    return true;
+}
+
+bool mcp_target(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+{
+    return mcp_route(f, h, NULL);
+}
+
+/* The target is opts.mcp_path itself, no service. */
+bool mcp_target_alone(const jrpc_front_http_t *f, const jrpc_http_head_t *h)
+{
+    jrpc_span_t svc;
+    return mcp_route(f, h, &svc) && svc.n == 0;
+}
+
+/* The path alone while several MCP services are connected (their workers
+ * declare "initialize"): which one is meant cannot be told, so r is
+ * answered 409 naming them (docs/MCP.md "Several services"); returns
+ * false then. With none or one the body goes on, as before services. */
+bool mcp_one_service(conn_t *c, req_t *r)
+{
+    jrpc_buf_t names, why;
+    jrpc_buf_init(&names);
+    jrpc_buf_init(&why);
+    int n = jrpc_broker_services_serving(c->front->broker, "initialize", &names);
+    bool one = n <= 1;   /* -ENOMEM: as before services */
+    if (!one) {
+        if (jrpc_buf_puts(&why, "several MCP services are connected: POST ") < 0 ||
+            jrpc_buf_puts(&why, c->front->opts.mcp_path) < 0 ||
+            jrpc_buf_puts(&why, "/<service>, one of ") < 0 ||
+            jrpc_buf_append(&why, names.p, names.len) < 0 || jrpc_buf_putc(&why, '\0') < 0)
+            jrpc_buf_reset(&why);
+        JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=409 reason=mcp_services services=%.*s",
+                 (int)names.len, names.p);
+        rec_error(c, r, 409, JRPC_INVALID_REQUEST,
+                  why.len ? why.p : "several MCP services are connected: POST /mcp/<service>");
+    }
+    jrpc_buf_dispose(&names);
+    jrpc_buf_dispose(&why);
+    return one;
 }
 
 /* The versions of MCP whose transport this endpoint speaks. */

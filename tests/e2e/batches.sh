@@ -41,7 +41,7 @@ check "invalid params" \
     "$(send '{"jsonrpc":"2.0","method":"subtract","params":["x"],"id":1}')"
 
 check "reserved rpc. method" '-32601' \
-    "$(send '{"jsonrpc":"2.0","method":"rpc.discover","id":1}' | sed -E 's/.*"code":(-?[0-9]+).*/\1/')"
+    "$(send '{"jsonrpc":"2.0","method":"rpc.ping","id":1}' | sed -E 's/.*"code":(-?[0-9]+).*/\1/')"
 
 # 2000 calls, 3 fresh workers with credit 16 each: most calls wait in the
 # queue. The dispatcher is a work-conserving pull (docs/ARCHITECTURE.md,

@@ -9,16 +9,9 @@
 # responses, 405 for GET and DELETE, MCP-Protocol-Version, Accept, and
 # --mcp-path none.
 source "$JRPC_E2E_LIB"
-HERE=$(dirname "$JRPC_E2E_LIB")
-command -v curl >/dev/null || { echo "curl is required"; exit 1; }
-if ! command -v node >/dev/null; then
-    echo "SKIP: node is not installed, so the MCP SDK check cannot run (bash deploy/deps.sh)"
-    exit 0
-fi
-NODE_MODS=$(cd "$HERE/../mcp" && pwd)/node_modules
+source "$(dirname "$JRPC_E2E_LIB")/mcp_lib.sh"
+mcp_need server-everything
 EVERYTHING=$NODE_MODS/@modelcontextprotocol/server-everything/dist/index.js
-[ -f "$NODE_MODS/@modelcontextprotocol/sdk/package.json" ] && [ -f "$EVERYTHING" ] ||
-    { echo "the MCP SDK and server-everything are not installed: bash tests/mcp/npm_install.sh (tests/run.sh does)"; exit 1; }
 
 E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --access-log on --admin 127.0.0.1:0
 MCP="$HTTP_URL/mcp"
@@ -65,6 +58,19 @@ out=$(post "$INIT" -H "$ACC")
 check "initialize: 200 with the child's InitializeResult" \
     '200 "protocolVersion":"2025-06-18"' "$(echo "$out" | grep -o '^200\|"protocolVersion":"[0-9-]*"' | tr '\n' ' ' | sed 's/ $//')"
 check "initialize: the client's id comes back" 1 "$(echo "${out#* }" | grep -c '"id":1[,}]')"
+# server-everything offers listChanged, resources.subscribe and tasks: none can
+# be delivered by the bridge (docs/MCP.md "Capabilities"); logging/setLevel can.
+check "initialize: capabilities the bridge delivers only" \
+    '"capabilities":{"tools":{},"prompts":{},"resources":{},"logging":{},"completions":{}}' \
+    "$(echo "$out" | grep -o '"capabilities":{[^}]*}[^}]*}[^}]*}[^}]*}[^}]*}}')"
+out=$(post "${INIT/2025-06-18/2025-03-26}" -H "$ACC")
+check "initialize 2025-03-26: the child agreed, 2025-03-26 (not the bridge's 2025-06-18)" \
+    '"protocolVersion":"2025-03-26"' "$(echo "$out" | grep -o '"protocolVersion":"[0-9-]*"')"
+check "initialize 2025-03-26: filtered too" \
+    '"capabilities":{"tools":{},"prompts":{},"resources":{},"logging":{},"completions":{}}' \
+    "$(echo "$out" | grep -o '"capabilities":{[^}]*}[^}]*}[^}]*}[^}]*}[^}]*}}')"
+check "logging/setLevel reaches a child: {}" '200 {"jsonrpc":"2.0","result":{},"id":5}' \
+    "$(post '{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"debug"}}' -H "$ACC")"
 ctype=$(curl -sS --max-time 10 -o /dev/null -w '%{content_type}' -H 'Content-Type: application/json' \
     -H "$ACC" --data-binary '{"jsonrpc":"2.0","id":2,"method":"ping"}' "$MCP")
 check "request answered application/json even when SSE is accepted" "application/json" "$ctype"

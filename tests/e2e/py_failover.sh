@@ -2,7 +2,7 @@
 # Calls that survive a broker's death (issue 34, section 3), with the Python
 # client: three brokers sharing one Redis, each with its own Python worker
 # (W1 serves B1 only, W2 B2, W3 B3: a run is attributed to the broker that
-# dispatched it), a jrpc.Client given the brokers' URLs, signed; `rec`
+# dispatched it; tests/e2e/failover_lib.sh), a jrpc.Client given the brokers' URLs, signed; `rec`
 # writes every run down at the worker (tests/e2e/py_failover_worker.py).
 #
 #   A connection cut after B1 ran a body and kept its reply (a proxy in
@@ -18,39 +18,7 @@
 #     no retry: the calls in flight on B1 fail with CallMayHaveRunError (at
 #     least one), every other call is answered once, nothing runs twice.
 source "$JRPC_E2E_LIB"
-: "${JRPC_PY:?set JRPC_PY to the python of the venv tests/py_install.sh makes}"
-[ -x "$JRPC_PY" ] || { echo "no $JRPC_PY: run bash tests/py_install.sh first"; exit 1; }
-command -v redis-server >/dev/null || { echo "redis-server is required"; exit 1; }
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-e2e_start_redis
-printf 'loadkey s3cr3t-load-s3cr3t-load\n' > "$E2E_TMP/keys"
-export KEY_FILE=$E2E_TMP/keys
-
-declare -A BPID HTTPP WEP ZEP
-start_b() { # N: broker N on fresh ports (retried on a collision)
-    local n=$1 try zp
-    for try in 1 2 3 4 5 6; do
-        zp=$(e2e_pick_port)
-        HTTPP[$n]=$((zp + 2)); WEP[$n]="tcp://127.0.0.1:$((zp + 1))"; ZEP[$n]="tcp://127.0.0.1:$zp"
-        : > "$E2E_TMP/b$n.log"
-        "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
-            --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
-            --redis "redis://127.0.0.1:$RPORT" --timeout-ms 3000 --heartbeat-ms 200 \
-            >>"$E2E_TMP/b$n.log" 2>&1 &
-        BPID[$n]=$!; E2E_PIDS+=("${BPID[$n]}")
-        e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 3 ]" 10 && return 0
-        kill -9 "${BPID[$n]}" 2>/dev/null; wait "${BPID[$n]}" 2>/dev/null
-    done
-    echo "could not start broker $n"; exit 1
-}
-start_w() { # N: W<N> serving B<N> only
-    local extra=0
-    [ "$1" = 1 ] && extra=${W1_EXTRA_MS:-0}
-    REC_FILE=$E2E_TMP/runs REC_NAME=w$1 REC_EXTRA_MS=$extra "$JRPC_PY" -m jrpc.worker --connect "${WEP[$1]}" \
-        --heartbeat-ms 200 --credit 8 "$HERE/py_failover_worker.py" >>"$E2E_TMP/w$1.log" 2>&1 &
-    E2E_PIDS+=("$!")
-}
-ready() { grep -q 'event=worker_ready' "$E2E_TMP/b$1.log"; }
+source "$(dirname "${BASH_SOURCE[0]}")/failover_lib.sh"
 
 run_round() { # RETRY [zmq]: one round, B1 killed under load; sets RES (the load's JSON)
     local n
@@ -63,9 +31,9 @@ run_round() { # RETRY [zmq]: one round, B1 killed under load; sets RES (the load
         >"$E2E_TMP/load.json" 2>"$E2E_TMP/load.err" &
     local load=$!
     e2e_wait_for "[ -f '$E2E_TMP/started' ]" 30 || echo "the load did not start"
-    # B1 holds calls now (8 threads, a third of the bodies each): kill it.
-    kill -9 "${BPID[1]}"
-    wait "${BPID[1]}" 2>/dev/null
+    # Killed while it holds a call (8 threads, a third of the bodies each;
+    # under load, or ASan, it held none now and then without the wait).
+    kill_b1
     wait "$load"; check "retry=$1 ${2:-http}: the load ran to its end" 0 $?
     RES=$(cat "$E2E_TMP/load.json")
 }
@@ -89,10 +57,7 @@ check "the cut script ran to its end" 0 $?
 while IFS=$'\t' read -r line name exp act; do
     [ "$line" = CHECK ] && check "$name" "$exp" "$act"
 done <"$E2E_TMP/cut.out"
-for p in "${E2E_PIDS[@]}"; do
-    [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
-done
-E2E_PIDS=("$REDIS_PID")
+stop_all
 
 # ---- retry="safe", over HTTP, then over ZeroMQ ------------------------------
 # W1 takes 200 ms more a call from here on: B1 always holds calls when it is
@@ -116,10 +81,7 @@ safe_round() { # TRANSPORT
         "$(stat "sum(1 for w in runs.values() if len(w) > 1)")"
     check "$T: every call answered ran exactly once" yes \
         "$(stat "'yes' if all(len(runs.get(t, [])) == 1 for t in a) else 'no'")"
-    for p in "${E2E_PIDS[@]}"; do
-        [ "$p" = "$REDIS_PID" ] || { kill -9 "$p"; wait "$p"; } 2>/dev/null
-    done
-    E2E_PIDS=("$REDIS_PID")
+    stop_all
 }
 safe_round http
 safe_round zmq

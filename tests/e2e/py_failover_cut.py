@@ -1,7 +1,7 @@
 """The deterministic half of tests/e2e/py_failover.sh: a connection that
 dies after the broker ran the body and kept its reply. A proxy in front of
-B1 forwards each request, reads B1's whole answer, and closes the client's
-connection without it. A jrpc.Client given [proxy, B2]:
+B1 (failover_cut_proxy.py) forwards each request, reads B1's whole answer,
+and closes the client's connection without it. A jrpc.Client given [proxy, B2]:
   - retry="safe": the body is sent again to B2 under the same key, B2
     answers the reply B1 kept, and the call ran once (at W1);
   - no retry: CallMayHaveRunError, and the call ran once (at W1).
@@ -10,54 +10,13 @@ URLs; REC_FILE and KEY_FILE in the environment."""
 
 import json
 import os
-import socket
 import sys
-import threading
-from urllib.parse import urlsplit
 
+from failover_cut_proxy import start
 from jrpc import CallMayHaveRunError, Client
 
-b1 = urlsplit(sys.argv[1])
 b2_url = sys.argv[2]
-
-
-def read_http(sock):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    n = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            n = int(v)
-    while len(body) < n:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return head + b"\r\n\r\n" + body
-
-
-def serve(lsock):
-    while True:
-        c, _ = lsock.accept()
-        req = read_http(c)
-        up = socket.create_connection((b1.hostname, b1.port))
-        up.sendall(req)
-        read_http(up)          # B1 ran the body and kept its reply; the client never gets it
-        up.close()
-        c.close()
-
-
-lsock = socket.socket()
-lsock.bind(("127.0.0.1", 0))
-lsock.listen(8)
-threading.Thread(target=serve, args=(lsock,), daemon=True).start()
-proxy = "http://127.0.0.1:%d/rpc" % lsock.getsockname()[1]
+proxy = start(sys.argv[1])
 
 
 def check(name, expected, actual):

@@ -216,6 +216,40 @@ check "LSP framing: 1 MiB intact" "$big_want" \
     "$(send '{"jsonrpc":"2.0","method":"big","id":1}' | tr -d '\n' | sha256sum | cut -d' ' -f1)"
 stop_stdio "$STDIO_PID" E
 
+# ---- --lsp-init: the bridge runs LSP's initialize/initialized itself ---------
+# The server answers -32002 (ServerNotInitialized) to anything before it.
+start_stdio L --procs 2 --framing lsp --method upper --method lspstate -- --lsp --need-init
+e2e_wait_workers 1
+e2e_wait_for "[ \$(nchildren L) = 2 ]" 10
+check "no --lsp-init: the server is not initialized (-32002)" '"code":-32002' \
+    "$(send '{"jsonrpc":"2.0","method":"upper","params":["x"],"id":1}' | grep -o '"code":-32002')"
+stop_stdio "$STDIO_PID" L
+echo '{"processId": null,
+  "rootUri": "file:///srv", "capabilities": {}}' > "$E2E_TMP/lsp_init.json"
+start_stdio M --procs 2 --framing lsp --lsp-init "$E2E_TMP/lsp_init.json" --method upper \
+    --method lspstate -- --lsp --need-init
+e2e_wait_workers 1
+e2e_wait_for "[ \$(grep -c event=lsp_initialized '$STDIO_LOG') -ge 2 ]" 20
+check "--lsp-init FILE: both children handshaken" 2 "$(grep -c event=lsp_initialized "$STDIO_LOG")"
+check "--lsp-init FILE: calls served after it" '{"jsonrpc":"2.0","result":"X","id":1}' \
+    "$(send '{"jsonrpc":"2.0","method":"upper","params":["x"],"id":1}')"
+check "--lsp-init FILE: the child got those params, then initialized" \
+    '{"jsonrpc":"2.0","result":{"initialize":{"processId":null,"rootUri":"file:///srv","capabilities":{}},"initialized":true},"id":2}' \
+    "$(send '{"jsonrpc":"2.0","method":"lspstate","id":2}')"
+stop_stdio "$STDIO_PID" M
+start_stdio N --procs 1 --lsp-init '{"rootUri":null,"capabilities":{}}' --method upper -- --need-init
+e2e_wait_workers 1
+e2e_wait_for "grep -q event=lsp_initialized '$STDIO_LOG'" 20
+check "--lsp-init JSON (NDJSON framing): served" '{"jsonrpc":"2.0","result":"Y","id":3}' \
+    "$(send '{"jsonrpc":"2.0","method":"upper","params":["y"],"id":3}')"
+stop_stdio "$STDIO_PID" N
+"$JRPC_BIN/jrpc-stdio" --lsp-init '{"a":' --method x -- true >/dev/null 2>&1
+check "--lsp-init: not a JSON object, exit 2" 2 "$?"
+"$JRPC_BIN/jrpc-stdio" --lsp-init /nonexistent.json --method x -- true >/dev/null 2>&1
+check "--lsp-init: no such file, exit 2" 2 "$?"
+"$JRPC_BIN/jrpc-stdio" --mcp --lsp-init '{}' -- true >/dev/null 2>&1
+check "--lsp-init with --mcp: exit 2" 2 "$?"
+
 # ---- a hung child: -32003 at the deadline, killed after --hang-kill-ms -----
 start_stdio F --procs 1 --hang-kill-ms 300 --method sleep --method upper --
 e2e_wait_workers 1

@@ -19,7 +19,10 @@ an unknown id before every answer), --request (a server->client request
 before the first answer; the reply is reported on stderr), --notify (a
 notification before every answer), --stderr (a line on stderr per call),
 --exit-after K (exit without answering the K-th call), --huge (a 2 MiB
-line before every answer)."""
+line before every answer).
+LSP's handshake (--need-init): every method but initialize is answered
+-32002 (ServerNotInitialized) until initialize, then the notification
+initialized, came; lspstate -> {"initialize": its params, "initialized": b}."""
 import json
 import os
 import sys
@@ -34,6 +37,8 @@ NOTIFY = "--notify" in args
 STDERR = "--stderr" in args
 HUGE = "--huge" in args
 THREADS = "--threads" in args
+NEED_INIT = "--need-init" in args
+lsp = {"initialize": None, "initialized": False}
 EXIT_AFTER = int(args[args.index("--exit-after") + 1]) if "--exit-after" in args else 0
 
 out = sys.stdout.buffer
@@ -111,7 +116,16 @@ def serve(req):
     if STDERR:
         sys.stderr.write("serving %s in pid %d\n" % (m, os.getpid()))
         sys.stderr.flush()
-    if m == "upper":
+    if m == "initialize":
+        lsp["initialize"] = p
+        answer(req, {"capabilities": {"hoverProvider": True}})
+        return
+    if NEED_INIT and not lsp["initialized"]:
+        answer(req, error={"code": -32002, "message": "Server not initialized"})
+        return
+    if m == "lspstate":
+        answer(req, lsp)
+    elif m == "upper":
         s = p[0] if isinstance(p, list) else p["text"]
         answer(req, s.upper())
     elif m == "sleep":
@@ -144,6 +158,9 @@ def main():
         if "method" not in msg:  # a reply to our own request
             sys.stderr.write("reply to my request: %s\n" % json.dumps(msg))
             sys.stderr.flush()
+            continue
+        if msg["method"] == "initialized" and "id" not in msg:
+            lsp["initialized"] = lsp["initialize"] is not None
             continue
         calls += 1
         if EXIT_AFTER and calls >= EXIT_AFTER:

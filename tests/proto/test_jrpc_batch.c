@@ -387,6 +387,18 @@ static void test_reserved(void **state)
     assert_false(jrpc_batch_expects_reply(&r.b));
     assert_string_equal(req_reply(&r), "");
     req_dispose(&r);
+    /* rpc.discover: left for the broker (a request), dropped (a notification) */
+    req_parse(&r, "[{\"jsonrpc\":\"2.0\",\"method\":\"rpc.discover\",\"id\":1},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.discover\"},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.discovery\",\"id\":2}]");
+    assert_int_equal(r.b.ncalls, 3);
+    assert_false(r.b.calls[0].answered);
+    assert_true(jrpc_batch_is_discover(&r.b.calls[0]));
+    assert_true(r.b.calls[1].answered);
+    assert_false(jrpc_batch_is_discover(&r.b.calls[1]));
+    assert_true(r.b.calls[2].answered);
+    assert_int_equal(r.b.calls[2].code, JRPC_METHOD_NOT_FOUND);
+    req_dispose(&r);
 }
 
 static void test_limits(void **state)

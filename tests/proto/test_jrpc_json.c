@@ -484,6 +484,41 @@ static void test_member(void **state)
     assert_string_equal(jrpc_json_strerror(JRPC_JSON_ERANGE), "number out of range");
 }
 
+typedef struct members {
+    char s[256];
+    int  n;
+} members_t;
+
+static void on_member(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    members_t *m = arg;
+    size_t k = strlen(m->s);
+    snprintf(m->s + k, sizeof m->s - k, "%.*s=%.*s;", (int)name.n, name.p, (int)value.n, value.p);
+    m->n++;
+}
+
+/* Every member of an object once, in order, names unescaped; not an
+ * object or not JSON: no call. */
+static void test_each_member(void **state)
+{
+    (void)state;
+    const char *s = " {\"a\":1, \"b\\u0063\" : {\"x\":[1,{}]} ,\"\":\"v\"} ";
+    char *b = exact(s, strlen(s));
+    members_t m = { "", 0 };
+    assert_int_equal(jrpc_json_each_member(b, strlen(s), 8, on_member, &m), 0);
+    assert_string_equal(m.s, "a=1;bc={\"x\":[1,{}]};=\"v\";");
+    free(b);
+    static const char *const bad[] = { "[1]", "{\"a\":1", "{\"a\":[[[[1]]]]}", "{}" };
+    static const int want[] = { -ENOENT, JRPC_JSON_EINCOMPLETE, JRPC_JSON_EDEPTH, 0 };
+    for (int i = 0; i < 4; i++) {
+        members_t z = { "", 0 };
+        b = exact(bad[i], strlen(bad[i]));
+        assert_int_equal(jrpc_json_each_member(b, strlen(bad[i]), 3, on_member, &z), want[i]);
+        assert_int_equal(z.n, 0);
+        free(b);
+    }
+}
+
 /* The UTF-8 check on its own (WebSocket text messages): the parser's rules. */
 static void test_utf8_valid(void **state)
 {
@@ -788,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_write_refusals),
         cmocka_unit_test(test_write_scalars),
         cmocka_unit_test(test_member),
+        cmocka_unit_test(test_each_member),
         cmocka_unit_test(test_utf8_valid),
         cmocka_unit_test(test_string_scan_positions),
         cmocka_unit_test(test_raw_every_head),

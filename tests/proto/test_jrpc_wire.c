@@ -238,6 +238,43 @@ static void test_ready_options(void **state)
         assert_int_not_equal(check_bytes(b.p, n), 0);
     jrpc_buf_dispose(&b);
 
+    /* service and schemas: strings, decoded as they were sent */
+    jrpc_buf_init(&b);
+    o = (jrpc_wire_ready_opts_t){ .service = "billing", .schemas = "{\"m\":{}}" };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 1, demo_methods, 1, &o), 0);
+    decode_ok(&f, b.p, b.len);
+    assert_true(str_eq(f.m.service, "billing"));
+    assert_true(str_eq(f.m.schemas, "{\"m\":{}}"));
+    assert_null(f.m.idempotent);
+    frame_dispose(&f);
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 1, demo_methods, 1, &none), 0);
+    decode_ok(&f, b.p, b.len);
+    assert_null(f.m.service);
+    assert_null(f.m.schemas);
+    frame_dispose(&f);
+    jrpc_buf_dispose(&b);
+    for (int c = 0; c < 3; c++) {   /* a service that is no str, twice; schemas no str */
+        msgpack_packer pk;
+        jrpc_buf_init(&b);
+        pk_head(&pk, &b, 5, JRPC_WIRE_READY);
+        msgpack_pack_int(&pk, 4);
+        msgpack_pack_array(&pk, 1);
+        pk_str(&pk, "m");
+        msgpack_pack_map(&pk, c == 1 ? 2 : 1);
+        pk_str(&pk, c == 2 ? "schemas" : "service");
+        if (c == 1)
+            pk_str(&pk, "a");
+        if (c == 1)
+            pk_str(&pk, "service");
+        if (c == 1)
+            pk_str(&pk, "b");
+        else
+            msgpack_pack_int(&pk, 1);
+        assert_int_equal(check_bytes(b.p, b.len), JRPC_WIRE_EMALFORMED);
+        jrpc_buf_dispose(&b);
+    }
+
     /* Only idempotent, and an empty list. */
     jrpc_buf_init(&b);
     o = (jrpc_wire_ready_opts_t){ .idempotent = idem, .nidempotent = 1 };

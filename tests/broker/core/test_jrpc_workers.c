@@ -4,112 +4,7 @@
  * DEALERs nobody reads (so sends to them succeed); frames are handed to
  * on_message() directly and the heartbeat timer's callback is called by
  * hand, so nothing here depends on time passing. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-
-#include "../../../broker/core/jrpc_workers.c"
-#include "../../../broker/core/jrpc_methods.c"
-#include "../../../broker/core/jrpc_hedge.c"
-#include "../../../broker/core/jrpc_sessions.c"
-#include "jrpc_json.h"
-
-static struct {
-    uv_loop_t loop;
-    void     *zctx, *router, *dealers[2];
-    unsigned  done;       /* on_done calls */
-    int       last_code;
-} G;
-
-static void on_done(void *owner, uint32_t index, int kind, int code, jrpc_span_t value,
-                    void *arg)
-{
-    (void)owner, (void)index, (void)kind, (void)value, (void)arg;
-    G.done++;
-    G.last_code = code;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    memset(&G, 0, sizeof G);
-    uv_loop_init(&G.loop);
-    G.zctx = zmq_ctx_new();
-    G.router = zmq_socket(G.zctx, ZMQ_ROUTER);
-    int one = 1, zero = 0;
-    zmq_setsockopt(G.router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(G.router, ZMQ_LINGER, &zero, sizeof zero);
-    assert_int_equal(zmq_bind(G.router, "inproc://test-workers"), 0);
-    for (int i = 0; i < 2; i++) {
-        char id = (char)('A' + i);
-        G.dealers[i] = zmq_socket(G.zctx, ZMQ_DEALER);
-        zmq_setsockopt(G.dealers[i], ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(G.dealers[i], ZMQ_ROUTING_ID, &id, 1);
-        assert_int_equal(zmq_connect(G.dealers[i], "inproc://test-workers"), 0);
-    }
-    int ev;
-    size_t len = sizeof ev;
-    zmq_getsockopt(G.router, ZMQ_EVENTS, &ev, &len);   /* the ROUTER learns their ids */
-    jrpc_metrics_init();
-    jrpc_log_set_level("error");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < 2; i++)
-        zmq_close(G.dealers[i]);
-    zmq_close(G.router);
-    zmq_ctx_term(G.zctx);
-    uv_loop_close(&G.loop);
-    return 0;
-}
-
-/* What jrpc_workers_new() makes (defaults as main.c's), on the test ROUTER,
- * no loop handle started. */
-static jrpc_workers_t *make(uint32_t eject_after)
-{
-    jrpc_workers_t *w = calloc(1, sizeof *w);
-    assert_non_null(w);
-    w->loop = &G.loop;
-    w->opts = (jrpc_workers_opts_t){
-        .max_queue = 100, .heartbeat_ms = 1000, .liveness = 3, .max_redispatch = 3,
-        .max_worker_methods = JRPC_WORKERS_MAX_WORKER_METHODS,
-        .max_methods = JRPC_WORKERS_MAX_METHODS, .max_method_len = 256,
-        .max_worker_credit = JRPC_WORKERS_MAX_WORKER_CREDIT,
-        .max_worker_bytes = JRPC_WORKERS_MAX_WORKER_BYTES, .eject_after = eject_after,
-        .eject_ms = JRPC_WORKERS_EJECT_MS,
-    };
-    w->done = on_done;
-    w->free_head = NIL;
-    w->generation = 1;
-    w->mtab_size = 256;
-    w->mtab = calloc(w->mtab_size, sizeof *w->mtab);
-    jrpc_buf_init(&w->scratch);
-    msgpack_zone_init(&w->zone, 4096);
-    w->sock = G.router;
-    w->heartbeat.data = w;
-    hedge_init(w);
-    return w;
-}
-
-static void destroy(jrpc_workers_t *w)
-{
-    free_workers(w);
-    method_sweep(w);
-    bool calls = false;
-    for (uint32_t i = 0; i < w->nslots; i++)
-        calls |= w->slots[i].state != SLOT_FREE;
-    if (!calls)   /* nothing left once nobody refers to it */
-        assert_int_equal(w->nmethods, 0);
-    free_rest(w);
-    char buf[64];
-    for (int i = 0; i < 2; i++)
-        while (zmq_recv(G.dealers[i], buf, sizeof buf, ZMQ_DONTWAIT) >= 0)
-            ;
-}
+#include "workers_harness.h"
 
 static int buf_write(void *d, const char *p, size_t n)
 {
@@ -154,10 +49,6 @@ static void heartbeat_from(jrpc_workers_t *w, char id)
     on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, hb, sizeof hb);
 }
 
-static worker_t *find(jrpc_workers_t *w, char id)
-{
-    return worker_find(w, &(peer_t){ .id = &id, .idlen = 1 });
-}
 
 /* High 1: a callback that held the loop for longer than the liveness (the
  * tick then sees an old last_seen, with the worker's heartbeats still
@@ -674,6 +565,73 @@ static void test_json_option_malformed(void **state)
     destroy(w);
 }
 
+/* The status producers (issue 33): valid JSON with the contract's fields;
+ * a worker's answers, errors and timeouts counted; method names a worker
+ * chose escaped for JSON and HTML; past the bound, "other". */
+static void test_status(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    jrpc_metrics.max_meth = jrpc_metrics.nmeth - 1 + 2;   /* room for two more records */
+    static const char hostile[] = "<x>\"\\\n\xff";
+    ready(w, 'B', 2, hostile, 1, "w-b", 3);
+    ready(w, 'A', 3, "s", 3, "w-a", 3);                   /* s0 gets a record; s1, s2 not */
+    uint32_t s0 = method_find(w, "s0", 2)->stat, s1 = method_find(w, "s1", 2)->stat;
+    assert_int_not_equal(s0, JRPC_METRICS_OTHER);
+    assert_int_equal(s1, JRPC_METRICS_OTHER);
+    assert_int_equal(method_find(w, hostile, sizeof hostile - 1)->stat, s0 - 1);
+    assert_int_equal(jrpc_metrics_method_id("", "s0", 2), s0);   /* found again, not made */
+    assert_int_equal(jrpc_metrics_method_id("", "s9", 2), JRPC_METRICS_OTHER);
+
+    static const char params[] = "[]";
+    jrpc_span_t none = { NULL, 0 }, p = { params, 2 };
+    uint32_t h[2];
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "s0", 2 }, p, none, none, 100000, 0,
+                                           &G, 0, &h[0]), 0);
+    assert_int_equal(jrpc_workers_last_stat(w), s0);
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "s1", 2 }, p, none, none, 100000, 0,
+                                           &G, 1, &h[1]), 0);
+    assert_int_equal(jrpc_workers_last_stat(w), JRPC_METRICS_OTHER);
+    jrpc_workers_flush(w);
+    answer_from(w, 'A', w->slots[h[0]].seq);
+    jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
+    /* What the broker counts per answered call: 3 ms, one ok, one -32003. */
+    jrpc_metrics_call(s0, JRPC_CALL_OK, 0, 3 * NS_PER_MS);
+    jrpc_metrics_call(s0, JRPC_CALL_TIMEOUT, JRPC_TIMEOUT, 3 * NS_PER_MS);
+
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    assert_int_equal(jrpc_workers_status(w, &out), 0);
+    jrpc_span_t v;
+    assert_int_equal(jrpc_json_check(out.p, out.len, 8, &v), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_non_null(strstr(out.p, "{\"id\":\"41\",\"name\":\"w-a\",\"service\":\"\",\"host\":\"\","
+                                  "\"credit\":3,\"in_flight\":1,\"answered\":1,\"errors\":0,"
+                                  "\"timeouts\":1,\"ejections\":0,\"last_heard_ms\":"));
+    assert_non_null(strstr(out.p, "\"ejected\":false,\"draining\":false,\"methods\":3}"));
+    assert_non_null(strstr(out.p, "\"id\":\"42\",\"name\":\"w-b\""));
+    assert_int_equal(strncmp(out.p, "{\"workers\":[{", 13), 0);
+
+    jrpc_buf_reset(&out);
+    assert_int_equal(jrpc_workers_status_methods(w, &out), 0);
+    assert_int_equal(jrpc_json_check(out.p, out.len, 8, &v), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_non_null(strstr(out.p, "{\"service\":\"\",\"method\":\"s0\",\"calls\":2,\"ok\":1,"
+                                  "\"errors\":1,\"timeouts\":1,\"p50_ms\":3.750,\"p99_ms\":4.975,"
+                                  "\"workers\":1,\"other\":false}"));
+    assert_non_null(strstr(out.p, "\"method\":\"\\u003cx\\u003e\\\"\\\\\\u000a\\ufffd\""));
+    assert_null(strchr(out.p, '<'));
+    assert_non_null(strstr(out.p, "{\"methods\":[{\"service\":\"\",\"method\":\"other\","));
+    char tail[64];
+    snprintf(tail, sizeof tail, "],\"max_methods\":%u}", jrpc_metrics.max_meth);
+    assert_string_equal(out.p + strlen(out.p) - strlen(tail), tail);
+    /* "other": s1 and s2 of A, and nothing else serves them */
+    assert_non_null(strstr(out.p, "\"method\":\"other\",\"calls\":"));
+    jrpc_buf_dispose(&out);
+    reap(w);
+    destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_hedge),
         cmocka_unit_test(test_hedge_grows_slots),
         cmocka_unit_test(test_hedge_p95),
+        cmocka_unit_test(test_status),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

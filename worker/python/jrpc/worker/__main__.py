@@ -127,11 +127,16 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 2
     endpoints = conf.endpoints(str(v["connect"]))
-    w = Worker(methods, credit=int(str(v["credit"])), heartbeat_ms=int(str(v["heartbeat-ms"])),
-               liveness=int(str(v["liveness"])), name=v["name"], curve_keypair=kp,
-               broker_public=bp, threads=int(v["threads"]) if v["threads"] else None,
-               drain_timeout_ms=int(str(v["drain-timeout-ms"])),
-               resolve_ms=int(str(v["resolve-ms"])))
+    try:
+        w = Worker(methods, credit=int(str(v["credit"])),
+                   heartbeat_ms=int(str(v["heartbeat-ms"])),
+                   liveness=int(str(v["liveness"])), name=v["name"], curve_keypair=kp,
+                   broker_public=bp, threads=int(v["threads"]) if v["threads"] else None,
+                   drain_timeout_ms=int(str(v["drain-timeout-ms"])),
+                   resolve_ms=int(str(v["resolve-ms"])), service=v["service"])
+    except ValueError as err:
+        print("%s: %s" % (conf.PROG, err), file=sys.stderr)
+        return 2
     for ep in endpoints:
         try:
             w.connect(ep)

@@ -51,6 +51,9 @@ OPTIONS: List[Opt] = [
         "broker lost also resolves its name at once", 100, 3600000, metavar="N"),
     Opt("name", "str", None, "this worker's name in the broker's logs and metrics (READY's "
         "name); unset: its routing id", metavar="NAME"),
+    Opt("service", "str", None, "the service this worker's methods belong to "
+        "([a-z0-9][a-z0-9_-]{0,62}): clients call them SERVICE.method, and by the bare name "
+        "when no other service declared it first; unset: no service", metavar="NAME"),
     Opt("credit", "uint", "64", "calls held at once per broker", 1, 1000000, metavar="N"),
     Opt("threads", "uint", None, "threads for sync handlers (unset: min(credit, 32))", 1, 1024,
         metavar="N"),

@@ -1,6 +1,6 @@
 """Brokers found by name (issue 16): ``dns+tcp://NAME:PORT`` stands for
 every broker NAME resolves to (A and AAAA), each its own session. The pure
-part, as worker/jrpc_dns.c has it for the C library: the URL, a
+part, as io/jrpc_dns.c has it for the C library: the URL, a
 getaddrinfo() answer as a sorted set of ZeroMQ endpoints, and the
 difference between the set in force and a fresh one. The worker resolves
 (socket.getaddrinfo in a thread of its own) and acts on what this says."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import json
 import time
+import typing
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import wire
@@ -135,6 +137,27 @@ class Methods:
     def idempotent(self) -> List[str]:
         return [m.name for m in self._methods.values() if m.idempotent]
 
+    def schemas(self) -> Dict[str, Dict[str, Any]]:
+        """READY's "schemas" (PROTOCOL.md 2.1, for rpc.discover): for each
+        method with type hints, its params as OpenRPC content descriptors and
+        its result, from the hints (int, float, str, bool, list, dict,
+        Optional and their List[...]/Dict[...] forms; anything else: any)."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for m in self._methods.values():
+            sch = _method_schema(m)
+            if sch is not None:
+                out[m.name] = sch
+        return out
+
+    def schemas_json(self) -> Optional[str]:
+        """schemas() as compact JSON text, or None when no method has hints
+        or the text would pass the broker's limit (64 KiB)."""
+        sch = self.schemas()
+        if not sch:
+            return None
+        text = json.dumps(sch, separators=(",", ":"), sort_keys=True)
+        return text if len(text.encode()) <= wire.SCHEMAS_MAX else None
+
     def has_async(self) -> bool:
         return any(m.is_async for m in self._methods.values())
 
@@ -151,3 +174,64 @@ class Methods:
             else:
                 m.add(name, v)
         return m
+
+
+_NoneType = type(None)
+_SIMPLE = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array",
+           dict: "object"}
+
+
+def _type_schema(t: Any) -> Dict[str, Any]:
+    """The JSON Schema of a type hint (the ones a JSON value can be)."""
+    if t is _NoneType or t is None:
+        return {"type": "null"}
+    if t in _SIMPLE:
+        return {"type": _SIMPLE[t]}
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if origin is Union:
+        rest = [a for a in args if a is not _NoneType]
+        inner = [_type_schema(a) for a in rest]
+        if len(rest) < len(args):
+            inner.append({"type": "null"})
+        return inner[0] if len(inner) == 1 else {"oneOf": inner}
+    if origin in (list, tuple, set, frozenset) or origin is typing.Sequence:
+        sch: Dict[str, Any] = {"type": "array"}
+        if origin is list and len(args) == 1:
+            sch["items"] = _type_schema(args[0])
+        return sch
+    if origin is dict or origin is typing.Mapping:
+        sch = {"type": "object"}
+        if len(args) == 2:
+            sch["additionalProperties"] = _type_schema(args[1])
+        return sch
+    return {}
+
+
+def _method_schema(m: Method) -> Optional[Dict[str, Any]]:
+    """{"params": [content descriptors], "result": content descriptor} from
+    m's type hints; None when it has none (or no signature)."""
+    if m.signature is None:
+        return None
+    try:
+        hints = typing.get_type_hints(m.fn)
+    except Exception:  # unresolvable forward references: no schema
+        return None
+    if not hints:
+        return None
+    params: List[Dict[str, Any]] = []
+    ps = list(m.signature.parameters.values())
+    if m.pass_call and ps:
+        ps = ps[1:]
+    for p in ps:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        d: Dict[str, Any] = {"name": p.name,
+                             "schema": _type_schema(hints[p.name]) if p.name in hints else {}}
+        if p.default is p.empty:
+            d["required"] = True
+        params.append(d)
+    out: Dict[str, Any] = {"params": params}
+    if "return" in hints:
+        out["result"] = {"name": "result", "schema": _type_schema(hints["return"])}
+    return out

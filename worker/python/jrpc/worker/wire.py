@@ -69,7 +69,8 @@ def _pack(value: Any) -> bytes:
 
 
 def encode_ready(credit: int, methods: Sequence[str], idempotent: Iterable[str] = (),
-                 name: Optional[str] = None) -> bytes:
+                 name: Optional[str] = None, service: Optional[str] = None,
+                 schemas: Optional[str] = None) -> bytes:
     """READY ``[1, 1, credit, methods, options?]``; options only when there
     is something to say (without, the bytes are those of an older worker)."""
     if not _is_uint(credit, U32_MAX, 1):
@@ -84,6 +85,10 @@ def encode_ready(credit: int, methods: Sequence[str], idempotent: Iterable[str] 
     idem = [m for m in methods if m in set(idempotent)]
     if idem:
         options["idempotent"] = idem
+    if service is not None:
+        options["service"] = service
+    if schemas is not None:
+        options["schemas"] = schemas
     if options:
         msg.append(options)
     return _pack(msg)
@@ -276,6 +281,7 @@ def peek_head(frame: bytes) -> Optional[Tuple[int, int]]:
     return version, type_
 
 
+SCHEMAS_MAX = 65536  # JRPC_WIRE_SCHEMAS_MAX: READY "schemas" bytes a broker reads
 MAX_DEPTH = 1100  # JRPC_WIRE_MAX_DEPTH: the message's own array counts
 
 

@@ -19,6 +19,7 @@ import collections
 import concurrent.futures
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -34,6 +35,7 @@ from .methods import CallInfo, Method, Methods, _current
 log = logging.getLogger("jrpc.worker")
 
 RECONNECT_IVL_MS = 100
+SERVICE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # READY "service"
 RECONNECT_IVL_MAX_MS = 1000
 RECV_BATCH = 256  # messages read from one socket per loop turn
 
@@ -77,7 +79,10 @@ class Worker:
 
     ``credit``: calls held at once per broker (READY); ``heartbeat_ms`` and
     ``liveness``: own settings, until a broker sends its own (it answers
-    READY with them, PROTOCOL.md 5); ``name``: READY's "name";
+    READY with them, PROTOCOL.md 5); ``name``: READY's "name"; ``service``:
+    READY's "service" (``[a-z0-9][a-z0-9_-]{0,62}``: clients call its methods
+    ``service.method``, docs/ARCHITECTURE.md "Services"); the methods' type
+    hints go in READY's "schemas" (rpc.discover);
     ``curve_keypair``/``broker_public``: (public, secret) Z85 and the broker's
     public Z85, both or neither (keys.load_keypair / keys.load_public read
     jrpc's key files); ``threads``: the sync handlers' pool (default
@@ -91,7 +96,8 @@ class Worker:
                  curve_keypair: Optional[Tuple[str, str]] = None,
                  broker_public: Optional[str] = None, threads: Optional[int] = None,
                  drain_timeout_ms: int = 30000, linger_ms: int = 1000,
-                 context: Optional[zmq.Context] = None, resolve_ms: int = 5000) -> None:
+                 context: Optional[zmq.Context] = None, resolve_ms: int = 5000,
+                 service: Optional[str] = None) -> None:
         if not 1 <= credit <= wire.U32_MAX:
             raise ValueError("credit must be 1..2**32-1")
         if not 10 <= heartbeat_ms <= 3600000:
@@ -102,6 +108,9 @@ class Worker:
             raise ValueError("resolve_ms must be 100..3600000")
         if (curve_keypair is None) != (broker_public is None):
             raise ValueError("curve_keypair and broker_public go together")
+        if service is not None and not SERVICE_RE.fullmatch(service):
+            raise ValueError("service must be [a-z0-9][a-z0-9_-]{0,62}")
+        self.service = service
         self.methods = methods if methods is not None else Methods()
         self.credit = credit
         self.heartbeat_ms = heartbeat_ms
@@ -346,7 +355,8 @@ class Worker:
         c.last_heard = now
         c.last_reset = now
         self._send(c, wire.encode_ready(self.credit, self.methods.names(),
-                                        self.methods.idempotent(), self.name))
+                                        self.methods.idempotent(), self.name, self.service,
+                                        self.methods.schemas_json()))
 
     def _close(self, c: _Conn, linger_ms: int = 0) -> None:
         if c.sock is not None:

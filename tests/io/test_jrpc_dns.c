@@ -1,4 +1,4 @@
-/* Unit tests of jrpc_dns (worker/jrpc_dns.c): dns+tcp:// URLs, good and
+/* Unit tests of jrpc_dns (io/jrpc_dns.c): dns+tcp:// URLs, good and
  * bad (each bad one also at the very end of a heap buffer, so that a read
  * past its NUL trips the sanitizer), getaddrinfo answers built by hand
  * (mixed families, duplicates, more addresses than kept), and the set

@@ -5,7 +5,9 @@
  * parses the URL, turns a getaddrinfo() answer into a sorted set of ZeroMQ
  * endpoints, and computes the difference between the set in force and a
  * fresh one. No socket, no loop, no resolver call: jrpc_worker.c resolves
- * (uv_getaddrinfo, off the loop thread) and acts on what this says. */
+ * (uv_getaddrinfo, off the loop thread) and acts on what this says; the
+ * client (client/jrpc_client.c) resolves once, when it is made, and takes
+ * every address as a broker of its list. */
 #ifndef JRPC_DNS_H
 #define JRPC_DNS_H
 
