@@ -18,7 +18,14 @@
  * measures exactly the TLS a libjrpc-client user gets. --handshakes closes
  * the connection after each batch (jrpc_client_disconnect), so that every
  * batch pays a TCP connect and a TLS handshake: full, or resumed from the
- * last session. */
+ * last session.
+ *
+ * Where the time went (issue 33): each connection asks the broker for its
+ * timing (libjrpc-client's opts.server_timing: the HTTP Server-Timing
+ * header, the ZeroMQ reply head, the SSE end event) and keeps, per phase
+ * (parse, auth, redis, queue, worker, gather, total), a histogram and a sum:
+ * the report puts their percentiles beside the client's latency, and the
+ * means of a run (appended to --plot-series) stack into a bar per run. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -38,6 +45,7 @@
 #include "jrpc_client.h"
 #include "jrpc_json.h"
 #include "jrpc_keys.h"
+#include "jrpc_timing.h"
 
 #define MAX_CONNECTIONS 1024
 #define MAX_BATCH       100000
@@ -86,6 +94,8 @@ static int o_stream;        /* --stream: answers streamed, time to first and las
 static const char *o_plot;  /* --plot FILE.png */
 static jrpc_client_opts_t o_tls; /* --cacert, --insecure, --cert, --key (https://), --zmq-engine */
 static int o_handshakes;    /* --handshakes: 1 full, 2 resumed; 0 keep-alive */
+static int o_timing = 1;    /* --server-timing on|off: ask for and collect the broker's */
+static const char *o_series; /* --plot-series FILE: this run's means appended, all drawn */
 
 /* Shared. */
 static double t_start, t_warm, t_end;      /* monotonic seconds */
@@ -99,7 +109,35 @@ typedef struct {
     codes_t codes;       /* JSON-RPC error codes */
     codes_t fail_codes;  /* transport failures by -errno */
     char last_fail[256];
+    hist_t phase_h[JRPC_TIMING_PHASES];   /* the broker's timing per phase (µs) */
+    uint64_t phase_sum[JRPC_TIMING_PHASES]; /* ... their sums (µs), for the means */
+    uint64_t timed, timed_us;   /* batches with a timing; the sum of their client latency */
+    uint64_t bad_timing;        /* timings that did not read as Server-Timing */
 } worker_t;
+
+/* The broker's timing of one answered batch, measured us µs by the client
+ * (libjrpc-client keeps it from the header, the trailer, the SSE end event
+ * or the ZeroMQ reply head). */
+static void take_timing(worker_t *w, jrpc_client_t *c, uint64_t us)
+{
+    const char *st = jrpc_client_server_timing(c);
+    if (*st == '\0')
+        return;
+    jrpc_timing_t t;
+    if (jrpc_timing_parse(st, strlen(st), &t) <= 0) {
+        w->bad_timing++;
+        return;
+    }
+    w->timed++;
+    w->timed_us += us;
+    for (int i = 0; i < JRPC_TIMING_PHASES; i++) {
+        if (!(t.has & (1u << i)))
+            continue;
+        uint64_t pus = (t.ns[i] + 500) / 1000;
+        hist_record(&w->phase_h[i], pus, 1);
+        w->phase_sum[i] += pus;
+    }
+}
 
 static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
 {
@@ -347,6 +385,9 @@ static void *conn_main(void *arg)
     worker_t *w = arg;
     jrpc_client_opts_t opts = o_tls;
     opts.timeout_ms = o_timeout_ms;
+    opts.server_timing = o_timing;
+    for (int i = 0; i < JRPC_TIMING_PHASES; i++)
+        hist_init(&w->phase_h[i]);
     jrpc_client_t *c = jrpc_client_new(o_url, &opts);
     if (!c) {
         w->create_error = errno ? errno : EINVAL;
@@ -396,6 +437,8 @@ static void *conn_main(void *arg)
         if (!measured)
             continue;
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
+        if (o_timing)
+            take_timing(w, c, us);
         if (o_stream) {   /* the answers were taken as they came; the end is the summary */
             w->c.batches++;
             w->c.calls += (uint64_t)o_batch;
@@ -489,8 +532,18 @@ static void usage(FILE *f)
 "                       (use --batch 1 for the handshake rate itself)\n"
 "  --key-id ID --secret S | --key-file F [--key-id ID]   sign every batch\n"
 "  --json               one JSON object on stdout instead of the table\n"
-"  --plot FILE.png      also draw the latency percentile curve (per batch and\n"
-"                       per call) into FILE.png; needs gnuplot (Debian: gnuplot-nox)\n"
+"  --plot FILE.png      also draw into FILE.png the latency percentile curve up\n"
+"                       to the maximum (per batch, the broker's total beside it,\n"
+"                       per call when streamed) and, below it, where the batch\n"
+"                       latency went: the mean of each phase stacked, one bar\n"
+"                       per run of --plot-series; needs gnuplot (gnuplot-nox)\n"
+"  --plot-series FILE   append this run's means (label: batch, connections,\n"
+"                       rate) to FILE, a TSV; --plot draws every run in it, so\n"
+"                       runs with growing batch sizes and loads line up\n"
+"  --server-timing on|off  ask the broker where each batch's time went (default\n"
+"                       on: over ZeroMQ the header frame's \"timing\"; over HTTP\n"
+"                       its Server-Timing header) and report each phase's\n"
+"                       percentiles beside the client's latency\n"
 "  --stream             ask for the answers streamed as they complete (ZeroMQ\n"
 "                       header flag, HTTP text/event-stream); reports the time\n"
 "                       to the first answer per batch (row 'first') besides the\n"
@@ -500,8 +553,8 @@ static void usage(FILE *f)
 "  --ignore-ids         do not read the replies at all: only for floor servers\n"
 "                       that answer a fixed body (bench/peers, nginx); the\n"
 "                       report then says \"ids_checked\":false\n"
-"Per-call latency is the latency of the batch, attributed to each call in it\n"
-"(with --stream: each answer's own).\n"
+"A batch's calls answered together have no latency of their own: the 'call'\n"
+"row is reported with --stream only (each answer's own arrival).\n"
 "Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error\n"
 "(or gnuplot missing for --plot); 3 the run was done but the plot failed.\n");
 }
@@ -580,7 +633,7 @@ static void parse_args(int argc, char **argv)
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPCALLS, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON, O_STREAM,
            O_PLOT, O_IGNORE_IDS, O_HELP, O_CACERT, O_INSECURE, O_CERT, O_TLSKEY, O_HANDSHAKES,
-           O_ZMQ_ENGINE };
+           O_ZMQ_ENGINE, O_TIMING, O_SERIES };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
         { "batch", required_argument, NULL, O_BATCH },
@@ -609,6 +662,8 @@ static void parse_args(int argc, char **argv)
         { "handshakes", required_argument, NULL, O_HANDSHAKES },
         { "stream", no_argument, NULL, O_STREAM },
         { "zmq-engine", required_argument, NULL, O_ZMQ_ENGINE },
+        { "server-timing", required_argument, NULL, O_TIMING },
+        { "plot-series", required_argument, NULL, O_SERIES },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -649,6 +704,17 @@ static void parse_args(int argc, char **argv)
             o_plot = optarg;
             break;
         case O_IGNORE_IDS: o_ignore_ids = 1; break;
+        case O_TIMING:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                usage_error("--server-timing: on or off", optarg);
+            o_timing = strcmp(optarg, "on") == 0;
+            break;
+        case O_SERIES:
+            /* The name goes into a gnuplot string in single quotes too. */
+            if (!*optarg || strpbrk(optarg, "'\n\r"))
+                usage_error("--plot-series: a file name without quotes or newlines", optarg);
+            o_series = optarg;
+            break;
         case O_CACERT: o_tls.cacert = optarg; break;
         case O_ZMQ_ENGINE:
             if (strcmp(optarg, "native") != 0 && strcmp(optarg, "libzmq") != 0)
@@ -719,27 +785,102 @@ static void json_codes(const char *name, const codes_t *c)
     printf("}");
 }
 
+static double mean_us(uint64_t sum, uint64_t n)
+{
+    return n ? (double)sum / (double)n : 0;
+}
+
+/* The broker's timing beside the client's latency: each phase's
+ * percentiles and mean (phases that never happened are left out), then the
+ * mean batch latency split into inside and outside the broker. */
+static void print_timing(const worker_t *t, int json)
+{
+    if (json)
+        printf("\"server_timing_us\":{\"batches\":%" PRIu64 ",\"unreadable\":%" PRIu64,
+               t->timed, t->bad_timing);
+    else if (t->timed == 0)
+        printf("  server timing: none came back%s\n",
+               t->bad_timing ? " readable" : " (a broker with --server-timing off, or older)");
+    else
+        printf("  server ms         p50        p90        p99      p99.9        max       mean\n");
+    for (int i = 0; i < JRPC_TIMING_PHASES && t->timed; i++) {
+        const hist_t *h = &t->phase_h[i];
+        if (h->total == 0)
+            continue;
+        if (json)
+            printf(",\"%s\":{", jrpc_timing_name(i));
+        else
+            printf("  %-8s", jrpc_timing_name(i));
+        loop_print_percentiles(h, json);
+        double m = mean_us(t->phase_sum[i], h->total);
+        if (json)
+            printf(",\"mean\":%.1f}", m);
+        else
+            printf(" %10.3f\n", m / 1000.0);
+    }
+    double client = mean_us(t->timed_us, t->timed);
+    double inside = mean_us(t->phase_sum[JRPC_TIMING_TOTAL], t->phase_h[JRPC_TIMING_TOTAL].total);
+    if (json) {
+        printf(",\"client_mean\":%.1f,\"outside_mean\":%.1f},", client,
+               client > inside ? client - inside : 0);
+    } else if (t->timed) {
+        printf("  (the broker's Server-Timing of %" PRIu64 " batches; queue and worker are each "
+               "batch's slowest call. Mean batch latency %.3f ms at the client: %.3f ms in the "
+               "broker, %.3f ms outside it: network, kernel, client)\n", t->timed,
+               client / 1000.0, inside / 1000.0, client > inside ? (client - inside) / 1000.0 : 0);
+    }
+}
+
+/* This run's means in ms, one TSV row: label, then parse ... total, then the
+ * client's mean batch latency (the --plot-series format). */
+static void series_row(FILE *f, const worker_t *t)
+{
+    fprintf(f, "b%d c%d", o_batch, o_conns);
+    if (o_rate > 0)
+        fprintf(f, " r%g", o_rate);
+    for (int i = 0; i < JRPC_TIMING_PHASES; i++)
+        fprintf(f, "\t%.4f", mean_us(t->phase_sum[i], t->timed) / 1000.0);  /* absent: 0 */
+    fprintf(f, "\t%.4f\n", mean_us(t->timed_us, t->timed) / 1000.0);
+}
+
 /* The percentile curve, HdrHistogram-style: x is 1/(1-q) on a log axis, so
- * 90%, 99%, 99.9%... are evenly spaced; y is the latency. The data go to
- * gnuplot inline (a datablock), the script through a pipe. Returns 0, or -1
+ * 90%, 99%, 99.9%... are evenly spaced; y is the latency, per batch, the
+ * broker's total beside it (when it sent its timing) and per call (when
+ * streamed). The curve ends at the maximum: the last point is the highest
+ * value, at x = the count (q = 1 - 1/count). Below it, when timings came
+ * back: where the batch latency went, each phase's mean stacked, one bar
+ * per run of the --plot-series file (or this run alone). The data go to
+ * gnuplot inline (datablocks), the script through a pipe. Returns 0, or -1
  * with the reason on stderr. */
-static int plot(const char *file, const hist_t *bh, const hist_t *ch, double cps)
+static int plot(const char *file, const hist_t *bh, const hist_t *ch, const worker_t *t,
+                double cps)
 {
     FILE *g = popen("gnuplot", "w");
     if (!g) {
         fprintf(stderr, "jrpc-bench: cannot run gnuplot: %s\n", strerror(errno));
         return -1;
     }
+    const hist_t *sh = t->timed ? &t->phase_h[JRPC_TIMING_TOTAL] : NULL;
     fprintf(g, "$d << EOD\n");
-    /* q = 1 - 10^(-k/20): 20 points per decade, up to where the histogram
-     * has fewer values than 1/(1-q) (beyond that is the max). */
+    /* q = 1 - 10^(-k/20): 20 points per decade while the histogram has at
+     * least 1/(1-q) values, then the maximum at x = the count. */
     uint64_t total = bh->total > 0 ? bh->total : 1;
-    for (int k = 0; k <= 120; k++) {
+    for (int k = 0; k <= 180; k++) {
         double inv = pow(10.0, k / 20.0), q = 100.0 * (1.0 - 1.0 / inv);
-        if (k > 0 && inv > (double)total)
+        if (k > 0 && inv >= (double)total)
             break;
-        fprintf(g, "%.6f %.4f %.4f\n", inv, (double)hist_percentile(bh, q) / 1000.0,
-                (double)hist_percentile(ch, q) / 1000.0);
+        fprintf(g, "%.6f %.4f %.4f %.4f\n", inv, (double)hist_percentile(bh, q) / 1000.0,
+                (double)hist_percentile(ch, q) / 1000.0,
+                sh ? (double)hist_percentile(sh, q) / 1000.0 : 0.0);
+    }
+    if (total > 1)
+        fprintf(g, "%.6f %.4f %.4f %.4f\n", (double)total, (double)bh->max / 1000.0,
+                (double)ch->max / 1000.0, sh ? (double)sh->max / 1000.0 : 0.0);
+    fprintf(g, "EOD\n");
+    if (t->timed && !o_series) {
+        fprintf(g, "$s << EOD\n");
+        series_row(g, t);
+        fprintf(g, "EOD\n");
     }
     char url[256];  /* inside a single-quoted gnuplot string */
     size_t n = 0;
@@ -747,26 +888,64 @@ static int plot(const char *file, const hist_t *bh, const hist_t *ch, double cps
         if (*p != '\'' && *p != '\n' && *p != '\r')
             url[n++] = *p;
     url[n] = 0;
-    fprintf(g, "EOD\n"
-               "set terminal pngcairo size 960,600 noenhanced\n"
+    int stacked = t->timed > 0;
+    fprintf(g, "set terminal pngcairo size 960,%d noenhanced\n"
                "set output '%s'\n"
+               "%s"
                "set title 'jrpc-bench %s: %s loop",
-            file, url, o_rate > 0 ? "open" : "closed");
+            stacked ? 1200 : 600, file, stacked ? "set multiplot layout 2,1\n" : "", url,
+            o_rate > 0 ? "open" : "closed");
     if (o_rate > 0)
         fprintf(g, " at %g batches/s", o_rate);
     fprintf(g, ", batch %d, %d connections, %.0f calls/s'\n"
                "set logscale x\n"
                /* gnuplot reads tic labels as formats: %%%% is one percent sign. */
                "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, "
-               "'99.999%%%%' 100000, '99.9999%%%%' 1000000)\n"
-               "set xlabel 'percentile'\n"
+               "'99.999%%%%' 100000, '99.9999%%%%' 1000000, '99.99999%%%%' 10000000, "
+               "'99.999999%%%%' 100000000)\n"
+               "set xrange [1:%.6f]\n"
+               "set xlabel 'percentile (the last point: the maximum)'\n"
                "set ylabel 'latency (ms)'\n"
                "set yrange [0:*]\n"
                "set grid\n"
                "set key top left\n"
-               "plot $d using 1:2 with lines lw 2 title 'per batch', "
-               "$d using 1:3 with lines lw 2 dt 2 title 'per call'\n",
-            o_batch, o_conns, cps);
+               "plot $d using 1:2 with lines lw 2 title 'per batch (client)'",
+            o_batch, o_conns, cps, total > 1 ? (double)total : 10.0);
+    if (sh)
+        fprintf(g, ", $d using 1:4 with lines lw 2 dt 3 title 'per batch: the broker''s total'");
+    if (o_stream)
+        fprintf(g, ", $d using 1:3 with lines lw 2 dt 2 title 'per call (each answer''s own)'");
+    fprintf(g, "\n");
+    if (stacked) {
+        /* columns: 1 label, 2 parse, 3 auth, 4 redis, 5 queue, 6 worker,
+         * 7 gather, 8 total, 9 the client's mean */
+        char src[600];
+        if (o_series)
+            snprintf(src, sizeof src, "'%s'", o_series);
+        else
+            snprintf(src, sizeof src, "$s");
+        fprintf(g, "unset logscale x\n"
+                   "unset xrange\n"
+                   "set xtics auto\n"
+                   "set datafile separator tab\n"
+                   "set title 'where the batch latency went: mean per phase (queue, worker: "
+                   "the slowest call)'\n"
+                   "set style data histograms\n"
+                   "set style histogram rowstacked\n"
+                   "set style fill solid 0.8 border -1\n"
+                   "set boxwidth 0.7\n"
+                   "set xlabel 'run (b: batch size, c: connections, r: batches/s)'\n"
+                   "set ylabel 'mean latency (ms)'\n"
+                   "set key outside right top\n"
+                   "pos(x) = x > 0 ? x : 0\n"
+                   "plot %s using 2:xtic(1) title 'parse', '' using 3 title 'auth', "
+                   "'' using 4 title 'redis', '' using 5 title 'queue', '' using 6 title 'worker', "
+                   "'' using 7 title 'gather', "
+                   "'' using (pos($8-$2-$3-$4-$5-$6-$7)) title 'other (in the broker)', "
+                   "'' using (pos($9-$8)) title 'outside the broker'\n"
+                   "unset multiplot\n",
+                src);
+    }
     int st = pclose(g);
     if (st != 0) {
         fprintf(stderr, "jrpc-bench: gnuplot failed to draw %s (status %d)\n", file, st);
@@ -829,6 +1008,15 @@ int main(int argc, char **argv)
             codes_add(&tot.fail_codes, w->fail_codes.v[i].code, w->fail_codes.v[i].n);
         if (w->last_fail[0])
             last_fail = w->last_fail;
+        for (int i = 0; i < JRPC_TIMING_PHASES; i++) {
+            if (k == 0)
+                hist_init(&tot.phase_h[i]);
+            hist_merge(&tot.phase_h[i], &w->phase_h[i]);
+            tot.phase_sum[i] += w->phase_sum[i];
+        }
+        tot.timed += w->timed;
+        tot.timed_us += w->timed_us;
+        tot.bad_timing += w->bad_timing;
     }
     if (create_error) {
         fprintf(stderr, "jrpc-bench: %s: %s\n", o_url, jrpc_client_strerror(-create_error));
@@ -839,9 +1027,16 @@ int main(int argc, char **argv)
         secs = o_duration;
     double cps = (double)tot.c.calls / secs;
     loop_report_t rep = { "jrpc-bench", o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h,
-                          o_stream ? &tot.c.first_h : NULL };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h,
+                          o_stream ? &tot.c.call_h : NULL, o_stream ? &tot.c.first_h : NULL };
     loop_print_report(&rep, o_json);
+    if (o_timing)
+        print_timing(&tot, o_json);
+    if (o_series && tot.timed) {
+        FILE *f = fopen(o_series, "a");
+        if (f == NULL || (series_row(f, &tot), fclose(f)) != 0)
+            fprintf(stderr, "jrpc-bench: cannot append to %s: %s\n", o_series, strerror(errno));
+    }
     if (o_handshakes && o_json)
         printf("\"handshakes\":\"%s\",\"handshakes_per_s\":%.1f,",
                o_handshakes == 1 ? "full" : "resumed", (double)tot.c.batches / secs);
@@ -860,10 +1055,12 @@ int main(int argc, char **argv)
                tot.rejected, tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected,
                tot.bad_replies);
     } else {
-        printf("  (per call: %s%s)\n",
-               o_stream ? "each answer's own arrival; first: a batch's first answer"
-                        : "the latency of its batch, attributed to each call in it",
-               o_rate > 0 ? "; from the scheduled send time" : "");
+        if (o_stream || o_rate > 0)
+            printf("  (%s%s)\n",
+                   o_stream ? "per call: each answer's own arrival; first: a batch's first answer"
+                            : "",
+                   o_rate > 0 ? (o_stream ? "; from the scheduled send time"
+                                          : "latency from the scheduled send time") : "");
         printf("  errors by code:");
         if (!tot.codes.n && !tot.codes.other)
             printf(" none");
@@ -885,7 +1082,7 @@ int main(int argc, char **argv)
             printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
                    " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
     }
-    int plot_failed = o_plot && plot(o_plot, &tot.c.batch_h, &tot.c.call_h, cps) < 0;
+    int plot_failed = o_plot && plot(o_plot, &tot.c.batch_h, &tot.c.call_h, &tot, cps) < 0;
     if (o_secret) {
         explicit_bzero(o_secret, strlen(o_secret));
         free(o_secret);

@@ -50,12 +50,8 @@ double loop_sched_next(loop_sched_t *s)
 static const double PCT[] = { 50, 90, 99, 99.9, 100 };
 static const char *const PCT_NAME[] = { "p50", "p90", "p99", "p99_9", "max" };
 
-static void print_latency(const char *name, const hist_t *h, int json)
+void loop_print_percentiles(const hist_t *h, int json)
 {
-    if (json)
-        printf("\"%s\":{", name);
-    else
-        printf("  %-8s", name);
     for (int i = 0; i < 5; i++) {
         uint64_t us = hist_percentile(h, PCT[i]);
         if (json)
@@ -63,6 +59,15 @@ static void print_latency(const char *name, const hist_t *h, int json)
         else
             printf(" %10.3f", (double)us / 1000.0);
     }
+}
+
+static void print_latency(const char *name, const hist_t *h, int json)
+{
+    if (json)
+        printf("\"%s\":{", name);
+    else
+        printf("  %-8s", name);
+    loop_print_percentiles(h, json);
     printf(json ? "}" : "\n");
 }
 
@@ -77,8 +82,10 @@ void loop_print_report(const loop_report_t *r, int json)
                r->url, mode, r->rate, r->batch, r->conns, r->secs, r->warmup, r->batches, r->calls,
                bps, cps);
         print_latency("batch", r->batch_h, 1);
-        printf(",");
-        print_latency("call", r->call_h, 1);
+        if (r->call_h) {
+            printf(",");
+            print_latency("call", r->call_h, 1);
+        }
         if (r->first_h) {
             printf(",");
             print_latency("first", r->first_h, 1);
@@ -95,7 +102,8 @@ void loop_print_report(const loop_report_t *r, int json)
            r->calls, cps);
     printf("  latency ms        p50        p90        p99      p99.9        max\n");
     print_latency("batch", r->batch_h, 0);
-    print_latency("call", r->call_h, 0);
+    if (r->call_h)
+        print_latency("call", r->call_h, 0);
     if (r->first_h)
         print_latency("first", r->first_h, 0);
 }
@@ -105,7 +113,6 @@ void loop_conn_record(loop_conn_t *c, uint64_t us, int calls)
     c->batches++;
     c->calls += (uint64_t)calls;
     hist_record(&c->batch_h, us, 1);
-    hist_record(&c->call_h, us, (uint64_t)calls);
 }
 
 static loop_conn_t *conn_at(void *conns, size_t size, int k)

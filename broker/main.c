@@ -625,6 +625,9 @@ int main(int argc, char **argv)
           "clients) before the graceful stop begins",
           .dest = &drain_delay_ms, .max = 600000 },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
+        { "server-timing", B, "on|off", "on", "each answer says where its time went: HTTP\n"
+          "Server-Timing, SSE end event, NDJSON trailer; ZeroMQ\n"
+          "reply header when the client asks (\"timing\")", .dest = &o.server_timing },
         { "metrics-max-methods", U, "N", "256", "methods with their own metrics series (calls,\n"
           "errors, latency per method); the rest are counted\nunder method=\"other\"",
           .dest = &o.metrics_max_methods, .min = 1, .max = 65536 },
@@ -713,6 +716,7 @@ int main(int argc, char **argv)
     o.replay.window_s = o.skew_s;
     ho.cors_origins = cors.v;
     ho.ncors = cors.n;
+    ho.server_timing = o.server_timing;
     static jrpc_proxy_cidr_t *trusted;   /* lives as long as the front: the process */
     if (proxies.n && (trusted = calloc(proxies.n, sizeof *trusted)) == NULL)
         return 1;

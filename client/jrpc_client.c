@@ -45,6 +45,9 @@ struct jrpc_client {
     jrpc_signer_t   *signer; /* SHA-256 fetched once, its context reused */
     int64_t    clock_offset_s; /* added to time(NULL) for the signing timestamp */
     int        http_status;  /* status of the last answer, 0 if none */
+    bool       ask_timing;   /* opts.server_timing */
+    size_t     timing_len;   /* bytes in timing */
+    char       timing[JRPC_CLIENT_TIMING_MAX]; /* jrpc_client_server_timing, NUL-terminated */
     char       err[512];     /* jrpc_client_last_error */
 };
 
@@ -59,6 +62,21 @@ static const struct scheme {
     { "http://",  &jrpc_client_http },
     { "https://", &jrpc_client_http },
 };
+
+void jrpc_client_add_timing(jrpc_client_t *c, const char *p, size_t n)
+{
+    size_t room = sizeof c->timing - 1 - c->timing_len;
+    if (c->timing_len && room >= 2) {
+        memcpy(c->timing + c->timing_len, ", ", 2);
+        c->timing_len += 2;
+        room -= 2;
+    }
+    if (n > room)
+        n = room;
+    memcpy(c->timing + c->timing_len, p, n);
+    c->timing_len += n;
+    c->timing[c->timing_len] = '\0';
+}
 
 void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
 {
@@ -205,6 +223,7 @@ jrpc_client_t *jrpc_client_new(const char *url, const jrpc_client_opts_t *opts)
     c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : JRPC_CLIENT_DEFAULT_TIMEOUT_MS;
     c->clock_offset_s = opts->clock_offset_s;
     c->retry = opts->retry;
+    c->ask_timing = opts->server_timing;
     int n = jrpc_failover_split(list, urls, JRPC_FAILOVER_MAX);
     if ((rc = n) < 0)
         goto out;
@@ -429,6 +448,14 @@ static int send_body(jrpc_client_t *c, const char *body, size_t len,
                               .idem_key = ch->idem_key };
         hdr = &wh;
     }
+    if (c->ask_timing) {
+        if (hdr == NULL)
+            wh = (jrpc_header_t){ 0 };
+        wh.timing = true;
+        hdr = &wh;
+    }
+    c->timing_len = 0;
+    c->timing[0] = '\0';
     c->err[0] = '\0';
     c->http_status = 0;
     reply->len = 0;
@@ -472,6 +499,11 @@ int jrpc_client_send_stream(jrpc_client_t *c, const char *body, size_t len,
 const char *jrpc_client_url(const jrpc_client_t *c)
 {
     return c->url;
+}
+
+const char *jrpc_client_server_timing(const jrpc_client_t *c)
+{
+    return c->timing;
 }
 
 size_t jrpc_client_brokers(const jrpc_client_t *c)

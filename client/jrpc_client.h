@@ -16,7 +16,8 @@
  * Transports, chosen by the URL scheme:
  *   tcp://HOST:PORT, ipc://PATH   ZeroMQ DEALER to the broker's ROUTER, REQ
  *                                 framing: [empty][header?][json] out,
- *                                 [empty][json] back.
+ *                                 [empty][json] back ([empty][reply header][json]
+ *                                 when opts.server_timing asks).
  *   http://HOST[:PORT][/PATH]     HTTP/1.1 POST of the body to PATH (default
  *                                 /rpc, port 80), Content-Type
  *                                 application/json. One kept-alive connection
@@ -180,6 +181,13 @@ typedef struct jrpc_client_opts {
     /* JRPC_CLIENT_RETRY_NONE (0) or JRPC_CLIENT_RETRY_SAFE; anything else:
        jrpc_client_new fails with EINVAL. See "Several brokers". */
     int retry;
+    /* non-zero: ask the broker where each body's time went (its phases as a
+       W3C Server-Timing value: jrpc_client_server_timing). Over tcp:// and
+       ipc:// the header frame then carries "timing" (proto/PROTOCOL.md 9.3;
+       a header frame is sent with every call); over http:// the broker sends
+       its Server-Timing header unasked (--server-timing on), and it is kept
+       whether this is set or not. */
+    int server_timing;
 } jrpc_client_opts_t;
 
 /* Creates a client for url: one URL, or several separated by commas
@@ -328,6 +336,15 @@ const char *jrpc_client_broker_url(const jrpc_client_t *c, size_t i);
  * 204, 413, 503, ...), or 0 when the last call got no HTTP answer or c is
  * not an http:// client. */
 int jrpc_client_http_status(const jrpc_client_t *c);
+
+/* The Server-Timing value that came with the answer to the last call on c
+ * (e.g. "parse;dur=0.012, queue;dur=0.004, worker;dur=0.210, gather;dur=0.003,
+ * total;dur=0.236": the HTTP header, several joined with ", "; the ZeroMQ
+ * reply header's "server_timing" when opts.server_timing asked for it; the
+ * SSE end event's "server-timing" field; the NDJSON trailer), or "" when
+ * it had none. proto/jrpc_timing.h reads it.
+ * Borrowed: valid until the next call on c. */
+const char *jrpc_client_server_timing(const jrpc_client_t *c);
 
 /* A one-line description of the last failure of c, with its context, e.g.
  * "timed out after 500 ms waiting for the broker at tcp://127.0.0.1:5555:

@@ -279,6 +279,9 @@ typedef struct http_answer {
     bool  keep_alive;         /* the connection may carry the next request */
     bool  in_value;           /* the last callback was a header value */
     bool  field_is_ctype;     /* the current header is Content-Type */
+    bool  field_is_timing;    /* ... is Server-Timing (a header or a trailer) */
+    char  timing[JRPC_CLIENT_TIMING_MAX]; /* the Server-Timing values, joined by ", " */
+    size_t timing_len;        /* bytes kept in timing (cut at its size) */
     char  field[16];          /* current header name, truncated */
     size_t field_len;         /* its full length (may exceed the array) */
     char  ctype[64];          /* Content-Type value, truncated, NUL-terminated */
@@ -334,6 +337,16 @@ static int sse_line(http_answer_t *a, const char *p, size_t n)
     }
     if (fn == 5 && memcmp(p, "event", 5) == 0)
         a->end_event = vn == 3 && memcmp(v, "end", 3) == 0;
+    if (fn == 13 && memcmp(p, "server-timing", 13) == 0 && vn) {   /* the end's timing */
+        if (a->timing_len && a->timing_len + 2 < sizeof a->timing) {
+            memcpy(a->timing + a->timing_len, ", ", 2);
+            a->timing_len += 2;
+        }
+        size_t room = sizeof a->timing - a->timing_len;
+        size_t k = vn < room ? vn : room;
+        memcpy(a->timing + a->timing_len, v, k);
+        a->timing_len += k;
+    }
     return 0;
 }
 
@@ -382,8 +395,19 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     if (!a->in_value) {
         a->in_value = true;
         a->field_is_ctype = a->field_len == 12 && strncasecmp(a->field, "content-type", 12) == 0;
+        a->field_is_timing = a->field_len == 13 && strncasecmp(a->field, "server-timing", 13) == 0;
         if (a->field_is_ctype)
             a->ctype_len = 0;
+        if (a->field_is_timing && a->timing_len && a->timing_len + 2 < sizeof a->timing) {
+            memcpy(a->timing + a->timing_len, ", ", 2);   /* the next of several */
+            a->timing_len += 2;
+        }
+    }
+    if (a->field_is_timing) {   /* a value may come in several pieces */
+        size_t room = sizeof a->timing - a->timing_len;
+        size_t k = n < room ? n : room;
+        memcpy(a->timing + a->timing_len, at, k);
+        a->timing_len += k;
     }
     if (a->field_is_ctype) {
         size_t room = sizeof a->ctype - 1 - a->ctype_len;
@@ -428,6 +452,7 @@ static int on_message_complete(http_parser *p)
         a->reply->len = 0;
         a->ctype_len = 0;
         a->ctype[0] = '\0';
+        a->timing_len = 0;
         a->sse = -1;
         return 0;
     }
@@ -518,6 +543,8 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
         leftover = a.done && parsed < (size_t)n;
     }
     *http_status = (int)p.status_code;
+    if (a.timing_len)
+        jrpc_client_add_timing(c->client, a.timing, a.timing_len);
     if (!a.keep_alive || leftover)
         http_close_conn(c);
     if (p.status_code / 100 != 2 && !(reply->len && is_json_type(a.ctype))) {

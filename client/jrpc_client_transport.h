@@ -62,6 +62,12 @@ typedef struct jrpc_client_transport {
 extern const jrpc_client_transport_t jrpc_client_zmq;   /* tcp://, ipc:// */
 extern const jrpc_client_transport_t jrpc_client_http;  /* http://, https:// */
 
+/* Keeps the Server-Timing value p[0, n) of the answer being read
+ * (jrpc_client_server_timing), appended after ", " to one kept already;
+ * cut at JRPC_CLIENT_TIMING_MAX - 1 bytes. */
+#define JRPC_CLIENT_TIMING_MAX 512
+void jrpc_client_add_timing(jrpc_client_t *c, const char *p, size_t n);
+
 /* Sets the client's last error (jrpc_client_last_error), printf-style. */
 void jrpc_client_errf(jrpc_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

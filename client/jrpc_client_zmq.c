@@ -143,10 +143,12 @@ static int read_reply(zconn_t *c, jrpc_buf_t *reply, int64_t deadline,
             return rc;   /* an error, or a one-frame (unstreamed) reply */
         jrpc_reply_head_t rh;
         msgpack_zone_clear(&c->zone);
-        if (on_answer == NULL ||
-            jrpc_header_decode_reply(c->head.p, c->head.len, &c->zone, &rh) < 0)
+        if (jrpc_header_decode_reply(c->head.p, c->head.len, &c->zone, &rh) < 0 ||
+            (on_answer == NULL && !rh.whole))
             return -EPROTO;
-        if (rh.end)
+        if (rh.timing.n)
+            jrpc_client_add_timing(c->client, rh.timing.p, rh.timing.n);
+        if (rh.end || rh.whole)   /* whole: one reply with its timing (PROTOCOL.md 9.3) */
             return 0;
         on_answer(arg, rh.pos, reply->p, reply->len);
     }
@@ -224,7 +226,7 @@ out:
                 "running and reachable?)", timeout_ms, c->url);
     else if (rc == -EPROTO)
         set_err(c, "malformed reply from %s (expected [empty][body] frames, or [empty][reply "
-                "header][body] when streamed)", c->url);
+                "header][body] when streamed or asked for timing)", c->url);
     else if (rc == -EINTR)
         set_err(c, "interrupted while waiting for %s", c->url);
     else if (rc == -ECONNREFUSED && c->zn.why)

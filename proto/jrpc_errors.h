@@ -66,6 +66,8 @@ typedef struct jrpc_outcome {
     uint32_t timed_out;  /* ... of them -32003 because the deadline passed */
     uint32_t retry_after_s; /* limited: when the body would pass (>= 1); 0 never */
     bool     replayed;   /* ok/invalid: the stored reply of an idempotency key (it ran before) */
+    const struct jrpc_timing *timing; /* where the body's time went (jrpc_timing.h), valid
+                                     during the reply call; NULL: not measured */
 } jrpc_outcome_t;
 
 /* The name of a class ("ok", "invalid", "busy", "unauthorized", "replayed",

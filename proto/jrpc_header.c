@@ -35,7 +35,7 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
     /* A known key given twice is refused: the header carries signing input,
      * and two readers must never disagree on which value counts. */
     enum { K_KEY = 1, K_TS = 2, K_NONCE = 4, K_SIG = 8, K_TIMEOUT = 16, K_TRACE = 32,
-           K_STREAM = 64, K_IDEM = 128 };
+           K_STREAM = 64, K_IDEM = 128, K_TIMING = 256 };
     unsigned seen = 0, bit = 0;
     for (uint32_t i = 0; i < root.via.map.size && rc == 0; i++) {
         const msgpack_object *k = &root.via.map.ptr[i].key;
@@ -79,6 +79,12 @@ int jrpc_header_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_heade
                 h->stream = v->via.boolean;
             else
                 rc = JRPC_HEADER_EMALFORMED;
+        } else if (jrpc_mpack_str_is(k, "timing")) {
+            bit = K_TIMING;
+            if (v->type == MSGPACK_OBJECT_BOOLEAN)
+                h->timing = v->via.boolean;
+            else
+                rc = JRPC_HEADER_EMALFORMED;
         } else {
             continue; /* unknown keys: later versions */
         }
@@ -113,7 +119,7 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
     size_t len0 = out->len;
     size_t nkeys = (h->key.n > 0) + (h->timestamp != 0) + (h->nonce.n > 0) +
                    (h->signature.n > 0) + (h->timeout_ms != 0) + (h->traceparent.n > 0) +
-                   h->stream + (h->idem_key.n > 0);
+                   h->stream + (h->idem_key.n > 0) + h->timing;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(msgpack_pack_map(&pk, nkeys));
@@ -134,6 +140,10 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h)
         PACK(msgpack_pack_true(&pk));
     }
     PACK(put_span(&pk, "idempotency_key", h->idem_key));
+    if (h->timing) {
+        PACK(jrpc_mpack_put_str(&pk, "timing", 6));
+        PACK(msgpack_pack_true(&pk));
+    }
     return 0;
 nomem:
     out->len = len0;
@@ -145,14 +155,17 @@ int jrpc_header_put_reply(jrpc_buf_t *out, const jrpc_reply_head_t *rh)
     size_t len0 = out->len;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
-    PACK(msgpack_pack_map(&pk, 1));
-    if (rh->end) {
+    PACK(msgpack_pack_map(&pk, (size_t)!rh->whole + (rh->timing.n > 0)));
+    if (rh->whole) {
+        /* an unstreamed reply's head: its timing only */
+    } else if (rh->end) {
         PACK(jrpc_mpack_put_str(&pk, "end", 3));
         PACK(msgpack_pack_true(&pk));
     } else {
         PACK(jrpc_mpack_put_str(&pk, "pos", 3));
         PACK(msgpack_pack_uint32(&pk, rh->pos));
     }
+    PACK(put_span(&pk, "server_timing", rh->timing));
     return 0;
 nomem:
     out->len = len0;
@@ -181,9 +194,18 @@ int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
             if (has_end || v->type != MSGPACK_OBJECT_BOOLEAN || !v->via.boolean)
                 return JRPC_HEADER_EMALFORMED;
             rh->end = has_end = true;
+        } else if (jrpc_mpack_str_is(k, "server_timing")) {
+            if (rh->timing.p || v->type != MSGPACK_OBJECT_STR) {
+                memset(rh, 0, sizeof *rh);
+                return JRPC_HEADER_EMALFORMED;
+            }
+            rh->timing = (jrpc_span_t){ v->via.str.ptr, v->via.str.size };
+            if (rh->timing.p == NULL)
+                rh->timing.p = "";
         }
     }
-    if (has_pos == has_end) {
+    rh->whole = !has_pos && !has_end && rh->timing.p;
+    if ((has_pos && has_end) || (!has_pos && !has_end && !rh->whole)) {
         memset(rh, 0, sizeof *rh);
         return JRPC_HEADER_EMALFORMED;
     }

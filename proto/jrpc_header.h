@@ -34,6 +34,7 @@ typedef struct jrpc_header {
     jrpc_span_t traceparent;  /* "traceparent": str (W3C trace context) */
     bool        stream;       /* "stream": bool, answers streamed as they complete (9.2) */
     jrpc_span_t idem_key;     /* "idempotency_key": str (docs/SIGNING.md "Idempotency keys") */
+    bool        timing;       /* "timing": bool, the reply header carries "server_timing" (9.3) */
 } jrpc_header_t;
 
 /* Decodes the header frame buf[0..n) into *h. Spans borrow from zone and
@@ -50,19 +51,25 @@ int jrpc_header_put(jrpc_buf_t *out, const jrpc_header_t *h);
 
 /* The reply header frame of a streamed body (PROTOCOL.md 9.2): before each
  * answer {"pos": N}, its request's position in the body; before the last
- * message {"end": true}. Unknown keys are ignored. */
+ * message {"end": true}. Asked for timing (9.3), the end's and an
+ * unstreamed reply's head carry "server_timing" (the unstreamed one then
+ * has neither "pos" nor "end": whole). Unknown keys are ignored. */
 typedef struct jrpc_reply_head {
-    uint32_t pos;   /* "pos": uint, when !end */
-    bool     end;   /* "end": true: the last message of the body */
+    uint32_t    pos;     /* "pos": uint, when !end and !whole */
+    bool        end;     /* "end": true: the last message of the body */
+    bool        whole;   /* neither: the head of a one-message (unstreamed) reply */
+    jrpc_span_t timing;  /* "server_timing": str, a Server-Timing value; empty: none */
 } jrpc_reply_head_t;
 
-/* Appends the reply header frame of rh. Returns 0 or -ENOMEM (out
- * unchanged). */
+/* Appends the reply header frame of rh: {"end": true} or {"pos": N}, or
+ * with whole neither of them, and "server_timing" when rh->timing is not
+ * empty. Returns 0 or -ENOMEM (out unchanged). */
 int jrpc_header_put_reply(jrpc_buf_t *out, const jrpc_reply_head_t *rh);
 
 /* Decodes a reply header frame (zone as jrpc_header_decode). Returns 0, or
  * JRPC_HEADER_EMALFORMED (not a map, "pos" not a uint32, "end" not a bool,
- * neither given, or both), or -ENOMEM. */
+ * "server_timing" not a str, a key twice, "pos" and "end" both, or neither
+ * and no "server_timing"), or -ENOMEM. */
 int jrpc_header_decode_reply(const char *buf, size_t n, msgpack_zone *zone,
                              jrpc_reply_head_t *rh);
 

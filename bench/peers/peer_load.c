@@ -262,7 +262,7 @@ int peer_load_main(int argc, char **argv, const peer_ops_t *ops)
     if (secs <= 0)
         secs = o_duration;
     loop_report_t rep = { ops->name, o_url, o_rate, o_batch, o_conns, secs, o_warmup,
-                          tot.c.batches, tot.c.calls, &tot.c.batch_h, &tot.c.call_h, NULL };
+                          tot.c.batches, tot.c.calls, &tot.c.batch_h, NULL, NULL };
     loop_print_report(&rep, o_json);
     if (o_json) {
         printf("\"peer\":\"%s\",\"ids_checked\":true,\"errors\":{},\"transport_failures\":%" PRIu64

@@ -125,6 +125,7 @@ static void on_admitted(void *arg, int rc, uint64_t wait_us)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    timing_redis(x);
     if (x->early)
         b->early_nonces[x->early_cell]--;
     if (x->signed_body && rc != 0 && rc != -EDQUOT)   /* see early_ok: a window's cool-down */
@@ -288,6 +289,7 @@ static bool rate_shared(jrpc_broker_t *b, bbatch_t *x)
         return false;
     if (b->replay) {
         x->claiming = true;
+        x->t_claim = jrpc_metrics.now;   /* Server-Timing */
         int rc = jrpc_replay_admit(b->replay, (jrpc_span_t){ NULL, 0 }, (jrpc_span_t){ NULL, 0 },
                                    0, &rr, on_admitted, x);
         if (rc == 0)
@@ -318,6 +320,10 @@ bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     const jrpc_key_t *key;
     int rc = jrpc_auth_check(b->opts.keys, b->signer, req, x->body, x->len, now, b->opts.skew_s,
                              &key);
+    if (x->t_in) {   /* Server-Timing: the check is the one costly step here */
+        x->auth_ns = jrpc_metrics_tick() - x->t0;
+        x->phases |= 1u << JRPC_TIMING_AUTH;
+    }
     if (rc < 0) {
         refuse_auth(b, x, rc, now);
         return false;
@@ -330,6 +336,7 @@ bool admit(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad)
     if (limited && rate_args(b, x, &rr) == NULL)
         return false;
     x->claiming = true;
+    x->t_claim = jrpc_metrics.now;   /* Server-Timing */
     x->signed_body = true;
     rc = jrpc_replay_admit(b->replay, req->key, req->nonce, signed_at(req), limited ? &rr : NULL,
                            on_admitted, x);

@@ -152,6 +152,7 @@ void start(jrpc_broker_t *b, bbatch_t *x)
         settle(b, x);
         return;
     }
+    x->t_disp = jrpc_metrics.now;   /* Server-Timing: queue times count from here */
     /* Streamed: what the parser answered goes out first. */
     for (uint32_t i = 0; x->answer && i < x->req.ncalls; i++)
         if (x->req.calls[i].answered)
@@ -276,6 +277,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.arena.pool = &b->arenas;
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
+    if (b->opts.server_timing)
+        x->t_in = jrpc_metrics_tick();   /* Server-Timing: the parse counts from here */
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
         (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *
                                                           sizeof *x->handles)) == NULL ||

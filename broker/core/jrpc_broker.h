@@ -21,6 +21,7 @@
 #include "jrpc_batch.h"
 #include "jrpc_errors.h"
 #include "jrpc_metrics.h"
+#include "jrpc_timing.h"
 #include "jrpc_replay.h"
 #include "jrpc_workers.h"
 
@@ -56,6 +57,8 @@ typedef struct jrpc_broker_opts {
     uint32_t            conn_max_queued_bytes; /* ... of one connection: its front stops
                                         reading it (jrpc_broker_hold_full,
                                         --conn-max-queued-bytes); 0: no bound */
+    bool                server_timing; /* each reply's out.timing says where the body's time
+                                        went (--server-timing); false: NULL, no clock read */
     uint32_t            metrics_max_methods; /* per-method metrics records besides
                                         "other" (--metrics-max-methods); 0: 256 */
 } jrpc_broker_opts_t;

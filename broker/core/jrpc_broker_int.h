@@ -108,6 +108,16 @@ struct bbatch {
                                     frees the set: jrpc_broker_set_keys) */
     bbatch_t      *prev, *next;  /* the deadline list */
     uint64_t       t0;           /* uv_hrtime() at submit (metrics, access log) */
+    uint64_t       t_in;         /* Server-Timing: metrics clock before the parse; 0: not
+                                    timed (--server-timing off) */
+    uint64_t       t_disp;       /* ... when its calls were dispatched (start) */
+    uint64_t       t_claim;      /* ... when its Redis claim went out */
+    uint64_t       t_last;       /* ... when the last worker answer was read */
+    uint64_t       auth_ns;      /* ... the signature check */
+    uint64_t       redis_ns;     /* ... its Redis claims, together */
+    uint64_t       slow_q, slow_w; /* ... the call a worker answered last (the slowest):
+                                    queued (from t0) and at its worker, ns */
+    uint8_t        phases;       /* ... 1u << JRPC_TIMING_AUTH, _REDIS: seen */
     int            transport;    /* a jrpc_transport */
     jrpc_span_t    trace;        /* valid W3C traceparent (in body[] after the body), or empty */
     jrpc_span_t    peer;         /* client address (in body[] after trace), or empty */
@@ -134,6 +144,7 @@ struct jrpc_broker {
     jrpc_buf_t        out;         /* the reply being written */
     jrpc_arena_pool_t arenas;      /* the bodies' first arena chunks, kept for the next */
     jrpc_buf_t        one;         /* streamed mode: the answer being sent */
+    jrpc_timing_t     timing;      /* the reply being handed out: its out.timing */
     void            (*on_empty)(void *);
     void             *on_empty_arg;
     jrpc_replay_t    *replay;      /* nonces in Redis; NULL when open */
@@ -174,6 +185,16 @@ void stream_answer(jrpc_broker_t *b, bbatch_t *x, uint32_t i);
 void answer_discover(jrpc_broker_t *b, bbatch_t *x, uint32_t i, const jrpc_key_t *key);
 void answer_code(bbatch_t *x, uint32_t i, int code, const char *data);
 void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, void *arg);
+const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x);
+
+/* Server-Timing: Redis answered x's claim (the clock was just read). */
+static inline void timing_redis(bbatch_t *x)
+{
+    if (x->t_in == 0)
+        return;
+    x->redis_ns += jrpc_metrics.now - x->t_claim;
+    x->phases |= 1u << JRPC_TIMING_REDIS;
+}
 
 /* jrpc_admit.c */
 const char *unavailable_data(jrpc_broker_t *b, int rc, char *data, size_t size);

@@ -129,6 +129,30 @@ void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int
              x && x->service[0] ? " service=" : "", x ? x->service : "");
 }
 
+/* Server-Timing (docs/ARCHITECTURE.md): where x's time went, into
+ * b->timing, which the front reads during the reply call; NULL when x is
+ * not timed. Reads the clock once: the reply has just been written. */
+const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
+{
+    if (x->t_in == 0)
+        return NULL;
+    uint64_t end = jrpc_metrics_tick();
+    jrpc_timing_t *t = &b->timing;
+    t->has = 1u << JRPC_TIMING_PARSE | 1u << JRPC_TIMING_TOTAL | x->phases;
+    t->ns[JRPC_TIMING_PARSE] = x->t0 - x->t_in;
+    t->ns[JRPC_TIMING_AUTH] = x->auth_ns;
+    t->ns[JRPC_TIMING_REDIS] = x->redis_ns;
+    if (x->t_last) {   /* a worker answered: the last one's call was the slowest */
+        uint64_t admitting = x->t_disp - x->t0;   /* its queue time counts from t0 */
+        t->has |= 1u << JRPC_TIMING_QUEUE | 1u << JRPC_TIMING_WORKER | 1u << JRPC_TIMING_GATHER;
+        t->ns[JRPC_TIMING_QUEUE] = x->slow_q > admitting ? x->slow_q - admitting : 0;
+        t->ns[JRPC_TIMING_WORKER] = x->slow_w;
+        t->ns[JRPC_TIMING_GATHER] = end > x->t_last ? end - x->t_last : 0;
+    }
+    t->ns[JRPC_TIMING_TOTAL] = end - x->t_in;
+    return t;
+}
+
 void reply(jrpc_broker_t *b, bbatch_t *x)
 {
     x->replied = true;
@@ -150,7 +174,7 @@ void reply(jrpc_broker_t *b, bbatch_t *x)
     jrpc_outcome_t out = { .cls = x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK,
                            .code = x->req.body_code,
                            .answered = x->answer ? x->streamed : x->req.nanswers,
-                           .timed_out = x->timed_out };
+                           .timed_out = x->timed_out, .timing = timing_of(b, x) };
     /* MCP: a session no worker knows is the front's 404 (docs/MCP.md). */
     if (x->mcp && x->req.ncalls == 1 && x->req.calls[0].error &&
         x->req.calls[0].code == JRPC_SESSION_UNKNOWN)
@@ -188,6 +212,7 @@ void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_repl
     jrpc_buf_reset(&b->out);
     if (jrpc_batch_write_error_json(&b->out, out.code, data_json) < 0)
         jrpc_buf_reset(&b->out);
+    out.timing = x ? timing_of(b, x) : NULL;
     access_log(b, x, ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
     fn(ctx, out, b->out.p, b->out.len);
@@ -242,6 +267,12 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
     x->outstanding--;
     if (!c->notification && !c->answered) {
         int rc = 0;
+        if (x->t_in && kind != JRPC_DONE_FAILED) {
+            /* Server-Timing: the calls of a body are dispatched together,
+             * so the one answered last waited longest (queue + worker) */
+            jrpc_workers_done_times(b->workers, &x->slow_q, &x->slow_w);
+            x->t_last = jrpc_metrics.now;
+        }
         if (kind == JRPC_DONE_RESULT)
             rc = jrpc_batch_answer_result_raw(&x->req, i, value);
         else if (kind == JRPC_DONE_ERROR)

@@ -56,6 +56,7 @@ void go(jrpc_broker_t *b, bbatch_t *x)
         uint64_t now = uv_now(b->loop);
         uint64_t run = (x->deadline > now ? x->deadline - now : 0) + IDEM_RUN_SLACK_MS;
         x->claiming = true;
+        x->t_claim = jrpc_metrics.now;   /* Server-Timing */
         char who[IDEM_WHO_MAX];
         rc = jrpc_replay_idem_claim(b->replay, idem_who(x, who), x->idem, x->fp,
                                     run > UINT32_MAX ? UINT32_MAX : (uint32_t)run, on_idem, x);
@@ -124,6 +125,7 @@ static void on_idem(void *arg, int rc, const char *reply, size_t n)
     jrpc_broker_t *b = x->broker;
     x->claiming = false;
     jrpc_metrics_tick();
+    timing_redis(x);
     if (rc == 0) {   /* ours: run it, keep its reply */
         x->idem_run = true;
         if (x->cancelled) {   /* its client left meanwhile: run on for the retry */
@@ -135,7 +137,7 @@ static void on_idem(void *arg, int rc, const char *reply, size_t n)
     } else if (x->cancelled) {
         settle(b, x);
     } else if (rc == 1) {   /* it ran: its reply, marked */
-        jrpc_outcome_t out = { .cls = JRPC_BODY_OK, .replayed = true };
+        jrpc_outcome_t out = { .cls = JRPC_BODY_OK, .replayed = true, .timing = timing_of(b, x) };
         x->replied = true;
         access_log(b, x, NULL, out.cls, n);
         jrpc_metrics_body(x->transport, out.cls);

@@ -228,6 +228,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         uint64_t took = jrpc_metrics_since(s->t_ns);
         jrpc_hist_observe(&jrpc_metrics.worker, took);
         jrpc_hist_observe(&jrpc_metrics.meth[s->method->stat].worker, took);
+        w->done_queue_ns = s->queue_ns;   /* read by done (jrpc_workers_done_times) */
+        w->done_worker_ns = took;
         if (w->opts.hedge_budget_pct)
             lat_observe(w, s->method, took);
         if (s->owner == NULL) {
@@ -436,6 +438,12 @@ static int start_libzmq(jrpc_workers_t *w, uv_loop_t *loop, const jrpc_workers_o
                           opts->curve, "workers", "workers") < 0)
         return -1;
     return jrpc_zwatch_start(loop, &w->watch, w->sock, on_readable, w) < 0 ? -1 : 0;
+}
+
+void jrpc_workers_done_times(const jrpc_workers_t *w, uint64_t *queue_ns, uint64_t *worker_ns)
+{
+    *queue_ns = w->done_queue_ns;
+    *worker_ns = w->done_worker_ns;
 }
 
 jrpc_workers_t *jrpc_workers_new(uv_loop_t *loop, const jrpc_workers_opts_t *opts,

@@ -100,6 +100,13 @@ enum jrpc_done_kind {
 typedef void (*jrpc_done_fn)(void *owner, uint32_t index, int kind, int code,
                              jrpc_span_t value, void *arg);
 
+/* Inside a jrpc_done_fn called with JRPC_DONE_RESULT or JRPC_DONE_ERROR:
+ * how long that call waited in its method's queue (dispatched to sent) and
+ * at its worker (sent to its answer read), in ns of the metrics clock (the
+ * times the histograms jrpc_call_queue_seconds and jrpc_call_worker_seconds
+ * take: no clock is read for them). Meaningless at any other time. */
+void jrpc_workers_done_times(const jrpc_workers_t *w, uint64_t *queue_ns, uint64_t *worker_ns);
+
 /* Creates the module and binds its socket: io/jrpc_zmtp on the loop thread
  * for tcp:// and ipc:// paths without CURVE unless opts.libzmq, else a libzmq
  * ROUTER (event=listening says which, and why). NULL on failure (logged). */

@@ -75,6 +75,7 @@ typedef struct slot {
     bool        msgs;       /* an MCP call: sent with the 6th element (MESSAGE frames) */
     uint64_t    deadline;   /* loop ms, sent as the time left */
     uint64_t    t_ns;       /* metrics clock: dispatched (queued), then sent */
+    uint64_t    queue_ns;   /* SLOT_SENT: dispatched to first sent (Server-Timing) */
     uint32_t    bytes;      /* SLOT_SENT: its bytes in the REQUEST (worker->bytes) */
     uint8_t     flags;      /* SL_*: a hedge copy; lost the race; on the watch list */
     uint32_t    twin;       /* the other copy of a hedged call, or NIL */
@@ -170,6 +171,8 @@ struct jrpc_workers {
     jrpc_msg_fn     on_msg;        /* MESSAGE frames; NULL: dropped */
     void           *on_msg_arg;
     uint64_t        msgs_dropped;  /* MESSAGE frames nobody took */
+    uint64_t        done_queue_ns;  /* the call being answered (a worker's answer): its time */
+    uint64_t        done_worker_ns; /* ... in its method's queue, and at its worker (ns) */
     worker_t       *workers;       /* list of connected workers */
     uint32_t        nworkers;
     method_t      **mtab;          /* method hash table */
@@ -528,8 +531,10 @@ static inline int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
     wk->out_n++;
     wk->inflight++;
     w->inflight++;
-    if (s->resent == 0 && !(s->flags & SL_HEDGE))
-        jrpc_hist_observe(&jrpc_metrics.queue, jrpc_metrics_since(s->t_ns));
+    if (s->resent == 0 && !(s->flags & SL_HEDGE)) {
+        s->queue_ns = jrpc_metrics_since(s->t_ns);
+        jrpc_hist_observe(&jrpc_metrics.queue, s->queue_ns);
+    }
     s->t_ns = jrpc_metrics.now;   /* it leaves at the flush ending this loop turn */
     s->state = SLOT_SENT;
     s->worker = wk;

@@ -41,16 +41,39 @@ static const char *extra_lines(unsigned status)
     "MCP-Protocol-Version, Mcp-Session-Id, Authorization, Idempotency-Key\r\n"                               \
     "Access-Control-Max-Age: 7200\r\n"
 
-/* base's lines, then the CORS lines of r's listed origin, in buf. */
+/* base's lines, then the CORS lines of r's listed origin, in buf. With
+ * timing, a page of that origin may read Server-Timing too: from fetch()
+ * (Access-Control-Expose-Headers) and from the Resource Timing API
+ * (Timing-Allow-Origin). */
 const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *base,
-                              char *buf, size_t cap)
+                       bool timing, char *buf, size_t cap)
 {
     const char *o = f->opts.cors_origins[r->cors - 1];
     bool any = strcmp(o, "*") == 0;
-    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s%s", base ? base : "", o,
-                     any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "",
-                     r->sid_len ? "Access-Control-Expose-Headers: Mcp-Session-Id\r\n" : "");
+    timing = timing && !r->preflight;
+    /* one Expose-Headers line: the session id (MCP sessions), Server-Timing */
+    const char *expose = r->sid_len
+        ? (timing ? "Access-Control-Expose-Headers: Mcp-Session-Id, Server-Timing\r\n"
+                  : "Access-Control-Expose-Headers: Mcp-Session-Id\r\n")
+        : (timing ? "Access-Control-Expose-Headers: Server-Timing\r\n" : "");
+    int n = snprintf(buf, cap, "%sAccess-Control-Allow-Origin: %s\r\n%s%s%s%s%s%s", base ? base : "",
+                     o, any ? "" : "Vary: Origin\r\n", r->preflight ? CORS_PREFLIGHT : "", expose,
+                     timing ? "Timing-Allow-Origin: " : "", timing ? o : "", timing ? "\r\n" : "");
     return n > 0 && (size_t)n < cap ? buf : base; /* origins are bounded: always fits */
+}
+
+/* The Server-Timing line of t after base's lines, in buf (base when t has
+ * nothing). No printf: it is on every answer's path. */
+static const char *timing_lines(const jrpc_timing_t *t, const char *base, char *buf, size_t cap)
+{
+    size_t bn = base ? strlen(base) : 0;
+    if (t->has == 0 || bn + 15 + JRPC_TIMING_MAX + 2 > cap)
+        return base;
+    memcpy(buf, base ? base : "", bn);
+    memcpy(buf + bn, "Server-Timing: ", 15);
+    size_t n = jrpc_timing_format(t, buf + bn + 15);
+    memcpy(buf + bn + 15 + n, "\r\n", 3);
+    return buf;
 }
 
 static void build_header(conn_t *c, req_t *r)
@@ -58,7 +81,7 @@ static void build_header(conn_t *c, req_t *r)
     /* The last answer of a pausing front closes its connection. */
     if (c->closing && r->next == NULL)
         r->close = true;
-    char xbuf[448], retry[40];
+    char xbuf[448 + 96 + JRPC_FRONT_HTTP_ORIGIN_MAX], tbuf[160 + JRPC_TIMING_MAX], retry[40];
     const char *extra = extra_lines(r->status);
     if (r->status == 429 && r->retry_after) {
         snprintf(retry, sizeof retry, "Retry-After: %u\r\n", r->retry_after);
@@ -69,8 +92,12 @@ static void build_header(conn_t *c, req_t *r)
     char sbuf[256];
     if (r->sid_len)
         extra = mcp_sid_line(r, extra, sbuf, sizeof sbuf);
+    const char *base = extra;
+    bool timing = r->timing.has != 0;
+    if (timing)
+        extra = timing_lines(&r->timing, base, tbuf, sizeof tbuf);
     if (r->cors)
-        extra = cors_lines(c->front, r, extra, xbuf, sizeof xbuf);
+        extra = cors_lines(c->front, r, extra, timing, xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
         .status = r->status,
         .date = jrpc_http_date(&c->front->date, time(NULL)),
@@ -81,6 +108,10 @@ static void build_header(conn_t *c, req_t *r)
         .extra = extra,
     };
     int n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
+    if (n < 0 && timing) {   /* too long with the timing (a long origin): without it */
+        h.extra = r->cors ? cors_lines(c->front, r, base, false, xbuf, sizeof xbuf) : base;
+        n = jrpc_http_response_head(r->hdr, sizeof r->hdr, &h);
+    }
     assert(n > 0);
     if (r->head)
         r->blen = 0;
@@ -272,6 +303,8 @@ void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
     if (out.cls == JRPC_BODY_BUSY)
         JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=refused status=503 reason=\"busy\"");
     r->replayed = out.replayed;
+    if (out.timing)
+        r->timing = *out.timing;
     if (len == 0) {
         r->status = r->mcp ? 202 : 204;   /* MCP: a notification is "202 Accepted" */
     } else {

@@ -56,6 +56,7 @@ req_t *rec_new(conn_t *c)
     r->status = 0;
     r->retry_after = 0;
     r->replayed = false;
+    r->timing.has = 0;
     r->body = NULL;
     r->blen = 0;
     r->heap = NULL;

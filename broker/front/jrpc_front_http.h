@@ -62,6 +62,9 @@ typedef struct jrpc_front_http_opts {
      * each at most JRPC_FRONT_HTTP_ORIGIN_MAX bytes of printable ASCII; borrowed */
     const char *const *cors_origins;
     size_t      ncors;
+    /* --server-timing on: the broker times every body (jrpc_outcome_t.timing):
+     * NDJSON announces the Server-Timing trailer, CORS answers expose it */
+    bool        server_timing;
     /* TLS: NULL for plaintext HTTP. Borrowed (sessions hold their own
      * reference, so it may be freed after jrpc_front_http_set_tls). */
     jrpc_tls_ctx_t *tls;

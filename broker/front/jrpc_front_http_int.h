@@ -90,6 +90,7 @@ typedef struct req {
     uint16_t     status;      /* HTTP status of the answer */
     uint32_t     retry_after; /* 429: seconds for Retry-After (0: none, never passes) */
     bool         replayed;    /* the kept reply of an idempotency key: say so */
+    jrpc_timing_t timing;     /* where its body's time went (Server-Timing); has 0: none */
     const char  *body;        /* answer body: inline, heap (owned) or borrowed */
     size_t       blen;
     char        *heap;        /* owned copy of a long body, or NULL */
@@ -238,7 +239,7 @@ bool   openrpc_target(const jrpc_http_head_t *h);
 /* jrpc_front_answer.c */
 extern const uint16_t status_of[JRPC_BODY_NOUTCOMES];
 const char *cors_lines(const jrpc_front_http_t *f, const req_t *r, const char *base,
-                       char *buf, size_t cap);
+                       bool timing, char *buf, size_t cap);
 bool   written(conn_t *c);
 void   on_write(uv_write_t *w, int status);
 void   flush(conn_t *c);

@@ -86,16 +86,19 @@ static void on_ping(uv_timer_t *t);
 int stream_begin(conn_t *c, req_t *r)
 {
     jrpc_front_http_t *f = c->front;
-    char hdr[512], xbuf[448];   /* (room for the CORS lines) */
+    char hdr[768], xbuf[448 + 96 + JRPC_FRONT_HTTP_ORIGIN_MAX];   /* (room for the CORS lines) */
     if (c->closing && r->next == NULL)
         r->close = true;
     const char *extra = IS_SSE(r->stream) ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
-                                           : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
+                        : f->opts.server_timing
+                            ? "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out, Server-Timing\r\n"
+                            : "Trailer: X-JRPC-Answered, X-JRPC-Timed-Out\r\n";
     char sbuf[256];
     if (r->sid_len && !r->gstream)
         extra = mcp_sid_line(r, extra, sbuf, sizeof sbuf);
     if (r->cors)
-        extra = cors_lines(f, r, extra, xbuf, sizeof xbuf);
+        extra = cors_lines(f, r, extra, f->opts.server_timing && r->stream == S_NDJSON,
+                           xbuf, sizeof xbuf);
     jrpc_http_resp_t h = {
         .status = 200,
         .date = jrpc_http_date(&f->date, time(NULL)),
@@ -169,16 +172,27 @@ void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 int stream_end(conn_t *c, req_t *r, jrpc_outcome_t out, const char *summary, size_t len)
 {
     int rc = r->s_started ? 0 : stream_begin(c, r);
-    if (rc == 0 && r->stream == S_SSE) {
+    char st[JRPC_TIMING_MAX + 32];
+    size_t sn = out.timing ? jrpc_timing_format(out.timing, st + 26) : 0;
+    if (rc == 0 && r->stream == S_SSE && sn) {
+        /* a field of the end event: the summary's bytes stay as they were,
+         * and EventSource-style parsers ignore a field they do not know */
+        memcpy(st, "event: end\nserver-timing: ", 26);
+        memcpy(st + 26 + sn, "\ndata: ", 7);
+        rc = chunk_put(&r->s_out, st, 26 + sn + 7, summary, len, "\n\n", 2);
+        if (rc == 0)
+            rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
+    } else if (rc == 0 && r->stream == S_SSE) {
         rc = chunk_put(&r->s_out, "event: end\ndata: ", 17, summary, len, "\n\n", 2);
         if (rc == 0)
             rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0 && r->stream == S_MCP) {
         rc = jrpc_buf_puts(&r->s_out, "0\r\n\r\n");
     } else if (rc == 0) {
-        char t[96];
-        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n\r\n",
-                         out.answered, out.timed_out);
+        char t[96 + JRPC_TIMING_MAX];
+        int n = snprintf(t, sizeof t, "0\r\nX-JRPC-Answered: %u\r\nX-JRPC-Timed-Out: %u\r\n%s%s%s\r\n",
+                         out.answered, out.timed_out, sn ? "Server-Timing: " : "",
+                         sn ? st + 26 : "", sn ? "\r\n" : "");
         rc = jrpc_buf_append(&r->s_out, t, (size_t)n);
     }
     r->s_ended = true;

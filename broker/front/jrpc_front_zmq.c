@@ -11,6 +11,7 @@
 #include "jrpc_curve.h"
 #include "jrpc_errors.h"
 #include "jrpc_header.h"
+#include "jrpc_timing.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
 #include "jrpc_zmtp.h"
@@ -63,6 +64,8 @@ typedef struct route {
     jrpc_zmtp_conn_t *conn;    /* native engine: the connection (a reference) */
     bool              delim;   /* the client sent an empty delimiter frame */
     bool              stream;  /* streamed answers: each with a reply header (9.2) */
+    bool              timing;  /* the header asked for "timing": the last message's
+                                  reply header carries "server_timing" (9.3) */
     size_t            idlen;
     char              id[];    /* libzmq engine: routing id */
 } route_t;
@@ -131,9 +134,16 @@ static const jrpc_reply_head_t end_head = { .end = true };
  * the error object of a body refused whole). */
 static void on_reply(void *ctx, jrpc_outcome_t out, const char *reply, size_t len)
 {
-    (void)out;
     route_t *r = ctx;
-    send_reply(r->front, r, r->stream ? &end_head : NULL, reply, len);
+    char st[JRPC_TIMING_MAX];
+    size_t n = r->timing && out.timing ? jrpc_timing_format(out.timing, st) : 0;
+    if (n) {   /* asked for: the reply header carries it (9.3) */
+        jrpc_reply_head_t rh = { .end = r->stream, .whole = !r->stream,
+                                 .timing = { st, n } };
+        send_reply(r->front, r, &rh, reply, len);
+    } else {
+        send_reply(r->front, r, r->stream ? &end_head : NULL, reply, len);
+    }
     route_free(r);
 }
 
@@ -160,6 +170,7 @@ static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bo
 {
     r->front = f;
     r->stream = false;
+    r->timing = false;
     int k = 0;
     r->delim = n >= 2 && frames[0].n == 0;
     if (r->delim)
@@ -188,6 +199,7 @@ static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bo
                                      .signature = h.signature };
         ad.traceparent = h.traceparent;
         ad.idem_key = h.idem_key;
+        r->timing = h.timing;
         if (h.stream && h.idem_key.n == 0) {   /* a kept reply is one reply: not streamed */
             ad.answer = on_answer;
             r->stream = true;

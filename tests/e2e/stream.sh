@@ -77,7 +77,9 @@ check "sse: ids in order of arrival: the invalid member, then 50, 500, 1500 ms" 
 check "sse: each data line is the unstreamed array's object" 1 \
     "$(grep -c '^[0-9]* data: {"jsonrpc":"2.0","result":50,"id":"b"}$' "$E2E_TMP/sse.out")"
 check "sse: the end event last, with the summary" 'event: end|data: {"answered":4,"timed_out":0}' \
-    "$(grep -v '^[0-9]* $' "$E2E_TMP/sse.out" | grep -v ': ping' | tail -n 2 | cut -d' ' -f2- | tr '\n' '|' | sed 's/|$//')"
+    "$(grep -v '^[0-9]* $' "$E2E_TMP/sse.out" | grep -v ': ping' | grep -v ' server-timing: ' | tail -n 2 | cut -d' ' -f2- | tr '\n' '|' | sed 's/|$//')"
+check "sse: the end event's server-timing field (--server-timing on, issue 33)" 1 \
+    "$(grep -A1 '^[0-9]* event: end$' "$E2E_TMP/sse.out" | grep -c ' server-timing: parse;dur=')"
 check "sse: ': ping' comments while the stream waits (--stream-ping-ms 200)" yes \
     "$([ "$(grep -c '^[0-9]* : ping$' "$E2E_TMP/sse.out")" -ge 2 ] && echo yes || echo no)"
 first=$(sed -nE 's/^([0-9]+) id: 1$/\1/p' "$E2E_TMP/sse.out"); last=$(sed -nE 's/^([0-9]+) id: 0$/\1/p' "$E2E_TMP/sse.out")
@@ -90,7 +92,7 @@ check "sse: a deadline mid-stream: -32003 for the slow call, then the end with t
 
 post -H 'Accept: application/x-ndjson' --raw -d "$BATCH" -D "$E2E_TMP/nd.head" | tr -d '\r' > "$E2E_TMP/nd.raw"
 check "ndjson: 200, application/x-ndjson, chunked, the counts announced as trailers" \
-    "200 application/x-ndjson chunked X-JRPC-Answered, X-JRPC-Timed-Out" \
+    "200 application/x-ndjson chunked X-JRPC-Answered, X-JRPC-Timed-Out, Server-Timing" \
     "$(tr -d '\r' < "$E2E_TMP/nd.head" | awk '/^HTTP/{s=$2} /^Content-Type/{t=$2} /^Transfer-Encoding/{e=$2} /^Trailer/{sub(/^Trailer: /,""); r=$0} END{print s, t, e, r}')"
 check "ndjson: one response per line, in order of arrival" '"d" "b" "c" "a"' \
     "$(grep '^{' "$E2E_TMP/nd.raw" | sed -E 's/.*"id":("[a-z]")\}$/\1/' | tr '\n' ' ' | sed 's/ $//')"

@@ -292,9 +292,58 @@ static void test_stream_and_reply_head(void **state)
     msgpack_zone_destroy(&z);
 }
 
+/* "timing" in the client header, "server_timing" in the reply head
+ * (PROTOCOL.md 9.3): unstreamed ("whole"), at the end, malformed. */
+static void test_timing_heads(void **state)
+{
+    (void)state;
+    msgpack_zone z;
+    msgpack_zone_init(&z, 256);
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    jrpc_header_t h = { .timing = true }, back;
+    assert_int_equal(jrpc_header_put(&b, &h), 0);
+    assert_int_equal(b.len, 9);
+    assert_memory_equal(b.p, "\x81\xa6timing\xc3", 9);
+    assert_int_equal(jrpc_header_decode(b.p, b.len, &z, &back), 0);
+    assert_true(back.timing);
+    assert_int_equal(jrpc_header_decode("\x81\xa6timing\x01", 9, &z, &back),
+                     JRPC_HEADER_EMALFORMED);
+    assert_int_equal(jrpc_header_decode("\x82\xa6timing\xc3\xa6timing\xc2", 17, &z, &back),
+                     JRPC_HEADER_EMALFORMED);
+    jrpc_span_t st = { "total;dur=1.000", 15 };
+    jrpc_reply_head_t rh;
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .whole = true, .timing = st }), 0);
+    assert_memory_equal(b.p, "\x81\xadserver_timing\xaftotal;dur=1.000", b.len);
+    assert_int_equal(jrpc_header_decode_reply(b.p, b.len, &z, &rh), 0);
+    assert_true(rh.whole);
+    assert_false(rh.end);
+    assert_int_equal(rh.timing.n, 15);
+    assert_memory_equal(rh.timing.p, st.p, 15);
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .end = true, .timing = st }), 0);
+    assert_int_equal(jrpc_header_decode_reply(b.p, b.len, &z, &rh), 0);
+    assert_true(rh.end);
+    assert_false(rh.whole);
+    assert_int_equal(rh.timing.n, 15);
+    /* without timing the heads are the bytes they always were */
+    b.len = 0;
+    assert_int_equal(jrpc_header_put_reply(&b, &(jrpc_reply_head_t){ .end = true }), 0);
+    assert_int_equal(b.len, 6);
+    /* server_timing not a str, or twice */
+    assert_int_equal(jrpc_header_decode_reply("\x81\xadserver_timing\x01", 16, &z, &rh),
+                     JRPC_HEADER_EMALFORMED);
+    assert_int_equal(jrpc_header_decode_reply("\x82\xadserver_timing\xa0\xadserver_timing\xa0",
+                                              31, &z, &rh), JRPC_HEADER_EMALFORMED);
+    jrpc_buf_dispose(&b);
+    msgpack_zone_destroy(&z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timing_heads),
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_cases),
         cmocka_unit_test(test_truncated),
