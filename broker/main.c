@@ -10,7 +10,7 @@
 #include <zmq.h>
 
 #include "jrpc_admin.h"
-#include "jrpc_status.h"
+#include "jrpc_status_page.h"
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
@@ -277,7 +277,7 @@ typedef struct probe {
     const bool    *leaving;      /* the app's: a stop has begun */
     char          *methods;      /* owned; NULL: any worker at all */
     char           reason[320];  /* the last not-ready reason */
-    jrpc_status_info_t info;     /* what GET /status says of the process (borrows the options) */
+    jrpc_status_page_info_t info;     /* what GET /status says of the process (borrows the options) */
 } probe_t;
 
 static int probe_metrics(void *arg, jrpc_buf_t *out)
@@ -288,12 +288,12 @@ static int probe_metrics(void *arg, jrpc_buf_t *out)
     return jrpc_metrics_write(out, &rd);
 }
 
-/* GET /, /status and the rest of the status page (broker/jrpc_status). */
+/* GET /, /status and the rest of the status page (broker/jrpc_status_page). */
 static int probe_page(void *arg, const char *path, size_t plen, jrpc_buf_t *out,
                       const char **ctype, const char **headers)
 {
     probe_t *p = arg;
-    return jrpc_status_page(p->broker, &p->info, path, plen, out, ctype, headers);
+    return jrpc_status_page_serve(p->broker, &p->info, path, plen, out, ctype, headers);
 }
 
 /* Why the broker is not ready ("no worker for method add", "redis down",
@@ -326,7 +326,7 @@ static void probe_free(probe_t **p_p)
 /* The admin listener, its probe with --ready-methods joined into "m1,m2". */
 static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
                                const bool *leaving, const jrpc_conf_list_t *methods,
-                               const jrpc_status_info_t *info, probe_t **probe_p)
+                               const jrpc_status_page_info_t *info, probe_t **probe_p)
 {
     size_t len = 1;
     for (size_t i = 0; i < methods->n; i++)
@@ -772,7 +772,7 @@ int main(int argc, char **argv)
     /* The admin listener right after the broker (a bad address fails before
      * the client ports are bound); destroyed in on_drained, so /readyz says
      * "draining" until the drain ends. */
-    jrpc_status_info_t si = {
+    jrpc_status_page_info_t si = {
         .version = JRPC_VERSION, .started_ns = uv_hrtime(), .started_unix = (int64_t)time(NULL),
         .redis_mode = strncmp(o.replay.url, "sentinel://", 11) == 0 ? "sentinel"
                       : strncmp(o.replay.url, "unix://", 7) == 0 ? "unix" : "redis",

@@ -18,7 +18,7 @@
 #include "jrpc_log.h"
 #include "jrpc_trace.h"
 #include "jrpc_metrics.h"
-#include "jrpc_status.h"
+#include "jrpc_status_page.h"
 
 #define NO_HANDLE UINT32_MAX
 #define PEER_BUCKETS 256   /* the client addresses holding bytes: chained */
@@ -394,7 +394,7 @@ static void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jr
         jrpc_buf_reset(&b->out);
     access_log(b, x, ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
-    jrpc_status_refused(transport, out.cls, out.code, data_json);
+    jrpc_status_page_refused(transport, out.cls, out.code, data_json);
     fn(ctx, out, b->out.p, b->out.len);
 }
 
@@ -1267,7 +1267,7 @@ static void auth_refuse(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc, const c
         jrpc_buf_reset(&b->out);
     access_log(b, NULL, &ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(a->transport, out.cls, out.code, a->t0);
-    jrpc_status_refused(a->transport, out.cls, out.code, data_json);
+    jrpc_status_page_refused(a->transport, out.cls, out.code, data_json);
     a->fn(a->ctx, out, b->out.p, b->out.len, (jrpc_span_t){ NULL, 0 });
 }
 
@@ -1563,25 +1563,6 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
     };
 }
 
-void jrpc_broker_guard(const jrpc_broker_t *b, jrpc_broker_guard_t *g)
-{
-    jrpc_replay_stats_t rs = { 0 };
-    *g = (jrpc_broker_guard_t){ .on = b->replay != NULL, .draining = b->draining,
-                                .refuse_to = INT64_MIN };
-    if (b->replay == NULL)
-        return;
-    jrpc_replay_stats(b->replay, &rs);
-    g->up = jrpc_replay_up(b->replay);
-    g->lost_at = jrpc_replay_lost_at(b->replay);
-    g->refuse_to = jrpc_replay_refuse_to(b->replay);
-    g->epoch_changes = rs.epoch_changes;
-    g->reconnects = rs.reconnects;
-    g->failures = rs.failures;
-    g->masters_found = rs.masters_found;
-    g->rtt_us_sum = rs.rtt_us_sum;
-    g->rtt_count = rs.rtt_count;
-}
-
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)
 {
     if (b->draining)
@@ -1604,6 +1585,25 @@ int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missin
     if (b->replay && !jrpc_replay_up(b->replay))
         return JRPC_BROKER_EREDIS;
     return 0;
+}
+
+void jrpc_broker_guard(const jrpc_broker_t *b, jrpc_broker_guard_t *g)
+{
+    jrpc_replay_stats_t rs = { 0 };
+    *g = (jrpc_broker_guard_t){ .on = b->replay != NULL, .draining = b->draining,
+                                .refuse_to = INT64_MIN };
+    if (b->replay == NULL)
+        return;
+    jrpc_replay_stats(b->replay, &rs);
+    g->up = jrpc_replay_up(b->replay);
+    g->lost_at = jrpc_replay_lost_at(b->replay);
+    g->refuse_to = jrpc_replay_refuse_to(b->replay);
+    g->epoch_changes = rs.epoch_changes;
+    g->reconnects = rs.reconnects;
+    g->failures = rs.failures;
+    g->masters_found = rs.masters_found;
+    g->rtt_us_sum = rs.rtt_us_sum;
+    g->rtt_count = rs.rtt_count;
 }
 
 const char *jrpc_broker_strerror(int rc)

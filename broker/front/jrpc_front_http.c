@@ -24,7 +24,7 @@
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
-#include "jrpc_status.h"
+#include "jrpc_status_page.h"
 
 #define COMP          "front_http"
 #define READ_BUF      65536  /* one shared read buffer for every connection */
@@ -394,7 +394,7 @@ static void rec_error(conn_t *c, req_t *r, int status, int code, const char *dat
 {
     jrpc_front_http_t *f = c->front;
     jrpc_metrics_front_refused(JRPC_TRANSPORT_HTTP, code);
-    jrpc_status_refused(JRPC_TRANSPORT_HTTP, JRPC_BODY_INVALID, code, data);
+    jrpc_status_page_refused(JRPC_TRANSPORT_HTTP, JRPC_BODY_INVALID, code, data);
     jrpc_buf_reset(&f->err);
     r->status = (uint16_t)status;
     if (jrpc_batch_write_error(&f->err, code, data) < 0 ||

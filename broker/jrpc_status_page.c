@@ -1,6 +1,6 @@
-/* jrpc_status — see jrpc_status.h. The JSON of GET /status, the ring of the
+/* jrpc_status_page — see jrpc_status_page.h. The JSON of GET /status, the ring of the
  * last refusals, and the admin page hook serving the built-in status page. */
-#include "jrpc_status.h"
+#include "jrpc_status_page.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +31,7 @@ static struct {
     uint64_t  n;                                /* refusals ever recorded; next slot n % SIZE */
 } ring;
 
-void jrpc_status_refused(int transport, int cls, int code, const char *reason)
+void jrpc_status_page_refused(int transport, int cls, int code, const char *reason)
 {
     refusal_t *r = &ring.slot[ring.n++ % JRPC_STATUS_REFUSALS];
     r->at_ns = jrpc_metrics.now;
@@ -49,7 +49,7 @@ void jrpc_status_refused(int transport, int cls, int code, const char *reason)
     r->reason[n] = '\0';
 }
 
-void jrpc_status_refused_clear(void)
+void jrpc_status_page_refused_clear(void)
 {
     memset(&ring, 0, sizeof ring);
 }
@@ -131,11 +131,11 @@ static int write_hist(jrpc_buf_t *out, const char *name, const jrpc_hist_t *h)
     return rc ? rc : jrpc_buf_puts(out, "]}");
 }
 
-static int write_listeners(jrpc_buf_t *out, const jrpc_status_info_t *info)
+static int write_listeners(jrpc_buf_t *out, const jrpc_status_page_info_t *info)
 {
     int rc = jrpc_buf_puts(out, "\"listeners\":[");
     for (unsigned i = 0; rc == 0 && info && i < info->nlisteners; i++) {
-        const jrpc_status_listener_t *l = &info->listeners[i];
+        const jrpc_status_page_listener_t *l = &info->listeners[i];
         rc = putf(out, "%s{\"name\":", i ? "," : "");
         if (rc == 0)
             rc = put_str(out, l->name);
@@ -149,7 +149,7 @@ static int write_listeners(jrpc_buf_t *out, const jrpc_status_info_t *info)
     return rc ? rc : jrpc_buf_putc(out, ']');
 }
 
-static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status_info_t *info)
+static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status_page_info_t *info)
 {
     jrpc_broker_guard_t g = { .refuse_to = INT64_MIN };
     if (b)
@@ -180,7 +180,7 @@ static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status
     return rc;
 }
 
-int jrpc_status_write(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status_info_t *info)
+int jrpc_status_page_write(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status_page_info_t *info)
 {
     jrpc_metrics_read_t rd = { 0 };
     if (b)
@@ -222,7 +222,7 @@ int jrpc_status_write(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status_
             "frame-ancestors 'none'\r\nX-Content-Type-Options: nosniff\r\n"
 #define JSON_TYPE "application/json; charset=utf-8"
 
-int jrpc_status_page(struct jrpc_broker *b, const jrpc_status_info_t *info, const char *path,
+int jrpc_status_page_serve(struct jrpc_broker *b, const jrpc_status_page_info_t *info, const char *path,
                      size_t plen, jrpc_buf_t *out, const char **ctype, const char **headers)
 {
 #define IS(lit) (plen == sizeof(lit) - 1 && memcmp(path, lit, plen) == 0)
@@ -240,7 +240,7 @@ int jrpc_status_page(struct jrpc_broker *b, const jrpc_status_info_t *info, cons
         *ctype = "text/css; charset=utf-8";
     } else if (IS("/status")) {
         *ctype = JSON_TYPE;
-        return jrpc_status_write(out, b, info);
+        return jrpc_status_page_write(out, b, info);
     } else {
         return -ENOENT;
     }
