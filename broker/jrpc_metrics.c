@@ -39,11 +39,27 @@ void jrpc_hist_init_seconds(jrpc_hist_t *h)
     *h = (jrpc_hist_t){ .bounds = sec_bounds, .le = sec_le, .nb = JRPC_HIST_MAX, .scale = 1e-9 };
 }
 
+/* Record 0 ("other") before any allocation: the hot path never checks. */
+static jrpc_metrics_method_t meth_other;
+
+static void method_rec_init(jrpc_metrics_method_t *r, const char *service, const char *method)
+{
+    memset(r, 0, sizeof *r);
+    r->service = service;
+    r->method = method;
+    jrpc_hist_init_seconds(&r->worker);
+    jrpc_hist_init_seconds(&r->total);
+}
+
 void jrpc_metrics_init(void)
 {
     if (jrpc_metrics.batch.bounds != NULL)
         return;
     memset(&jrpc_metrics, 0, sizeof jrpc_metrics);
+    method_rec_init(&meth_other, "", "other");
+    jrpc_metrics.meth = &meth_other;
+    jrpc_metrics.nmeth = jrpc_metrics.cap_meth = 1;
+    jrpc_metrics.max_meth = JRPC_METRICS_MAX_METHODS;
     jrpc_hist_init_batch(&jrpc_metrics.batch);
     jrpc_hist_init_seconds(&jrpc_metrics.queue);
     jrpc_hist_init_seconds(&jrpc_metrics.worker);
@@ -110,6 +126,124 @@ void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, uint64_t t0)
     if (answers > 0)
         jrpc_hist_observe_n(&m->total, jrpc_metrics_since(t0), answers);
     jrpc_metrics_body(transport, req->body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK);
+}
+
+/* ---- per method ---- */
+
+const char *const jrpc_call_outcome_names[JRPC_CALL_NOUTCOMES] = {
+    "ok", "error", "timeout", "lost", "busy", "not_found", "denied", "failed" };
+
+void jrpc_metrics_set_max_methods(uint32_t max)
+{
+    if (jrpc_metrics.meth_hash == NULL)
+        jrpc_metrics.max_meth = max ? max : JRPC_METRICS_MAX_METHODS;
+}
+
+static uint32_t meth_hash(const char *service, const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (; *service; service++)
+        h = (h ^ (uint8_t)*service) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;   /* between the two: ("a", "bc") is not ("ab", "c") */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+uint32_t jrpc_metrics_method_id(const char *service, const char *method, size_t len)
+{
+    jrpc_metrics_t *m = &jrpc_metrics;
+    if (service == NULL)
+        service = "";
+    if (m->meth == NULL)
+        jrpc_metrics_init();
+    if (m->meth_hash == NULL) {
+        uint32_t size = 16;
+        while (size <= 2 * (uint64_t)m->max_meth)
+            size *= 2;
+        if ((m->meth_hash = calloc(size, sizeof *m->meth_hash)) == NULL)
+            return JRPC_METRICS_OTHER;
+        m->meth_hash_size = size;
+    }
+    uint32_t mask = m->meth_hash_size - 1, i = meth_hash(service, method, len) & mask;
+    for (; m->meth_hash[i]; i = (i + 1) & mask) {
+        const jrpc_metrics_method_t *r = &m->meth[m->meth_hash[i] - 1];
+        if (strcmp(r->service, service) == 0 && strlen(r->method) == len &&
+            memcmp(r->method, method, len) == 0)
+            return m->meth_hash[i] - 1;
+    }
+    if (m->nmeth - 1 >= m->max_meth)
+        return JRPC_METRICS_OTHER;
+    if (m->nmeth == m->cap_meth) {   /* grow: indices stay, the hot path holds no pointer */
+        uint32_t cap = m->cap_meth < 16 ? 16 : m->cap_meth * 2;
+        jrpc_metrics_method_t *t = malloc((size_t)cap * sizeof *t);
+        if (t == NULL)
+            return JRPC_METRICS_OTHER;
+        memcpy(t, m->meth, (size_t)m->nmeth * sizeof *t);
+        if (m->meth != &meth_other)
+            free(m->meth);
+        m->meth = t;
+        m->cap_meth = cap;
+    }
+    size_t sl = strlen(service);
+    char *block = malloc(sl + 1 + len + 1);   /* service, then method */
+    if (block == NULL)
+        return JRPC_METRICS_OTHER;
+    memcpy(block, service, sl + 1);
+    memcpy(block + sl + 1, method, len);
+    block[sl + 1 + len] = '\0';
+    uint32_t id = m->nmeth++;
+    method_rec_init(&m->meth[id], block, block + sl + 1);
+    m->meth_hash[i] = id + 1;
+    return id;
+}
+
+void jrpc_metrics_method_error(jrpc_metrics_method_t *r, int code)
+{
+    for (uint32_t i = 0; i < r->ncodes; i++) {
+        if (r->codes[i] == code) {
+            r->code_n[i]++;
+            return;
+        }
+    }
+    if (r->ncodes == JRPC_METRICS_METHOD_CODES) {
+        r->code_other++;
+        return;
+    }
+    r->codes[r->ncodes] = code;
+    r->code_n[r->ncodes++] = 1;
+}
+
+int jrpc_metrics_outcome_of(int code)
+{
+    switch (code) {
+    case 0:                       return JRPC_CALL_OK;
+    case JRPC_TIMEOUT:            return JRPC_CALL_TIMEOUT;
+    case JRPC_WORKER_FAILED:      return JRPC_CALL_LOST;
+    case JRPC_SERVER_BUSY:        return JRPC_CALL_BUSY;
+    case JRPC_METHOD_NOT_FOUND:   return JRPC_CALL_NOT_FOUND;
+    case JRPC_UNAUTHORIZED:       return JRPC_CALL_DENIED;
+    default:                      return JRPC_CALL_FAILED;
+    }
+}
+
+double jrpc_hist_quantile(const jrpc_hist_t *h, double q)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i <= h->nb; i++)
+        n += h->counts[i];
+    if (n == 0 || h->nb == 0)
+        return 0;
+    double rank = q * (double)n, cum = 0;
+    for (uint32_t i = 0; i < h->nb; i++) {
+        double c = (double)h->counts[i];
+        if (c > 0 && cum + c >= rank) {
+            double lo = i ? (double)h->bounds[i - 1] : 0, hi = (double)h->bounds[i];
+            return (lo + (hi - lo) * (rank - cum) / c) * h->scale;
+        }
+        cum += c;
+    }
+    return (double)h->bounds[h->nb - 1] * h->scale;
 }
 
 /* ---- exposition ---- */
@@ -232,6 +366,117 @@ static void put_credit(void *arg, const char *worker, uint32_t credit_left)
 static void put_count(void *arg, const char *label, uint64_t n)
 {
     put_labelled(arg, label, (double)n);
+}
+
+/* The _bucket, _sum and _count samples of h under the labels lab (nlab
+ * pairs; room for one more: "le" goes last). */
+static int hist_samples(jrpc_buf_t *out, const char *name, const char **lab, unsigned nlab,
+                        const jrpc_hist_t *h)
+{
+    char sname[128];
+    uint64_t cum = 0;
+    int rc = 0;
+    snprintf(sname, sizeof sname, "%s_bucket", name);
+    lab[2 * nlab] = "le";
+    for (uint32_t i = 0; rc == 0 && i <= h->nb; i++) {
+        cum += h->counts[i];
+        lab[2 * nlab + 1] = i < h->nb ? h->le[i] : "+Inf";
+        rc = jrpc_expo_sample(out, sname, lab, nlab + 1, (double)cum);
+    }
+    snprintf(sname, sizeof sname, "%s_sum", name);
+    if (rc == 0)
+        rc = jrpc_expo_sample(out, sname, lab, nlab, (double)h->sum * h->scale);
+    snprintf(sname, sizeof sname, "%s_count", name);
+    if (rc == 0)
+        rc = jrpc_expo_sample(out, sname, lab, nlab, (double)cum);
+    return rc;
+}
+
+/* The per-method families: every record, "other" first. */
+static int write_methods(jrpc_buf_t *out)
+{
+    const jrpc_metrics_t *m = &jrpc_metrics;
+    char code[32];
+    int rc = jrpc_expo_family(out, "jrpc_method_calls_total", "counter",
+                              "Calls answered, by service, method and outcome.");
+    for (uint32_t i = 0; i < m->nmeth; i++)
+        for (int o = 0; rc == 0 && o < JRPC_CALL_NOUTCOMES; o++) {
+            const char *lab[6] = { "service", m->meth[i].service, "method", m->meth[i].method,
+                                   "outcome", jrpc_call_outcome_names[o] };
+            rc = jrpc_expo_sample(out, "jrpc_method_calls_total", lab, 3,
+                                  (double)m->meth[i].calls[o]);
+        }
+    if (rc == 0)
+        rc = jrpc_expo_family(out, "jrpc_method_errors_total", "counter",
+                              "Error answers by service, method and JSON-RPC code.");
+    for (uint32_t i = 0; rc == 0 && i < m->nmeth; i++) {
+        const jrpc_metrics_method_t *r = &m->meth[i];
+        for (uint32_t k = 0; rc == 0 && k <= r->ncodes; k++) {
+            if (k == r->ncodes && r->code_other == 0)
+                break;
+            if (k < r->ncodes)
+                snprintf(code, sizeof code, "%d", r->codes[k]);
+            const char *lab[6] = { "service", r->service, "method", r->method, "code",
+                                   k < r->ncodes ? code : "other" };
+            rc = jrpc_expo_sample(out, "jrpc_method_errors_total", lab, 3,
+                                  (double)(k < r->ncodes ? r->code_n[k] : r->code_other));
+        }
+    }
+    static const char *const hname[2] = { "jrpc_method_worker_seconds", "jrpc_method_call_seconds" };
+    static const char *const hhelp[2] = {
+        "Per method: REQUEST sent to the answer received.",
+        "Per method: body in to the call answered." };
+    for (int k = 0; k < 2; k++) {
+        if (rc == 0)
+            rc = jrpc_expo_family(out, hname[k], "histogram", hhelp[k]);
+        for (uint32_t i = 0; rc == 0 && i < m->nmeth; i++) {
+            const char *lab[6] = { "service", m->meth[i].service, "method", m->meth[i].method };
+            rc = hist_samples(out, hname[k], lab, 2, k ? &m->meth[i].total : &m->meth[i].worker);
+        }
+    }
+    return rc;
+}
+
+/* The per-worker families: one pass over the workers each. */
+typedef struct worker_ctx {
+    jrpc_buf_t *out;
+    int         rc;
+    const char *family;
+    int         field;
+} worker_ctx_t;
+
+static void put_worker(void *arg, const jrpc_metrics_worker_t *wk)
+{
+    worker_ctx_t *cx = arg;
+    double v[] = { wk->inflight, (double)wk->answered, (double)wk->errors, (double)wk->timeouts,
+                   (double)wk->ejections, wk->last_heard };
+    const char *lab[2] = { "worker", wk->label };
+    if (cx->rc == 0)
+        cx->rc = jrpc_expo_sample(cx->out, cx->family, lab, 1, v[cx->field]);
+}
+
+static int write_workers(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
+{
+    static const scalar_t fam[] = {
+        { "jrpc_worker_inflight", "gauge", "Calls at this worker (sent, not answered).", 0 },
+        { "jrpc_worker_answered_total", "counter", "Answers this worker sent in time.", 0 },
+        { "jrpc_worker_errors_total", "counter", "Of them, error objects.", 0 },
+        { "jrpc_worker_timeouts_total", "counter", "Calls that passed their deadline at this "
+          "worker.", 0 },
+        { "jrpc_worker_ejected_total", "counter", "Times this worker was ejected.", 0 },
+        { "jrpc_worker_last_heard_timestamp_seconds", "gauge",
+          "Unix time of this worker's last message.", 0 },
+    };
+    int rc = 0;
+    for (int f = 0; rc == 0 && f < (int)(sizeof fam / sizeof fam[0]); f++) {
+        rc = jrpc_expo_family(out, fam[f].name, fam[f].type, fam[f].help);
+        if (rc == 0 && rd->each_worker) {
+            worker_ctx_t cx = { out, 0, fam[f].name, f };
+            rd->each_worker(rd->src, put_worker, &cx);
+            rc = cx.rc;
+        }
+    }
+    return rc;
 }
 
 int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
@@ -391,5 +636,9 @@ int jrpc_metrics_write(jrpc_buf_t *out, const jrpc_metrics_read_t *rd)
         m->reload_last_success };
     if (rc == 0)
         rc = scalars(out, &reload_ts, 1);
+    if (rc == 0)
+        rc = write_methods(out);
+    if (rc == 0)
+        rc = write_workers(out, rd);
     return rc;
 }

@@ -72,6 +72,43 @@ extern const char *const jrpc_metrics_transport_names[JRPC_METRICS_TRANSPORTS];
  * values of jrpc_ws_closes_total): 1000 1001 1002 1003 1007 1008 1009. */
 #define JRPC_METRICS_WS_CODES 7
 
+/* ---- per method (issue 33) ----
+ *
+ * One record per (service, method) the worker side has declared, found once
+ * by name (jrpc_metrics_method_id, at a worker's READY) and bumped by index
+ * on the hot path: no string, no allocation per call. Record 0 is "other":
+ * methods past --metrics-max-methods, and calls of a method no worker had
+ * declared. The records are never removed (counters only grow): a method
+ * whose workers left keeps its series. */
+enum jrpc_call_outcome {      /* how an answered call ended (the outcome label) */
+    JRPC_CALL_OK,             /* the worker's result */
+    JRPC_CALL_ERROR,          /* the worker's error object */
+    JRPC_CALL_TIMEOUT,        /* -32003: its deadline passed */
+    JRPC_CALL_LOST,           /* -32004: its worker was lost */
+    JRPC_CALL_BUSY,           /* -32000: the queue for credit was full */
+    JRPC_CALL_NOT_FOUND,      /* -32601: no worker serves the method */
+    JRPC_CALL_DENIED,         /* -32002: the key's ACL refused it */
+    JRPC_CALL_FAILED,         /* any other error the broker made (-32603, ...) */
+    JRPC_CALL_NOUTCOMES
+};
+extern const char *const jrpc_call_outcome_names[JRPC_CALL_NOUTCOMES];
+
+#define JRPC_METRICS_METHOD_CODES 8   /* error codes kept per method; the rest: "other" */
+#define JRPC_METRICS_MAX_METHODS 256  /* --metrics-max-methods' default */
+#define JRPC_METRICS_OTHER 0          /* the record of everything else */
+
+typedef struct jrpc_metrics_method {
+    const char *service;      /* "" until services exist; owned (one block with method) */
+    const char *method;       /* NUL-terminated; "other" for record 0 */
+    uint64_t    calls[JRPC_CALL_NOUTCOMES]; /* answered calls by outcome */
+    int         codes[JRPC_METRICS_METHOD_CODES]; /* error codes seen, in order of first sight */
+    uint64_t    code_n[JRPC_METRICS_METHOD_CODES]; /* answers per code */
+    uint32_t    ncodes;
+    uint64_t    code_other;   /* answers with a code past the table */
+    jrpc_hist_t worker;       /* REQUEST sent -> answer received (ns) */
+    jrpc_hist_t total;        /* body in -> the call answered (ns) */
+} jrpc_metrics_method_t;
+
 typedef struct jrpc_metrics {
     uint64_t    now;                        /* cached uv_hrtime(), see jrpc_metrics_tick */
     uint64_t    bodies[JRPC_METRICS_TRANSPORTS][JRPC_BODY_NOUTCOMES]; /* [transport][class] */
@@ -101,6 +138,12 @@ typedef struct jrpc_metrics {
     uint64_t    reloads[2];                 /* SIGHUP reloads (jrpc_reload): [0] ok, [1] failed */
     double      reload_last_success;        /* Unix seconds the files in force were read:
                                                start-up (set by main), then each good reload */
+    jrpc_metrics_method_t *meth;            /* per-method records; [0] "other" (never NULL
+                                               after jrpc_metrics_init) */
+    uint32_t    nmeth, cap_meth;            /* records in use (>= 1), allocated */
+    uint32_t    max_meth;                   /* --metrics-max-methods: records besides "other" */
+    uint32_t   *meth_hash;                  /* open addressing: index + 1, 0 empty */
+    uint32_t    meth_hash_size;             /* power of two, > 2 * max_meth */
 } jrpc_metrics_t;
 
 extern jrpc_metrics_t jrpc_metrics;
@@ -156,6 +199,40 @@ struct jrpc_batch;
  * refused the whole body, req->body_code). */
 void jrpc_metrics_reply(int transport, const struct jrpc_batch *req, uint64_t t0);
 
+/* The record index of (service, method): made at first sight, while fewer
+ * than jrpc_metrics.max_meth exist (and memory allows), else
+ * JRPC_METRICS_OTHER. service may be NULL (""). Costs a hash and a compare:
+ * call it once per method entry (a worker's READY), never per call. */
+uint32_t jrpc_metrics_method_id(const char *service, const char *method, size_t len);
+
+/* Sets --metrics-max-methods (0: the default), while no method has a
+ * record yet (later calls change nothing). */
+void jrpc_metrics_set_max_methods(uint32_t max);
+
+/* Counts one error with this code in record r (the per-method code table). */
+void jrpc_metrics_method_error(jrpc_metrics_method_t *r, int code);
+
+/* One answered call of record id (a jrpc_metrics_method_id): its outcome
+ * (enum jrpc_call_outcome), its error code when not ok, and its total time
+ * (ns from the body's arrival). */
+static inline void jrpc_metrics_call(uint32_t id, int outcome, int code, uint64_t total_ns)
+{
+    jrpc_metrics_method_t *r = &jrpc_metrics.meth[id];
+    r->calls[outcome]++;
+    if (outcome != JRPC_CALL_OK)
+        jrpc_metrics_method_error(r, code);
+    jrpc_hist_observe(&r->total, total_ns);
+}
+
+/* The outcome of a call the broker answered itself with this code. */
+int jrpc_metrics_outcome_of(int code);
+
+/* An estimate of quantile q (0..1) of h, in h's printed unit (seconds for
+ * the seconds histograms): the bucket holding the q-th observation, linear
+ * within it (as Prometheus' histogram_quantile); an observation past the
+ * last bound counts as the last bound. 0 when h is empty. */
+double jrpc_hist_quantile(const jrpc_hist_t *h, double q);
+
 /* ---- the exposition writer ---- */
 
 /* Appends "# HELP name help\n# TYPE name type\n". Returns 0 or -ENOMEM. */
@@ -174,6 +251,18 @@ int jrpc_expo_hist(jrpc_buf_t *out, const char *name, const char *help, const jr
 /* What the page shows that other modules count: read at scrape time. */
 typedef void (*jrpc_metrics_credit_fn)(void *arg, const char *label, uint32_t credit_left);
 typedef void (*jrpc_metrics_count_fn)(void *arg, const char *label, uint64_t n);
+/* One worker's figures, read at scrape time (jrpc_workers fills them). */
+typedef struct jrpc_metrics_worker {
+    const char *label;        /* as jrpc_worker_credit's: distinct per worker */
+    uint32_t    credit_left;
+    uint32_t    inflight;     /* calls sent, not answered */
+    uint64_t    answered;     /* answers it sent for calls still wanted */
+    uint64_t    errors;       /* of them, error objects */
+    uint64_t    timeouts;     /* calls that passed their deadline there */
+    uint64_t    ejections;    /* times it was ejected */
+    double      last_heard;   /* Unix time (s) of its last message */
+} jrpc_metrics_worker_t;
+typedef void (*jrpc_metrics_worker_fn)(void *arg, const jrpc_metrics_worker_t *wk);
 typedef struct jrpc_metrics_read {
     uint32_t bodies_open, calls_inflight, calls_queued, workers_connected;
     int      redis_up;                  /* 0 or 1 */
@@ -188,6 +277,8 @@ typedef struct jrpc_metrics_read {
      * refused; NULL: none. */
     void   (*each_limited)(void *src, jrpc_metrics_count_fn emit, void *emit_arg);
     void    *limited_src;
+    /* Calls emit(emit_arg, figures) once per worker; NULL: none. */
+    void   (*each_worker)(void *src, jrpc_metrics_worker_fn emit, void *emit_arg);
 } jrpc_metrics_read_t;
 
 /* Appends the whole page: every family of the contract, in a fixed order,

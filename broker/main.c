@@ -637,6 +637,9 @@ int main(int argc, char **argv)
           "clients) before the graceful stop begins",
           .dest = &drain_delay_ms, .max = 600000 },
         { "access-log", B, "on|off", "on", "one log line per request body", .dest = &o.access_log },
+        { "metrics-max-methods", U, "N", "256", "methods with their own metrics series (calls,\n"
+          "errors, latency per method); the rest are counted\nunder method=\"other\"",
+          .dest = &o.metrics_max_methods, .min = 1, .max = 65536 },
         { "max-worker-methods", U, "N", "1024", "method names in one worker READY; more: refused",
           .dest = &o.workers.max_worker_methods, .min = 1, .max = 1000000 },
         { "max-methods", U, "N", "16384", "distinct method names known at once, all workers\n"

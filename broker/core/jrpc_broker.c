@@ -51,6 +51,9 @@ struct bbatch {
     jrpc_answer_fn answer;       /* streamed mode: each answer as it is in; else NULL */
     void          *ctx;
     uint32_t      *handles;      /* per call: jrpc_workers handle, or NO_HANDLE */
+    uint32_t      *mstat;        /* per call: its jrpc_metrics record (set when it starts),
+                                    or NO_HANDLE: not counted per method (the parser's) */
+    const char    *path;         /* the access line's path=, or NULL (the transport) */
     uint32_t       unanswered;   /* calls still owing an answer to the client */
     uint32_t       outstanding;  /* calls still at (or queued for) workers */
     uint32_t       streamed;     /* streamed mode: answers sent */
@@ -293,6 +296,62 @@ static const int log_status[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_UNAVAILABLE] = 503, [JRPC_BODY_LIMITED] = 429, [JRPC_BODY_MISMATCH] = 422,
     [JRPC_BODY_INPROGRESS] = 409, [JRPC_BODY_CANCELLED] = 499 };
 
+#define ACCESS_METHODS 3        /* method names the access line shows of a batch */
+#define ACCESS_DISTINCT 4096    /* distinct names it counts at most (a hash set on the stack) */
+
+/* A method name as the access line prints it: up to 64 bytes of
+ * [A-Za-z0-9._:/@-], anything else as '?' (a client chose it; no quote,
+ * space or newline reaches the log). Returns the bytes written to dst. */
+static size_t log_name(char *dst, jrpc_span_t m)
+{
+    size_t n = m.n < 64 ? m.n : 64;
+    for (size_t i = 0; i < n; i++) {
+        char c = m.p[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '/' || c == '@' || c == '-';
+        dst[i] = ok ? c : '?';
+    }
+    return n;
+}
+
+/* The access line's methods: how many distinct names the body's calls
+ * have (exact up to ACCESS_DISTINCT, then a lower bound), and the first
+ * ACCESS_METHODS of them, comma-separated, into names ("-": none).
+ * Runs only when the line is written. */
+static uint32_t access_methods(const jrpc_batch_t *req, char *names, size_t size)
+{
+    uint64_t set[ACCESS_DISTINCT];   /* FNV-1a 64 of each name; 0: empty */
+    uint32_t distinct = 0, size_set = 16;
+    size_t len = 0;
+    while (size_set < 2 * (uint64_t)req->ncalls && size_set < ACCESS_DISTINCT)
+        size_set *= 2;   /* a single call clears 128 bytes, not 32 KiB */
+    memset(set, 0, size_set * sizeof *set);
+    for (uint32_t i = 0; i < req->ncalls && distinct < size_set / 2; i++) {
+        jrpc_span_t m = req->calls[i].method;
+        if (m.n == 0)
+            continue;
+        uint64_t h = 14695981039346656037ull;
+        for (size_t k = 0; k < m.n; k++)
+            h = (h ^ (uint8_t)m.p[k]) * 1099511628211ull;
+        h |= 1;
+        uint32_t j = (uint32_t)h & (size_set - 1);
+        while (set[j] && set[j] != h)
+            j = (j + 1) & (size_set - 1);
+        if (set[j])
+            continue;
+        set[j] = h;
+        if (distinct++ < ACCESS_METHODS && len + 66 < size) {
+            if (len)
+                names[len++] = ',';
+            len += log_name(names + len, m);
+        }
+    }
+    if (len == 0)
+        names[len++] = '-';
+    names[len] = '\0';
+    return distinct;
+}
+
 /* The access line of a body (x NULL: refused before it was kept, busy).
  * errors counts the error objects in the reply, read from the calls'
  * outcomes (one for a body refused whole, none when cancelled). */
@@ -306,8 +365,13 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
     size_t bytes_in = 0;
     uint64_t us = 0;
     int transport = ad ? ad->transport : JRPC_TRANSPORT_ZMQ;
+    const char *path = ad ? ad->path : NULL;
+    char names[ACCESS_METHODS * 66 + 2] = "-";
+    uint32_t distinct = 0;
     if (x) {
         transport = x->transport;
+        path = x->path;
+        distinct = access_methods(&x->req, names, sizeof names);
         calls = x->req.ncalls;
         if (cls == JRPC_BODY_OK || cls == JRPC_BODY_INVALID)
             for (uint32_t i = 0; i < x->req.ncalls; i++)
@@ -330,10 +394,13 @@ static void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *
             peer = ad->peer;
     }
     JRPC_LOG(JRPC_LOG_INFO, "access",
-             "event=access transport=%s peer=%.*s key=%.*s calls=%u errors=%u status=%d "
+             "event=access transport=%s path=%s peer=%.*s key=%.*s calls=%u methods=%u "
+             "method=%s errors=%u status=%d "
              "outcome=%s bytes_in=%zu bytes_out=%zu latency_us=%llu traceparent=%.*s",
-             jrpc_metrics_transport_names[jrpc_metrics_transport(transport)], (int)peer.n, peer.p,
-             (int)key.n, key.p, calls, errors, log_status[cls], jrpc_body_class_name(cls),
+             jrpc_metrics_transport_names[jrpc_metrics_transport(transport)],
+             path ? path : jrpc_metrics_transport_names[jrpc_metrics_transport(transport)],
+             (int)peer.n, peer.p, (int)key.n, key.p, calls, distinct, names, errors,
+             log_status[cls], jrpc_body_class_name(cls),
              bytes_in, bytes_out, (unsigned long long)us, (int)tp.n, tp.p);
 }
 
@@ -453,6 +520,14 @@ static void answer_lost(jrpc_call_t *c)
     c->code = JRPC_INTERNAL_ERROR;
 }
 
+/* Call i is answered: counted in its method's record (outcome: enum
+ * jrpc_call_outcome; the code is the call's own), total time so far. */
+static void count_call(const bbatch_t *x, uint32_t i, int outcome)
+{
+    if (x->mstat[i] != NO_HANDLE)
+        jrpc_metrics_call(x->mstat[i], outcome, x->req.calls[i].code, jrpc_metrics_since(x->t0));
+}
+
 static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
 {
     jrpc_call_t *c = &x->req.calls[i];
@@ -460,6 +535,7 @@ static void answer_code(bbatch_t *x, uint32_t i, int code, const char *data)
         return;
     if (jrpc_batch_answer_error(&x->req, i, code, data) < 0)
         answer_lost(c);
+    count_call(x, i, jrpc_metrics_outcome_of(c->code));
     x->unanswered--;
     stream_answer(x->broker, x, i);
 }
@@ -488,6 +564,8 @@ static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t val
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
             answer_lost(c);
+        count_call(x, i, kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
+                                                            : jrpc_metrics_outcome_of(c->code));
         x->unanswered--;
         stream_answer(b, x, i);
     }
@@ -562,11 +640,13 @@ static void start(jrpc_broker_t *b, bbatch_t *x)
             x->unanswered++;
         if (key && !jrpc_key_allows(key, c->method)) {
             jrpc_metrics.acl_denied++;
+            x->mstat[i] = jrpc_workers_method_stat(b->workers, c->method);
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
         int rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp, x->trace,
                                        x->deadline, x->t0, x, i, &x->handles[i]);
+        x->mstat[i] = jrpc_workers_last_stat(b->workers);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
@@ -1105,16 +1185,19 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
-        (x->handles = jrpc_arena_alloc(&x->req.arena,
-                                       (x->req.ncalls ? x->req.ncalls : 1) * sizeof *x->handles)) == NULL) {
+        (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *
+                                                          sizeof *x->handles)) == NULL) {
         batch_free(x);
         return -ENOMEM;
     }
     bool notes = false;   /* it may be answered before its calls end: it may be held */
+    x->mstat = x->handles + x->req.ncalls;   /* the same block */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         x->handles[i] = NO_HANDLE;
+        x->mstat[i] = NO_HANDLE;
         notes |= x->req.calls[i].notification;
     }
+    x->path = ad ? ad->path : NULL;
     if (notes && ad) {
         if ((x->hold = ad->hold) != NULL)
             x->hold->refs++;
@@ -1398,6 +1481,7 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     b->loop = loop;
     b->opts = *opts;
     jrpc_metrics_init();
+    jrpc_metrics_set_max_methods(opts->metrics_max_methods);
     jrpc_buf_init(&b->out);
     jrpc_buf_init(&b->one);
     b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
@@ -1541,6 +1625,11 @@ static void each_credit(void *src, jrpc_metrics_credit_fn emit, void *arg)
     jrpc_workers_each_credit(src, emit, arg);
 }
 
+static void each_worker(void *src, jrpc_metrics_worker_fn emit, void *arg)
+{
+    jrpc_workers_each_worker(src, emit, arg);
+}
+
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
 {
     jrpc_broker_stats_t bs;
@@ -1558,9 +1647,19 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd)
         .hedges = ws.hedges, .hedges_won = ws.hedges_won,
         .frames_malformed = ws.malformed,
         .methods = ws.methods, .ready_refused = ws.ready_refused, .ejections = ws.ejections,
-        .each_credit = each_credit, .src = b->workers,
+        .each_credit = each_credit, .src = b->workers, .each_worker = each_worker,
         .each_limited = each_limited, .limited_src = &b->rate_counts,
     };
+}
+
+int jrpc_broker_status_workers(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status(b->workers, out);
+}
+
+int jrpc_broker_status_methods(jrpc_broker_t *b, jrpc_buf_t *out)
+{
+    return jrpc_workers_status_methods(b->workers, out);
 }
 
 int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missing)

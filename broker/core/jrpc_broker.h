@@ -56,6 +56,8 @@ typedef struct jrpc_broker_opts {
     uint32_t            conn_max_queued_bytes; /* ... of one connection: its front stops
                                         reading it (jrpc_broker_hold_full,
                                         --conn-max-queued-bytes); 0: no bound */
+    uint32_t            metrics_max_methods; /* per-method metrics records besides
+                                        "other" (--metrics-max-methods); 0: 256 */
 } jrpc_broker_opts_t;
 
 /* The front end a body came through (metrics and the access log). */
@@ -97,6 +99,8 @@ typedef struct jrpc_admit {
                                     streamed answers (a kept reply is one reply) */
     jrpc_broker_hold_t *hold;    /* the connection's account of what it has queued
                                     (jrpc_broker_hold_new); NULL: none (ZeroMQ) */
+    const char     *path;        /* the access line's path= ("/rpc", "/mcp"); NULL: the
+                                    transport's name ("zmq", "ws") */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held
@@ -273,6 +277,38 @@ void jrpc_broker_stats(const jrpc_broker_t *b, jrpc_broker_stats_t *st,
  * borrows the broker: use it before the next loop turn). For the admin
  * listener, which then calls jrpc_metrics_write(). */
 void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
+
+/* The status page's producers (issue 33: the admin listener's
+ * /status/workers and /status/methods). Each appends one JSON object to
+ * out, built now from the counters the hot path keeps (nothing is kept for
+ * it per call); strings a worker or client chose are JSON-escaped ('<', '>'
+ * and '&' too: the page may put them in HTML). Returns 0 or -ENOMEM (out
+ * then holds a partial object: discard it). Never blocks.
+ *
+ * jrpc_broker_status_workers, one object per connected worker:
+ *   {"workers":[{"id":"<routing id, hex>","name":"...","service":"",
+ *     "host":"<IP it connected from, native tcp:// only; else empty>",
+ *     "credit":N,"in_flight":N,"answered":N,"errors":N,"timeouts":N,
+ *     "ejections":N,"last_heard_ms":N,"ejected":false,"draining":false,
+ *     "methods":N}]}
+ * answered: answers to calls still wanted; errors: of them, error objects;
+ * timeouts: calls that passed their deadline there; last_heard_ms: since
+ * its last message; methods: names it declared.
+ *
+ * jrpc_broker_status_methods, one object per jrpc_metrics record ("other"
+ * first: methods past --metrics-max-methods and calls of methods no worker
+ * had declared, "other":true):
+ *   {"methods":[{"service":"","method":"...","calls":N,"ok":N,"errors":N,
+ *     "timeouts":N,"p50_ms":X,"p99_ms":X,"workers":N,"other":false}],
+ *    "max_methods":256}
+ * calls: answered, by any outcome; errors: every call not ok (timeouts
+ * included); p50/p99: of the total time (body in -> answered), estimated
+ * from jrpc_method_call_seconds' fixed buckets as Prometheus'
+ * histogram_quantile does (the bucket holding the rank, linear inside it;
+ * past the last bound, 30 s), so at best to a bucket's width; workers:
+ * connected workers serving it. */
+int jrpc_broker_status_workers(jrpc_broker_t *b, jrpc_buf_t *out);
+int jrpc_broker_status_methods(jrpc_broker_t *b, jrpc_buf_t *out);
 
 /* Why the broker would not take work well (jrpc_broker_ready, /readyz). */
 enum {

@@ -156,3 +156,9 @@ bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method)
             return false;
     return true;
 }
+
+uint32_t jrpc_workers_method_stat(jrpc_workers_t *w, jrpc_span_t method)
+{
+    method_t *m = method.n ? method_find(w, method.p, method.n) : NULL;
+    return m ? m->stat : JRPC_METRICS_OTHER;
+}

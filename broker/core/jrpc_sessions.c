@@ -235,6 +235,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         jrpc_zmtp_conn_set_data(wk->conn, wk);
     }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
+    if (from->ip)
+        snprintf(wk->host, sizeof wk->host, "%s", from->ip);
     wk->credit = m->credit < w->opts.max_worker_credit ? m->credit : w->opts.max_worker_credit;
     wk->last_seen = jrpc_metrics.now;
     wk->seen = true;
@@ -251,6 +253,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         method_t *mt = method_get(w, s->ptr, s->size);
         if (mt == NULL || mt->mark == stamp)
             continue;
+        if (mt->stat == JRPC_METRICS_OTHER)   /* its metrics record, found once */
+            mt->stat = jrpc_metrics_method_id("", mt->name, mt->len);
         worker_t **ws = realloc(mt->workers, (mt->nworkers + 1) * sizeof *ws);
         if (ws == NULL) {
             method_check(w, mt);   /* freed if it was new */
@@ -311,6 +315,7 @@ void worker_set_ejected(jrpc_workers_t *w, worker_t *wk, bool on)
     }
     if (on) {
         w->ejections++;
+        wk->ejections++;
         JRPC_LOG(JRPC_LOG_WARN, "workers",
                  "event=worker_ejected worker=%s timeouts=%u eject_ms=%u inflight=%u", wk->name,
                  wk->timeouts, w->opts.eject_ms, wk->inflight);

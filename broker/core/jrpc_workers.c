@@ -225,6 +225,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         held_end(w, wk, s);
         uint64_t took = jrpc_metrics_since(s->t_ns);
         jrpc_hist_observe(&jrpc_metrics.worker, took);
+        jrpc_hist_observe(&jrpc_metrics.meth[s->method->stat].worker, took);
         if (w->opts.hedge_budget_pct)
             lat_observe(w, s->method, took);
         if (s->owner == NULL) {
@@ -232,6 +233,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
                 w->late++;
         } else {
             wk->timeouts = 0;   /* answered in time */
+            wk->answered++;
+            wk->errors += a.is_error;
             if (s->twin != NIL) {   /* first of two: the other is dropped when it comes */
                 slot_t *o = &w->slots[s->twin];
                 o->owner = NULL;
@@ -366,13 +369,12 @@ static int on_readable(jrpc_zwatch_t *zw, void *sock)
 static void on_zmtp_message(void *data, jrpc_zmtp_conn_t *conn, const jrpc_span_t *frames, int n,
                             bool excess, const char *peer_ip)
 {
-    (void)peer_ip;
     jrpc_workers_t *w = data;
     if (n != 1 || excess) {
         w->malformed++;
         return;
     }
-    peer_t from = { .conn = conn };
+    peer_t from = { .conn = conn, .ip = peer_ip };
     on_message(w, &from, frames[0].p, frames[0].n);
 }
 
@@ -482,6 +484,7 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
         if ((m = method_find(w, method.p, method.n)) != NULL)
             w->hint_m = m;
     }
+    w->last_stat = m ? m->stat : JRPC_METRICS_OTHER;
     if (m == NULL || m->nworkers == 0) {
         /* Right after a (re)start the workers have not announced themselves
          * yet: a call waits for them (queued) instead of -32601, until the
@@ -530,6 +533,8 @@ void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
     if (s->state == SLOT_QUEUED)
         w->queued--; /* the slot is freed when it reaches the head of its queue */
     worker_t *wk = s->worker;
+    if (why == JRPC_CANCEL_TIMEOUT && s->state == SLOT_SENT)
+        wk->timeouts_all++;
     if (why != JRPC_CANCEL_TIMEOUT || s->state != SLOT_SENT || wk->dead || !wk->routed ||
         w->opts.eject_after == 0 || wk->ejected_until)
         return;
@@ -583,24 +588,60 @@ void jrpc_workers_stats(const jrpc_workers_t *w, jrpc_workers_stats_t *st)
     st->hedges_won = w->hedges_won;
 }
 
+uint32_t jrpc_workers_last_stat(const jrpc_workers_t *w)
+{
+    return w->last_stat;
+}
+
+/* The worker's label (jrpc_workers_each_credit's rule) into label. */
+static void worker_label(const jrpc_workers_t *w, const worker_t *wk, char *label, size_t size)
+{
+    /* Two workers may give the same name: the later ones get their id
+     * appended, so that every series stays distinct. */
+    bool dup = false;
+    for (const worker_t *o = w->workers; o != wk && !dup; o = o->next)
+        dup = !o->dead && strcmp(o->name, wk->name) == 0;
+    size_t n = strlen(wk->name);
+    memcpy(label, wk->name, n + 1);
+    if (dup) {
+        label[n++] = '@';
+        for (size_t i = 0; i < wk->idlen; i++)
+            n += (size_t)snprintf(label + n, size - n, "%02x", (uint8_t)wk->id[i]);
+    }
+}
+
+/* Unix time (s) of a jrpc_metrics clock reading (ns, monotonic). */
+static double wall_of(uint64_t t)
+{
+    uint64_t mono = uv_hrtime();
+    uv_timeval64_t tv;
+    double wall = uv_gettimeofday(&tv) == 0 ? (double)tv.tv_sec + tv.tv_usec / 1e6 : 0;
+    return wall - (double)(mono > t ? mono - t : 0) / 1e9;
+}
+
+void jrpc_workers_each_worker(jrpc_workers_t *w, jrpc_metrics_worker_fn fn, void *arg)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next) {
+        if (wk->dead)
+            continue;
+        char label[MAX_NAME + 2 + 2 * MAX_ROUTING_ID];
+        worker_label(w, wk, label, sizeof label);
+        jrpc_metrics_worker_t f = {
+            .label = label, .credit_left = wk->credit > wk->inflight ? wk->credit - wk->inflight : 0,
+            .inflight = wk->inflight, .answered = wk->answered, .errors = wk->errors,
+            .timeouts = wk->timeouts_all, .ejections = wk->ejections,
+            .last_heard = wall_of(wk->last_seen) };
+        fn(arg, &f);
+    }
+}
+
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
 {
     for (worker_t *wk = w->workers; wk; wk = wk->next) {
         if (wk->dead)
             continue;
-        /* Two workers may give the same name: the later ones get their id
-         * appended, so that every series stays distinct. */
-        bool dup = false;
-        for (worker_t *o = w->workers; o != wk && !dup; o = o->next)
-            dup = !o->dead && strcmp(o->name, wk->name) == 0;
         char label[MAX_NAME + 2 + 2 * MAX_ROUTING_ID];
-        size_t n = strlen(wk->name);
-        memcpy(label, wk->name, n + 1);
-        if (dup) {
-            label[n++] = '@';
-            for (size_t i = 0; i < wk->idlen; i++)
-                n += (size_t)snprintf(label + n, sizeof label - n, "%02x", (uint8_t)wk->id[i]);
-        }
+        worker_label(w, wk, label, sizeof label);
         fn(arg, label, wk->credit > wk->inflight ? wk->credit - wk->inflight : 0);
     }
 }

@@ -187,4 +187,33 @@ bool jrpc_workers_idempotent(jrpc_workers_t *w, jrpc_span_t method);
 typedef void (*jrpc_credit_fn)(void *arg, const char *label, uint32_t credit_left);
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg);
 
+/* Calls fn once per connected worker with its figures (jrpc_metrics.h:
+ * the same label as above, credit, calls in flight, answers, errors,
+ * timeouts, ejections, when it was last heard). Valid during the call. */
+struct jrpc_metrics_worker;
+void jrpc_workers_each_worker(jrpc_workers_t *w,
+                              void (*fn)(void *arg, const struct jrpc_metrics_worker *wk),
+                              void *arg);
+
+/* The jrpc_metrics record (jrpc_metrics_method_id) of the method the last
+ * jrpc_workers_dispatch() looked up, whatever it returned: JRPC_METRICS_OTHER
+ * when no worker had declared it or its name came past
+ * --metrics-max-methods. One load: the broker asks after each dispatch. */
+uint32_t jrpc_workers_last_stat(const jrpc_workers_t *w);
+
+/* The same for a method by name (one lookup: for the calls that never
+ * reach dispatch, such as those a key's ACL refuses). */
+uint32_t jrpc_workers_method_stat(jrpc_workers_t *w, jrpc_span_t method);
+
+/* Appends the workers as JSON, {"workers":[{...}, ...]} (the status page's
+ * /status/workers: jrpc_broker_status_workers says the fields), names
+ * JSON-escaped. Built only when asked. Returns 0 or -ENOMEM. */
+int jrpc_workers_status(jrpc_workers_t *w, jrpc_buf_t *out);
+
+/* Appends the methods with a jrpc_metrics record as JSON,
+ * {"methods":[{...}, ...],"max_methods":N} (the status page's
+ * /status/methods: jrpc_broker_status_methods says the fields). Returns 0
+ * or -ENOMEM. */
+int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out);
+
 #endif

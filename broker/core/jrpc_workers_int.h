@@ -98,6 +98,8 @@ struct method {
     uint32_t   *lat;        /* hedging: answer times, LAT_BUCKETS counts (lazy) */
     uint32_t    nlat;       /* answers in lat */
     uint32_t    p95_ms;     /* the hedging threshold, refreshed every 32 answers; 0: unknown */
+    uint32_t    stat;       /* its jrpc_metrics record (jrpc_metrics_method_id at the first
+                               READY naming it); 0: "other" */
 };
 
 struct worker {
@@ -105,6 +107,7 @@ struct worker {
     char        id[MAX_ROUTING_ID]; /* ROUTER routing id (native: 0 and the conn id, as libzmq's) */
     size_t      idlen;
     char        name[MAX_NAME + 1]; /* READY's "name" option, else the id in hex (metrics) */
+    char        host[48];   /* the IP it connected from (native tcp://), else "" */
     uint32_t    credit;     /* announced at READY, at most max_worker_credit */
     uint32_t    inflight;   /* calls sent, not answered */
     uint64_t    last_seen;  /* jrpc_metrics clock (ns) at its last message */
@@ -115,6 +118,10 @@ struct worker {
     uint64_t    bytes_logged; /* jrpc_metrics clock of the last worker_bytes_full line */
     uint32_t    timeouts;   /* calls timed out in a row (no answer in time since) */
     uint64_t    ejected_until; /* jrpc_metrics clock (ns); 0: not ejected */
+    uint64_t    answered;   /* answers to calls still wanted (metrics, status) */
+    uint64_t    errors;     /* of them, error objects */
+    uint64_t    timeouts_all; /* calls that passed their deadline here, ever */
+    uint32_t    ejections;  /* times ejected */
     bool        draining;   /* sent DISCONNECT: no new calls */
     bool        routed;     /* in its methods' worker lists */
     method_t  **methods;    /* served (kept after unrouting: see idem) */
@@ -172,6 +179,7 @@ struct jrpc_workers {
     uint32_t        hedge_budget;  /* units: a first send earns budget_pct, a hedge costs 100 */
     uint64_t        hedges, hedges_won;
     uint32_t        lat_edge[LAT_BUCKETS]; /* upper edge of each bucket, us */
+    uint32_t        last_stat;     /* the metrics record of the last dispatch's method */
 };
 
 static inline uint64_t now_ms(jrpc_workers_t *w)
@@ -320,6 +328,7 @@ typedef struct peer {
     jrpc_zmtp_conn_t *conn;
     const char       *id;       /* libzmq */
     size_t            idlen;
+    const char       *ip;       /* native tcp://: the peer's IP (status); else NULL */
 } peer_t;
 
 static inline peer_t worker_peer(const worker_t *wk)

@@ -1712,6 +1712,7 @@ static void message_done(conn_t *c)
         .key_id = cert_key_id(c),
         .idem_key = idem_value(h),
         .hold = c->hold,
+        .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
     };
     int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
                                 &r->handle);

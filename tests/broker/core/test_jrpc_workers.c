@@ -13,6 +13,7 @@
 #include "../../../broker/core/jrpc_methods.c"
 #include "../../../broker/core/jrpc_hedge.c"
 #include "../../../broker/core/jrpc_sessions.c"
+#include "../../../broker/core/jrpc_status.c"
 #include "jrpc_json.h"
 
 static struct {
@@ -674,6 +675,73 @@ static void test_json_option_malformed(void **state)
     destroy(w);
 }
 
+/* The status producers (issue 33): valid JSON with the contract's fields;
+ * a worker's answers, errors and timeouts counted; method names a worker
+ * chose escaped for JSON and HTML; past the bound, "other". */
+static void test_status(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    jrpc_metrics.max_meth = jrpc_metrics.nmeth - 1 + 2;   /* room for two more records */
+    static const char hostile[] = "<x>\"\\\n\xff";
+    ready(w, 'B', 2, hostile, 1, "w-b", 3);
+    ready(w, 'A', 3, "s", 3, "w-a", 3);                   /* s0 gets a record; s1, s2 not */
+    uint32_t s0 = method_find(w, "s0", 2)->stat, s1 = method_find(w, "s1", 2)->stat;
+    assert_int_not_equal(s0, JRPC_METRICS_OTHER);
+    assert_int_equal(s1, JRPC_METRICS_OTHER);
+    assert_int_equal(method_find(w, hostile, sizeof hostile - 1)->stat, s0 - 1);
+    assert_int_equal(jrpc_metrics_method_id("", "s0", 2), s0);   /* found again, not made */
+    assert_int_equal(jrpc_metrics_method_id("", "s9", 2), JRPC_METRICS_OTHER);
+
+    static const char params[] = "[]";
+    jrpc_span_t none = { NULL, 0 }, p = { params, 2 };
+    uint32_t h[2];
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "s0", 2 }, p, none, none, 100000, 0,
+                                           &G, 0, &h[0]), 0);
+    assert_int_equal(jrpc_workers_last_stat(w), s0);
+    assert_int_equal(jrpc_workers_dispatch(w, (jrpc_span_t){ "s1", 2 }, p, none, none, 100000, 0,
+                                           &G, 1, &h[1]), 0);
+    assert_int_equal(jrpc_workers_last_stat(w), JRPC_METRICS_OTHER);
+    jrpc_workers_flush(w);
+    answer_from(w, 'A', w->slots[h[0]].seq);
+    jrpc_workers_cancel(w, h[1], JRPC_CANCEL_TIMEOUT);
+    /* What the broker counts per answered call: 3 ms, one ok, one -32003. */
+    jrpc_metrics_call(s0, JRPC_CALL_OK, 0, 3 * NS_PER_MS);
+    jrpc_metrics_call(s0, JRPC_CALL_TIMEOUT, JRPC_TIMEOUT, 3 * NS_PER_MS);
+
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    assert_int_equal(jrpc_workers_status(w, &out), 0);
+    jrpc_span_t v;
+    assert_int_equal(jrpc_json_check(out.p, out.len, 8, &v), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_non_null(strstr(out.p, "{\"id\":\"41\",\"name\":\"w-a\",\"service\":\"\",\"host\":\"\","
+                                  "\"credit\":3,\"in_flight\":1,\"answered\":1,\"errors\":0,"
+                                  "\"timeouts\":1,\"ejections\":0,\"last_heard_ms\":"));
+    assert_non_null(strstr(out.p, "\"ejected\":false,\"draining\":false,\"methods\":3}"));
+    assert_non_null(strstr(out.p, "\"id\":\"42\",\"name\":\"w-b\""));
+    assert_int_equal(strncmp(out.p, "{\"workers\":[{", 13), 0);
+
+    jrpc_buf_reset(&out);
+    assert_int_equal(jrpc_workers_status_methods(w, &out), 0);
+    assert_int_equal(jrpc_json_check(out.p, out.len, 8, &v), 0);
+    jrpc_buf_putc(&out, '\0');
+    assert_non_null(strstr(out.p, "{\"service\":\"\",\"method\":\"s0\",\"calls\":2,\"ok\":1,"
+                                  "\"errors\":1,\"timeouts\":1,\"p50_ms\":3.750,\"p99_ms\":4.975,"
+                                  "\"workers\":1,\"other\":false}"));
+    assert_non_null(strstr(out.p, "\"method\":\"\\u003cx\\u003e\\\"\\\\\\u000a\\ufffd\""));
+    assert_null(strchr(out.p, '<'));
+    assert_non_null(strstr(out.p, "{\"methods\":[{\"service\":\"\",\"method\":\"other\","));
+    char tail[64];
+    snprintf(tail, sizeof tail, "],\"max_methods\":%u}", jrpc_metrics.max_meth);
+    assert_string_equal(out.p + strlen(out.p) - strlen(tail), tail);
+    /* "other": s1 and s2 of A, and nothing else serves them */
+    assert_non_null(strstr(out.p, "\"method\":\"other\",\"calls\":"));
+    jrpc_buf_dispose(&out);
+    reap(w);
+    destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_hedge),
         cmocka_unit_test(test_hedge_grows_slots),
         cmocka_unit_test(test_hedge_p95),
+        cmocka_unit_test(test_status),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
