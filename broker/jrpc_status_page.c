@@ -241,6 +241,12 @@ int jrpc_status_page_serve(struct jrpc_broker *b, const jrpc_status_page_info_t 
     } else if (IS("/status")) {
         *ctype = JSON_TYPE;
         return jrpc_status_page_write(out, b, info);
+    } else if (IS("/status/workers") && b) {
+        *ctype = JSON_TYPE;
+        return jrpc_broker_status_workers(b, out);
+    } else if (IS("/status/methods") && b) {
+        *ctype = JSON_TYPE;
+        return jrpc_broker_status_methods(b, out);
     } else {
         return -ENOENT;
     }
