@@ -628,7 +628,8 @@ int main(int argc, char **argv)
           .dest = &curve_files[1] },
         { "worker-keys", S, "FILE", NULL, "public keys of the workers allowed in, one a line",
           .dest = &curve_files[2] },
-        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
+        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz, the status\n"
+          "page / and /status*), or none",
           .dest = &admin_listen, .check = hp_ok },
         { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
           "none: any worker", .dest = &ready_methods },
