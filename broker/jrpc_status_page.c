@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -56,19 +55,6 @@ void jrpc_status_page_refused_clear(void)
 
 /* ---- GET /status ---- */
 
-static int putf(jrpc_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int putf(jrpc_buf_t *out, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return -ENOMEM;   /* not expected: numbers and fixed names only */
-    return jrpc_buf_append(out, tmp, (size_t)n);
-}
-
 /* A string that may not be valid UTF-8 (an endpoint from the command
  * line): as a JSON string, or "" when it is not. */
 static int put_str(jrpc_buf_t *out, const char *s)
@@ -93,12 +79,12 @@ static int put_reason(jrpc_buf_t *out, const char *reason)
 
 static int write_refusals(jrpc_buf_t *out)
 {
-    int rc = putf(out, "\"refused_total\":%" PRIu64 ",\"refusals\":[", ring.n);
+    int rc = jrpc_buf_printf(out, "\"refused_total\":%" PRIu64 ",\"refusals\":[", ring.n);
     uint64_t kept = ring.n < JRPC_STATUS_REFUSALS ? ring.n : JRPC_STATUS_REFUSALS;
     for (uint64_t i = 0; rc == 0 && i < kept; i++) {
         const refusal_t *r = &ring.slot[(ring.n - 1 - i) % JRPC_STATUS_REFUSALS];
         uint64_t age = jrpc_metrics.now > r->at_ns ? (jrpc_metrics.now - r->at_ns) / 1000000 : 0;
-        rc = putf(out, "%s{\"age_ms\":%" PRIu64 ",\"transport\":\"%s\",\"outcome\":\"%s\","
+        rc = jrpc_buf_printf(out, "%s{\"age_ms\":%" PRIu64 ",\"transport\":\"%s\",\"outcome\":\"%s\","
                   "\"code\":%d,\"message\":", i ? "," : "", age,
                   jrpc_metrics_transport_names[r->transport], jrpc_body_class_name(r->cls), r->code);
         if (rc == 0)
@@ -120,14 +106,14 @@ static int write_hist(jrpc_buf_t *out, const char *name, const jrpc_hist_t *h)
     uint64_t count = 0;
     for (uint32_t i = 0; i <= h->nb; i++)
         count += h->counts[i];
-    int rc = putf(out, "\"%s\":{\"count\":%" PRIu64 ",\"sum_s\":%.6f,\"le\":[", name, count,
+    int rc = jrpc_buf_printf(out, "\"%s\":{\"count\":%" PRIu64 ",\"sum_s\":%.6f,\"le\":[", name, count,
                   (double)h->sum * h->scale);
     for (uint32_t i = 0; rc == 0 && i < h->nb; i++)
-        rc = putf(out, "%s%s", i ? "," : "", h->le[i]);
+        rc = jrpc_buf_printf(out, "%s%s", i ? "," : "", h->le[i]);
     if (rc == 0)
         rc = jrpc_buf_puts(out, "],\"counts\":[");
     for (uint32_t i = 0; rc == 0 && i <= h->nb; i++)
-        rc = putf(out, "%s%" PRIu64, i ? "," : "", h->counts[i]);
+        rc = jrpc_buf_printf(out, "%s%" PRIu64, i ? "," : "", h->counts[i]);
     return rc ? rc : jrpc_buf_puts(out, "]}");
 }
 
@@ -136,7 +122,7 @@ static int write_listeners(jrpc_buf_t *out, const jrpc_status_page_info_t *info)
     int rc = jrpc_buf_puts(out, "\"listeners\":[");
     for (unsigned i = 0; rc == 0 && info && i < info->nlisteners; i++) {
         const jrpc_status_page_listener_t *l = &info->listeners[i];
-        rc = putf(out, "%s{\"name\":", i ? "," : "");
+        rc = jrpc_buf_printf(out, "%s{\"name\":", i ? "," : "");
         if (rc == 0)
             rc = put_str(out, l->name);
         if (rc == 0)
@@ -144,7 +130,7 @@ static int write_listeners(jrpc_buf_t *out, const jrpc_status_page_info_t *info)
         if (rc == 0)
             rc = put_str(out, l->endpoint);
         if (rc == 0)
-            rc = putf(out, ",\"tls\":%s}", l->tls ? "true" : "false");
+            rc = jrpc_buf_printf(out, ",\"tls\":%s}", l->tls ? "true" : "false");
     }
     return rc ? rc : jrpc_buf_putc(out, ']');
 }
@@ -156,11 +142,11 @@ static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status
         jrpc_broker_guard(b, &g);
     int64_t now = (int64_t)time(NULL);
     bool fenced = g.refuse_to != INT64_MIN && now <= g.refuse_to;
-    int rc = putf(out, "\"redis\":{\"mode\":");
+    int rc = jrpc_buf_printf(out, "\"redis\":{\"mode\":");
     if (rc == 0)
         rc = put_str(out, g.on && info && info->redis_mode ? info->redis_mode : "none");
     if (rc == 0)
-        rc = putf(out, ",\"in_use\":%s,\"up\":%s,\"reconnects\":%" PRIu64 ",\"failures\":%" PRIu64
+        rc = jrpc_buf_printf(out, ",\"in_use\":%s,\"up\":%s,\"reconnects\":%" PRIu64 ",\"failures\":%" PRIu64
                   ",\"masters_found\":%" PRIu64 ",\"rtt_ms_avg\":%.3f},",
                   g.on ? "true" : "false", g.up ? "true" : "false", g.reconnects, g.failures,
                   g.masters_found, g.rtt_count ? (double)g.rtt_us_sum / (double)g.rtt_count / 1000.0 : 0.0);
@@ -168,7 +154,7 @@ static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status
      * refuse_to are refused; it ends (no longer refuses fresh bodies) at
      * refuse_to + 1. */
     if (rc == 0)
-        rc = putf(out, "\"replay\":{\"on\":%s,\"up\":%s,\"memory_losses\":%" PRIu64
+        rc = jrpc_buf_printf(out, "\"replay\":{\"on\":%s,\"up\":%s,\"memory_losses\":%" PRIu64
                   ",\"lost_at\":%" PRId64 ",\"fence\":{\"active\":%s,\"refuse_signed_to\":%" PRId64
                   ",\"ends_at\":%" PRId64 ",\"ends_in_s\":%" PRId64 "}}",
                   g.on ? "true" : "false", g.up ? "true" : "false", g.epoch_changes, g.lost_at,
@@ -176,7 +162,7 @@ static int write_guard(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_status
                   g.refuse_to == INT64_MIN ? 0 : g.refuse_to + 1,
                   fenced ? g.refuse_to + 1 - now : 0);
     if (rc == 0)
-        rc = putf(out, ",\"draining\":%s", g.draining ? "true" : "false");
+        rc = jrpc_buf_printf(out, ",\"draining\":%s", g.draining ? "true" : "false");
     return rc;
 }
 
@@ -191,7 +177,7 @@ int jrpc_status_page_write(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_st
     if (rc == 0)
         rc = put_str(out, info && info->version ? info->version : "");
     if (rc == 0)
-        rc = putf(out, ",\"started\":%" PRId64 ",\"uptime_ms\":%" PRIu64 ",\"now\":%" PRId64 ",",
+        rc = jrpc_buf_printf(out, ",\"started\":%" PRId64 ",\"uptime_ms\":%" PRIu64 ",\"now\":%" PRId64 ",",
                   info ? info->started_unix : 0, up_ms, (int64_t)time(NULL));
     if (rc == 0)
         rc = write_listeners(out, info);
@@ -200,7 +186,7 @@ int jrpc_status_page_write(jrpc_buf_t *out, struct jrpc_broker *b, const jrpc_st
     if (rc == 0)
         rc = write_guard(out, b, info);
     if (rc == 0)
-        rc = putf(out, ",\"bodies_open\":%u,\"bodies_in\":%" PRIu64 ",\"calls_inflight\":%u"
+        rc = jrpc_buf_printf(out, ",\"bodies_open\":%u,\"bodies_in\":%" PRIu64 ",\"calls_inflight\":%u"
                   ",\"calls_queued\":%u,\"queued_bytes\":%" PRIu64 ",\"workers_connected\":%u"
                   ",\"methods\":%u,\"http_connections\":%" PRId64 ",",
                   rd.bodies_open, jrpc_metrics.bodies_in, rd.calls_inflight, rd.calls_queued,

@@ -1,6 +1,8 @@
 #include "jrpc_buf.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,27 @@ int jrpc_buf_append_grow(jrpc_buf_t *b, const void *data, size_t n)
 int jrpc_buf_puts(jrpc_buf_t *b, const char *s)
 {
     return jrpc_buf_append(b, s, strlen(s));
+}
+
+int jrpc_buf_printf(jrpc_buf_t *b, const char *fmt, ...)
+{
+    /* Straight into the room there is; a second pass when it was short. */
+    size_t room = b->cap - b->len;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    if ((size_t)n >= room) {
+        if (jrpc_buf_reserve(b, (size_t)n + 1) < 0)
+            return -ENOMEM;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+    return 0;
 }
 
 int jrpc_buf_putc(jrpc_buf_t *b, char c)

@@ -9,7 +9,6 @@
  * are not UTF-8 become U+FFFD: the page may put them in HTML. */
 #include "jrpc_workers_int.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "jrpc_json.h"
@@ -38,20 +37,6 @@ static int put_str(jrpc_buf_t *out, const char *s, size_t n)
     return rc == 0 ? jrpc_buf_putc(out, '"') : rc;
 }
 
-/* Appends printf-formatted text (short: numbers and keys). */
-__attribute__((format(printf, 2, 3)))
-static int put_fmt(jrpc_buf_t *out, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return -EINVAL;
-    return jrpc_buf_append(out, tmp, (size_t)n);
-}
-
 static int put_worker(jrpc_buf_t *out, const worker_t *wk, bool first)
 {
     char id[2 * MAX_ROUTING_ID + 1];
@@ -61,7 +46,7 @@ static int put_worker(jrpc_buf_t *out, const worker_t *wk, bool first)
         id[2 * i + 1] = hex[(uint8_t)wk->id[i] & 15];
     }
     uint64_t now = uv_hrtime(), age = now > wk->last_seen ? now - wk->last_seen : 0;
-    int rc = put_fmt(out, "%s{\"id\":\"", first ? "" : ",");
+    int rc = jrpc_buf_printf(out, "%s{\"id\":\"", first ? "" : ",");
     if (rc == 0)
         rc = jrpc_buf_append(out, id, 2 * wk->idlen);
     if (rc == 0)
@@ -73,7 +58,7 @@ static int put_worker(jrpc_buf_t *out, const worker_t *wk, bool first)
     if (rc == 0)
         rc = put_str(out, wk->host, strlen(wk->host));
     if (rc == 0)
-        rc = put_fmt(out, ",\"credit\":%u,\"in_flight\":%u,\"answered\":%llu,\"errors\":%llu,"
+        rc = jrpc_buf_printf(out, ",\"credit\":%u,\"in_flight\":%u,\"answered\":%llu,\"errors\":%llu,"
                      "\"timeouts\":%llu,\"ejections\":%u,\"last_heard_ms\":%llu,"
                      "\"ejected\":%s,\"draining\":%s,\"methods\":%u}",
                      wk->credit, wk->inflight, (unsigned long long)wk->answered,
@@ -122,7 +107,7 @@ int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out)
         uint64_t calls = 0;
         for (int o = 0; o < JRPC_CALL_NOUTCOMES; o++)
             calls += r->calls[o];
-        rc = put_fmt(out, "%s{\"service\":", i ? "," : "");
+        rc = jrpc_buf_printf(out, "%s{\"service\":", i ? "," : "");
         if (rc == 0)
             rc = put_str(out, r->service, strlen(r->service));
         if (rc == 0)
@@ -130,7 +115,7 @@ int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out)
         if (rc == 0)
             rc = put_str(out, r->method, strlen(r->method));
         if (rc == 0)
-            rc = put_fmt(out, ",\"calls\":%llu,\"ok\":%llu,\"errors\":%llu,\"timeouts\":%llu,"
+            rc = jrpc_buf_printf(out, ",\"calls\":%llu,\"ok\":%llu,\"errors\":%llu,\"timeouts\":%llu,"
                          "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"workers\":%u,\"other\":%s}",
                          (unsigned long long)calls, (unsigned long long)r->calls[JRPC_CALL_OK],
                          (unsigned long long)(calls - r->calls[JRPC_CALL_OK]),
@@ -140,7 +125,7 @@ int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out)
                          i == JRPC_METRICS_OTHER ? "true" : "false");
     }
     if (rc == 0)
-        rc = put_fmt(out, "],\"max_methods\":%u}", m->max_meth);
+        rc = jrpc_buf_printf(out, "],\"max_methods\":%u}", m->max_meth);
     free(nw);
     return rc;
 }
