@@ -10,6 +10,7 @@
 const { spawn } = require("node:child_process");
 const { mkdirSync, writeFileSync, openSync } = require("node:fs");
 const { join } = require("node:path");
+const { ChromiumPipe } = require("./chromium_pipe.cjs");
 
 const ADMIN = process.env.ADMIN;
 const BIN = process.env.JRPC_BIN;
@@ -41,55 +42,6 @@ async function waitFor(cond, secs, what) {
     }
 }
 
-class Chromium {
-    constructor() {
-        this.proc = spawn("chromium", [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-            "--disable-dev-shm-usage", "--remote-debugging-pipe", `--user-data-dir=${join(TMP, "chromium")}`,
-            "--window-size=1200,1400", "about:blank"], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
-        this.exited = new Promise((r) => this.proc.on("exit", r));
-        this.stderr = "";
-        this.proc.stderr.on("data", (d) => (this.stderr = (this.stderr + d).slice(-4000)));
-        this.next = 1;
-        this.waiting = new Map();
-        let buf = Buffer.alloc(0);
-        this.proc.stdio[4].on("data", (d) => {
-            buf = Buffer.concat([buf, d]);
-            let z;
-            while ((z = buf.indexOf(0)) >= 0) {
-                const msg = JSON.parse(buf.subarray(0, z).toString());
-                buf = buf.subarray(z + 1);
-                const w = this.waiting.get(msg.id);
-                if (w) {
-                    this.waiting.delete(msg.id);
-                    msg.error ? w.reject(new Error(JSON.stringify(msg.error))) : w.resolve(msg.result);
-                }
-            }
-        });
-    }
-
-    send(method, params = {}, sessionId) {
-        const id = this.next++;
-        this.proc.stdio[3].write(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }) + "\0");
-        return new Promise((resolve, reject) => {
-            this.waiting.set(id, { resolve, reject });
-            setTimeout(() => reject(new Error(`DevTools ${method}: no answer (${this.stderr.slice(-500)})`)), 30000).unref();
-        });
-    }
-
-    async eval(sessionId, expression) {
-        const r = await this.send("Runtime.evaluate", { expression, returnByValue: true }, sessionId);
-        if (r.exceptionDetails)
-            throw new Error(JSON.stringify(r.exceptionDetails));
-        return r.result.value;
-    }
-
-    async close() {
-        this.proc.kill("SIGKILL");
-        await this.exited;
-    }
-}
-
 // What the page shows, read in one evaluation.
 const SNAPSHOT = `(() => {
     const t = (id) => document.getElementById(id)?.textContent ?? null;
@@ -116,7 +68,7 @@ function startWorker(args, log) {
 }
 
 async function main() {
-    const browser = new Chromium();
+    const browser = new ChromiumPipe({ userDataDir: join(TMP, "chromium"), windowSize: "1200,1400" });
     const kids = [];
     let sessionId, targetId;
     try {
