@@ -146,6 +146,16 @@ static bool next_elem(jrpc_span_t arr, const char **at, jrpc_span_t *e)
     return true;
 }
 
+static unsigned count_elems(jrpc_span_t arr)
+{
+    jrpc_span_t e;
+    const char *at = NULL;
+    unsigned n = 0;
+    while (arr.n && next_elem(arr, &at, &e))
+        n++;
+    return n;
+}
+
 static jrpc_span_t get(jrpc_span_t obj, const char *name)
 {
     jrpc_span_t v = { "", 0 };
@@ -244,16 +254,13 @@ static void print_workers(FILE *out, jrpc_span_t w)
 {
     char name[160], svc[96], host[96], d[32];
     jrpc_span_t e, list = get(w, "workers");
-    unsigned n = 0;
+    unsigned n = count_elems(list);
     const char *at = NULL;
-    while (list.n && next_elem(list, &at, &e))
-        n++;
     fprintf(out, "workers: %u\n", n);
     if (n)
         fprintf(out, "  %-24s %-12s %-16s %6s %9s %9s %7s %8s %11s  %s\n", "NAME", "SERVICE",
                 "HOST", "CREDIT", "IN-FLIGHT", "ANSWERED", "ERRORS", "TIMEOUTS", "LAST-HEARD",
                 "STATE");
-    at = NULL;
     while (list.n && next_elem(list, &at, &e)) {
         duration(d, sizeof d, num(e, "last_heard_ms"));
         fprintf(out, "  %-24s %-12s %-16s %6.0f %9.0f %9.0f %7.0f %8.0f %11s  %s\n",
@@ -268,15 +275,12 @@ static void print_methods(FILE *out, jrpc_span_t m)
 {
     char svc[96], name[160];
     jrpc_span_t e, list = get(m, "methods");
-    unsigned n = 0;
+    unsigned n = count_elems(list);
     const char *at = NULL;
-    while (list.n && next_elem(list, &at, &e))
-        n++;
     fprintf(out, "methods: %u\n", n);
     if (n)
         fprintf(out, "  %-12s %-28s %9s %9s %7s %8s %9s %9s %7s\n", "SERVICE", "METHOD", "CALLS",
                 "OK", "ERRORS", "TIMEOUTS", "P50-MS", "P99-MS", "WORKERS");
-    at = NULL;
     while (list.n && next_elem(list, &at, &e))
         fprintf(out, "  %-12s %-28s %9.0f %9.0f %7.0f %8.0f %9.2f %9.2f %7.0f\n",
                 str(e, "service", svc, sizeof svc), str(e, "method", name, sizeof name),
