@@ -54,21 +54,20 @@ int jrpc_buf_puts(jrpc_buf_t *b, const char *s)
 
 int jrpc_buf_printf(jrpc_buf_t *b, const char *fmt, ...)
 {
-    /* Straight into the room there is; a second pass when it was short. */
-    size_t room = b->cap - b->len;
+    char line[256];   /* most lines: one format, one copy */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n < 0)
         return -EINVAL;
-    if ((size_t)n >= room) {
-        if (jrpc_buf_reserve(b, (size_t)n + 1) < 0)
-            return -ENOMEM;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
+    if ((size_t)n < sizeof line)
+        return jrpc_buf_append(b, line, (size_t)n);
+    if (jrpc_buf_reserve(b, (size_t)n + 1) < 0)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
     b->len += (size_t)n;
     return 0;
 }

@@ -120,8 +120,8 @@ static inline int jrpc_buf_append(jrpc_buf_t *b, const void *data, size_t n)
 int jrpc_buf_puts(jrpc_buf_t *b, const char *s);
 /* Appends one byte. */
 int jrpc_buf_putc(jrpc_buf_t *b, char c);
-/* Appends printf-formatted text (without a NUL), of any length. Returns 0,
- * -ENOMEM, or -EINVAL for a format vsnprintf refuses (b unchanged then). */
+/* Appends printf-formatted text (any length: the buffer grows). Returns 0,
+ * -ENOMEM, or -EINVAL when the format fails. */
 int jrpc_buf_printf(jrpc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A chunked arena: many small allocations freed at once.

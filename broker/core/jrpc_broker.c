@@ -297,7 +297,7 @@ static const int log_status[JRPC_BODY_NOUTCOMES] = {
     [JRPC_BODY_INPROGRESS] = 409, [JRPC_BODY_CANCELLED] = 499 };
 
 #define ACCESS_METHODS 3        /* method names the access line shows of a batch */
-#define ACCESS_DISTINCT 4096    /* distinct names it counts at most (a hash set on the stack) */
+#define ACCESS_DISTINCT 4096    /* slots of the hash set on the stack: counts up to half */
 
 /* A method name as the access line prints it: up to 64 bytes of
  * [A-Za-z0-9._:/@-], anything else as '?' (a client chose it; no quote,
@@ -315,7 +315,7 @@ static size_t log_name(char *dst, jrpc_span_t m)
 }
 
 /* The access line's methods: how many distinct names the body's calls
- * have (exact up to ACCESS_DISTINCT, then a lower bound), and the first
+ * have (exact up to ACCESS_DISTINCT / 2, then that, a lower bound), the first
  * ACCESS_METHODS of them, comma-separated, into names ("-": none).
  * Runs only when the line is written. */
 static uint32_t access_methods(const jrpc_batch_t *req, char *names, size_t size)
@@ -564,8 +564,9 @@ static void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t val
             rc = jrpc_batch_answer_error(&x->req, i, code, NULL);
         if (rc < 0)
             answer_lost(c);
-        count_call(x, i, kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
-                                                            : jrpc_metrics_outcome_of(c->code));
+        count_call(x, i, !c->error                             ? JRPC_CALL_OK
+                         : kind == JRPC_DONE_ERROR && rc == 0 ? JRPC_CALL_ERROR
+                                                              : jrpc_metrics_outcome_of(c->code));
         x->unanswered--;
         stream_answer(b, x, i);
     }

@@ -37,6 +37,15 @@ static int put_str(jrpc_buf_t *out, const char *s, size_t n)
     return rc == 0 ? jrpc_buf_putc(out, '"') : rc;
 }
 
+/* Appends key (JSON text: the comma, the name, the colon) and s as a JSON
+ * string, when rc is still 0. */
+static int put_kv(jrpc_buf_t *out, int rc, const char *key, const char *s)
+{
+    if (rc == 0)
+        rc = jrpc_buf_puts(out, key);
+    return rc == 0 ? put_str(out, s, strlen(s)) : rc;
+}
+
 static int put_worker(jrpc_buf_t *out, const worker_t *wk, bool first)
 {
     char id[2 * MAX_ROUTING_ID + 1];
@@ -46,17 +55,11 @@ static int put_worker(jrpc_buf_t *out, const worker_t *wk, bool first)
         id[2 * i + 1] = hex[(uint8_t)wk->id[i] & 15];
     }
     uint64_t now = uv_hrtime(), age = now > wk->last_seen ? now - wk->last_seen : 0;
-    int rc = jrpc_buf_printf(out, "%s{\"id\":\"", first ? "" : ",");
-    if (rc == 0)
-        rc = jrpc_buf_append(out, id, 2 * wk->idlen);
-    if (rc == 0)
-        rc = jrpc_buf_puts(out, "\",\"name\":");
-    if (rc == 0)
-        rc = put_str(out, wk->name, strlen(wk->name));
-    if (rc == 0)
-        rc = jrpc_buf_puts(out, ",\"service\":\"\",\"host\":");
-    if (rc == 0)
-        rc = put_str(out, wk->host, strlen(wk->host));
+    id[2 * wk->idlen] = '\0';
+    int rc = jrpc_buf_printf(out, "%s{\"id\":\"%s\"", first ? "" : ",", id);
+    rc = put_kv(out, rc, ",\"name\":", wk->name);
+    rc = put_kv(out, rc, ",\"service\":", "");
+    rc = put_kv(out, rc, ",\"host\":", wk->host);
     if (rc == 0)
         rc = jrpc_buf_printf(out, ",\"credit\":%u,\"in_flight\":%u,\"answered\":%llu,\"errors\":%llu,"
                      "\"timeouts\":%llu,\"ejections\":%u,\"last_heard_ms\":%llu,"
@@ -107,16 +110,12 @@ int jrpc_workers_status_methods(jrpc_workers_t *w, jrpc_buf_t *out)
         uint64_t calls = 0;
         for (int o = 0; o < JRPC_CALL_NOUTCOMES; o++)
             calls += r->calls[o];
-        rc = jrpc_buf_printf(out, "%s{\"service\":", i ? "," : "");
+        rc = put_kv(out, 0, i ? ",{\"service\":" : "{\"service\":", r->service);
+        rc = put_kv(out, rc, ",\"method\":", r->method);
         if (rc == 0)
-            rc = put_str(out, r->service, strlen(r->service));
-        if (rc == 0)
-            rc = jrpc_buf_puts(out, ",\"method\":");
-        if (rc == 0)
-            rc = put_str(out, r->method, strlen(r->method));
-        if (rc == 0)
-            rc = jrpc_buf_printf(out, ",\"calls\":%llu,\"ok\":%llu,\"errors\":%llu,\"timeouts\":%llu,"
-                         "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"workers\":%u,\"other\":%s}",
+            rc = jrpc_buf_printf(out, ",\"calls\":%llu,\"ok\":%llu,\"errors\":%llu,"
+                                 "\"timeouts\":%llu,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+                                 "\"workers\":%u,\"other\":%s}",
                          (unsigned long long)calls, (unsigned long long)r->calls[JRPC_CALL_OK],
                          (unsigned long long)(calls - r->calls[JRPC_CALL_OK]),
                          (unsigned long long)r->calls[JRPC_CALL_TIMEOUT],

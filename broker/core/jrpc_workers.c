@@ -635,15 +635,21 @@ void jrpc_workers_each_worker(jrpc_workers_t *w, jrpc_metrics_worker_fn fn, void
     }
 }
 
+/* jrpc_workers_each_credit through jrpc_workers_each_worker. */
+typedef struct credit_arg {
+    jrpc_credit_fn fn;
+    void          *arg;
+} credit_arg_t;
+
+static void credit_of(void *arg, const jrpc_metrics_worker_t *f)
+{
+    const credit_arg_t *c = arg;
+    c->fn(c->arg, f->label, f->credit_left);
+}
+
 void jrpc_workers_each_credit(jrpc_workers_t *w, jrpc_credit_fn fn, void *arg)
 {
-    for (worker_t *wk = w->workers; wk; wk = wk->next) {
-        if (wk->dead)
-            continue;
-        char label[MAX_NAME + 2 + 2 * MAX_ROUTING_ID];
-        worker_label(w, wk, label, sizeof label);
-        fn(arg, label, wk->credit > wk->inflight ? wk->credit - wk->inflight : 0);
-    }
+    jrpc_workers_each_worker(w, credit_of, &(credit_arg_t){ fn, arg });
 }
 
 /* Frees the method table, the slots and w itself: what is left once the

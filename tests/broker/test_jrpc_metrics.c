@@ -286,6 +286,66 @@ static void test_page(void **state)
     jrpc_buf_dispose(&out);
 }
 
+/* Issue 33: per-method records found once by name, bounded (the rest:
+ * record 0, "other"), their families on the page with the method label
+ * escaped, and the quantile estimate the status page shows. Last: the
+ * records it makes live as long as the process. */
+static void test_methods(void **state)
+{
+    (void)state;
+    memset(&jrpc_metrics, 0, sizeof jrpc_metrics);
+    jrpc_metrics_init();
+    jrpc_metrics_set_max_methods(2);
+    uint32_t a = jrpc_metrics_method_id("", "add", 3);
+    uint32_t q = jrpc_metrics_method_id(NULL, "q\"\\\n", 4);
+    assert_int_not_equal(a, JRPC_METRICS_OTHER);
+    assert_int_not_equal(q, JRPC_METRICS_OTHER);
+    assert_int_not_equal(a, q);
+    assert_int_equal(jrpc_metrics_method_id("", "add", 3), a);       /* found, not made */
+    assert_int_equal(jrpc_metrics_method_id("", "sub", 3), JRPC_METRICS_OTHER);  /* bound */
+    assert_int_equal(jrpc_metrics_method_id("svc", "add", 3), JRPC_METRICS_OTHER);
+    jrpc_metrics_set_max_methods(100);   /* too late: records exist */
+    assert_int_equal(jrpc_metrics.max_meth, 2);
+
+    jrpc_metrics_call(a, JRPC_CALL_OK, 0, 3000000);
+    jrpc_metrics_call(a, JRPC_CALL_ERROR, -32602, 3000000);
+    jrpc_metrics_call(a, jrpc_metrics_outcome_of(JRPC_TIMEOUT), JRPC_TIMEOUT, 400000000);
+    jrpc_metrics_call(JRPC_METRICS_OTHER, jrpc_metrics_outcome_of(JRPC_METHOD_NOT_FOUND),
+                      JRPC_METHOD_NOT_FOUND, 1000);
+    for (int code = 1; code <= JRPC_METRICS_METHOD_CODES + 2; code++)   /* 10 codes */
+        jrpc_metrics_call(q, JRPC_CALL_ERROR, code, 1000);
+    jrpc_hist_observe(&jrpc_metrics.meth[a].worker, 2000000);
+
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    jrpc_metrics_read_t rd = { 0 };
+    assert_int_equal(jrpc_metrics_write(&out, &rd), 0);
+    const char *t = text(&out);
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"ok\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"error\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"timeout\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"other\",outcome=\"not_found\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32602\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32003\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"q\\\"\\\\\\n\",code=\"other\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_worker_seconds_bucket{service=\"\",method=\"add\",le=\"0.0025\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_call_seconds_count{service=\"\",method=\"add\"} 3\n"));
+    assert_non_null(strstr(t, "jrpc_method_call_seconds_bucket{service=\"\",method=\"add\",le=\"0.25\"} 2\n"));
+    assert_non_null(strstr(t, "# TYPE jrpc_worker_last_heard_timestamp_seconds gauge\n"));
+    assert_null(strstr(t, "method=\"sub\""));
+    jrpc_buf_dispose(&out);
+
+    /* quantiles: 2 of 3 in (2.5 ms, 5 ms], 1 in (250 ms, 500 ms] */
+    const jrpc_hist_t *h = &jrpc_metrics.meth[a].total;
+    assert_true(jrpc_hist_quantile(h, 0.5) > 0.0025 && jrpc_hist_quantile(h, 0.5) <= 0.005);
+    assert_true(jrpc_hist_quantile(h, 0.99) > 0.25 && jrpc_hist_quantile(h, 0.99) <= 0.5);
+    jrpc_hist_t empty;
+    jrpc_hist_init_seconds(&empty);
+    assert_true(jrpc_hist_quantile(&empty, 0.5) == 0);
+    jrpc_hist_observe(&empty, 60ull * 1000000000);   /* past the last bound: 30 s */
+    assert_true(jrpc_hist_quantile(&empty, 0.99) > 29.999 && jrpc_hist_quantile(&empty, 0.99) < 30.001);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_reply_counts),
         cmocka_unit_test(test_error_code_table_bounded),
         cmocka_unit_test(test_page),
+        cmocka_unit_test(test_methods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

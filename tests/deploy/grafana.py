@@ -21,6 +21,11 @@ CONTRACT = {
     "jrpc_calls_lost_total": "counter", "jrpc_worker_frames_malformed_total": "counter",
     "jrpc_http_connections": "gauge", "jrpc_reloads_total": "counter",
     "jrpc_reload_last_success_timestamp_seconds": "gauge",
+    "jrpc_method_calls_total": "counter", "jrpc_method_errors_total": "counter",
+    "jrpc_method_worker_seconds": "histogram", "jrpc_method_call_seconds": "histogram",
+    "jrpc_worker_inflight": "gauge", "jrpc_worker_answered_total": "counter",
+    "jrpc_worker_errors_total": "counter", "jrpc_worker_timeouts_total": "counter",
+    "jrpc_worker_ejected_total": "counter", "jrpc_worker_last_heard_timestamp_seconds": "gauge",
 }
 passed = failed = 0
 

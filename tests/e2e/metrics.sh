@@ -102,10 +102,20 @@ jrpc_tls_handshakes_total counter
 jrpc_tls_failures_total counter
 jrpc_reloads_total counter
 jrpc_reload_last_success_timestamp_seconds gauge
+jrpc_method_calls_total counter
+jrpc_method_errors_total counter
+jrpc_method_worker_seconds histogram
+jrpc_method_call_seconds histogram
+jrpc_worker_inflight gauge
+jrpc_worker_answered_total counter
+jrpc_worker_errors_total counter
+jrpc_worker_timeouts_total counter
+jrpc_worker_ejected_total counter
+jrpc_worker_last_heard_timestamp_seconds gauge
 FAM
 check "every family of the contract, with its type" "$(sort "$E2E_TMP/expected")" \
     "$(sed -n 's/^# TYPE //p' "$E2E_TMP/m" | sort)"
-check "a HELP line for each" 39 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
+check "a HELP line for each" 49 "$(grep -c '^# HELP jrpc_[a-z_]* [^ ]' "$E2E_TMP/m")"
 check "docs/METRICS.md lists exactly these families" "$(cut -d' ' -f1 "$E2E_TMP/expected" | sort)" \
     "$(grep -o '^| `jrpc_[a-z_]*`' "$DOC" | tr -d '|` ' | sort)"
 
@@ -117,7 +127,7 @@ import re, sys
 from prometheus_client.parser import text_string_to_metric_families
 text = open(sys.argv[1]).read()
 fams = list(text_string_to_metric_families(text))
-assert len(fams) == 39, len(fams)
+assert len(fams) == 49, len(fams)
 cur, seen, series = None, set(), set()
 for line in text.splitlines():
     m = re.match(r'# (HELP|TYPE) (\S+) (.+)$', line)
@@ -138,11 +148,14 @@ for line in text.splitlines():
 for f in fams:
     if f.type != 'histogram':
         continue
-    b = [s for s in f.samples if s.name.endswith('_bucket')]
-    assert b[-1].labels['le'] == '+Inf', f.name
-    assert all(x.value <= y.value for x, y in zip(b, b[1:])), f.name
-    cnt = [s for s in f.samples if s.name.endswith('_count')][0]
-    assert cnt.value == b[-1].value, f.name
+    # one series per label set besides le (per-method histograms have many)
+    key = lambda s: tuple(sorted((k, v) for k, v in s.labels.items() if k != 'le'))
+    for k in set(key(s) for s in f.samples):
+        b = [s for s in f.samples if s.name.endswith('_bucket') and key(s) == k]
+        assert b[-1].labels['le'] == '+Inf', f.name
+        assert all(x.value <= y.value for x, y in zip(b, b[1:])), f.name
+        cnt = [s for s in f.samples if s.name.endswith('_count') and key(s) == k][0]
+        assert cnt.value == b[-1].value, f.name
 print('valid')
 PY
 check "the page parses (prometheus_client) and is well formed" valid \

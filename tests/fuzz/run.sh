@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short fuzz run: builds the libFuzzer targets with clang (ASan + UBSan) in
-# build-fuzz and runs each for SECONDS (default 60; tls a third of it) on a copy of its seed
-# corpus, so nothing is ever written into the tree. Prints, per target, the
+# build-fuzz and runs each for SECONDS (default 60; some a third or two thirds
+# of it, below) on a copy of its seed corpus and its kept regressions
+# (tests/fuzz/regressions/TARGET-*), so nothing is ever written into the tree. Prints, per target, the
 # executions, exec/s, corpus size reached and crashes; exits non-zero when any
 # target crashed, leaked, timed out or ran out of memory (the reproducer is
 # kept under build-fuzz/fuzz-run/TARGET/, and its path printed).
@@ -13,7 +14,8 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-targets=${JRPC_FUZZ_TARGETS:-body http http-reader http-diff wire workers redis tls zmtp ws stdio-frame}
+all_targets="body http http-reader http-diff wire workers redis tls zmtp ws stdio-frame"
+targets=${JRPC_FUZZ_TARGETS:-$all_targets}
 # tls runs a third of SECONDS (20 s at 60, at ~400 exec/s on a shared
 # machine: a real handshake per input), so that it adds about 30 s to the
 # suite's fuzz_short with its build; long.sh gives it as many runs as any.
@@ -54,6 +56,17 @@ for t in $targets; do
     rm -rf "$work"
     mkdir -p "$work/corpus" "$work/artifacts"
     cp -r "$src/tests/fuzz/corpus/$t/." "$work/corpus/"
+    # The kept regressions (tests/fuzz/regressions/TARGET-*) join the seeds,
+    # so each is run again first; a file of a longer target name (http-diff-*
+    # for http) is that target's.
+    for f in "$src"/tests/fuzz/regressions/"$t"-*; do
+        [ -f "$f" ] || continue
+        mine=1
+        for t2 in $all_targets; do
+            case $t2 in "$t"-*) case ${f##*/} in "$t2"-*) mine=0 ;; esac ;; esac
+        done
+        [ $mine = 1 ] && cp "$f" "$work/corpus/regression-${f##*/}"
+    done
     log=$work/fuzz.log
     t_secs=$secs
     case $short_targets in *" $t "*) t_secs=$(( secs >= 3 ? secs / 3 : 1 )) ;; esac
