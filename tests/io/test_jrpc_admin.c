@@ -2,7 +2,7 @@
  * over real TCP: the owner's page hook (GET and HEAD of its paths, its
  * content type and header lines, 404 for what it does not know, 405 for
  * other methods on its paths) and the admin's own limits that still hold
- * around it (no request bodies, /metrics and the probes unchanged, 404
+ * around it (no request bodies, 64 connections, /metrics and the probes unchanged, 404
  * everywhere else without the hook). The .c is included to read the
  * listener's port. */
 #include <errno.h>
@@ -218,6 +218,60 @@ static void test_no_page_hook(void **state)
     stop(f);
 }
 
+/* 64 connections at most, the page hook or not: the 65th is closed at
+ * once, and one of the 64 is still served. */
+static void test_page_max_conns(void **state)
+{
+    (void)state;
+    fixture_t *f = start(true);
+    struct sockaddr_storage ss;
+    int sl = sizeof ss, fds[65];
+    assert_int_equal(uv_tcp_getsockname(&f->admin->listener, (struct sockaddr *)&ss, &sl), 0);
+    for (int i = 0; i < 65; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fds[i] >= 0);
+        int rc = connect(fds[i], (struct sockaddr *)&ss, (socklen_t)sl);
+        assert_true(rc == 0 || errno == EINPROGRESS);
+        for (int t = 0; t < 200 && f->admin->nconns < (uint32_t)(i < 64 ? i + 1 : 64); t++) {
+            uv_run(&f->loop, UV_RUN_NOWAIT);
+            usleep(500);
+        }
+    }
+    /* the 65th: closed by the admin (EOF or reset), within 2 s */
+    int closed = 0;
+    char c;
+    for (int t = 0; t < 2000 && !closed; t++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        ssize_t n = recv(fds[64], &c, 1, 0);
+        closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+        usleep(1000);
+    }
+    assert_true(closed);
+    assert_int_equal(f->admin->nconns, 64);
+    /* the first of the 64 still gets its page */
+    const char *req = "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(send(fds[0], req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    char got[1024] = "";
+    size_t len = 0;
+    for (int t = 0; t < 2000; t++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        ssize_t n = recv(fds[0], got + len, sizeof got - 1 - len, 0);
+        if (n == 0)
+            break;
+        if (n > 0)
+            len += (size_t)n;
+        usleep(1000);
+    }
+    got[len] = '\0';
+    assert_non_null(strstr(got, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(got, "{\"up\":true}"));
+    for (int i = 0; i < 65; i++)
+        close(fds[i]);
+    for (int i = 0; i < 50; i++)
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_page_refusals),
         cmocka_unit_test(test_page_keepalive),
         cmocka_unit_test(test_no_page_hook),
+        cmocka_unit_test(test_page_max_conns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
