@@ -106,25 +106,55 @@ void jrpc_metrics_front_refused(int transport, int code)
     jrpc_metrics_body_refused(transport, JRPC_BODY_INVALID, code, jrpc_metrics_tick());
 }
 
-void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, uint64_t t0)
+/* A run of n answers of record id, errs of them errors (counted already),
+ * all with total latency took. */
+static void method_run(uint32_t id, uint64_t n, uint64_t errs, uint64_t took)
+{
+    jrpc_metrics_method_t *r = &jrpc_metrics.meth[id];
+    r->calls[JRPC_CALL_OK] += n - errs;
+    jrpc_hist_observe_n(&r->total, took, n);
+}
+
+void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, const uint32_t *mstat,
+                        uint64_t t0)
 {
     jrpc_metrics_t *m = &jrpc_metrics;
-    uint64_t answers = 0, errors = 0;
+    uint64_t answers = 0, errors = 0, took = jrpc_metrics_since(t0);
+    uint64_t run_n = 0, run_errs = 0;
+    uint32_t run = JRPC_METRICS_NONE;
     for (uint32_t i = 0; i < req->ncalls; i++) {
         const jrpc_call_t *c = &req->calls[i];
         if (c->notification)
             continue;
         answers++;
+        uint32_t tag = mstat ? mstat[i] : JRPC_METRICS_NONE;
+        uint32_t id = tag & ~JRPC_METRICS_WORKER_ERROR;
+        if (tag != JRPC_METRICS_NONE && id != run) {
+            if (run != JRPC_METRICS_NONE)
+                method_run(run, run_n, run_errs, took);
+            run = id;
+            run_n = run_errs = 0;
+        }
+        run_n += tag != JRPC_METRICS_NONE;
         if (!c->error)
             continue;
         errors++;
         jrpc_metrics_error(c->code);
+        if (tag == JRPC_METRICS_NONE)
+            continue;
+        jrpc_metrics_method_t *r = &m->meth[id];
+        r->calls[tag & JRPC_METRICS_WORKER_ERROR ? JRPC_CALL_ERROR
+                                                 : jrpc_metrics_outcome_of(c->code)]++;
+        jrpc_metrics_method_error(r, c->code);
+        run_errs++;
     }
+    if (run != JRPC_METRICS_NONE)
+        method_run(run, run_n, run_errs, took);
     unsigned t = jrpc_metrics_transport(transport);
     m->calls[t][0] += answers - errors;
     m->calls[t][1] += errors;
     if (answers > 0)
-        jrpc_hist_observe_n(&m->total, jrpc_metrics_since(t0), answers);
+        jrpc_hist_observe_n(&m->total, took, answers);
     jrpc_metrics_body(transport, req->body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK);
 }
 
@@ -425,7 +455,7 @@ static int write_methods(jrpc_buf_t *out)
     static const char *const hname[2] = { "jrpc_method_worker_seconds", "jrpc_method_call_seconds" };
     static const char *const hhelp[2] = {
         "Per method: REQUEST sent to the answer received.",
-        "Per method: body in to the call answered." };
+        "Per method: body in to its answer placed in the reply." };
     for (int k = 0; k < 2; k++) {
         if (rc == 0)
             rc = jrpc_expo_family(out, hname[k], "histogram", hhelp[k]);

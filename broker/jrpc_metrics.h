@@ -106,7 +106,7 @@ typedef struct jrpc_metrics_method {
     uint32_t    ncodes;
     uint64_t    code_other;   /* answers with a code past the table */
     jrpc_hist_t worker;       /* REQUEST sent -> answer received (ns) */
-    jrpc_hist_t total;        /* body in -> the call answered (ns) */
+    jrpc_hist_t total;        /* body in -> the reply written (ns) */
 } jrpc_metrics_method_t;
 
 typedef struct jrpc_metrics {
@@ -196,8 +196,12 @@ struct jrpc_batch;
 /* The reply of a body is written: counts its answers by outcome and code
  * (each call's error and code fields), observes its total latency since t0
  * once per answer, and counts the body ok (or invalid when the parser
- * refused the whole body, req->body_code). */
-void jrpc_metrics_reply(int transport, const struct jrpc_batch *req, uint64_t t0);
+ * refused the whole body, req->body_code). With mstat (one tag per call,
+ * above; NULL: none) each answer is counted in its method's record too:
+ * outcome, code, total latency (by runs of one method: a batch of one
+ * method costs a compare a call). */
+void jrpc_metrics_reply(int transport, const struct jrpc_batch *req, const uint32_t *mstat,
+                        uint64_t t0);
 
 /* The record index of (service, method): made at first sight, while fewer
  * than jrpc_metrics.max_meth exist (and memory allows), else
@@ -214,7 +218,8 @@ void jrpc_metrics_method_error(jrpc_metrics_method_t *r, int code);
 
 /* One answered call of record id (a jrpc_metrics_method_id): its outcome
  * (enum jrpc_call_outcome), its error code when not ok, and its total time
- * (ns from the body's arrival). */
+ * (ns from the body's arrival). jrpc_metrics_reply counts a body's calls
+ * this way, by runs of one method; for a call counted on its own. */
 static inline void jrpc_metrics_call(uint32_t id, int outcome, int code, uint64_t total_ns)
 {
     jrpc_metrics_method_t *r = &jrpc_metrics.meth[id];
@@ -223,6 +228,13 @@ static inline void jrpc_metrics_call(uint32_t id, int outcome, int code, uint64_
         jrpc_metrics_method_error(r, code);
     jrpc_hist_observe(&r->total, total_ns);
 }
+
+/* A call's per-method tag in jrpc_metrics_reply's mstat: its record id, or
+ * JRPC_METRICS_NONE (not counted per method), with JRPC_METRICS_WORKER_ERROR
+ * set when its error object is the worker's own (outcome "error", whatever
+ * its code; any other error's outcome comes from its code). */
+#define JRPC_METRICS_NONE         UINT32_MAX
+#define JRPC_METRICS_WORKER_ERROR 0x80000000u
 
 /* The outcome of a call the broker answered itself with this code. */
 int jrpc_metrics_outcome_of(int code);

@@ -302,7 +302,7 @@ void jrpc_broker_metrics(jrpc_broker_t *b, jrpc_metrics_read_t *rd);
  *     "timeouts":N,"p50_ms":X,"p99_ms":X,"workers":N,"other":false}],
  *    "max_methods":256}
  * calls: answered, by any outcome; errors: every call not ok (timeouts
- * included); p50/p99: of the total time (body in -> answered), estimated
+ * included); p50/p99: of the total time (body in -> reply), estimated
  * from jrpc_method_call_seconds' fixed buckets as Prometheus'
  * histogram_quantile does (the bucket holding the rank, linear inside it;
  * past the last bound, 30 s), so at best to a bucket's width; workers:

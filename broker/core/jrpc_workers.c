@@ -206,6 +206,7 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
  * the whole frame: nothing is answered from a malformed one). */
 static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
 {
+    uint32_t in_time = 0, errors = 0;   /* wk's counters, added once a frame */
     while (r->next < r->nitems) {
         jrpc_wire_answer_raw_t a;
         uint32_t i, k = r->next;
@@ -233,8 +234,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
                 w->late++;
         } else {
             wk->timeouts = 0;   /* answered in time */
-            wk->answered++;
-            wk->errors += a.is_error;
+            in_time++;
+            errors += a.is_error;
             if (s->twin != NIL) {   /* first of two: the other is dropped when it comes */
                 slot_t *o = &w->slots[s->twin];
                 o->owner = NULL;
@@ -245,6 +246,8 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         }
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
     }
+    wk->answered += in_time;
+    wk->errors += errors;
     worker_pull(w, wk);
 }
 

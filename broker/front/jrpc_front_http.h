@@ -23,6 +23,7 @@
  * requests, or OUT_MAX bytes of answers the client has not read, a
  * connection is not read until answers flush, and a write that makes no
  * progress for write_timeout_ms closes the connection.
+ * (The module's files, one job each, are listed in jrpc_front_http_int.h.)
  *
  * TLS (opts.tls): a layer under all of this, not code in the HTTP path
  * (io/jrpc_tls, memory BIOs): the socket's bytes are decrypted before the

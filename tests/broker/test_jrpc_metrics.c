@@ -169,7 +169,7 @@ static void test_reply_counts(void **state)
     assert_int_equal(jrpc_batch_answer_result(&b, 1, &one), 0);
     assert_int_equal(jrpc_batch_answer_error(&b, 3, JRPC_METHOD_NOT_FOUND, NULL), 0);
     jrpc_metrics.now = 5000;
-    jrpc_metrics_reply(1, &b, 2000);
+    jrpc_metrics_reply(1, &b, NULL, 2000);
     assert_int_equal(jrpc_metrics.calls[1][0], 2);
     assert_int_equal(jrpc_metrics.calls[1][1], 2);
     assert_int_equal(errors_of(-32601), 1);
@@ -181,14 +181,14 @@ static void test_reply_counts(void **state)
 
     /* a body that is not JSON: invalid, -32700 */
     parse(&b, "[1,");
-    jrpc_metrics_reply(0, &b, 0);
+    jrpc_metrics_reply(0, &b, NULL, 0);
     assert_int_equal(jrpc_metrics.bodies[0][JRPC_BODY_INVALID], 1);
     assert_int_equal(errors_of(-32700), 1);
     jrpc_batch_dispose(&b);
 
     /* only notifications: ok, no answers */
     parse(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"n\"}");
-    jrpc_metrics_reply(0, &b, 0);
+    jrpc_metrics_reply(0, &b, NULL, 0);
     assert_int_equal(jrpc_metrics.bodies[0][JRPC_BODY_OK], 1);
     assert_int_equal(jrpc_metrics.calls[0][0] + jrpc_metrics.calls[0][1], 1);
     jrpc_batch_dispose(&b);
@@ -315,27 +315,46 @@ static void test_methods(void **state)
     for (int code = 1; code <= JRPC_METRICS_METHOD_CODES + 2; code++)   /* 10 codes */
         jrpc_metrics_call(q, JRPC_CALL_ERROR, code, 1000);
     jrpc_hist_observe(&jrpc_metrics.meth[a].worker, 2000000);
+    /* a body's answers counted at its reply, by their tags: an ok, the
+     * worker's -32602, the broker's -32003 (all add), a -32601 (other), a
+     * notification and a call the parser refused (not counted per method) */
+    jrpc_batch_t b;
+    parse(&b, "[{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":2},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":3},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":4},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\"},{\"id\":5}]");
+    msgpack_object one = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = 1 };
+    assert_int_equal(jrpc_batch_answer_result(&b, 0, &one), 0);
+    assert_int_equal(jrpc_batch_answer_error(&b, 1, JRPC_INVALID_PARAMS, NULL), 0);
+    assert_int_equal(jrpc_batch_answer_error(&b, 2, JRPC_TIMEOUT, NULL), 0);
+    assert_int_equal(jrpc_batch_answer_error(&b, 3, JRPC_METHOD_NOT_FOUND, NULL), 0);
+    const uint32_t tags[6] = { a, a | JRPC_METRICS_WORKER_ERROR, a, JRPC_METRICS_OTHER, a,
+                               JRPC_METRICS_NONE };
+    jrpc_metrics.now = 10000000;
+    jrpc_metrics_reply(1, &b, tags, 7000000);   /* 3 ms */
+    jrpc_batch_dispose(&b);
 
     jrpc_buf_t out;
     jrpc_buf_init(&out);
     jrpc_metrics_read_t rd = { 0 };
     assert_int_equal(jrpc_metrics_write(&out, &rd), 0);
     const char *t = text(&out);
-    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"ok\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"error\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"timeout\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"other\",outcome=\"not_found\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32602\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32003\"} 1\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"ok\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"error\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"add\",outcome=\"timeout\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_calls_total{service=\"\",method=\"other\",outcome=\"not_found\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32602\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"add\",code=\"-32003\"} 2\n"));
     assert_non_null(strstr(t, "jrpc_method_errors_total{service=\"\",method=\"q\\\"\\\\\\n\",code=\"other\"} 2\n"));
     assert_non_null(strstr(t, "jrpc_method_worker_seconds_bucket{service=\"\",method=\"add\",le=\"0.0025\"} 1\n"));
-    assert_non_null(strstr(t, "jrpc_method_call_seconds_count{service=\"\",method=\"add\"} 3\n"));
-    assert_non_null(strstr(t, "jrpc_method_call_seconds_bucket{service=\"\",method=\"add\",le=\"0.25\"} 2\n"));
+    assert_non_null(strstr(t, "jrpc_method_call_seconds_count{service=\"\",method=\"add\"} 6\n"));
+    assert_non_null(strstr(t, "jrpc_method_call_seconds_bucket{service=\"\",method=\"add\",le=\"0.25\"} 5\n"));
     assert_non_null(strstr(t, "# TYPE jrpc_worker_last_heard_timestamp_seconds gauge\n"));
     assert_null(strstr(t, "method=\"sub\""));
     jrpc_buf_dispose(&out);
 
-    /* quantiles: 2 of 3 in (2.5 ms, 5 ms], 1 in (250 ms, 500 ms] */
+    /* quantiles: 5 of 6 in (2.5 ms, 5 ms], 1 in (250 ms, 500 ms] */
     const jrpc_hist_t *h = &jrpc_metrics.meth[a].total;
     assert_true(jrpc_hist_quantile(h, 0.5) > 0.0025 && jrpc_hist_quantile(h, 0.5) <= 0.005);
     assert_true(jrpc_hist_quantile(h, 0.99) > 0.25 && jrpc_hist_quantile(h, 0.99) <= 0.5);

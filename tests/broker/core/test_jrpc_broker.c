@@ -1,5 +1,6 @@
-/* Unit tests of the broker core (broker/core/jrpc_broker.c, compiled in to read
- * a body's call outcomes while its reply is delivered): outcomes as data,
+/* Unit tests of the broker core (broker/core/jrpc_broker.c and the other
+ * files of its module, compiled in to read a body's call outcomes while its
+ * reply is delivered): outcomes as data,
  * refusals through the reply callback, deadlines, partial batches, cancel,
  * readiness and the counters.
  *
@@ -16,6 +17,11 @@
 #include <zmq.h>
 
 #include "../../../broker/core/jrpc_broker.c"
+#include "../../../broker/core/jrpc_gather.c"
+#include "../../../broker/core/jrpc_admit.c"
+#include "../../../broker/core/jrpc_idem.c"
+#include "../../../broker/core/jrpc_queued.c"
+#include "../../../broker/core/jrpc_conn_auth.c"
 #include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"

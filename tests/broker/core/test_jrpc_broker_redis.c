@@ -25,6 +25,11 @@
 #include <sys/wait.h>
 
 #include "../../../broker/core/jrpc_broker.c"
+#include "../../../broker/core/jrpc_gather.c"
+#include "../../../broker/core/jrpc_admit.c"
+#include "../../../broker/core/jrpc_idem.c"
+#include "../../../broker/core/jrpc_queued.c"
+#include "../../../broker/core/jrpc_conn_auth.c"
 #include "../broker_env.h"
 #include "jrpc_sign.h"
 #include "jrpc_wire.h"
