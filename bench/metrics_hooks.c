@@ -34,7 +34,7 @@ int main(void)
         jrpc_metrics_tick();                             /* RESPONSE frame */
         for (uint32_t i = 0; i < b.ncalls; i++)
             jrpc_hist_observe(&jrpc_metrics.worker, jrpc_metrics_since(start));
-        jrpc_metrics_reply(1, &b, start);
+        jrpc_metrics_reply(1, &b, NULL, start);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);

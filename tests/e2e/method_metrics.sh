@@ -98,6 +98,11 @@ check "access: the MCP path" 1 \
     "$(grep -c 'event=access transport=http path=/mcp .* calls=1 methods=1 method=get_data ' "$E2E_TMP/broker.log")"
 check "access: a WebSocket message says path=ws" 1 \
     "$(grep -c 'event=access transport=ws path=ws .* calls=1 methods=1 method=echo ' "$E2E_TMP/broker.log")"
+# a method name a client chose: no space, quote or newline reaches the log
+post '{"jsonrpc":"2.0","method":"a b\"c\n<d>","id":9}' >/dev/null
+e2e_wait_for "grep -q 'method=a?b?c?.d.' \"\$E2E_TMP/broker.log\"" 10
+check "access: a hostile method name is shown with '?' for what is not [A-Za-z0-9._:/@-]" 1 \
+    "$(grep -c 'calls=1 methods=1 method=a?b?c??d? errors=1 ' "$E2E_TMP/broker.log")"
 check "access: ZeroMQ says path=zmq" 2 \
     "$(grep -c 'event=access transport=zmq path=zmq .* calls=1 methods=1 method=add ' "$E2E_TMP/broker.log")"
 
