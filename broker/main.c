@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "jrpc_admin.h"
+#include "jrpc_status_page.h"
 #include "jrpc_broker.h"
 #include "jrpc_front_http.h"
 #include "jrpc_front_zmq.h"
@@ -276,6 +277,7 @@ typedef struct probe {
     const bool    *leaving;      /* the app's: a stop has begun */
     char          *methods;      /* owned; NULL: any worker at all */
     char           reason[320];  /* the last not-ready reason */
+    jrpc_status_page_info_t info;     /* what GET /status says of the process (borrows the options) */
 } probe_t;
 
 static int probe_metrics(void *arg, jrpc_buf_t *out)
@@ -284,6 +286,14 @@ static int probe_metrics(void *arg, jrpc_buf_t *out)
     jrpc_metrics_read_t rd;
     jrpc_broker_metrics(p->broker, &rd);
     return jrpc_metrics_write(out, &rd);
+}
+
+/* GET /, /status and the rest of the status page (broker/jrpc_status_page). */
+static int probe_page(void *arg, const char *path, size_t plen, jrpc_buf_t *out,
+                      const char **ctype, const char **headers)
+{
+    probe_t *p = arg;
+    return jrpc_status_page_serve(p->broker, &p->info, path, plen, out, ctype, headers);
 }
 
 /* Why the broker is not ready ("no worker for method add", "redis down",
@@ -316,7 +326,7 @@ static void probe_free(probe_t **p_p)
 /* The admin listener, its probe with --ready-methods joined into "m1,m2". */
 static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_t *b,
                                const bool *leaving, const jrpc_conf_list_t *methods,
-                               probe_t **probe_p)
+                               const jrpc_status_page_info_t *info, probe_t **probe_p)
 {
     size_t len = 1;
     for (size_t i = 0; i < methods->n; i++)
@@ -335,6 +345,7 @@ static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_
     }
     p->broker = b;
     p->leaving = leaving;
+    p->info = *info;
     p->methods = joined[0] ? joined : NULL;
     if (p->methods == NULL)
         free(joined);
@@ -342,6 +353,7 @@ static jrpc_admin_t *admin_new(uv_loop_t *loop, const char *listen, jrpc_broker_
     ao.listen = listen;
     ao.metrics = probe_metrics;
     ao.not_ready = probe_not_ready;
+    ao.page = probe_page;
     ao.arg = p;
     jrpc_admin_t *a = jrpc_admin_new(loop, &ao);
     if (a == NULL)
@@ -616,7 +628,8 @@ int main(int argc, char **argv)
           .dest = &curve_files[1] },
         { "worker-keys", S, "FILE", NULL, "public keys of the workers allowed in, one a line",
           .dest = &curve_files[2] },
-        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz), or none",
+        { "admin", S, "HOST:PORT", "none", "admin listener (/metrics, /healthz, /readyz, the status\n"
+          "page / and /status*), or none",
           .dest = &admin_listen, .check = hp_ok },
         { "ready-methods", L, "LIST", NULL, "methods /readyz needs a worker for (comma list);\n"
           "none: any worker", .dest = &ready_methods },
@@ -767,9 +780,16 @@ int main(int argc, char **argv)
     /* The admin listener right after the broker (a bad address fails before
      * the client ports are bound); destroyed in on_drained, so /readyz says
      * "draining" until the drain ends. */
+    jrpc_status_page_info_t si = {
+        .version = JRPC_VERSION, .started_ns = uv_hrtime(), .started_unix = (int64_t)time(NULL),
+        .redis_mode = strncmp(o.replay.url, "sentinel://", 11) == 0 ? "sentinel"
+                      : strncmp(o.replay.url, "unix://", 7) == 0 ? "unix" : "redis",
+        .listeners = { { "zmq", zmq_ep, false }, { "workers", o.workers.endpoint, false },
+                       { "http", ho.listen, tls != NULL }, { "admin", admin_listen, false } },
+        .nlisteners = 4 };
     if (strcmp(admin_listen, "none") != 0 &&
         (a.admin = admin_new(&a.loop, admin_listen, a.broker, &a.leaving, &ready_methods,
-                               &a.probe)) == NULL)
+                               &si, &a.probe)) == NULL)
         return 1;
     jrpc_front_zmq_opts_t zo = { .endpoint = zmq_ep, .max_body = ho.max_body,
                                  .curve = curve ? &curve_kp : NULL,

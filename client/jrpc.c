@@ -17,6 +17,7 @@
 #include "jrpc_json.h"
 #include "jrpc_keys.h"
 #include "jrpc_sign.h"
+#include "jrpc_status_cmd.h"
 #include "jrpc_trace.h"
 
 
@@ -33,6 +34,7 @@ static const char usage_text[] =
 "  jrpc [OPTIONS] send [--stream] [FILE]\n"
 "  jrpc keygen FILE\n"
 "  jrpc bearer-key ID FILE [METHOD_GLOB ...]\n"
+"  jrpc status [--url ADMIN_URL] [--timeout MS]\n"
 "  jrpc --help | --version\n"
 "\n"
 "Sends JSON-RPC 2.0 requests to a jrpc broker and prints the answer.\n"
@@ -65,6 +67,13 @@ static const char usage_text[] =
 "                              appended to the key file FILE (created, mode\n"
 "                              0600), which holds only the token's SHA-256.\n"
 "                              Send SIGHUP to the broker to take it.\n"
+"  status [--url ADMIN_URL]    Print the broker's status from its admin\n"
+"                              listener (--admin): version, uptime, listeners,\n"
+"                              Redis and the replay guard, bodies open, calls\n"
+"                              queued, workers, methods, the last refusals.\n"
+"                              ADMIN_URL: http://HOST:PORT, default\n"
+"                              $JRPC_ADMIN_URL, else " JRPC_STATUS_DEFAULT_URL ".\n"
+"                              Exit 2 when it cannot be read.\n"
 "\n"
 "PARAMS_JSON must be a JSON array or object; it is checked before anything\n"
 "is sent. Omit it to send no \"params\" member.\n"
@@ -674,6 +683,8 @@ int main(int argc, char **argv)
         return keygen(argc - optind - 1, argv + optind + 1);
     if (strcmp(argv[optind], "bearer-key") == 0)
         return bearer_key(argc - optind - 1, argv + optind + 1);
+    if (strcmp(argv[optind], "status") == 0)
+        return jrpc_status_cmd(argc - optind - 1, argv + optind + 1, stdout);
     if (opts.bearer == NULL)
         opts.bearer = nonempty_env("JRPC_BEARER");
     if (opts.zmq_engine == NULL && (opts.zmq_engine = nonempty_env("JRPC_ZMQ_ENGINE")) &&

@@ -121,10 +121,12 @@ static void on_write(uv_write_t *w, int status)
     resume(c);
 }
 
-/* Sends one answer. body == NULL: the page already in c->out (metrics). */
-static void respond(aconn_t *c, int status, const char *ctype, const char *body, bool head)
+/* Sends one answer. body == NULL: the page already in c->out (metrics, the
+ * owner's pages). more: header lines of the owner's page, or NULL. */
+static void respond_more(aconn_t *c, int status, const char *ctype, const char *more,
+                         const char *body, bool head)
 {
-    char hdr[JRPC_HTTP_HEAD_MAX];
+    char hdr[JRPC_HTTP_HEAD_MAX + 320], extra[320];
     size_t blen = body ? strlen(body) : c->out.len;
     jrpc_http_resp_t h = {
         .status = (uint16_t)status,
@@ -133,9 +135,13 @@ static void respond(aconn_t *c, int status, const char *ctype, const char *body,
         .content_length = blen,
         .connection = c->close_after ? JRPC_HTTP_CONN_CLOSE
                       : c->ka10 ? JRPC_HTTP_CONN_KEEP_ALIVE : JRPC_HTTP_CONN_NONE,
-        .extra = status == 405 ? "Cache-Control: no-store\r\nAllow: GET, HEAD\r\n"
-                               : "Cache-Control: no-store\r\n",
+        .extra = extra,
     };
+    if (snprintf(extra, sizeof extra, "Cache-Control: no-store\r\n%s%s",
+                 status == 405 ? "Allow: GET, HEAD\r\n" : "", more ? more : "") >= (int)sizeof extra) {
+        conn_close(c);   /* the owner's lines are over the contract's 256 bytes */
+        return;
+    }
     int n = jrpc_http_response_head(hdr, sizeof hdr, &h);
     if (n < 0) { /* not expected: the longest content type is 41 bytes */
         conn_close(c);
@@ -175,7 +181,29 @@ static void respond(aconn_t *c, int status, const char *ctype, const char *body,
     }
 }
 
+static void respond(aconn_t *c, int status, const char *ctype, const char *body, bool head)
+{
+    respond_more(c, status, ctype, NULL, body, head);
+}
+
 #define TEXT "text/plain; charset=utf-8"
+
+/* GET or HEAD of a path that is not the admin's own: the owner's page hook. */
+static void serve_page(aconn_t *c, const char *path, size_t plen, bool head)
+{
+    jrpc_admin_t *a = c->admin;
+    const char *ctype = NULL, *more = NULL;
+    jrpc_buf_reset(&c->out);
+    int rc = a->opts.page(a->opts.arg, path, plen, &c->out, &ctype, &more);
+    if (rc == -ENOENT) {
+        respond(c, 404, TEXT, "not found\n", head);
+    } else if (rc < 0 || ctype == NULL) {
+        c->close_after = true;
+        respond(c, 503, TEXT, "out of memory\n", false);
+    } else {
+        respond_more(c, 200, ctype, more, NULL, head);
+    }
+}
 
 /* Answers one request (its head: the reader has checked the framing). */
 static void serve(aconn_t *c, const jrpc_http_head_t *h)
@@ -184,15 +212,28 @@ static void serve(aconn_t *c, const jrpc_http_head_t *h)
     c->ka10 = h->keep_alive && h->version_minor == 0;
     bool head = h->method == JRPC_HTTP_M_HEAD;
     bool get = h->method == JRPC_HTTP_M_GET;
-    const char *path;
-    size_t plen;
+    const char *path = NULL;
+    size_t plen = 0;
     int which = 0;
-    if (jrpc_http_head_path(h, &path, &plen)) {
+    bool have_path = jrpc_http_head_path(h, &path, &plen);
+    if (have_path) {
 #define IS(lit) (plen == sizeof(lit) - 1 && memcmp(path, lit, plen) == 0)
         which = IS("/metrics") ? 1 : IS("/healthz") ? 2 : IS("/readyz") ? 3 : 0;
 #undef IS
     }
-    if (which == 0) {
+    if (which == 0 && (get || head) && c->admin->opts.page && have_path) {
+        serve_page(c, path, plen, head);
+    } else if (which == 0 && c->admin->opts.page && have_path) {
+        /* another method on a path of the owner's: 405 where GET would answer */
+        const char *ct = NULL, *more = NULL;
+        jrpc_buf_reset(&c->out);
+        bool known = c->admin->opts.page(c->admin->opts.arg, path, plen, &c->out, &ct, &more) != -ENOENT;
+        jrpc_buf_reset(&c->out);
+        if (known)
+            respond(c, 405, TEXT, "method not allowed\n", false);
+        else
+            respond(c, 404, TEXT, "not found\n", head);
+    } else if (which == 0) {
         respond(c, 404, TEXT, "not found\n", head);
     } else if (!get && !head) {
         respond(c, 405, TEXT, "method not allowed\n", false);

@@ -11,8 +11,9 @@
  * connection.
  *
  * What the pages say comes from the owner's hooks (the broker's metrics and
- * readiness in jrpc-broker, the children's in jrpc-stdio): this module
- * knows HTTP, not the program it reports on. */
+ * readiness in jrpc-broker, the children's in jrpc-stdio; any further GET
+ * paths through the optional page hook, the broker's status page and JSON):
+ * this module knows HTTP, not the program it reports on. */
 #ifndef JRPC_ADMIN_H
 #define JRPC_ADMIN_H
 
@@ -31,6 +32,16 @@ typedef int (*jrpc_admin_metrics_fn)(void *arg, jrpc_buf_t *out);
  * next call. */
 typedef const char *(*jrpc_admin_ready_fn)(void *arg);
 
+/* A page of the owner's: what GET (or HEAD) path[0, plen) answers. Appends
+ * the body to out (empty when called, kept by the admin until written) and
+ * sets *ctype to its Content-Type (static storage) and *headers to more
+ * header lines, each ending CRLF (static storage, at most 256 bytes), or
+ * NULL. Returns 0 (200), -ENOENT (404 "not found") or -ENOMEM (503). The
+ * path is the request target's path, without the query. Called for paths
+ * other than /metrics, /healthz and /readyz only. */
+typedef int (*jrpc_admin_page_fn)(void *arg, const char *path, size_t plen, jrpc_buf_t *out,
+                                  const char **ctype, const char **headers);
+
 typedef struct jrpc_admin_opts {
     const char *listen;        /* "HOST:PORT" or "[V6]:PORT"; port 0 picks one */
     uint32_t    max_conns;     /* open connections; more are closed at once */
@@ -38,6 +49,7 @@ typedef struct jrpc_admin_opts {
                                   (also the idle keep-alive limit) */
     jrpc_admin_metrics_fn metrics;    /* required */
     jrpc_admin_ready_fn   not_ready;  /* required */
+    jrpc_admin_page_fn    page;       /* optional: more GET paths (NULL: 404) */
     void       *arg;           /* the hooks' (borrowed) */
 } jrpc_admin_opts_t;
 

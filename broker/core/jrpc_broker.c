@@ -585,6 +585,25 @@ int jrpc_broker_ready(jrpc_broker_t *b, const char *methods, jrpc_span_t *missin
     return 0;
 }
 
+void jrpc_broker_guard(const jrpc_broker_t *b, jrpc_broker_guard_t *g)
+{
+    jrpc_replay_stats_t rs = { 0 };
+    *g = (jrpc_broker_guard_t){ .on = b->replay != NULL, .draining = b->draining,
+                                .refuse_to = INT64_MIN };
+    if (b->replay == NULL)
+        return;
+    jrpc_replay_stats(b->replay, &rs);
+    g->up = jrpc_replay_up(b->replay);
+    g->lost_at = jrpc_replay_lost_at(b->replay);
+    g->refuse_to = jrpc_replay_refuse_to(b->replay);
+    g->epoch_changes = rs.epoch_changes;
+    g->reconnects = rs.reconnects;
+    g->failures = rs.failures;
+    g->masters_found = rs.masters_found;
+    g->rtt_us_sum = rs.rtt_us_sum;
+    g->rtt_count = rs.rtt_count;
+}
+
 const char *jrpc_broker_strerror(int rc)
 {
     switch (rc) {

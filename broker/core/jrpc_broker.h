@@ -381,4 +381,19 @@ int jrpc_broker_services_serving(jrpc_broker_t *b, const char *method, jrpc_buf_
  * anything else. */
 const char *jrpc_broker_strerror(int rc);
 
+/* The replay guard's state for the status page (broker/jrpc_status_page). */
+typedef struct jrpc_broker_guard {
+    bool     on;            /* Redis is in use (--keys, or --redis given) */
+    bool     up;            /* connected and answering */
+    bool     draining;      /* jrpc_broker_drain was called */
+    int64_t  lost_at;       /* Unix s of the last loss of Redis' memory known; 0: never */
+    int64_t  refuse_to;     /* bodies signed at or before this Unix s are refused
+                               (the memory-loss fence); INT64_MIN: no fence */
+    uint64_t epoch_changes, reconnects, failures, masters_found;
+    uint64_t rtt_us_sum, rtt_count;
+} jrpc_broker_guard_t;
+
+/* Fills g. Never blocks. */
+void jrpc_broker_guard(const jrpc_broker_t *b, jrpc_broker_guard_t *g);
+
 #endif

@@ -6,6 +6,7 @@
  * lookups the fronts ask for. Not here: the upgrade (front/jrpc_front_ws),
  * a body's admission (jrpc_admit.c). */
 #include "jrpc_broker_int.h"
+#include "jrpc_status_page.h"
 
 /* ---- connections: jrpc_broker_authenticate ---- */
 
@@ -47,6 +48,7 @@ static void auth_refuse(jrpc_broker_t *b, jrpc_broker_auth_t *a, int rc, const c
         jrpc_buf_reset(&b->out);
     access_log(b, NULL, &ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(a->transport, out.cls, out.code, a->t0);
+    jrpc_status_page_refused(a->transport, out.cls, out.code, data_json);
     a->fn(a->ctx, out, b->out.p, b->out.len, (jrpc_span_t){ NULL, 0 });
 }
 

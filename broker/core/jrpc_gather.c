@@ -8,6 +8,7 @@
  * (jrpc_broker.c), why it is refused (jrpc_admit.c, jrpc_idem.c), keeping
  * a reply under its idempotency key in Redis (guard/jrpc_replay). */
 #include "jrpc_broker_int.h"
+#include "jrpc_status_page.h"
 
 #include "jrpc_openrpc.h"
 
@@ -215,6 +216,7 @@ void refuse_out(jrpc_broker_t *b, bbatch_t *x, const jrpc_admit_t *ad, jrpc_repl
     out.timing = x ? timing_of(b, x) : NULL;
     access_log(b, x, ad, out.cls, b->out.len);
     jrpc_metrics_body_refused(transport, out.cls, out.code, t0);
+    jrpc_status_page_refused(transport, out.cls, out.code, data_json);
     fn(ctx, out, b->out.p, b->out.len);
 }
 

@@ -24,6 +24,7 @@
 #include "jrpc_listen.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
+#include "jrpc_status_page.h"
 
 
 /* ---- request records ---------------------------------------------------- */
@@ -170,6 +171,7 @@ void rec_error(conn_t *c, req_t *r, int status, int code, const char *data)
 {
     jrpc_front_http_t *f = c->front;
     jrpc_metrics_front_refused(JRPC_TRANSPORT_HTTP, code);
+    jrpc_status_page_refused(JRPC_TRANSPORT_HTTP, JRPC_BODY_INVALID, code, data);
     jrpc_buf_reset(&f->err);
     r->status = (uint16_t)status;
     if (jrpc_batch_write_error(&f->err, code, data) < 0 ||

@@ -14,6 +14,7 @@
 #include "jrpc_timing.h"
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
+#include "jrpc_status_page.h"
 #include "jrpc_zmtp.h"
 #include "jrpc_zwatch.h"
 
@@ -157,6 +158,7 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
 static void reply_error(jrpc_front_zmq_t *f, route_t *r, int code, const char *data)
 {
     jrpc_metrics_front_refused(JRPC_TRANSPORT_ZMQ, code);
+    jrpc_status_page_refused(JRPC_TRANSPORT_ZMQ, JRPC_BODY_INVALID, code, data);
     jrpc_buf_reset(&f->err);
     jrpc_batch_write_error(&f->err, code, data);
     send_reply(f, r, r->stream ? &end_head : NULL, f->err.p, f->err.len);

@@ -9,7 +9,7 @@
 // refuses the upgrade).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { ChromiumPipe } from "../../../tests/e2e/chromium_pipe.cjs";
 import { createServer } from "node:http";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, extname, join, normalize } from "node:path";
@@ -53,41 +53,10 @@ function serveSite() {
     return new Promise((r) => s.listen(0, "127.0.0.1", () => r(s)));
 }
 
-/** Chromium driven over the DevTools pipe: fd 3 to it, fd 4 from it, NUL-separated JSON. */
-class Chromium {
+/** Chromium driven over the DevTools pipe (tests/e2e/chromium_pipe.cjs), and a page's run. */
+class Chromium extends ChromiumPipe {
     constructor() {
-        this.proc = spawn(CHROMIUM, [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-            "--disable-dev-shm-usage", "--remote-debugging-pipe", `--user-data-dir=${join(TMP, "chromium")}`,
-            "--window-size=1000,700", "about:blank"], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
-        this.exited = new Promise((r) => this.proc.on("exit", r));
-        this.stderr = "";
-        this.proc.stderr.on("data", (d) => (this.stderr = (this.stderr + d).slice(-4000)));
-        this.next = 1;
-        this.waiting = new Map();
-        let buf = Buffer.alloc(0);
-        this.proc.stdio[4].on("data", (d) => {
-            buf = Buffer.concat([buf, d]);
-            let z;
-            while ((z = buf.indexOf(0)) >= 0) {
-                const msg = JSON.parse(buf.subarray(0, z).toString());
-                buf = buf.subarray(z + 1);
-                const w = this.waiting.get(msg.id);
-                if (w) {
-                    this.waiting.delete(msg.id);
-                    msg.error ? w.reject(new Error(JSON.stringify(msg.error))) : w.resolve(msg.result);
-                }
-            }
-        });
-    }
-
-    send(method, params = {}, sessionId) {
-        const id = this.next++;
-        this.proc.stdio[3].write(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }) + "\0");
-        return new Promise((resolve, reject) => {
-            this.waiting.set(id, { resolve, reject });
-            setTimeout(() => reject(new Error(`DevTools ${method}: no answer (${this.stderr.slice(-500)})`)), 30000).unref();
-        });
+        super({ binary: CHROMIUM, userDataDir: join(TMP, "chromium"), windowSize: "1000,700" });
     }
 
     /** Opens url in a new tab, waits for #result, saves a screenshot; returns the results. */
@@ -111,10 +80,6 @@ class Chromium {
         return JSON.parse(text);
     }
 
-    async close() {
-        this.proc.kill("SIGKILL");
-        await this.exited;
-    }
 }
 
 function pageUrl(b, s) {
