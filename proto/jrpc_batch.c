@@ -648,7 +648,7 @@ int jrpc_batch_answer_error(jrpc_batch_t *b, uint32_t i, int code, const char *d
  * (JSON text, PROTOCOL.md 2.3: checked, copied verbatim) when bin, else
  * written from the tree obj or, without one, from the msgpack bytes raw;
  * -32603 when the result has no JSON form. */
-static int result_answer(jrpc_batch_t *b, uint32_t i, const msgpack_object *bin,
+static JRPC_ALWAYS_INLINE int result_answer(jrpc_batch_t *b, uint32_t i, const msgpack_object *bin,
                          const msgpack_object *obj, jrpc_span_t raw)
 {
     assert(i < b->ncalls);

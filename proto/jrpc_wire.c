@@ -182,7 +182,7 @@ enum params_as {
  * call on the broker's hot path (bench/README.md, "Profile"). params.n == 0:
  * none (nil, or an empty bin). Returns 0, -ENOMEM, or -EINVAL when params
  * do not transcode. */
-static int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_span_t params,
+static JRPC_ALWAYS_INLINE int put_call(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t method, jrpc_span_t params,
                     enum params_as as, uint32_t timeout_ms, jrpc_span_t traceparent,
                     const jrpc_span_t *session)
 {

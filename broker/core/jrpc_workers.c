@@ -512,7 +512,7 @@ fail:
 }
 
 /* jrpc_workers_dispatch(); msgs: an MCP call sent with its 6th element. */
-static inline int dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
+static JRPC_ALWAYS_INLINE int dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t params,
                            jrpc_span_t params_mp, jrpc_span_t traceparent, uint64_t deadline,
                            uint64_t submitted_ns, bool msgs, void *owner, uint32_t index,
                            uint32_t *handle)

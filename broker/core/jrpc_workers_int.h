@@ -493,7 +493,7 @@ void free_workers(jrpc_workers_t *w);
 /* Adds call i (its method, params and deadline are in the slot) to the
  * worker's REQUEST under construction. Inline: it runs once for every call
  * sent, and its frame cost about 39 instructions a call (bench/profile.sh). */
-static inline int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
+static JRPC_ALWAYS_INLINE int worker_add_call(jrpc_workers_t *w, worker_t *wk, uint32_t i)
 {
     slot_t *s = &w->slots[i];
     uint64_t now = now_ms(w);
