@@ -165,6 +165,11 @@ def phase_signed():
         s = Client(u, key_file=keys, retry="safe")
         x, y = s.call("count"), s.call("count")
         check("%s: retry='safe' adds a new key per call: both run" % tag, 1, y - x)
+    # dns+tcp://NAME:PORT: a tcp:// broker per address of NAME (resolved
+    # once, here), the same broker as E["ZMQ"] through the name localhost.
+    c = Client("dns+tcp://localhost:%s" % E["ZMQ"].rsplit(":", 1)[1], key_file=keys)
+    check("dns+tcp://localhost: the broker among the names' brokers, every call answered",
+          [True, [3] * 4], [E["ZMQ"] in c.urls, [c.call("add", [1, 2]) for _ in range(4)]])
     try:
         Client(E["ZMQ"], bearer="x")
         check("a bearer token over ZeroMQ is refused at once", "ValueError", "none")

@@ -23,6 +23,7 @@ import json
 import os
 import random
 import re
+import socket
 import threading
 import time
 import uuid
@@ -168,13 +169,42 @@ class Stream(Iterator[Dict[str, Any]]):
         raise StopIteration
 
 
+def _expand(urls: Sequence[str]) -> List[str]:
+    """The URLs with each ``dns+tcp://NAME:PORT`` replaced, in its place, by
+    one ``tcp://ADDRESS:PORT`` per IPv4 and IPv6 address NAME resolves to
+    now, each once, in the order of the C client and the workers
+    (jrpc.worker.dns: sorted, at most 64). Blocks on the resolver. Raises
+    ValueError for a malformed name URL or a name that resolves to no
+    address."""
+    out: List[str] = []
+    for u in urls:
+        if not isinstance(u, str) or not u.startswith("dns+"):
+            out.append(u)
+            continue
+        from .worker import dns
+        host, port = dns.parse(u)
+        try:
+            answer = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            raise ValueError("%s: the name resolves to no address (%s)" % (u, e)) from None
+        eps, _ = dns.endpoints(answer, port)
+        if not eps:
+            raise ValueError("%s: the name resolves to no address (neither IPv4 nor IPv6)" % u)
+        out.extend(eps)
+    return out
+
+
 class Client:
     """A blocking JSON-RPC client of one or more jrpc brokers.
 
     ``url_or_urls``: one URL or a list, each ``tcp://HOST:PORT``,
     ``ipc://PATH`` (ZeroMQ), ``http(s)://HOST[:PORT][/PATH]`` (path /rpc by
-    default) or ``ws(s)://HOST[:PORT][/PATH]``. Several: each body goes to
-    the next in turn; one that fails is skipped for a while.
+    default), ``ws(s)://HOST[:PORT][/PATH]``, or ``dns+tcp://NAME:PORT``:
+    one ``tcp://`` broker per IPv4 and IPv6 address NAME resolves to, as
+    the C client and the workers take it, resolved once here (a name that
+    resolves to nothing raises ValueError, as a bad URL does). ``urls`` is
+    the list the client uses, names expanded in their place. Several: each
+    body goes to the next in turn; one that fails is skipped for a while.
 
     ``key_file``: sign every body with a key from a file in the broker's key
     file format (``key_id`` picks one, else the first); or ``key_id`` and
@@ -222,6 +252,8 @@ class Client:
             from .keys import load_keypair, load_public
             pub, sec = load_keypair(curve_secret)
             curve = (pub, sec, load_public(server_key))
+        urls = _expand(urls)      # after the other checks: a misuse costs no lookup
+        self.urls: List[str] = urls
         connect_s = connect_timeout_ms / 1000.0
         ssl_ctx = None
         self._transports: List[Any] = []
@@ -244,7 +276,7 @@ class Client:
                 self._transports.append(WsTransport(u, connect_s, ssl_ctx, bearer, self.signer))
             else:
                 raise ValueError("unknown URL scheme: %r (tcp://, ipc://, http://, https://, "
-                                 "ws://, wss://)" % u)
+                                 "ws://, wss://, dns+tcp://)" % u)
         self._ids = itertools.count(1)
         self._next = random.randrange(len(self._transports))
         self._failed_at: Dict[int, float] = {}
@@ -530,7 +562,8 @@ class AsyncClient:
     Each call runs the blocking client in a thread of the loop's default
     executor (its own connections per thread), so calls made together run
     together; cancelling the awaiting task leaves the call to finish in
-    its thread (its answer is dropped)."""
+    its thread (its answer is dropped). ``dns+tcp://`` names are resolved
+    by the constructor, which blocks on the resolver meanwhile."""
 
     def __init__(self, url_or_urls: Union[str, Sequence[str]], key_file: Optional[str] = None,
                  bearer: Optional[str] = None, retry: Optional[str] = None,

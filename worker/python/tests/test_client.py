@@ -2,14 +2,16 @@
 127.0.0.1: one that refuses (nothing sent: the next broker, or
 TransportError), one that reads the body and closes (it may have run:
 CallMayHaveRunError, never sent again unless retry='safe' or retryable),
-one that answers. Batches matched by id in any order."""
+one that answers. Batches matched by id in any order. dns+tcp:// names
+expanded to one tcp:// broker per address, once, as the C client does."""
 
 import json
 import socket
 import threading
 import unittest
+from unittest import mock
 
-from jrpc import Call, CallMayHaveRunError, Client, JsonRpcError, TransportError
+from jrpc import AsyncClient, Call, CallMayHaveRunError, Client, JsonRpcError, TransportError
 
 
 class FakeHttp:
@@ -139,6 +141,66 @@ class Failures(unittest.TestCase):
         e = JsonRpcError.from_object({"code": 4001, "message": "No", "data": [1]})
         self.assertEqual((e.code, e.message, e.data, e.has_data), (4001, "No", [1], True))
         self.assertEqual(JsonRpcError.from_object({"code": 1, "message": "x"}).has_data, False)
+
+
+def answer(*addrs):
+    """A getaddrinfo answer (its 5-tuples) for the addresses."""
+    out = []
+    for a in addrs:
+        if ":" in a:
+            out.append((socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, 0, 0, 0)))
+        else:
+            out.append((socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0)))
+    return out
+
+
+class Names(unittest.TestCase):
+    """dns+tcp://NAME:PORT: every A/AAAA address of NAME a tcp:// broker,
+    resolved once when the client is made."""
+
+    def test_localhost(self):
+        for c in (Client("dns+tcp://localhost:5556"),
+                  AsyncClient("dns+tcp://localhost:5556").sync):
+            self.assertTrue(c.urls)
+            self.assertLessEqual(set(c.urls), {"tcp://127.0.0.1:5556", "tcp://[::1]:5556"})
+            self.assertEqual(len(set(c.urls)), len(c.urls))
+            self.assertEqual([t.url for t in c._transports], c.urls)
+
+    def test_every_address_once_resolved_once(self):
+        ai = answer("10.0.0.3", "::1", "10.0.0.1", "10.0.0.3", "fd00::2")
+        ai.append((socket.AF_UNIX, socket.SOCK_STREAM, 0, "", "/x"))   # not an address
+        with mock.patch("socket.getaddrinfo", return_value=ai) as gai:
+            c = Client("dns+tcp://brokers.test:7001")
+            self.assertEqual(gai.call_count, 1)
+            self.assertEqual(gai.call_args[0][0], "brokers.test")
+        # IPv4 and IPv6, each once, in the order the C client and the
+        # workers use (io/jrpc_dns, jrpc.worker.dns: sorted).
+        self.assertEqual(c.urls, ["tcp://10.0.0.1:7001", "tcp://10.0.0.3:7001",
+                                  "tcp://[::1]:7001", "tcp://[fd00::2]:7001"])
+
+    def test_list_keeps_order(self):
+        with mock.patch("socket.getaddrinfo", return_value=answer("10.0.0.2", "10.0.0.1")):
+            c = Client(["http://a:8080/rpc", "dns+tcp://brokers.test:7001", "tcp://b:1",
+                        "ws://c/rpc"])
+            ac = AsyncClient(["dns+tcp://brokers.test:7001", "https://d/"])
+        self.assertEqual(c.urls, ["http://a:8080/rpc", "tcp://10.0.0.1:7001",
+                                  "tcp://10.0.0.2:7001", "tcp://b:1", "ws://c/rpc"])
+        self.assertEqual(ac.sync.urls, ["tcp://10.0.0.1:7001", "tcp://10.0.0.2:7001",
+                                        "https://d/"])
+
+    def test_no_address_raises(self):
+        with self.assertRaisesRegex(ValueError, "dns\\+tcp://nosuch.invalid:5556.*no address"):
+            Client(["http://a/rpc", "dns+tcp://nosuch.invalid:5556"])
+        with self.assertRaisesRegex(ValueError, "no address"):
+            AsyncClient("dns+tcp://nosuch.invalid:5556")
+        unix = [(socket.AF_UNIX, socket.SOCK_STREAM, 0, "", "/x")]
+        with mock.patch("socket.getaddrinfo", return_value=unix):
+            with self.assertRaisesRegex(ValueError, "no address"):
+                Client("dns+tcp://brokers.test:1")
+        for bad in ("dns+tcp://bad name:1", "dns+tcp://localhost", "dns+tcp://localhost:0",
+                    "dns+udp://localhost:1"):
+            with self.assertRaises(ValueError, msg=bad):
+                Client(bad)
 
 
 if __name__ == "__main__":
