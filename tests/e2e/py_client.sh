@@ -8,7 +8,7 @@
 #     notifications, deadlines (-32003), streams (SSE, NDJSON, ZeroMQ frames,
 #     WebSocket) in arrival order, traceparent, asyncio, the numbers rule,
 #     unsigned/bad secret/ACL refusals, fresh nonces, bearer keys (http, ws),
-#     idempotency keys (the C worker's count ran once);
+#     idempotency keys (the C worker's count ran once), dns+tcp://localhost:PORT;
 #   curve: CURVE on tcp://: a call and a stream; an unlisted key and a
 #     client without CURVE get TransportError;
 #   open: ipc://, https:// and wss:// (a test CA): the same calls; an
