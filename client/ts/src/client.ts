@@ -5,6 +5,16 @@ import type { Answer, BatchItem, CallOptions, ClientOptions, Params, StreamAnswe
 import { asTheyCome, countEnd, makeBody, type Body } from "./wire.js";
 import { WsTransport } from "./ws.js";
 
+/** Refuses a URL of a ZeroMQ broker (dns+tcp://, tcp://, ipc://, as workers and
+ *  the C and Python clients take them): this client has no ZeroMQ. */
+function notZmq(url: string): void {
+    const scheme = url.slice(0, url.indexOf("://") + 3).toLowerCase();
+    if (scheme !== "dns+tcp://" && scheme !== "tcp://" && scheme !== "ipc://")
+        return;
+    const what = scheme === "dns+tcp://" ? "dns+tcp://NAME:PORT names ZeroMQ brokers (one per address of NAME)" : `${scheme} is a ZeroMQ broker's address`;
+    throw new TypeError(`${url}: ${what}; this client speaks HTTP(S) and WebSocket only: give the brokers' http(s):// or ws(s):// URLs (their --http port)`);
+}
+
 function noKeyOverWs(opts: CallOptions): void {
     if (opts.idempotencyKey !== undefined)
         throw new TypeError("an Idempotency-Key is an HTTP header: a WebSocket message cannot carry one");
@@ -26,6 +36,7 @@ export class Client {
         const urls = typeof urlOrUrls === "string" ? [urlOrUrls] : [...urlOrUrls];
         if (urls.length === 0)
             throw new TypeError("give at least one broker URL");
+        urls.forEach(notZmq);
         const schemes = new Set(urls.map((u) => new URL(u).protocol));
         const http = [...schemes].every((s) => s === "http:" || s === "https:");
         const ws = [...schemes].every((s) => s === "ws:" || s === "wss:");

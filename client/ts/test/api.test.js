@@ -17,6 +17,15 @@ test("options refused at construction", () => {
     assert.throws(() => new Client("http://a/rpc", { timeoutMs: 0 }), RangeError);
 });
 
+test("ZeroMQ URLs (dns+tcp://, tcp://, ipc://) are refused, saying this client speaks HTTP(S) and WebSocket only", () => {
+    for (const u of ["dns+tcp://brokers:5555", "tcp://127.0.0.1:5555", "ipc:///run/jrpc.sock"]) {
+        assert.throws(() => new Client(u), (e) => e instanceof TypeError &&
+            e.message.includes(u) && /ZeroMQ/.test(e.message) && /HTTP\(S\) and WebSocket only/.test(e.message), u);
+        assert.throws(() => new Client(["http://a/rpc", u]), new RegExp(u.replace(/[+.]/g, "\\$&") + ".*ZeroMQ"));
+    }
+    assert.throws(() => new Client("dns+tcp://brokers:5555"), /dns\+tcp:\/\/NAME:PORT names ZeroMQ brokers/);
+});
+
 test("the bytes sent: one body, ids the client chose, the headers asked for", async () => {
     const sent = [];
     const fetch = async (url, init) => {
