@@ -378,6 +378,14 @@ static void url_of(char *buf, size_t n, const redis_srv_t *s, const char *cred, 
     snprintf(buf, n, "redis://%s127.0.0.1:%d%s", cred, s->port, db);
 }
 
+/* make_up on the shared Redis, no password, database 0. */
+static void make_up_shared(fx_t *f, uint32_t timeout_ms)
+{
+    char url[128];
+    url_of(url, sizeof url, &shared, "", "");
+    make_up(f, url, timeout_ms);
+}
+
 /* Captures stderr (the log) into a temporary file. */
 typedef struct capture {
     int  saved;
@@ -526,9 +534,7 @@ static void test_bad_urls(void **state)
 static void test_fresh_replay_ttl(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 1000);
+    make_up_shared(f, 1000);
 
     assert_int_equal(claim_wait(&f->loop, f->r, "k1", "n-fresh"), 0);
     assert_int_equal(claim_wait(&f->loop, f->r, "k1", "n-fresh"), -EEXIST);
@@ -576,9 +582,7 @@ static bool all_done(void *ctx)
 static void test_many_in_flight(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 2000);
+    make_up_shared(f, 2000);
 
     static res_t res[MANY];
     char nonce[32];
@@ -773,9 +777,7 @@ static void test_nothing_listening(void **state)
 static void test_destroy_cancels(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 1000);
+    make_up_shared(f, 1000);
     res_t res[10];
     for (int i = 0; i < 10; i++) {
         char nonce[16];
@@ -815,9 +817,7 @@ static bool reentry_done(void *ctx)
 static void test_destroy_from_callback(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 1000);
+    make_up_shared(f, 1000);
     reentry_t re = { .rp = &f->r };
     for (int i = 0; i < 3; i++) {
         char nonce[16];
@@ -868,9 +868,7 @@ static bool chain_done(void *ctx)
 static void test_claim_from_callback(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 1000);
+    make_up_shared(f, 1000);
     chain_t c = { .r = f->r, .left = 50 };
     assert_int_equal(jrpc_replay_claim(f->r, (jrpc_span_t){ "kch", 3 }, (jrpc_span_t){ "first", 5 },
                                        now_s(), on_chain, &c), 0);
@@ -1925,9 +1923,7 @@ static void test_multi_answers(void **state)
 static void test_batch_replay_among_fresh(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 2000);
+    make_up_shared(f, 2000);
     assert_int_equal(claim_wait(&f->loop, f->r, "kb", "batch-used-before"), 0);
 
     static const struct { const char *key, *nonce; int rc; } claims[] = {
@@ -2046,9 +2042,7 @@ static int admit_one(jrpc_replay_t *r, const char *key, const char *nonce, const
 static void test_batch_rates(void **state)
 {
     fx_t *f = *state;
-    char url[128];
-    url_of(url, sizeof url, &shared, "", "");
-    make_up(f, url, 2000);
+    make_up_shared(f, 2000);
     assert_int_equal(claim_wait(&f->loop, f->r, "kr", "rate-used-before"), 0);
     static const struct { const char *nonce, *who; int rc; } claims[] = {
         { "rate-a", "kr", 0 },          { "rate-b", "kr", 0 },
