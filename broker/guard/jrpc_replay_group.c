@@ -124,7 +124,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
     pending_t *list = p->claims;
     int all = 1;   /* 1: per flag; 2: per verdict; else the rc of every claim */
     bool epoch = false;   /* Redis lost its memory: -ESTALE for those signed too early */
-    const char *drop = NULL;
+    int drop = 0;   /* > 0: the connection goes (drop_for) */
 
     assert(n >= 1 && n <= MULTI_MAX);
     if (rep->type == REDIS_REPLY_ERROR) {
@@ -132,7 +132,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
         int rc = claim_result(r, rep, p);
         all = rc > 0 ? -EAGAIN : rc;
         if (rc > 0)
-            drop = rc == DROP_READONLY ? "not_master" : "desync";
+            drop = rc;
     } else {
         const redisReply *word = script_word(rep, p);
         bool rated = any_rate(list);   /* asked in the long form */
@@ -151,13 +151,12 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
             epoch = true;
         } else {
             all = -EAGAIN;
-            drop = "desync";
+            drop = DROP_DESYNC;
         }
     }
     free(p);
-    if (drop != NULL)   /* unanswered for sure: fail closed with the rest of the FIFO */
-        conn_drop(r, drop, strcmp(drop, "not_master") == 0 ? "READONLY: Redis is a replica now"
-                                  : "a reply that does not answer the command sent");
+    if (drop > 0)   /* unanswered for sure: fail closed with the rest of the FIFO */
+        drop_for(r, drop);
     for (size_t i = 0; list != NULL; i++) {
         pending_t *c = list;
         list = c->next;
