@@ -29,16 +29,6 @@
 
 /* ---- helpers ---- */
 
-/* An exact-size heap copy of n bytes (never NUL-terminated). */
-static char *exact(const void *p, size_t n)
-{
-    char *b = malloc(n ? n : 1);
-    assert_non_null(b);
-    if (n)
-        memcpy(b, p, n);
-    return b;
-}
-
 static char *load(const char *name, size_t *n)
 {
     char path[1024];

@@ -23,16 +23,6 @@
 #include "mpack_helpers.h"
 #include "mpack_gen.h"
 
-/* An exact-size heap copy of n bytes (never NUL-terminated). */
-static char *exact(const void *p, size_t n)
-{
-    char *b = malloc(n ? n : 1);
-    assert_non_null(b);
-    if (n)
-        memcpy(b, p, n);
-    return b;
-}
-
 static void test_write_refusals(void **state)
 {
     (void)state;
