@@ -343,12 +343,7 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
         return;
     }
     if (rc == 0 && r->wait_n > 0 && p->nonce) {   /* fresh once its WAIT counts enough replicas */
-        p->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = p;
-        else
-            r->held = p;
-        r->held_tail = p;
+        pending_append(&r->held, &r->held_tail, p);
         return;
     }
     claim_done(r, p, rc);

@@ -99,12 +99,7 @@ static void multi_claim_done(jrpc_replay_t *r, const conn_t *conn, pending_t *c,
             claim_done(r, c, r->closing ? -ECANCELED : -EAGAIN);
             return;
         }
-        c->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = c;
-        else
-            r->held = c;
-        r->held_tail = c;
+        pending_append(&r->held, &r->held_tail, c);
         return;
     }
     claim_done(r, c, rc);
@@ -183,12 +178,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
  * the end of its own loop turn, as before. */
 void batch_push(jrpc_replay_t *r, pending_t *p)
 {
-    p->next = NULL;
-    if (r->batch_tail != NULL)
-        r->batch_tail->next = p;
-    else
-        r->batch = p;
-    r->batch_tail = p;
+    pending_append(&r->batch, &r->batch_tail, p);
     r->nbatch++;
     if (!r->conn->connected)
         set_writing(r->conn, true);

@@ -139,14 +139,21 @@ struct jrpc_replay {
 
 /* ---- the FIFO ------------------------------------------------------------ */
 
-static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+/* Appends p to the list from *head to *tail (linked by next): the FIFO,
+ * the batch, the held claims. */
+static inline void pending_append(pending_t **head, pending_t **tail, pending_t *p)
 {
     p->next = NULL;
-    if (r->tail != NULL)
-        r->tail->next = p;
+    if (*tail != NULL)
+        (*tail)->next = p;
     else
-        r->head = p;
-    r->tail = p;
+        *head = p;
+    *tail = p;
+}
+
+static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+{
+    pending_append(&r->head, &r->tail, p);
     r->npending++;
 }
 
