@@ -40,13 +40,15 @@ check "ten idempotency claims: EVAL 0, EVALSHA 10" "0 10" \
 # The scripts flushed under the broker: a claim may fail closed (503) while
 # the connection is rebuilt; a bounded poll until the new key is served.
 redis-cli -p "$RPORT" SCRIPT FLUSH >/dev/null
-out="" tries=0
+out="" tries=0 firstcode=""
 while [ "${out%% *}" != 200 ] && [ $tries -lt 100 ]; do
     out=$(post kf "$B")
+    firstcode=${firstcode:-${out%% *}}
     case ${out%% *} in 200|503) ;; *) break ;; esac
     tries=$((tries + 1))
     [ "${out%% *}" = 200 ] || sleep 0.1
 done
+check "the first claim after the flush (NOSCRIPT) fails closed: 503, not run" 503 "$firstcode"
 check "after SCRIPT FLUSH: a new key is served again (200, a run)" "200 0" "${out%% *} $(replayed)"
 check "... its retry gets its reply" "$out 1" "$(post kf "$B") $(replayed)"
 check "... a reply kept before the flush is replayed" "$first 1" "$(post k5 "$B") $(replayed)"
