@@ -173,7 +173,7 @@ def main():
     try:
         # Setup: every process connects its clients (a session each, for the
         # gateways a server child each) before anyone is measured.
-        setup_limit = time.monotonic() + 30 + a.clients
+        setup_limit = time.monotonic() + 75 + a.clients
         waiting = {p.stdout.fileno(): p for p in loads}
         while waiting and time.monotonic() < setup_limit:
             ready, _, _ = select.select(list(waiting), [], [], 1)

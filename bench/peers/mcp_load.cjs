@@ -40,25 +40,30 @@ function kind(e) {  // an error's kind, the key it is counted under
         return "tool_error";
     if (e && /Not connected|closed/i.test(e.message || ""))
         return "closed";
-    return `other:${(e && (e.code || e.name)) || "?"}`;
+    const why = e && e.cause && (e.cause.code || e.cause.message);
+    return `other:${(e && (e.code || e.name)) || "?"}${why ? ":" + why : ""}`;
 }
 
-async function connect(c) {  // a new Client (a new session) for client c
+// Setting up, before anyone is measured, a gateway may be starting a server
+// child per session for 32 sessions at once: its calls may take this long.
+const SETUP_TIMEOUT_MS = 60000;
+
+async function connect(c, timeout = timeoutMs) {  // a new Client (a new session) for client c
     if (c.client)
         c.client.close().catch(() => {});
     const client = new Client({ name: `jrpc-bench-mcp-${c.i}`, version: "1.0.0" });
     const transport = new StreamableHTTPClientTransport(url);
-    await client.connect(transport, { timeout: timeoutMs });
+    await client.connect(transport, { timeout });
     c.client = client;
     c.transport = transport;
     c.closed = false;
     transport.onclose = () => { c.closed = true; };
 }
 
-async function call(c) {  // one tools/call; throws on any failure
+async function call(c, timeout = timeoutMs) {  // one tools/call; throws on any failure
     const t = process.hrtime.bigint();
     const r = await c.client.callTool({ name: "echo", arguments: { message: "hello" } },
-                                      undefined, { timeout: timeoutMs });
+                                      undefined, { timeout });
     if (r.isError || !r.content || !String(r.content[0] && r.content[0].text).includes("hello"))
         throw new Error("tool_error");
     return Number((process.hrtime.bigint() - t) / 1000n);
@@ -114,15 +119,25 @@ async function main() {
         stats: { calls: 0, errors: {}, reconnects: 0, first_error_ms: null, last_error_ms: null,
                  ok_after_error_ms: null, ok_at_end: false },
     }));
+    // Set up with 3 tries each (a gateway starting many children at once
+    // may drop a connection): only a client that never got through counts.
     let setupErrors = 0;
     await Promise.all(clients.map(async (c) => {
-        try {
-            await connect(c);
-            await call(c);
-        } catch (e) {
-            setupErrors++;
-            c.needConnect = true;
-            process.stderr.write(`mcp_load: client ${c.i} setup: ${e.message}\n`);
+        for (let attempt = 1; ; attempt++) {
+            try {
+                await connect(c, SETUP_TIMEOUT_MS);
+                await call(c, SETUP_TIMEOUT_MS);
+                return;
+            } catch (e) {
+                process.stderr.write(`mcp_load: pid ${process.pid} client ${c.i} setup try ${attempt}: ` +
+                                     `${e.message} (${kind(e)})\n`);
+                if (attempt === 3) {
+                    setupErrors++;
+                    c.needConnect = true;
+                    return;
+                }
+                await sleep(500);
+            }
         }
     }));
     process.stdout.write("ready\n");

@@ -427,7 +427,7 @@ run_side() {
         # MCP: up to 32 sessions to set up (for supergateway a child each),
         # SDK timeouts of 5 s at the end. A kill row begins on fresh servers:
         # mcp-proxy never recovers from its child's loss (the row shows it).
-        limit=$((side_limit + 90))
+        limit=$((side_limit + 120))
         if [[ $n == mcpkill-* ]]; then
             if [ "$ab" = A ]; then
                 start_mcp_jrpc bridge
