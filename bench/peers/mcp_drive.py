@@ -21,9 +21,11 @@ own CPU (load_cpu_s: near cpus x duration when the load is the limit).
 
 --kill-child PATTERN: --kill-at seconds into the window (default a third of
 it), SIGKILL one process under the gateway whose command line contains
-PATTERN (the oldest: the MCP server child), once. The JSON then says what
-each client saw after it ("kill": errors, whether and when it was fine
-again, new sessions it had to open). Errors are expected then; without
+PATTERN (the oldest: the MCP server child), once; the window is then at
+least 6 s, so that there is time after the kill to see who recovers. The
+JSON then says what each client saw after it ("kill": errors, whether and
+when it was fine again, whether its last call was answered, new sessions it
+had to open). Errors are expected then; without
 --kill-child any error or lost setup is reported by summarize.py.
 
 Exit status: 0 when the load ran and printed its JSON, 1 otherwise."""
@@ -38,6 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
+KILL_WINDOW_MIN_S = 6  # a kill row's window: time after the kill to see recovery
 
 
 def proc_table():
@@ -158,6 +161,8 @@ def main():
     a = ap.parse_args()
     if a.clients < 1 or a.duration <= 0:
         ap.error("--clients must be >= 1 and --duration > 0")
+    if a.kill_child:
+        a.duration = max(a.duration, KILL_WINDOW_MIN_S)
     roots = [int(p) for p in a.gateway.split(",") if p]
     # Stopped from outside (run.sh's timeout): the load processes go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -243,6 +248,11 @@ def main():
         if killed:
             per = [c for o in outs for c in o["per_client"]]
             k_at = killed["at_ms"]
+            for c in per:
+                # Fine at the end: its last call in the window came after the
+                # kill and after its last error, and was answered.
+                c["ok_at_end"] = c["last_ok_ms"] is not None and c["last_ok_ms"] > k_at and (
+                    c["last_error_ms"] is None or c["last_ok_ms"] > c["last_error_ms"])
             hit = [c for c in per if c["first_error_ms"] is not None]
             fine = [c for c in hit if c["ok_after_error_ms"] is not None]
             rec = sorted(c["ok_after_error_ms"] - k_at for c in fine)

@@ -14,7 +14,8 @@
 // last CPU reading is done) it ends its sessions (DELETE) and prints one
 // JSON object: calls, errors by kind, the latencies (µs) of the window's
 // calls, and per client what it saw after T0 (first and last error, the
-// first success after the last error, reconnects), then exits.
+// last success, the first success after the last error, reconnects), then
+// exits.
 //
 // A client that fails keeps trying, as a user's client would: after an
 // HTTP 404 (its session is gone), a closed transport or 3 failures in a
@@ -87,16 +88,15 @@ async function run(c) {  // the closed loop of client c until T1
             if (now >= t0 && now <= t1) {
                 c.stats.calls++;
                 c.lat.push(us);
+                c.stats.last_ok_ms = now;
                 if (c.stats.last_error_ms !== null && c.stats.ok_after_error_ms === null)
                     c.stats.ok_after_error_ms = now;
             }
-            c.stats.ok_at_end = true;
         } catch (e) {
             const now = Date.now();
             if (stopping || now > t1)
                 break;
             failedInRow++;
-            c.stats.ok_at_end = false;
             if (now >= t0) {
                 const key = kind(e);
                 c.stats.errors[key] = (c.stats.errors[key] || 0) + 1;
@@ -117,7 +117,7 @@ async function main() {
     const clients = [...Array(k).keys()].map((i) => ({
         i, client: null, transport: null, closed: false, needConnect: false, lat: [],
         stats: { calls: 0, errors: {}, reconnects: 0, first_error_ms: null, last_error_ms: null,
-                 ok_after_error_ms: null, ok_at_end: false },
+                 ok_after_error_ms: null, last_ok_ms: null },
     }));
     // Set up with 3 tries each (a gateway starting many children at once
     // may drop a connection): only a client that never got through counts.
