@@ -13,7 +13,8 @@ the median and the min-max spread are over the rounds.
 
 The MCP rows (issue 35): kind "mcp" has three goals, in the threshold
 field as "calls,p99,cpu" (calls/s ratio >=, p99 ratio <=, gateway CPU per
-call ratio <=), one table line each; kind "mcpkill" is a record of what the
+call ratio <=), one table line each, and a fourth line without a goal: the
+CPU per call without the MCP server children's (the gateway's own); kind "mcpkill" is a record of what the
 clients saw when the server child was killed (mcp_drive.py --kill-child),
 jrpc's side and the peer's in words, no ratio."""
 import json
@@ -56,13 +57,15 @@ def metric(r, kind, which):
         return r["latency_us"]["batch"][which]
     if which == "p99":
         return r["latency_us"]["call"]["p99"]
-    if which == "cpu_us_per_call":
-        return r["cpu_us_per_call"] or 0
+    if which in ("cpu_us_per_call", "cpu_us_per_call_without_server"):
+        return r[which] or 0
     return r["calls_per_s"]
 
 
-# MCP rows: the metrics, each with its goal's direction.
-MCP_METRICS = (("calls_per_s", "ge"), ("p99", "le"), ("cpu_us_per_call", "le"))
+# MCP rows: the metrics, each with its goal's direction; the last, the CPU
+# per call without the MCP server children's, has no goal (info).
+MCP_METRICS = (("calls_per_s", "ge"), ("p99", "le"), ("cpu_us_per_call", "le"),
+               ("cpu_us_per_call_without_server", "info"))
 
 
 def verdict(kind, med, threshold):
@@ -81,7 +84,7 @@ def verdict(kind, med, threshold):
 def fmt(v, kind, which=None):
     if kind == "open" or which == "p99":
         return f"{v / 1000:.2f} ms"
-    if which == "cpu_us_per_call":
+    if which in ("cpu_us_per_call", "cpu_us_per_call_without_server"):
         return f"{v:.0f} µs CPU/call"
     if kind == "mcp":
         return f"{v:.0f} /s"
@@ -157,7 +160,8 @@ def main():
             which = m if kind in ("open", "mcp") else None
             vkind, vthreshold = kind, threshold
             if kind == "mcp":
-                vkind, vthreshold = MCP_METRICS[i][1], thresholds[i]
+                vkind = MCP_METRICS[i][1]
+                vthreshold = thresholds[i] if i < len(thresholds) else 0
             good = [r for r in rounds if r["a"] and r["b"]]
             av = [metric(r["a"], kind, which) for r in good]
             bv = [metric(r["b"], kind, which) for r in good]
