@@ -237,5 +237,7 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
         mcp_answer_init(b, k->wc);
         call_free(k);
     }
+    if (!b->tools_known)
+        tools_ask(c);   /* its tools, for the discovery document (jrpc_stdio_tools.c) */
     pump(b);
 }

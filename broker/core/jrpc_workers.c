@@ -348,6 +348,9 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
     case JRPC_WIRE_MESSAGE:
         on_worker_message(w, wk, &m);
         break;
+    case JRPC_WIRE_SCHEMAS:
+        on_schemas(w, wk, &m);
+        break;
     default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
         break;

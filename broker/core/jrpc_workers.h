@@ -261,6 +261,8 @@ typedef struct jrpc_method_info {
     uint32_t    workers;    /* connected workers serving it */
     jrpc_span_t params;     /* READY "schemas": params (a JSON array), n == 0: none */
     jrpc_span_t result;     /* READY "schemas": result (a JSON object), n == 0: none */
+    jrpc_span_t decl;       /* READY "schemas": the method's whole declaration (its other
+                               members: summary, x-*, ...), n == 0: none */
 } jrpc_method_info_t;
 
 typedef void (*jrpc_method_fn)(void *arg, const jrpc_method_info_t *m);
