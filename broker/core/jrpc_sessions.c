@@ -229,6 +229,10 @@ typedef struct ready_ctx {
     char           *key;    /* slen + 1 + max_method_len bytes when slen > 0 */
     uint32_t        stamp;  /* this READY's mark; 0: a SCHEMAS frame (no marks) */
     uint32_t        dropped; /* methods whose declaration was dropped */
+    bool            mcp;    /* a service's READY that lists "initialize": an MCP server */
+    uint32_t        mcp_refused;      /* MCP's own methods whose bare name another owns */
+    char            mcp_owner[JRPC_WORKERS_SERVICE_MAX + 1]; /* the service owning the
+                                                                first of them ("-": none) */
 } ready_ctx_t;
 
 /* The entry a declared name of this READY is kept under (NULL: none yet). */
@@ -335,14 +339,36 @@ void on_schemas(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
     wk->schemas = NULL;
     ready_schemas(&c, m->schemas);
     free(c.key);
+    if (c.mcp_refused)   /* expected: the first MCP service keeps the bare names */
+        JRPC_LOG(JRPC_LOG_INFO, "workers",
+                 "event=method_refused reason=mcp_protocol methods=%u service=%s owner=%s "
+                 "worker=%s", c.mcp_refused, wk->service, c.mcp_owner, wk->name);
     JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_schemas worker=%s service=%s bytes=%u "
              "schemas=%s dropped=%u", wk->name, wk->service[0] ? wk->service : "-",
              m->schemas->via.str.size, wk->schemas ? "yes" : "no", c.dropped);
 }
 
+/* Whether name is one of MCP's own methods (2025-06-18: the lifecycle,
+ * utilities, server features), which every MCP service declares and a
+ * client reaches through /mcp/<service> as service.name. */
+static bool mcp_protocol(const char *name, size_t n)
+{
+    static const char *const exact[] = { "initialize", "ping" };
+    static const char *const prefix[] = { "notifications/", "tools/", "resources/", "prompts/",
+                                          "completion/", "logging/", "tasks/" };
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (n == strlen(exact[i]) && memcmp(name, exact[i], n) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (n > strlen(prefix[i]) && memcmp(name, prefix[i], strlen(prefix[i])) == 0)
+            return true;
+    return false;
+}
+
 /* The bare name of mt (a service's entry this READY lists): taken when
- * free, else refused for it (logged, counted); the worker serves
- * service.method either way. */
+ * free, else refused for it (counted; logged at WARN, except MCP's own
+ * methods of an MCP service, told at INFO in one line per READY); the
+ * worker serves service.method either way. */
 static void ready_bare(ready_ctx_t *c, method_t *mt, const char *name, size_t n)
 {
     if (mt->bare != NULL)
@@ -358,6 +384,12 @@ static void ready_bare(ready_ctx_t *c, method_t *mt, const char *name, size_t n)
     const method_t *owner = method_target(bare);
     char mbuf[65];
     w->methods_refused++;
+    if (c->mcp && mcp_protocol(name, n)) {   /* expected: told in one line (on_ready) */
+        if (c->mcp_refused++ == 0)
+            snprintf(c->mcp_owner, sizeof c->mcp_owner, "%.*s",
+                     owner->slen ? (int)owner->slen : 1, owner->slen ? owner->name : "-");
+        return;
+    }
     JRPC_LOG(JRPC_LOG_WARN, "workers",
              "event=method_refused reason=service_conflict method=%s service=%s owner=%.*s "
              "worker=%s", log_safe(mbuf, name, n), c->wk->service,
@@ -391,6 +423,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
         memcpy(c.key, c.svc, c.slen);
         c.key[c.slen] = '.';
     }
+    for (uint32_t i = 0; c.slen && i < n && !c.mcp; i++)
+        c.mcp = names[i].via.str.size == 10 && memcmp(names[i].via.str.ptr, "initialize", 10) == 0;
     uint32_t fresh = 0;   /* names not known yet (a repeated one counted each time) */
     for (uint32_t i = 0; i < n; i++)
         if (names[i].via.str.size <= w->opts.max_method_len) {
@@ -505,6 +539,10 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     }
     ready_schemas(&c, m->schemas);
     free(c.key);
+    if (c.mcp_refused)   /* expected: the first MCP service keeps the bare names */
+        JRPC_LOG(JRPC_LOG_INFO, "workers",
+                 "event=method_refused reason=mcp_protocol methods=%u service=%s owner=%s "
+                 "worker=%s", c.mcp_refused, wk->service, c.mcp_owner, wk->name);
     w->njson_workers += wk->njson > 0;
     wk->next = w->workers;
     w->workers = wk;

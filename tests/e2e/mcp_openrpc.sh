@@ -25,17 +25,20 @@ MEM=mcp-openrpc-mem-0123456789abcdefghijklmnopqrs
   printf 'memonly bearer-sha256:%s memory.*\n' "$(printf %s "$MEM" | sha256sum | cut -d' ' -f1)"
 } > "$E2E_TMP/keys"
 chmod 600 "$E2E_TMP/keys"
-E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --keys "$E2E_TMP/keys"
+E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --keys "$E2E_TMP/keys" --admin 127.0.0.1:0
+ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
 bridge() {   # bridge SERVICE [ENV=V...] -- COMMAND...
     local svc=$1
     shift
     env NODE_PATH="$NODE_MODS" MEMORY_FILE_PATH="$E2E_TMP/memory.jsonl" "$@" 2>>"$E2E_TMP/$svc.log" &
     E2E_PIDS+=("$!")
 }
-bridge memory "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service memory -- node "$MEMORY"
+bridge memory "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service memory \
+    --method shared_custom -- node "$MEMORY"
 bridge everything "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service everything \
     -- node "$EVERYTHING" stdio
-bridge tools "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service tools -- node "$TOOLS"
+bridge tools "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service tools \
+    --method shared_custom -- node "$TOOLS"
 bridge bulk MANY_TOOLS=300 "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service bulk \
     -- node "$TOOLS"
 e2e_wait_workers 4
@@ -45,6 +48,20 @@ e2e_wait_for "[ \$(declared memory) -ge 1 ] && [ \$(declared everything) -ge 1 ]
 # (server-everything says list_changed once it runs: it may declare twice)
 check "each bridge declared its child's tools (ours once)" "1 1 1" \
     "$(declared memory) $(declared tools) $(declared bulk)"
+
+# ---- the bare names of MCP's methods: the first MCP service keeps them;
+# the others are told at INFO in one line each (12 names: initialize,
+# ping, tools/..., counted all the same); a clash of the services' own
+# methods (shared_custom, declared by memory and tools) stays a WARN ----
+check "no WARN method_refused for MCP's own methods" 0 \
+    "$(grep 'level=warn' "$E2E_TMP/broker.log" | grep 'event=method_refused' | grep -vc 'method=shared_custom')"
+check "three INFO lines, one per later MCP service, 12 names each" "3 3" \
+    "$(grep 'level=info' "$E2E_TMP/broker.log" | grep -c 'event=method_refused reason=mcp_protocol') \
+$(grep -c 'event=method_refused reason=mcp_protocol methods=12 ' "$E2E_TMP/broker.log")"
+check "a real clash of two services' own methods: one WARN" 1 \
+    "$(grep 'level=warn' "$E2E_TMP/broker.log" | grep -c 'event=method_refused reason=service_conflict method=shared_custom')"
+check "refusals still counted (3 x 12 + 1)" 37 \
+    "$(curl -s "http://$ADMIN/metrics" | awk '/^jrpc_methods_refused_total/ {print $2}')"
 
 doc() { curl -s -H "Authorization: Bearer $1" "$HTTP_URL/openrpc.json"; }
 # facts FILE SERVICE: "tools=N enum=N anyof=N same=true|false NAMES..." of SERVICE.tools/call
