@@ -273,7 +273,7 @@ static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
     jrpc_buf_t f;
     jrpc_buf_init(&f);
     if (c->b->mcp && strcmp(k->method, "initialize") == 0 &&
-        mcp_caps_filter(res.p, res.n, &f) == 0)
+        mcp_caps_filter(res.p, res.n, jrpc_wcall_messages(k->wc), &f) == 0)
         res = (jrpc_span_t){ f.p, f.len };
     int rc = pass_json(c->b, k->wc, res.p, res.n);
     jrpc_buf_dispose(&f);

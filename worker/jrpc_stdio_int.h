@@ -154,6 +154,8 @@ struct bridge {
     bool           mcp;       /* --mcp */
     jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON, its
                                  capabilities filtered: mcp_caps_filter); empty: none yet */
+    jrpc_buf_t     mcp_init_lc; /* --mcp: the same with listChanged kept (a client whose
+                                   broker passes the server's messages on) */
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
     bool           tools_pending; /* --mcp: the bridge's tools/list is out to a child */
     bool           tools_again;   /* --mcp: ... and the list changed since it was sent */
@@ -285,7 +287,7 @@ extern const mcp_method_t mcp_methods[];
 extern const size_t mcp_nmethods;
 #define MCP_NMETHODS mcp_nmethods
 bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n);
-int  mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out);
+int  mcp_caps_filter(const char *p, size_t n, bool list_changed, jrpc_buf_t *out);
 int  mcp_start(child_t *c);
 void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);
 

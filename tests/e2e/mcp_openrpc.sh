@@ -128,4 +128,18 @@ check "the document after list_changed validates" "$E2E_TMP/after.doc: valid" \
     "$($VALIDATE "$E2E_TMP/after.doc" 2>&1)"
 check "the broker logged both declarations (after the handshake, after list_changed)" 2 \
     "$(grep -c 'event=worker_schemas .*service=tools .*schemas=yes dropped=0' "$E2E_TMP/broker.log")"
+# ---- listChanged: offered where the server's messages reach the client ----
+# (the MCP path: the POST's stream; with --sessions also the GET stream),
+# not where they cannot (/rpc); the SDK client gets the notification.
+out=$(NODE_PATH=$NODE_MODS timeout 60 node "$HERE/mcp_list_changed.cjs" "$HTTP_URL/mcp/tools" "$ALL" 2>&1)
+echo "$out"
+check "SDK at /mcp/tools: tools.listChanged offered" "caps tools.listChanged=true" "$(grep '^caps' <<<"$out")"
+check "SDK: notifications/tools/list_changed received once" "list_changed n=1 tool=extra_1" \
+    "$(grep '^list_changed' <<<"$out")"
+check "SDK: the added tool listed" "tools has_added=true" "$(grep '^tools' <<<"$out")"
+caps_rpc=$(curl -s -H "Authorization: Bearer $ALL" -H 'Content-Type: application/json' \
+    --data-binary '{"jsonrpc":"2.0","id":1,"method":"tools.initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}' \
+    "$HTTP_URL/rpc")
+check "initialize over /rpc (no way for messages back): listChanged filtered" '{"tools":{}}' \
+    "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["result"]["capabilities"], separators=(",", ":")))' <<<"$caps_rpc")"
 e2e_finish
