@@ -642,6 +642,14 @@ int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t sessi
     return -ESRCH;
 }
 
+bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance)
+{
+    for (const worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->has_instance && wk->instance == instance)
+            return true;
+    return false;
+}
+
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
 {
     slot_t *s = &w->slots[handle];
