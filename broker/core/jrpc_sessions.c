@@ -235,6 +235,17 @@ typedef struct ready_ctx {
                                                                 first of them ("-": none) */
 } ready_ctx_t;
 
+/* Makes c->key, the "service." buffer its names are looked up in (c->slen
+ * > 0). 0 or -ENOMEM. */
+static int ready_key(ready_ctx_t *c)
+{
+    if ((c->key = malloc(c->slen + 1 + (size_t)c->w->opts.max_method_len)) == NULL)
+        return -ENOMEM;
+    memcpy(c->key, c->svc, c->slen);
+    c->key[c->slen] = '.';
+    return 0;
+}
+
 /* The entry a declared name of this READY is kept under (NULL: none yet). */
 static method_t *ready_find(const ready_ctx_t *c, const char *name, size_t n)
 {
@@ -327,22 +338,14 @@ static void ready_schemas(ready_ctx_t *c, const msgpack_object *sch)
 void on_schemas(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
 {
     ready_ctx_t c = { .w = w, .wk = wk, .svc = wk->service, .slen = (uint32_t)strlen(wk->service) };
-    if (c.slen) {
-        if ((c.key = malloc(c.slen + 1 + (size_t)w->opts.max_method_len)) == NULL)
-            return;
-        memcpy(c.key, c.svc, c.slen);
-        c.key[c.slen] = '.';
-    }
+    if (c.slen && ready_key(&c) < 0)
+        return;
     free(wk->sch);
     free(wk->schemas);
     wk->sch = NULL;
     wk->schemas = NULL;
     ready_schemas(&c, m->schemas);
     free(c.key);
-    if (c.mcp_refused)   /* expected: the first MCP service keeps the bare names */
-        JRPC_LOG(JRPC_LOG_INFO, "workers",
-                 "event=method_refused reason=mcp_protocol methods=%u service=%s owner=%s "
-                 "worker=%s", c.mcp_refused, wk->service, c.mcp_owner, wk->name);
     JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_schemas worker=%s service=%s bytes=%u "
              "schemas=%s dropped=%u", wk->name, wk->service[0] ? wk->service : "-",
              m->schemas->via.str.size, wk->schemas ? "yes" : "no", c.dropped);
@@ -418,10 +421,8 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
             ready_refuse(w, from, "bad_service", n, 0);
             return;
         }
-        if ((c.key = malloc(c.slen + 1 + (size_t)w->opts.max_method_len)) == NULL)
+        if (ready_key(&c) < 0)
             return;
-        memcpy(c.key, c.svc, c.slen);
-        c.key[c.slen] = '.';
     }
     for (uint32_t i = 0; c.slen && i < n && !c.mcp; i++)
         c.mcp = names[i].via.str.size == 10 && memcmp(names[i].via.str.ptr, "initialize", 10) == 0;
