@@ -37,6 +37,7 @@
 #include "jrpc_log.h"
 /* The module itself, so its pure helpers (multi_flags) are reachable. */
 #include "../../../broker/guard/jrpc_replay.c"
+#include "../../../broker/guard/jrpc_replay_group.c"
 #include "../../../broker/guard/jrpc_redis.c"
 
 extern char **environ;
