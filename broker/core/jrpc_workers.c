@@ -371,6 +371,9 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
     case JRPC_WIRE_MESSAGE:
         on_worker_message(w, wk, &m);
         break;
+    case JRPC_WIRE_SCHEMAS:
+        on_schemas(w, wk, &m);
+        break;
     default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
         break;
@@ -660,6 +663,14 @@ int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t sessi
         return rc;
     }
     return -ESRCH;
+}
+
+bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance)
+{
+    for (const worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->has_instance && wk->instance == instance)
+            return true;
+    return false;
 }
 
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
