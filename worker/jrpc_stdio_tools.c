@@ -69,8 +69,11 @@ static int tools_write(jrpc_buf_t *out, const msgpack_object *tools, uint32_t n,
     PUT("{\"tools/call\":{\"paramStructure\":\"by-name\",\"params\":[{\"name\":\"name\","
         "\"required\":true,\"schema\":{\"type\":\"string\"");
     for (int part = 0; part < 3; part++) {
-        static const char *const open[] = { ",\"enum\":[", "{\"name\":\"arguments\",\"schema\":"
-                                            "{\"type\":\"object\",\"anyOf\":[", "\"x-mcp-tools\":[" };
+        static const char *const open[] = {
+            ",\"enum\":[",
+            ("{\"name\":\"arguments\",\"schema\":" "{\"type\":\"object\",\"anyOf\":["),
+            "\"x-mcp-tools\":[",
+        };
         static const char *const close[] = { "]", "]", "]" };
         if (ntools == 0) {   /* enum and anyOf take one item at least */
             PUT(part == 0 ? "}}," : part == 1 ? "{\"name\":\"arguments\",\"schema\":"
