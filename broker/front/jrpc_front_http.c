@@ -876,6 +876,7 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->loop = loop;
     f->broker = broker;
     f->opts = *opts;
+    f->ok.content_type = "application/json";
     if (opts->tls && (f->pbuf = malloc(READ_BUF)) == NULL) {
         close(fd);
         free(f);

@@ -187,6 +187,7 @@ struct jrpc_front_http {
     uint32_t        nfree;
     jrpc_buf_t      err;        /* error bodies are written here */
     jrpc_http_date_t date;      /* the Date header, once per second */
+    jrpc_http_ok_t  ok;         /* a 200 JSON answer's head to its Content-Length, once per second */
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
     uv_timer_t      tick;       /* fires at the earliest deadline of the queues */
