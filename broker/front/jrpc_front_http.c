@@ -877,6 +877,7 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->broker = broker;
     f->opts = *opts;
     f->ok.content_type = "application/json";
+    f->mcp_path_len = opts->mcp_path ? strlen(opts->mcp_path) : 0;
     if (opts->tls && (f->pbuf = malloc(READ_BUF)) == NULL) {
         close(fd);
         free(f);

@@ -188,6 +188,7 @@ struct jrpc_front_http {
     jrpc_buf_t      err;        /* error bodies are written here */
     jrpc_http_date_t date;      /* the Date header, once per second */
     jrpc_http_ok_t  ok;         /* a 200 JSON answer's head to its Content-Length, once per second */
+    size_t          mcp_path_len; /* strlen(opts.mcp_path), 0 without one */
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
     uv_timer_t      tick;       /* fires at the earliest deadline of the queues */
