@@ -489,7 +489,9 @@ static void headers_done(conn_t *c)
         flush(c);
     }
     c->phase = PH_BODY;
-    if (h->chunked || cl > 0)
+    /* A body already in hand is read in this same feed: no deadline (the
+     * read slot's is dropped when it ends), one queue update less. */
+    if (h->chunked || cl > c->in_hand)
         arm(c, T_BODY);
 }
 
@@ -663,6 +665,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
         }
         switch (ev.kind) {
         case JRPC_HTTP_HEAD:
+            c->in_hand = n - done;
             headers_done(c);
             if (c->upgrading) { /* the rest is the WebSocket's, never HTTP */
                 ws_rest(c, p + done, n - done);

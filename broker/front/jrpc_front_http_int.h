@@ -163,6 +163,7 @@ struct conn {
     bool            peer_trusted; /* the peer is a --trusted-proxy: its requests name the client */
     const char     *zc;        /* the whole body, still in the read buffer */
     size_t          zc_len;
+    size_t          in_hand;   /* bytes of the read being fed past the reader's last verdict */
     jrpc_buf_t      body;      /* the body, when it came in pieces */
     jrpc_buf_t      in;        /* bytes read but not parsed (backpressure) */
     jrpc_http_reader_t rd;     /* the request reader: framing, checks, the head */
