@@ -295,7 +295,8 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
         else if (kind == JRPC_DONE_ERROR && x->mstat[i] != JRPC_METRICS_NONE)
             x->mstat[i] |= JRPC_METRICS_WORKER_ERROR;   /* its outcome: "error" */
         x->unanswered--;
-        stream_answer(b, x, i);
+        if (x->answer)   /* streamed only: no call otherwise (once per call) */
+            stream_answer(b, x, i);
     }
     settle(b, x);
 }

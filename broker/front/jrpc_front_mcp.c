@@ -265,13 +265,15 @@ void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
 }
 
 /* GET with Mcp-Session-Id: the session's stream, open until the client or
- * the session ends; the servers' messages outside calls come on it. */
+ * the session ends; the servers' messages outside calls come on it. 404
+ * (MCP: a session that does not exist) when the id names no bridge
+ * connected here (jrpc_broker_mcp_session_live). */
 void mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h)
 {
     jrpc_front_http_t *f = c->front;
     jrpc_span_t sid = mcp_session_of(h);
     c->discard = true;
-    if (sid.n > JRPC_MCP_SID_LEN) {
+    if (sid.n > JRPC_MCP_SID_LEN || !jrpc_broker_mcp_session_live(f->broker, sid)) {
         rec_error(c, r, 404, JRPC_SESSION_UNKNOWN, "no such session");
         r->state = R_PARSING;
         return;

@@ -1,11 +1,12 @@
 /* jrpc_replay — nonces claimed in Redis, one script call per loop turn, and an
  * epoch that tells when Redis lost its memory. This file is what is asked
  * of Redis and what its answers mean, and the API; the link that carries
- * them (connecting, Sentinel, reconnects, writes) is jrpc_redis.c, over the
+ * them (connecting, Sentinel, reconnects, writes) is jrpc_redis.c, the
+ * claims of one loop turn in one script are jrpc_replay_group.c, over the
  * state in jrpc_replay_int.h.
  *
  * Every claim is one EVALSHA of CLAIM_LUA (alone, or in mode 'm' with the
- * other claims of its loop turn: batch_write): it reads the epoch
+ * other claims of its loop turn: jrpc_replay_group.c): it reads the epoch
  * key, creates it if missing (SET only when absent, inside the script, so
  * several brokers converge on one value), and claims the nonce only when
  * the epoch is the one this broker knows. The epoch value is "<32 hex>:<unix s>", the
@@ -37,7 +38,6 @@
 #include "jrpc_log.h"
 #include "jrpc_metrics.h"
 
-#define MULTI_MAX 64          /* claims in one script at most (its run time is bounded) */
 #define MAX_BUFFERED (JRPC_REPLAY_IDEM_MAX + (1u << 20)) /* unparsed reply bytes before the
                                   connection is dropped: a stored reply and then some */
 
@@ -56,7 +56,7 @@
  * come again). Replies: {tag,'OK'}, {tag,'DUP'}, {tag,'EPOCH',value},
  * {tag,'LIMITED',microseconds until it would pass}.
  * Mode 'm' answers several claims at once (the claims of one loop turn:
- * see "Several claims, one script" below). Without ARGV[6] they are nonce
+ * jrpc_replay_group.c). Without ARGV[6] they are nonce
  * claims, KEYS[2..], after the one epoch check: {tag,'MULTI',flags}, flags
  * one character per nonce in KEYS order, '1' claimed now, '0' a replay; or
  * {tag,'EPOCH',value} for all. With ARGV[6], one character per claim says
@@ -142,8 +142,10 @@ const char CLAIM_LUA[] =
  * reply>" once it answered (jrpc_replay_idem_store, with --idempotency-ttl).
  * Replies: {tag,'RUN'} (claimed now: run it), {tag,'WAIT'} (running
  * elsewhere), {tag,'MISMATCH'} (another body under this key), {tag,'DONE',
- * reply}. Sent with EVAL (Redis caches the script by its hash). */
-static const char IDEM_LUA[] =
+ * reply}. Loaded at each connection with CLAIM_LUA and sent with EVALSHA;
+ * after NOSCRIPT (SCRIPT FLUSH) the claim fails closed and the next
+ * connection loads both again (script_error), as for the nonce claims. */
+const char IDEM_LUA[] =
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then "
     "  redis.call('SET', KEYS[1], 'run:' .. ARGV[2], 'PX', ARGV[3]) "
@@ -242,23 +244,37 @@ int adopt_epoch(jrpc_replay_t *r, const char *v, size_t n)
     return 0;
 }
 
+/* What Redis' error reply to a script (claims and idempotency keys) means:
+ * DROP_READONLY (-READONLY: a replica now, a failover demoted it; find the
+ * master), DROP_DESYNC (NOSCRIPT: SCRIPT FLUSH; the next connection loads
+ * the scripts again), else -EAGAIN (fail this one closed, keep the
+ * connection). Logs the first of a connection at WARN. */
+int script_error(jrpc_replay_t *r, const redisReply *rep)
+{
+    int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
+    r->warned_reply = true;
+    JRPC_LOG(level, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target, rep->str);
+    if (jrpc_sentinel_is_readonly(rep))
+        return DROP_READONLY;
+    return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? DROP_DESYNC : -EAGAIN;
+}
+
+/* Drops the connection for why (DROP_READONLY or DROP_DESYNC): what was
+ * sent on it is unanswered for sure and fails closed with the FIFO. */
+void drop_for(jrpc_replay_t *r, int why)
+{
+    conn_drop(r, why == DROP_READONLY ? "not_master" : "desync",
+              why == DROP_READONLY ? "READONLY: Redis is a replica now"
+                                   : "a reply that does not answer the command sent");
+}
+
 /* The claim's answer: 0, -EEXIST, -EAGAIN, -ESTALE; or DROP_DESYNC when
  * the reply does not answer this claim, DROP_READONLY when Redis says it
  * is not a master (the connection must go either way). */
-enum { DROP_DESYNC = 1, DROP_READONLY = 2 };
-
-static int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
+int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
 {
-    if (rep->type == REDIS_REPLY_ERROR) {
-        int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
-        r->warned_reply = true;
-        JRPC_LOG(level, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target, rep->str);
-        /* -READONLY: a replica now (a failover demoted it); find the master. */
-        if (jrpc_sentinel_is_readonly(rep))
-            return DROP_READONLY;
-        /* NOSCRIPT (SCRIPT FLUSH): the next connection loads it again. */
-        return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? DROP_DESYNC : -EAGAIN;
-    }
+    if (rep->type == REDIS_REPLY_ERROR)
+        return script_error(r, rep);
     const redisReply *word = script_word(rep, p);
     if (word == NULL)
         return DROP_DESYNC;
@@ -290,7 +306,7 @@ static int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
 
 /* Counts, frees and answers one claim. The callback may claim again or
  * destroy r (which stays allocated until its close callbacks). */
-static void claim_done(jrpc_replay_t *r, pending_t *p, int rc)
+void claim_done(jrpc_replay_t *r, pending_t *p, int rc)
 {
     uint64_t rtt_ns = jrpc_metrics_tick() - p->sent_ns;
     jrpc_hist_observe(&jrpc_metrics.redis_rtt, rtt_ns);
@@ -322,179 +338,15 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     int rc = claim_result(r, rep, p);
     if (rc > 0) {
         /* Unanswered for sure: fail it closed with the rest of the FIFO. */
-        conn_drop(r, rc == DROP_READONLY ? "not_master" : "desync",
-                  rc == DROP_READONLY ? "READONLY: Redis is a replica now"
-                                      : "a reply that does not answer the command sent");
+        drop_for(r, rc);
         claim_done(r, p, -EAGAIN);
         return;
     }
     if (rc == 0 && r->wait_n > 0 && p->nonce) {   /* fresh once its WAIT counts enough replicas */
-        p->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = p;
-        else
-            r->held = p;
-        r->held_tail = p;
+        pending_append(&r->held, &r->held_tail, p);
         return;
     }
     claim_done(r, p, rc);
-}
-
-/* The flags of a MULTI answer for n claims: n characters, each '1' (claimed
- * now) or '0' (a replay). Returns fresh[i] set for each, 0; or -1 when the
- * value cannot answer n claims (a desynchronised connection). Pure. */
-static int multi_flags(const redisReply *v, size_t n, bool *fresh)
-{
-    if (v->type != REDIS_REPLY_STRING || v->len != n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (v->str[i] != '0' && v->str[i] != '1')
-            return -1;
-        fresh[i] = v->str[i] == '1';
-    }
-    return 0;
-}
-
-/* Whether some claim of list (linked by next) checks a rate limit: its
- * script then answers in the long form (multi_verdicts). */
-static bool any_rate(const pending_t *list)
-{
-    for (; list != NULL; list = list->next)
-        if (list->rate)
-            return true;
-    return false;
-}
-
-/* The verdicts of a long MULTI answer {tag,'MULTI',flags,epoch,waits} for
- * the n claims of list: rc[i] 0 (passed), -EEXIST (a replay), -EDQUOT with
- * the claim's wait_us set (over its rate), -EAGAIN (its nonce not claimed:
- * the epoch differs, see handle_multi). Returns 0, or -1 when the answer
- * cannot be to these claims: a flag per claim, '0' and 'E' only for a
- * nonce, 'L' only for a rate limit, one wait (1 to 19 digits) per 'L', an
- * epoch value exactly when some flag is 'E' (or every claim is a rate
- * limit alone, which never reads it). Writes only the waits into list. */
-static int multi_verdicts(const redisReply *rep, pending_t *list, size_t n, int *rc)
-{
-    const redisReply *f = rep->element[2], *e = rep->element[3], *w = rep->element[4];
-    size_t at = 0;
-    bool stale = false, nonces = false;
-    if (f->len != n)
-        return -1;
-    for (size_t i = 0; i < n; i++, list = list->next) {
-        char c = f->str[i];
-        nonces |= list->nonce;
-        if ((c == '0' || c == 'E') && !list->nonce)
-            return -1;
-        if (c == 'L' && !list->rate)
-            return -1;
-        if (c == '1')
-            rc[i] = 0;
-        else if (c == '0')
-            rc[i] = -EEXIST;
-        else if (c == 'E')
-            rc[i] = -EAGAIN, stale = true;
-        else if (c != 'L')
-            return -1;
-        if (c != 'L')
-            continue;
-        uint64_t us = 0;
-        size_t d = 0;
-        if (at < w->len && at > 0 && w->str[at++] != ' ')
-            return -1;
-        for (; at < w->len && w->str[at] != ' ' && d < 19; at++, d++) {
-            if (w->str[at] < '0' || w->str[at] > '9')
-                return -1;
-            us = us * 10 + (uint64_t)(w->str[at] - '0');
-        }
-        if (d == 0 || (at < w->len && w->str[at] != ' '))
-            return -1;
-        list->wait_us = us ? us : 1;
-        rc[i] = -EDQUOT;
-    }
-    if (at != w->len || (stale != (e->len > 0) && nonces))
-        return -1;
-    return 0;
-}
-
-/* A claim's answer out of its script's: a fresh nonce waits for WAIT (with
- * --redis-wait-replicas) while the connection is the one that claimed it,
- * and fails closed when that connection is gone (its WAIT never comes). */
-static void multi_claim_done(jrpc_replay_t *r, const conn_t *conn, pending_t *c, int rc)
-{
-    if (rc == 0 && r->wait_n > 0 && c->nonce) {
-        if (r->conn != conn) {
-            claim_done(r, c, r->closing ? -ECANCELED : -EAGAIN);
-            return;
-        }
-        c->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = c;
-        else
-            r->held = c;
-        r->held_tail = c;
-        return;
-    }
-    claim_done(r, c, rc);
-}
-
-/* The answer to a script of several claims (mode 'm'): each claim gets its
- * own answer, as if it had been sent alone — fresh, a replay, over its
- * rate, the epoch's verdict (one for every nonce), Redis' error, or, for a
- * reply that does not answer it, the dropped connection's -EAGAIN. Callbacks run in claim order;
- * one may claim again (the others still get their answers) or destroy r
- * (the others then get -ECANCELED, as claims still queued would). */
-static void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply *rep)
-{
-    bool fresh[MULTI_MAX];
-    int verdict[MULTI_MAX];
-    size_t n = p->nclaims;
-    pending_t *list = p->claims;
-    int all = 1;   /* 1: per flag; 2: per verdict; else the rc of every claim */
-    bool epoch = false;   /* Redis lost its memory: -ESTALE for those signed too early */
-    const char *drop = NULL;
-
-    assert(n >= 1 && n <= MULTI_MAX);
-    if (rep->type == REDIS_REPLY_ERROR) {
-        /* The same verdicts as for one claim (claim_result). */
-        int rc = claim_result(r, rep, p);
-        all = rc > 0 ? -EAGAIN : rc;
-        if (rc > 0)
-            drop = rc == DROP_READONLY ? "not_master" : "desync";
-    } else {
-        const redisReply *word = script_word(rep, p);
-        bool rated = any_rate(list);   /* asked in the long form */
-        if (word != NULL && str_is(word, "MULTI") && rep->elements == 5 && rated &&
-            multi_verdicts(rep, list, n, verdict) == 0 &&
-            (rep->element[3]->len == 0 ||
-             adopt_epoch(r, rep->element[3]->str, rep->element[3]->len) == 0)) {
-            all = 2;
-            epoch = rep->element[3]->len > 0;
-        } else if (word != NULL && str_is(word, "MULTI") && rep->elements == 3 && !rated &&
-                   multi_flags(rep->element[2], n, fresh) == 0) {
-            all = 1;
-        } else if (word != NULL && str_is(word, "EPOCH") && !rated &&
-                   adopt_epoch(r, rep->element[2]->str, rep->element[2]->len) == 0) {
-            all = -EAGAIN;
-            epoch = true;
-        } else {
-            all = -EAGAIN;
-            drop = "desync";
-        }
-    }
-    free(p);
-    if (drop != NULL)   /* unanswered for sure: fail closed with the rest of the FIFO */
-        conn_drop(r, drop, strcmp(drop, "not_master") == 0 ? "READONLY: Redis is a replica now"
-                                  : "a reply that does not answer the command sent");
-    for (size_t i = 0; list != NULL; i++) {
-        pending_t *c = list;
-        list = c->next;
-        int rc = all == 2 ? verdict[i] : all != 1 ? all : fresh[i] ? 0 : -EEXIST;
-        if (epoch && rc == -EAGAIN && c->nonce && c->ts <= r->refuse_to)
-            rc = -ESTALE;
-        if (r->closing)   /* destroyed by a callback: the rest are cancelled, as if queued */
-            rc = -ECANCELED;
-        multi_claim_done(r, conn, c, rc);
-    }
 }
 
 /* WAIT's reply: how many replicas have every write before it, so every
@@ -531,27 +383,25 @@ static void handle_idem(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     int rc = -EAGAIN;
     const char *v = NULL;
     size_t n = 0;
-    bool desync = true;
+    int drop = DROP_DESYNC;   /* > 0: the connection goes (drop_for) */
     if (p->kind == CMD_STORE) {
         free(p);
         if (rep->type == REDIS_REPLY_ERROR)
             JRPC_LOG(JRPC_LOG_WARN, COMP, "event=idem_store_failed target=%s error=\"%.200s\"",
                      r->target, rep->str);
         else if (rep->type != REDIS_REPLY_STATUS || !str_is(rep, "OK"))
-            conn_drop(r, "desync", "a reply that does not answer the command sent");
+            drop_for(r, DROP_DESYNC);
         return;
     }
     char want[24];
     snprintf(want, sizeof want, "%llu", (unsigned long long)p->tag);
     if (rep->type == REDIS_REPLY_ERROR) {
-        desync = jrpc_sentinel_is_readonly(rep);
-        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target,
-                 rep->str);
+        drop = script_error(r, rep);
     } else if (rep->type == REDIS_REPLY_ARRAY && (rep->elements == 2 || rep->elements == 3) &&
                rep->element[0]->type == REDIS_REPLY_STRING && str_is(rep->element[0], want) &&
                rep->element[1]->type == REDIS_REPLY_STRING) {
         const redisReply *w = rep->element[1];
-        desync = false;
+        drop = 0;
         if (rep->elements == 2 && str_is(w, "RUN"))
             rc = 0;
         else if (rep->elements == 2 && str_is(w, "WAIT"))
@@ -564,14 +414,14 @@ static void handle_idem(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
             v = rep->element[2]->str;
             n = rep->element[2]->len;
         } else {
-            desync = true;
+            drop = DROP_DESYNC;
         }
     }
     jrpc_replay_idem_cb cb = p->icb;
     void *arg = p->arg;
     free(p);
-    if (desync) {
-        conn_drop(r, "desync", "a reply that does not answer the command sent");
+    if (drop > 0) {
+        drop_for(r, drop);
         cb(arg, -EAGAIN, NULL, 0);
         return;
     }
@@ -616,172 +466,6 @@ void process_replies(jrpc_replay_t *r, conn_t *conn)
 }
 
 /* ---- writes -------------------------------------------------------------- */
-
-static pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg);
-
-/* Several claims, one script (issue 35: group commit). The claims of one
- * loop turn (nonces, rate limits, or both: every body admitted in it)
- * wait on `batch` instead of being formatted at once;
- * the write of the turn (write_out) sends them as one EVALSHA in mode 'm'
- * (at most MULTI_MAX each), or as before when the turn had only one. Redis
- * then checks the epoch once and runs one script instead of N: the script
- * call's own cost, the epoch GET and the argument tables are paid once per
- * turn, and the broker formats and parses one command. Each claim still
- * gets its own answer (handle_multi). A claim waits for no other: only for
- * the end of its own loop turn, as before. */
-static void batch_push(jrpc_replay_t *r, pending_t *p)
-{
-    p->next = NULL;
-    if (r->batch_tail != NULL)
-        r->batch_tail->next = p;
-    else
-        r->batch = p;
-    r->batch_tail = p;
-    r->nbatch++;
-    if (!r->conn->connected)
-        set_writing(r->conn, true);
-    else if (!r->conn->writing) {
-        uv_check_start(&r->flush, on_flush);
-        uv_idle_start(&r->unblock, on_unblock);
-    }
-}
-
-/* Decimal digits of v at out (no NUL). Returns their count. */
-static size_t put_u64(char *out, uint64_t v)
-{
-    return (size_t)(jrpc_u64_put(out, v) - out);
-}
-
-/* The RESP bytes of one command (an array of bulk strings), as hiredis'
- * redisFormatCommandArgv writes them: "*<argc>\r\n" then "$<len>\r\n<arg>\r\n"
- * each. Writes at most cap bytes at out; returns the length, or 0 when it
- * does not fit. The claims' hot path writes its command this way and hands
- * the bytes to redisAppendFormattedCommand: hiredis' own formatter builds
- * it in sds pieces (sdscatfmt per header, sdsMakeRoomFor), about 4 000
- * instructions per script. Pure. */
-static size_t resp_format(char *out, size_t cap, int argc, const char **argv,
-                          const size_t *lens)
-{
-    size_t need = 1 + 20 + 2, n = 0;   /* the bound: each length at most 20 digits */
-    for (int i = 0; i < argc; i++) {
-        if (need > cap || lens[i] > cap - need || 25 > cap - need - lens[i])
-            return 0;
-        need += 25 + lens[i];
-    }
-    if (need > cap)
-        return 0;
-    out[n++] = '*';
-    n += put_u64(out + n, (uint64_t)argc);
-    out[n++] = '\r';
-    out[n++] = '\n';
-    for (int i = 0; i < argc; i++) {
-        out[n++] = '$';
-        n += put_u64(out + n, lens[i]);
-        out[n++] = '\r';
-        out[n++] = '\n';
-        if (lens[i])
-            memcpy(out + n, argv[i], lens[i]);
-        n += lens[i];
-        out[n++] = '\r';
-        out[n++] = '\n';
-    }
-    return n;
-}
-
-/* Arguments of the longest claim script: EVALSHA, the sha, the key count,
- * the epoch key, a nonce key and a rate key per claim, the epoch, the
- * proposal, the TTL, the tag, the mode, the kinds, a cost and a burst per
- * claim. */
-#define BATCH_ARGS_MAX (4 + 2 * MULTI_MAX + 6 + 2 * MULTI_MAX)
-/* Its bytes, each argument with resp_format's bound of 25 bytes around it. */
-#define BATCH_CMD_MAX (23 + BATCH_ARGS_MAX * 25 + 7 + 40 + 7 + sizeof EPOCH_KEY + \
-                       MULTI_MAX * (NKEY_MAX + RKEY_MAX) + 2 * EPOCH_MAX + 2 * 23 + 2 + \
-                       MULTI_MAX + 2 * MULTI_MAX * 20 + 1)
-
-/* Appends the batch's commands to conn's output buffer and their FIFO
- * entries: at most MULTI_MAX claims a script, in mode 'm' (with the kinds
- * and the rate arguments when some claim has a rate limit), or a lone
- * claim in its own mode. Returns 0, or -ENOMEM (what is left of the batch
- * stays on it: the caller drops the connection, which fails it). */
-int batch_write(jrpc_replay_t *r)
-{
-    while (r->batch != NULL) {
-        size_t n = r->nbatch < MULTI_MAX ? r->nbatch : MULTI_MAX;
-        const char *argv[BATCH_ARGS_MAX];
-        size_t lens[BATCH_ARGS_MAX];
-        char nk[8], prop[EPOCH_MAX + 1], tag[24], kinds[MULTI_MAX];
-        char nums[2 * MULTI_MAX][24];
-        size_t numn[2 * MULTI_MAX], nnum = 0, nkeys = 1, nonces = 0;
-        char cmd[BATCH_CMD_MAX];
-        pending_t *m = NULL, *p = r->batch;
-        bool rated = false;
-        int argc = 0;
-        uint64_t t;
-        if (n > 1) {
-            if ((m = pending_new(r, CMD_MULTI, NULL)) == NULL)
-                return -ENOMEM;
-            t = m->tag;
-        } else {
-            t = p->tag;
-        }
-        argv[argc] = "EVALSHA", lens[argc++] = 7;
-        argv[argc] = r->sha, lens[argc++] = strlen(r->sha);
-        argv[argc] = nk, lens[argc++] = 0;   /* the count, once known */
-        argv[argc] = EPOCH_KEY, lens[argc++] = sizeof EPOCH_KEY - 1;
-        for (size_t i = 0; i < n; i++, p = p->next) {
-            if (p->nonce)
-                argv[argc] = p->nkey, lens[argc++] = p->nkey_n;
-            if (p->rate) {
-                argv[argc] = p->rkey, lens[argc++] = p->rkey_n;
-                numn[nnum] = put_u64(nums[nnum], p->cost_us), nnum++;
-                numn[nnum] = put_u64(nums[nnum], p->burst_us), nnum++;
-            }
-            kinds[i] = p->nonce && p->rate ? 'b' : p->rate ? 'r' : 'n';
-            nkeys += (size_t)p->nonce + p->rate;
-            nonces += p->nonce;
-            rated |= p->rate;
-        }
-        lens[2] = put_u64(nk, nkeys);
-        size_t tagn = put_u64(tag, t);
-        proposal(r, prop, sizeof prop);
-        argv[argc] = r->epoch, lens[argc++] = strlen(r->epoch);
-        argv[argc] = prop, lens[argc++] = strlen(prop);
-        argv[argc] = r->ttl, lens[argc++] = strlen(r->ttl);
-        argv[argc] = tag, lens[argc++] = tagn;
-        argv[argc] = n > 1 ? "m" : kinds[0] == 'b' ? "nr" : kinds[0] == 'r' ? "r" : "n";
-        lens[argc] = strlen(argv[argc]);
-        argc++;
-        if (n > 1 && rated)
-            argv[argc] = kinds, lens[argc++] = n;
-        for (size_t i = 0; i < nnum; i++)
-            argv[argc] = nums[i], lens[argc++] = numn[i];
-        size_t len = resp_format(cmd, sizeof cmd, argc, argv, lens);
-        assert(len > 0);   /* BATCH_CMD_MAX bounds every argument */
-        if (redisAppendFormattedCommand(r->conn->c, cmd, len) != REDIS_OK) {
-            free(m);
-            return -ENOMEM;
-        }
-        /* Written: the first n leave the batch, for the FIFO. */
-        pending_t *first = r->batch, *last = first;
-        for (size_t i = 1; i < n; i++)
-            last = last->next;
-        r->batch = last->next;
-        if (r->batch == NULL)
-            r->batch_tail = NULL;
-        r->nbatch -= n;
-        last->next = NULL;
-        if (m != NULL) {
-            m->claims = first;
-            m->nclaims = n;
-            fifo_push(r, m);
-        } else {
-            fifo_push(r, first);
-        }
-        if (r->wait_n > 0)
-            r->unwaited += nonces;
-    }
-    return 0;
-}
 
 /* "<id>:<seconds>", what we write when the epoch key is missing: the time
  * Redis lost its memory at the latest (0 before we ever saw an epoch). */
@@ -908,7 +592,7 @@ void jrpc_replay_destroy(jrpc_replay_t **self_p)
 
 /* A command to queue: its kind, its callback's argument, sent now, and a
  * tag for the scripts to echo. NULL when out of memory. */
-static pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg)
+pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg)
 {
     pending_t *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -1058,8 +742,8 @@ int jrpc_replay_idem_claim(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key,
     char tag[24], ms[16];
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
     snprintf(ms, sizeof ms, "%u", run_ms ? run_ms : 1);
-    int rc = send_cmd(r, p, "EVAL %s 1 jrpc:idem:%b:%b %s %b %s", IDEM_LUA, who.p, who.n, key.p,
-                      key.n, tag, fp, (size_t)64, ms);
+    int rc = send_cmd(r, p, "EVALSHA %s 1 jrpc:idem:%b:%b %s %b %s", r->idem_sha, who.p, who.n,
+                      key.p, key.n, tag, fp, (size_t)64, ms);
     if (rc < 0)
         free(p);
     return rc;

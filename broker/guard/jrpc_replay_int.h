@@ -1,8 +1,8 @@
 /* jrpc_replay_int — the state the files of jrpc_replay share.
  *
- * Internal to broker/guard: not installed, and included only by the two
+ * Internal to broker/guard: not installed, and included only by the three
  * files of the module and their tests. jrpc_replay is one module (one
- * public header, jrpc_replay.h) in two files, one job each:
+ * public header, jrpc_replay.h) in three files, one job each:
  *
  *   jrpc_redis.c   the link to Redis: connecting (a fixed address, or the
  *                  master found through Sentinel), the handshake, reconnects
@@ -10,18 +10,20 @@
  *   jrpc_replay.c  what is asked of Redis and what its answers mean (each
  *                  reply matched with the FIFO's head): the claim scripts
  *                  (nonces, rate limits, idempotency keys), the epoch that
- *                  fences off a memory loss, several claims in one script,
- *                  WAIT, the API
+ *                  fences off a memory loss, WAIT, the API
+ *   jrpc_replay_group.c  several claims in one script: the claims of a loop
+ *                  turn batched, written as one EVALSHA (its RESP bytes),
+ *                  and its answer split into one verdict per claim
  *
- * The hot paths stay within a file: a claim queued (claim, batch_push), the
- * batch written (batch_write, resp_format), the replies read
- * (process_replies and the handlers) are all in jrpc_replay.c; the link
- * calls into it once per write and once per read (a claim whose keys do
+ * The hot paths stay within the module's two claim files: a claim queued
+ * (claim, then batch_push), the batch written (batch_write, resp_format),
+ * the replies read (process_replies, handle_multi); the link
+ * calls into them once per write and once per read (a claim whose keys do
  * not fit the batch's buffers is queued through the link's send_argv). The FIFO
- * of commands sent (one pending_t each) is here, as static inline: both
- * files queue on it, every command once.
+ * of commands sent (one pending_t each) is here, as static inline: every
+ * file queues on it, every command once.
  *
- * The functions one file lends the other are declared at the end, each
+ * The functions one file lends the others are declared at the end, each
  * described where it is defined, under the names they had as static
  * functions of one file (the unit test and the fuzz target compile the
  * files in and call them by these names): they are seen by the broker only,
@@ -49,9 +51,10 @@
 #define EPOCH_MAX 64          /* longest epoch value we accept from Redis */
 #define NKEY_MAX (sizeof "jrpc:nonce::" + 64 + 64) /* id and nonce: 64 bytes at most */
 #define RKEY_MAX (sizeof "jrpc:rate:" + 72)       /* who: a key id or "addr:<ip>" (jrpc_rate.h) */
+#define MULTI_MAX 64          /* claims in one script at most (its run time is bounded) */
 
 enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO,
-                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE };
+                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE, CMD_LOAD_IDEM };
 
 /* One command written to the current connection and not yet answered. */
 typedef struct pending {
@@ -121,7 +124,8 @@ struct jrpc_replay {
     int64_t            lost_at;     /* when Redis last lost its memory, as far as we know (0: never) */
     char               epoch[EPOCH_MAX + 1]; /* the epoch value we know, "" before the first */
     char               id[33];      /* random, this process: the first half of our proposals */
-    char               sha[41];     /* SCRIPT LOAD's answer on this connection */
+    char               sha[41];     /* SCRIPT LOAD's answer on this connection: CLAIM_LUA */
+    char               idem_sha[41];/* ... and IDEM_LUA (CMD_LOAD_IDEM) */
     char               ttl[24];     /* 2 × window_s, decimal */
     char               dbs[24];     /* database index, decimal */
     jrpc_sentinel_t   *where;       /* the URL: a fixed address, or the master through Sentinel */
@@ -135,14 +139,21 @@ struct jrpc_replay {
 
 /* ---- the FIFO ------------------------------------------------------------ */
 
-static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+/* Appends p to the list from *head to *tail (linked by next): the FIFO,
+ * the batch, the held claims. */
+static inline void pending_append(pending_t **head, pending_t **tail, pending_t *p)
 {
     p->next = NULL;
-    if (r->tail != NULL)
-        r->tail->next = p;
+    if (*tail != NULL)
+        (*tail)->next = p;
     else
-        r->head = p;
-    r->tail = p;
+        *head = p;
+    *tail = p;
+}
+
+static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+{
+    pending_append(&r->head, &r->tail, p);
     r->npending++;
 }
 
@@ -156,6 +167,12 @@ static inline pending_t *fifo_pop(jrpc_replay_t *r)
         r->tail = NULL;
     r->npending--;
     return p;
+}
+
+/* Decimal digits of v at out (no NUL). Returns their count. */
+static inline size_t put_u64(char *out, uint64_t v)
+{
+    return (size_t)(jrpc_u64_put(out, v) - out);
 }
 
 static inline bool str_is(const redisReply *rep, const char *s)
@@ -180,13 +197,25 @@ int  send_argv(jrpc_replay_t *r, pending_t *p, int argc, const char **argv, cons
 int  send_cmd(jrpc_replay_t *r, pending_t *p, const char *fmt, ...);
 
 /* jrpc_replay.c */
+/* claim_result's answers that drop the connection (it returns them > 0). */
+enum { DROP_DESYNC = 1, DROP_READONLY = 2 };
 extern const char CLAIM_LUA[];
+extern const char IDEM_LUA[];
+int  script_error(jrpc_replay_t *r, const redisReply *rep);
+void drop_for(jrpc_replay_t *r, int why);
+int  claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p);
+void claim_done(jrpc_replay_t *r, pending_t *p, int rc);
+pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg);
 const redisReply *script_word(const redisReply *rep, const pending_t *p);
 int  adopt_epoch(jrpc_replay_t *r, const char *v, size_t n);
 void process_replies(jrpc_replay_t *r, conn_t *conn);
-int  batch_write(jrpc_replay_t *r);
 int  send_wait(jrpc_replay_t *r);
 void proposal(const jrpc_replay_t *r, char *buf, size_t n);
 void free_self(jrpc_replay_t *r);
+
+/* jrpc_replay_group.c */
+void batch_push(jrpc_replay_t *r, pending_t *p);
+int  batch_write(jrpc_replay_t *r);
+void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply *rep);
 
 #endif

@@ -1,6 +1,6 @@
 /* fuzz_redis — libFuzzer target for the Redis reply path of the replay guard
- * (broker/guard/jrpc_replay.c and jrpc_redis.c, included so their static
- * functions are reachable).
+ * (broker/guard/jrpc_replay.c, jrpc_replay_group.c and jrpc_redis.c,
+ * included so their static functions are reachable).
  *
  * Each input is what Redis (or anything on the path) sends back to the
  * broker. A jrpc_replay_t is put in the state it has on a live connection —
@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "jrpc_replay.c"
+#include "jrpc_replay_group.c"
 #include "jrpc_redis.c"
 
 #define CHECK(cond)                                                                  \
