@@ -30,8 +30,8 @@ bool mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_
         *svc = (jrpc_span_t){ NULL, 0 };
     if (m == NULL || !jrpc_http_head_path(h, &u, &n))
         return false;
-    size_t k = strlen(m);
-    if (n < k || memcmp(u, m, k) != 0)
+    size_t k = f->mcp_path_len;   /* (every POST asks: no strlen, and "/rpc" is told by a byte) */
+    if (n < k || (k > 1 && u[1] != m[1]) || memcmp(u, m, k) != 0)
         return false;
     if (n == k)
         return true;
