@@ -38,7 +38,7 @@ static const uint8_t ecls[256] = {
 
 int jrpc_json_string_size(const char *s, size_t n, size_t *out)
 {
-    const uint8_t *p = (const uint8_t *)s, *end = p + n;
+    const uint8_t *p = (const uint8_t *)s, *end = n ? p + n : p;   /* NULL + 0 is UB */
     size_t extra = 2;
     while (p < end) {
         uint8_t c = ecls[*p];
@@ -61,7 +61,7 @@ int jrpc_json_string_size(const char *s, size_t n, size_t *out)
 char *jrpc_json_string_put(char *w, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    const uint8_t *p = (const uint8_t *)s, *end = p + n, *run = p;
+    const uint8_t *p = (const uint8_t *)s, *end = n ? p + n : p, *run = p;
     *w++ = '"';
     for (; p < end; p++) {
         uint8_t c = *p;
