@@ -2,13 +2,16 @@
 # Broker hot path under callgrind: instructions (Ir) per call, and the top
 # functions by Ir share. Instruction counts repeat from run to run, unlike
 # wall-clock time on a shared machine.
-#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http [BATCH] [SECONDS] [TOP]
+#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http|ws [BATCH] [SECONDS] [TOP]
 # PROF_CMAKE: more cmake options for build-prof (e.g. -DJRPC_LTO=OFF); without it the
 # defaults are set again (LTO on), so a setting does not outlive its run.
 # IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
 # and holds them through the run: what they cost the active calls, in Ir.
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
-# (default batch 1). Starts a Release broker (with -g) under valgrind and one
+# (default batch 1); ws: one text message per batch on a kept WebSocket
+# (default batch 100; driven by jrpc-bench-ws-load --phase ws, `add` [1,2]
+# only: METHOD and PARAMS do not apply), so `ws 100` and `http 100` compare
+# what a message and a request cost the broker (issue 35). Starts a Release broker (with -g) under valgrind and one
 # demo worker on 127.0.0.1, drives it with jrpc-bench (2 connections, closed
 # loop), stops it with SIGTERM; prints Ir per call (the counters are zeroed
 # when the load starts and dumped when it ends: start-up and shutdown are not
@@ -23,13 +26,13 @@
 # thread's loop, lists its inclusive cost, not its own).
 set -eu
 cd "$(dirname "$0")/.."
-mode=${1:?zmq or http} 
-case $mode in zmq) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq or http" >&2; exit 2 ;; esac
+mode=${1:?zmq, http or ws}
+case $mode in zmq|ws) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq, http or ws" >&2; exit 2 ;; esac
 secs=${3:-10} top=${4:-25}
 source bench/build_rel.sh
 # shellcheck disable=SC2086  # PROF_CMAKE is a list of options
 build_rel build-prof -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} jrpc-broker jrpc-worker jrpc-bench \
-    jrpc-bench-idle
+    jrpc-bench-idle jrpc-bench-ws-load
 idle=${IDLE:-0}
 [ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
 B=build-prof/bin
@@ -45,15 +48,26 @@ hp=
 trap 'kill $bp $wp $hp 2>/dev/null' EXIT
 url=tcp://127.0.0.1:$port
 [ "$mode" = http ] && url=http://127.0.0.1:$((port + 2))
-sleep 3
+# Ready when a call is answered over HTTP (a broker under valgrind on a loaded
+# machine can take far longer than a fixed pause to listen; 120 s at most).
+for _ in $(seq 240); do
+    curl -s -m 2 -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}' \
+        "http://127.0.0.1:$((port + 2))/rpc" 2>/dev/null | grep -q '"result"' && break
+    sleep 0.5
+done
 if [ "$idle" -gt 0 ]; then
     $B/jrpc-bench-idle 127.0.0.1:$((port + 2)) "$idle" 100000 >build-prof/idle.out & hp=$!
     until grep -q '^holding' build-prof/idle.out; do sleep 0.5; done
     head -n 1 build-prof/idle.out
 fi
 callgrind_control -z $bp >/dev/null 2>&1   # count the run only: not start-up, not the idle connections' opening
+if [ "$mode" = ws ]; then
+    calls=$($B/jrpc-bench-ws-load --port $((port + 2)) --phase ws --batch "$batch" --connections 2 --duration "$secs" |
+            sed -n 's/.* calls_total=\([0-9]*\).*/\1/p')
+else
 calls=$($B/jrpc-bench --url "$url" ${METHOD:+--method "$METHOD"} ${PARAMS:+--params "$PARAMS"} --batch "$batch" --connections 2 --duration "$secs" --warmup 0 --json |
         sed -n 's/.*"calls":\([0-9]*\).*/\1/p')
+fi
 callgrind_control -d $bp >/dev/null 2>&1   # a dump now, before shutting down costs anything
 dump=$out.1
 kill -TERM $bp
