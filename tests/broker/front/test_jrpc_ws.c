@@ -520,10 +520,11 @@ static void test_frames_read_here(void **state)
     make(1 << 20);
     jrpc_buf_init(&in);
     text(&in, "[1]");
-    text(&in, "[\"abcdefghij\xff\"]");
+    text(&in, "[\"abcdefghijklmnopq\xc3\xa9rstuvwxyz0123456789\"]");   /* é among the first 32 */
+    text(&in, "[\"abcdefghijklmnopq\xc3rstuvwxyz0123456789\"]");       /* a lone lead byte */
     text(&in, "[2]");
     assert_int_equal(feed(&in, 0), 1);
-    assert_int_equal(T.nmsgs, 1);
+    assert_int_equal(T.nmsgs, 2);
     assert_int_equal(jrpc_ws_code_sent(T.ws), 1007);
     assert_true(wrote_close(1007));
     jrpc_buf_dispose(&in);
