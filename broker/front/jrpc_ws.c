@@ -12,7 +12,7 @@
  *
  * A whole text frame in one feed, with FIN, while wslay stands between
  * frames and no fragmented message is open, is read here, not by wslay
- * (issue 35): unmasked 32 bytes at a time into one buffer the session
+ * (issue 35): unmasked 64 bytes at a time into one buffer the session
  * keeps, its UTF-8 checked only when a byte is not ASCII, and handed on as
  * wslay would have. wslay copied each frame into its own buffer and
  * unmasked it byte by byte, which made a message cost the broker more
@@ -361,22 +361,35 @@ typedef uint8_t v16_t __attribute__((vector_size(16)));
 
 /* dst[i] = src[i] ^ key[i % 4] for i < n; returns whether every byte of
  * dst is below 0x80 (then it is UTF-8 without a further look). One pass,
- * 32 bytes a turn. */
+ * 64 bytes a turn. */
 static bool unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4])
 {
     v16_t k, acc = { 0 };
     for (size_t j = 0; j < 16; j++)
         k[j] = key[j & 3];
     size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        v16_t a, b;
+    for (; i + 64 <= n; i += 64) {
+        v16_t a, b, c, d;
         memcpy(&a, src + i, 16);
         memcpy(&b, src + i + 16, 16);
+        memcpy(&c, src + i + 32, 16);
+        memcpy(&d, src + i + 48, 16);
         a ^= k;
         b ^= k;
+        c ^= k;
+        d ^= k;
         memcpy(dst + i, &a, 16);
         memcpy(dst + i + 16, &b, 16);
-        acc |= a | b;
+        memcpy(dst + i + 32, &c, 16);
+        memcpy(dst + i + 48, &d, 16);
+        acc |= (a | b) | (c | d);
+    }
+    for (; i + 16 <= n; i += 16) {
+        v16_t a;
+        memcpy(&a, src + i, 16);
+        a ^= k;
+        memcpy(dst + i, &a, 16);
+        acc |= a;
     }
     uint8_t hi = 0;
     for (; i < n; i++) {
