@@ -452,6 +452,12 @@ static int on_write(void *arg, const char *p, size_t n)
     return s->io.write(s->conn, p, n);
 }
 
+static int on_write2(void *arg, const char *a, size_t an, const char *p, size_t n)
+{
+    jrpc_front_ws_t *s = arg;
+    return s->o.write2(s->conn, a, an, p, n);
+}
+
 /* One message to the peer; past the send queue's limit, the close 1008. */
 static void send_text(jrpc_front_ws_t *s, const char *p, size_t n)
 {
@@ -545,7 +551,8 @@ jrpc_front_ws_t *jrpc_front_ws_new(uv_loop_t *loop, jrpc_broker_t *broker,
     jrpc_buf_init(&s->pend);
     s->hold = jrpc_broker_hold_new(broker, on_hold_wake, s);
     jrpc_ws_opts_t wo = { .max_msg = opts->max_msg };
-    jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write };
+    jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write,
+                          .write2 = opts->write2 ? on_write2 : NULL };
     if ((s->ws = jrpc_ws_new(&wo, &cbs, s)) == NULL) {
         jrpc_broker_hold_release(&s->hold);
         free(s);

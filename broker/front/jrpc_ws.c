@@ -522,6 +522,13 @@ int jrpc_ws_send_text(jrpc_ws_t *ws, const char *p, size_t n)
                 h[2 + k] = (uint8_t)((uint64_t)n >> (56 - 8 * k));
             hl = 10;
         }
+        if (ws->cbs.write2 && !ws->feeding && ws->out.len == 0) {
+            if (ws->cbs.write2(ws->arg, (const char *)h, hl, p, n) < 0) {
+                ws->failed = true;
+                return -EPIPE;
+            }
+            return 0;
+        }
         if (jrpc_buf_reserve(&ws->out, hl + n) < 0)
             return -ENOMEM;
         jrpc_buf_append(&ws->out, h, hl);

@@ -23,6 +23,7 @@ static struct {
     unsigned   nmsgs;
     bool       fail_write;
     bool       echo;         /* answer each message from inside the callback */
+    unsigned   nwrite2;      /* calls of write2 */
     jrpc_ws_t *ws;
 } T;
 
@@ -42,6 +43,15 @@ static int on_write(void *arg, const char *p, size_t n)
     if (T.fail_write)
         return -1;
     return jrpc_buf_append(&T.out, p, n);
+}
+
+static int on_write2(void *arg, const char *a, size_t an, const char *p, size_t n)
+{
+    (void)arg;
+    T.nwrite2++;
+    if (T.fail_write)
+        return -1;
+    return jrpc_buf_append(&T.out, a, an) < 0 ? -1 : jrpc_buf_append(&T.out, p, n);
 }
 
 static jrpc_ws_t *make(uint64_t max_msg)
@@ -200,6 +210,42 @@ static void test_send(void **state)
     assert_int_equal(feed(&in, 0), 0);
     assert_int_equal(T.out.len, 10);
     assert_memory_equal(T.out.p, "\x81\x03[1]\x81\x03[2]", 10);
+    jrpc_buf_dispose(&in);
+    done();
+}
+
+/* With write2: a text frame sent outside a feed goes out as its header and
+ * the caller's payload (the same bytes, one call); inside a feed it joins
+ * the burst, written once at its end; a failed write2 ends the session. */
+static void test_send_write2(void **state)
+{
+    (void)state;
+    make(1 << 20);
+    jrpc_ws_destroy(&T.ws);
+    jrpc_ws_opts_t o = { .max_msg = 1 << 20 };
+    jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write, .write2 = on_write2 };
+    T.ws = jrpc_ws_new(&o, &cbs, NULL);
+    assert_non_null(T.ws);
+    char big[300];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(jrpc_ws_send_text(T.ws, big, sizeof big), 0);
+    assert_int_equal(T.nwrite2, 1);
+    assert_int_equal(T.out.len, 4 + sizeof big);
+    assert_memory_equal(T.out.p, "\x81\x7e\x01\x2c", 4);
+    assert_memory_equal(T.out.p + 4, big, sizeof big);
+    T.out.len = 0;
+    T.echo = true;
+    jrpc_buf_t in;
+    jrpc_buf_init(&in);
+    text(&in, "[1]");
+    text(&in, "[2]");
+    assert_int_equal(feed(&in, 0), 0);
+    assert_int_equal(T.nwrite2, 1);
+    assert_int_equal(T.out.len, 10);
+    assert_memory_equal(T.out.p, "\x81\x03[1]\x81\x03[2]", 10);
+    T.fail_write = true;
+    assert_int_equal(jrpc_ws_send_text(T.ws, "ok", 2), -EPIPE);
+    assert_true(jrpc_ws_over(T.ws));
     jrpc_buf_dispose(&in);
     done();
 }
@@ -537,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_accept_key),
         cmocka_unit_test(test_messages_any_split),
         cmocka_unit_test(test_send),
+        cmocka_unit_test(test_send_write2),
         cmocka_unit_test(test_peer_close),
         cmocka_unit_test(test_close_codes),
         cmocka_unit_test(test_close_ping_write_failure),
