@@ -51,6 +51,7 @@ url=tcp://127.0.0.1:$port
 # Ready when a call is answered over HTTP (a broker under valgrind on a loaded
 # machine can take far longer than a fixed pause to listen; 120 s at most).
 for _ in $(seq 240); do
+    kill -0 $bp 2>/dev/null || { echo "profile.sh: the broker exited (build-prof/valgrind.$mode.log)" >&2; exit 1; }
     curl -s -m 2 -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1}' \
         "http://127.0.0.1:$((port + 2))/rpc" 2>/dev/null | grep -q '"result"' && break
     sleep 0.5

@@ -12,7 +12,7 @@
  *
  * A whole text frame in one feed, with FIN, while wslay stands between
  * frames and no fragmented message is open, is read here, not by wslay
- * (issue 35): unmasked 64 bytes at a time into one buffer the session
+ * (issue 35): unmasked 64 or 128 (AVX2) bytes at a time into one buffer the session
  * keeps, its UTF-8 checked only when a byte is not ASCII, and handed on as
  * wslay would have. wslay copied each frame into its own buffer and
  * unmasked it byte by byte, which made a message cost the broker more
@@ -359,11 +359,86 @@ static int queue_close(jrpc_ws_t *ws, uint16_t code, const char *reason)
  * alignment does not matter. */
 typedef uint8_t v16_t __attribute__((vector_size(16)));
 
+/* The bytes after the vector loops: 16 at a time, then one by one; acc
+ * gathers every unmasked byte's bits. */
+static uint8_t unmask_tail(uint8_t *dst, const uint8_t *src, size_t i, size_t n,
+                           const uint8_t key[4], v16_t k, v16_t *acc)
+{
+    for (; i + 16 <= n; i += 16) {
+        v16_t a;
+        memcpy(&a, src + i, 16);
+        a ^= k;
+        memcpy(dst + i, &a, 16);
+        *acc |= a;
+    }
+    uint8_t hi = 0;
+    for (; i < n; i++) {
+        dst[i] = src[i] ^ key[i & 3];
+        hi |= dst[i];
+    }
+    return hi;
+}
+
+static bool all_ascii(v16_t acc, uint8_t hi)
+{
+    uint64_t w[2];
+    memcpy(w, &acc, 16);
+    return !((w[0] | w[1]) & 0x8080808080808080ull) && !(hi & 0x80);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_PATH 1
+typedef uint8_t v32_t __attribute__((vector_size(32)));
+
+/* unmask() with AVX2, 128 bytes a turn: half the instructions per byte. */
+__attribute__((target("avx2"))) static bool unmask_avx2(uint8_t *dst, const uint8_t *src, size_t n,
+                                                        const uint8_t key[4])
+{
+    v32_t k, acc = { 0 };
+    for (size_t j = 0; j < 32; j++)
+        k[j] = key[j & 3];
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        v32_t a, b, c, d;
+        memcpy(&a, src + i, 32);
+        memcpy(&b, src + i + 32, 32);
+        memcpy(&c, src + i + 64, 32);
+        memcpy(&d, src + i + 96, 32);
+        a ^= k;
+        b ^= k;
+        c ^= k;
+        d ^= k;
+        memcpy(dst + i, &a, 32);
+        memcpy(dst + i + 32, &b, 32);
+        memcpy(dst + i + 64, &c, 32);
+        memcpy(dst + i + 96, &d, 32);
+        acc |= (a | b) | (c | d);
+    }
+    uint8_t w[32];
+    memcpy(w, &acc, 32);
+    v16_t k16, acc16;
+    memcpy(&k16, &k, 16);
+    memcpy(&acc16, w, 16);
+    v16_t hi16;
+    memcpy(&hi16, w + 16, 16);
+    acc16 |= hi16;
+    uint8_t hi = unmask_tail(dst, src, i, n, key, k16, &acc16);
+    return all_ascii(acc16, hi);
+}
+#endif
+
 /* dst[i] = src[i] ^ key[i % 4] for i < n; returns whether every byte of
  * dst is below 0x80 (then it is UTF-8 without a further look). One pass,
- * 64 bytes a turn. */
+ * 64 bytes a turn (128 with AVX2, when the CPU has it). */
 static bool unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4])
 {
+#ifdef HAVE_AVX2_PATH
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2)
+        return unmask_avx2(dst, src, n, key);
+#endif
     v16_t k, acc = { 0 };
     for (size_t j = 0; j < 16; j++)
         k[j] = key[j & 3];
@@ -384,21 +459,8 @@ static bool unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key
         memcpy(dst + i + 48, &d, 16);
         acc |= (a | b) | (c | d);
     }
-    for (; i + 16 <= n; i += 16) {
-        v16_t a;
-        memcpy(&a, src + i, 16);
-        a ^= k;
-        memcpy(dst + i, &a, 16);
-        acc |= a;
-    }
-    uint8_t hi = 0;
-    for (; i < n; i++) {
-        dst[i] = src[i] ^ key[i & 3];
-        hi |= dst[i];
-    }
-    uint64_t w[2];
-    memcpy(w, &acc, 16);
-    return !((w[0] | w[1]) & 0x8080808080808080ull) && !(hi & 0x80);
+    uint8_t hi = unmask_tail(dst, src, i, n, key, k, &acc);
+    return all_ascii(acc, hi);
 }
 
 /* The whole text frames at the start of f[0, n) that wslay need not read

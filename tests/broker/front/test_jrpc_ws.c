@@ -572,6 +572,25 @@ static void test_frames_read_here(void **state)
     assert_int_equal(feed(&in, 0), 1);
     assert_int_equal(T.nmsgs, 2);
     assert_int_equal(jrpc_ws_code_sent(T.ws), 1007);
+    jrpc_buf_dispose(&in);
+    done();
+
+    /* the same past the first 128 bytes (the widest vector turn) */
+    make(1 << 20);
+    jrpc_buf_init(&in);
+    char wide[300];
+    memset(wide, 'w', sizeof wide);
+    wide[0] = '"';
+    wide[sizeof wide - 1] = '"';
+    memcpy(wide + 140, "\xc3\xa9", 2);
+    frame(&in, true, 1, wide, sizeof wide, true);
+    wide[141] = 'x';   /* a lead byte without its continuation */
+    frame(&in, true, 1, wide, sizeof wide, true);
+    text(&in, "[2]");
+    assert_int_equal(feed(&in, 0), 1);
+    assert_int_equal(T.nmsgs, 1);
+    assert_int_equal(T.lens[0], sizeof wide);
+    assert_int_equal(jrpc_ws_code_sent(T.ws), 1007);
     assert_true(wrote_close(1007));
     jrpc_buf_dispose(&in);
     done();
