@@ -36,7 +36,7 @@ build_rel build-prof -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} jrpc-broke
 idle=${IDLE:-0}
 [ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
 B=build-prof/bin
-port=$((30000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))   # below the ephemeral range (32768-): a port in use made the broker exit
 out=build-prof/callgrind.out.$mode
 rm -f "$out"*
 valgrind --tool=callgrind --callgrind-out-file="$out" \
