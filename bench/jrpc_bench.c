@@ -46,6 +46,7 @@
 #include "jrpc_json.h"
 #include "jrpc_keys.h"
 #include "jrpc_timing.h"
+#include "jrpc_bench_phases.h"
 
 #define MAX_CONNECTIONS 1024
 #define MAX_BATCH       100000
@@ -109,35 +110,8 @@ typedef struct {
     codes_t codes;       /* JSON-RPC error codes */
     codes_t fail_codes;  /* transport failures by -errno */
     char last_fail[256];
-    hist_t phase_h[JRPC_TIMING_PHASES];   /* the broker's timing per phase (µs) */
-    uint64_t phase_sum[JRPC_TIMING_PHASES]; /* ... their sums (µs), for the means */
-    uint64_t timed, timed_us;   /* batches with a timing; the sum of their client latency */
-    uint64_t bad_timing;        /* timings that did not read as Server-Timing */
+    phases_t ph;         /* the broker's timing per phase (jrpc_bench_phases.h) */
 } worker_t;
-
-/* The broker's timing of one answered batch, measured us µs by the client
- * (libjrpc-client keeps it from the header, the trailer, the SSE end event
- * or the ZeroMQ reply head). */
-static void take_timing(worker_t *w, jrpc_client_t *c, uint64_t us)
-{
-    const char *st = jrpc_client_server_timing(c);
-    if (*st == '\0')
-        return;
-    jrpc_timing_t t;
-    if (jrpc_timing_parse(st, strlen(st), &t) <= 0) {
-        w->bad_timing++;
-        return;
-    }
-    w->timed++;
-    w->timed_us += us;
-    for (int i = 0; i < JRPC_TIMING_PHASES; i++) {
-        if (!(t.has & (1u << i)))
-            continue;
-        uint64_t pus = (t.ns[i] + 500) / 1000;
-        hist_record(&w->phase_h[i], pus, 1);
-        w->phase_sum[i] += pus;
-    }
-}
 
 static uint64_t rnd_next(uint64_t *s)  /* xorshift64* */
 {
@@ -386,8 +360,7 @@ static void *conn_main(void *arg)
     jrpc_client_opts_t opts = o_tls;
     opts.timeout_ms = o_timeout_ms;
     opts.server_timing = o_timing;
-    for (int i = 0; i < JRPC_TIMING_PHASES; i++)
-        hist_init(&w->phase_h[i]);
+    phases_init(&w->ph);
     jrpc_client_t *c = jrpc_client_new(o_url, &opts);
     if (!c) {
         w->create_error = errno ? errno : EINVAL;
@@ -438,7 +411,7 @@ static void *conn_main(void *arg)
             continue;
         uint64_t us = (uint64_t)((done - sched) * 1e6 + 0.5);
         if (o_timing)
-            take_timing(w, c, us);
+            phases_take(&w->ph, jrpc_client_server_timing(c), us);
         if (o_stream) {   /* the answers were taken as they came; the end is the summary */
             w->c.batches++;
             w->c.calls += (uint64_t)o_batch;
@@ -605,29 +578,6 @@ static int key_from_file(const char *path, const char *want)
     return key ? 0 : -1;
 }
 
-/* Whether an executable gnuplot is on the PATH (checked before the run, so
- * that a missing one does not cost the user the whole measurement). */
-static int find_gnuplot(void)
-{
-    const char *path = getenv("PATH");
-    if (!path)
-        return 0;
-    char dir[4096];
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, ":");
-        if (n > 0 && n < sizeof dir - 16) {
-            memcpy(dir, p, n);
-            strcpy(dir + n, "/gnuplot");
-            if (access(dir, X_OK) == 0)
-                return 1;
-        }
-        p += n;
-        if (*p == ':')
-            p++;
-    }
-    return 0;
-}
-
 static void parse_args(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPCALLS, O_SLEEPMS,
@@ -755,7 +705,7 @@ static void parse_args(int argc, char **argv)
     if (jrpc_json_validate(o_params, strlen(o_params), JRPC_JSON_MAX_DEPTH) != 0 ||
         (o_params[strspn(o_params, " \t\r\n")] != '[' && o_params[strspn(o_params, " \t\r\n")] != '{'))
         usage_error("--params must be a JSON array or object", o_params);
-    if (o_plot && !find_gnuplot()) {
+    if (o_plot && !phases_find_gnuplot()) {
         fprintf(stderr, "jrpc-bench: --plot needs gnuplot on the PATH "
                         "(Debian: apt-get install gnuplot-nox)\n");
         exit(2);
@@ -783,175 +733,6 @@ static void json_codes(const char *name, const codes_t *c)
     if (c->other)
         printf("%s\"other\":%" PRIu64, c->n ? "," : "", c->other);
     printf("}");
-}
-
-static double mean_us(uint64_t sum, uint64_t n)
-{
-    return n ? (double)sum / (double)n : 0;
-}
-
-/* The broker's timing beside the client's latency: each phase's
- * percentiles and mean (phases that never happened are left out), then the
- * mean batch latency split into inside and outside the broker. */
-static void print_timing(const worker_t *t, int json)
-{
-    if (json)
-        printf("\"server_timing_us\":{\"batches\":%" PRIu64 ",\"unreadable\":%" PRIu64,
-               t->timed, t->bad_timing);
-    else if (t->timed == 0)
-        printf("  server timing: none came back%s\n",
-               t->bad_timing ? " readable" : " (a broker with --server-timing off, or older)");
-    else
-        printf("  server ms         p50        p90        p99      p99.9        max       mean\n");
-    for (int i = 0; i < JRPC_TIMING_PHASES && t->timed; i++) {
-        const hist_t *h = &t->phase_h[i];
-        if (h->total == 0)
-            continue;
-        if (json)
-            printf(",\"%s\":{", jrpc_timing_name(i));
-        else
-            printf("  %-8s", jrpc_timing_name(i));
-        loop_print_percentiles(h, json);
-        double m = mean_us(t->phase_sum[i], h->total);
-        if (json)
-            printf(",\"mean\":%.1f}", m);
-        else
-            printf(" %10.3f\n", m / 1000.0);
-    }
-    double client = mean_us(t->timed_us, t->timed);
-    double inside = mean_us(t->phase_sum[JRPC_TIMING_TOTAL], t->phase_h[JRPC_TIMING_TOTAL].total);
-    if (json) {
-        printf(",\"client_mean\":%.1f,\"outside_mean\":%.1f},", client,
-               client > inside ? client - inside : 0);
-    } else if (t->timed) {
-        printf("  (the broker's Server-Timing of %" PRIu64 " batches; queue and worker are each "
-               "batch's slowest call. Mean batch latency %.3f ms at the client: %.3f ms in the "
-               "broker, %.3f ms outside it: network, kernel, client)\n", t->timed,
-               client / 1000.0, inside / 1000.0, client > inside ? (client - inside) / 1000.0 : 0);
-    }
-}
-
-/* This run's means in ms, one TSV row: label, then parse ... total, then the
- * client's mean batch latency (the --plot-series format). */
-static void series_row(FILE *f, const worker_t *t)
-{
-    fprintf(f, "b%d c%d", o_batch, o_conns);
-    if (o_rate > 0)
-        fprintf(f, " r%g", o_rate);
-    for (int i = 0; i < JRPC_TIMING_PHASES; i++)
-        fprintf(f, "\t%.4f", mean_us(t->phase_sum[i], t->timed) / 1000.0);  /* absent: 0 */
-    fprintf(f, "\t%.4f\n", mean_us(t->timed_us, t->timed) / 1000.0);
-}
-
-/* The percentile curve, HdrHistogram-style: x is 1/(1-q) on a log axis, so
- * 90%, 99%, 99.9%... are evenly spaced; y is the latency, per batch, the
- * broker's total beside it (when it sent its timing) and per call (when
- * streamed). The curve ends at the maximum: the last point is the highest
- * value, at x = the count (q = 1 - 1/count). Below it, when timings came
- * back: where the batch latency went, each phase's mean stacked, one bar
- * per run of the --plot-series file (or this run alone). The data go to
- * gnuplot inline (datablocks), the script through a pipe. Returns 0, or -1
- * with the reason on stderr. */
-static int plot(const char *file, const hist_t *bh, const hist_t *ch, const worker_t *t,
-                double cps)
-{
-    FILE *g = popen("gnuplot", "w");
-    if (!g) {
-        fprintf(stderr, "jrpc-bench: cannot run gnuplot: %s\n", strerror(errno));
-        return -1;
-    }
-    const hist_t *sh = t->timed ? &t->phase_h[JRPC_TIMING_TOTAL] : NULL;
-    fprintf(g, "$d << EOD\n");
-    /* q = 1 - 10^(-k/20): 20 points per decade while the histogram has at
-     * least 1/(1-q) values, then the maximum at x = the count. */
-    uint64_t total = bh->total > 0 ? bh->total : 1;
-    for (int k = 0; k <= 180; k++) {
-        double inv = pow(10.0, k / 20.0), q = 100.0 * (1.0 - 1.0 / inv);
-        if (k > 0 && inv >= (double)total)
-            break;
-        fprintf(g, "%.6f %.4f %.4f %.4f\n", inv, (double)hist_percentile(bh, q) / 1000.0,
-                (double)hist_percentile(ch, q) / 1000.0,
-                sh ? (double)hist_percentile(sh, q) / 1000.0 : 0.0);
-    }
-    if (total > 1)
-        fprintf(g, "%.6f %.4f %.4f %.4f\n", (double)total, (double)bh->max / 1000.0,
-                (double)ch->max / 1000.0, sh ? (double)sh->max / 1000.0 : 0.0);
-    fprintf(g, "EOD\n");
-    if (t->timed && !o_series) {
-        fprintf(g, "$s << EOD\n");
-        series_row(g, t);
-        fprintf(g, "EOD\n");
-    }
-    char url[256];  /* inside a single-quoted gnuplot string */
-    size_t n = 0;
-    for (const char *p = o_url; *p && n < sizeof url - 1; p++)
-        if (*p != '\'' && *p != '\n' && *p != '\r')
-            url[n++] = *p;
-    url[n] = 0;
-    int stacked = t->timed > 0;
-    fprintf(g, "set terminal pngcairo size 960,%d noenhanced\n"
-               "set output '%s'\n"
-               "%s"
-               "set title 'jrpc-bench %s: %s loop",
-            stacked ? 1200 : 600, file, stacked ? "set multiplot layout 2,1\n" : "", url,
-            o_rate > 0 ? "open" : "closed");
-    if (o_rate > 0)
-        fprintf(g, " at %g batches/s", o_rate);
-    fprintf(g, ", batch %d, %d connections, %.0f calls/s'\n"
-               "set logscale x\n"
-               /* gnuplot reads tic labels as formats: %%%% is one percent sign. */
-               "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, "
-               "'99.999%%%%' 100000, '99.9999%%%%' 1000000, '99.99999%%%%' 10000000, "
-               "'99.999999%%%%' 100000000)\n"
-               "set xrange [1:%.6f]\n"
-               "set xlabel 'percentile (the last point: the maximum)'\n"
-               "set ylabel 'latency (ms)'\n"
-               "set yrange [0:*]\n"
-               "set grid\n"
-               "set key top left\n"
-               "plot $d using 1:2 with lines lw 2 title 'per batch (client)'",
-            o_batch, o_conns, cps, total > 1 ? (double)total : 10.0);
-    if (sh)
-        fprintf(g, ", $d using 1:4 with lines lw 2 dt 3 title 'per batch: the broker''s total'");
-    if (o_stream)
-        fprintf(g, ", $d using 1:3 with lines lw 2 dt 2 title 'per call (each answer''s own)'");
-    fprintf(g, "\n");
-    if (stacked) {
-        /* columns: 1 label, 2 parse, 3 auth, 4 redis, 5 queue, 6 worker,
-         * 7 gather, 8 total, 9 the client's mean */
-        char src[600];
-        if (o_series)
-            snprintf(src, sizeof src, "'%s'", o_series);
-        else
-            snprintf(src, sizeof src, "$s");
-        fprintf(g, "unset logscale x\n"
-                   "unset xrange\n"
-                   "set xtics auto\n"
-                   "set datafile separator tab\n"
-                   "set title 'where the batch latency went: mean per phase (queue, worker: "
-                   "the slowest call)'\n"
-                   "set style data histograms\n"
-                   "set style histogram rowstacked\n"
-                   "set style fill solid 0.8 border -1\n"
-                   "set boxwidth 0.7\n"
-                   "set xlabel 'run (b: batch size, c: connections, r: batches/s)'\n"
-                   "set ylabel 'mean latency (ms)'\n"
-                   "set key outside right top\n"
-                   "pos(x) = x > 0 ? x : 0\n"
-                   "plot %s using 2:xtic(1) title 'parse', '' using 3 title 'auth', "
-                   "'' using 4 title 'redis', '' using 5 title 'queue', '' using 6 title 'worker', "
-                   "'' using 7 title 'gather', "
-                   "'' using (pos($8-$2-$3-$4-$5-$6-$7)) title 'other (in the broker)', "
-                   "'' using (pos($9-$8)) title 'outside the broker'\n"
-                   "unset multiplot\n",
-                src);
-    }
-    int st = pclose(g);
-    if (st != 0) {
-        fprintf(stderr, "jrpc-bench: gnuplot failed to draw %s (status %d)\n", file, st);
-        return -1;
-    }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -987,6 +768,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
     worker_t tot;
     memset(&tot, 0, sizeof tot);
+    phases_init(&tot.ph);
     double last = loop_join(ws, sizeof *ws, o_conns, &tot.c, t_warm);
     const char *last_fail = "";
     int create_error = 0;
@@ -1008,15 +790,7 @@ int main(int argc, char **argv)
             codes_add(&tot.fail_codes, w->fail_codes.v[i].code, w->fail_codes.v[i].n);
         if (w->last_fail[0])
             last_fail = w->last_fail;
-        for (int i = 0; i < JRPC_TIMING_PHASES; i++) {
-            if (k == 0)
-                hist_init(&tot.phase_h[i]);
-            hist_merge(&tot.phase_h[i], &w->phase_h[i]);
-            tot.phase_sum[i] += w->phase_sum[i];
-        }
-        tot.timed += w->timed;
-        tot.timed_us += w->timed_us;
-        tot.bad_timing += w->bad_timing;
+        phases_merge(&tot.ph, &w->ph);
     }
     if (create_error) {
         fprintf(stderr, "jrpc-bench: %s: %s\n", o_url, jrpc_client_strerror(-create_error));
@@ -1030,11 +804,15 @@ int main(int argc, char **argv)
                           tot.c.batches, tot.c.calls, &tot.c.batch_h,
                           o_stream ? &tot.c.call_h : NULL, o_stream ? &tot.c.first_h : NULL };
     loop_print_report(&rep, o_json);
+    char label[64];
+    int ln = snprintf(label, sizeof label, "b%d c%d", o_batch, o_conns);
+    if (o_rate > 0)
+        snprintf(label + ln, sizeof label - (size_t)ln, " r%g", o_rate);
     if (o_timing)
-        print_timing(&tot, o_json);
-    if (o_series && tot.timed) {
+        phases_print(&tot.ph, o_json);
+    if (o_series && tot.ph.timed) {
         FILE *f = fopen(o_series, "a");
-        if (f == NULL || (series_row(f, &tot), fclose(f)) != 0)
+        if (f == NULL || (phases_series_row(f, label, &tot.ph), fclose(f)) != 0)
             fprintf(stderr, "jrpc-bench: cannot append to %s: %s\n", o_series, strerror(errno));
     }
     if (o_handshakes && o_json)
@@ -1082,7 +860,8 @@ int main(int argc, char **argv)
             printf("  ids: %" PRIu64 " expected, %" PRIu64 " lost, %" PRIu64 " duplicated, %" PRIu64
                    " unknown\n", tot.expected_ids, tot.lost, tot.duplicated, tot.unexpected);
     }
-    int plot_failed = o_plot && plot(o_plot, &tot.c.batch_h, &tot.c.call_h, &tot, cps) < 0;
+    phases_plot_t po = { o_url, label, o_series, o_rate, o_batch, o_conns, o_stream, cps };
+    int plot_failed = o_plot && phases_plot(o_plot, &tot.c.batch_h, &tot.c.call_h, &tot.ph, &po) < 0;
     if (o_secret) {
         explicit_bzero(o_secret, strlen(o_secret));
         free(o_secret);

@@ -69,7 +69,7 @@ valgrind --tool=callgrind --callgrind-out-file="$T/cgr" --instr-atstart=no \
 pids+=($!)
 vg=$!
 for _ in $(seq 100); do redis-cli -p $rp PING >/dev/null 2>&1 && break; sleep 0.2; done
-lua=$(sed -n '/^static const char CLAIM_LUA\[\] =/,/;$/p' broker/guard/jrpc_replay.c |
+lua=$(sed -n '/^const char CLAIM_LUA\[\] =/,/;$/p' broker/guard/jrpc_replay.c |
       sed '1d; s/^ *"//; s/" *;\{0,1\}$//; s/\\"/"/g')
 sha=$(redis-cli -p $rp SCRIPT LOAD "$lua")
 redis-cli -p $rp SET jrpc:epoch E >/dev/null

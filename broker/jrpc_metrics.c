@@ -121,7 +121,11 @@ void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, const uint32_t *
     jrpc_metrics_t *m = &jrpc_metrics;
     uint64_t answers = 0, errors = 0, took = jrpc_metrics_since(t0);
     uint64_t run_n = 0, run_errs = 0;
-    uint32_t run = JRPC_METRICS_NONE;
+    /* The record of the run being counted; NONE's id (NONE without the
+     * worker-error bit) stands for calls not counted per method, so that a
+     * call costs one compare whatever its tag. */
+    const uint32_t none = JRPC_METRICS_NONE & ~JRPC_METRICS_WORKER_ERROR;
+    uint32_t run = none;
     for (uint32_t i = 0; i < req->ncalls; i++) {
         const jrpc_call_t *c = &req->calls[i];
         if (c->notification)
@@ -129,18 +133,18 @@ void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, const uint32_t *
         answers++;
         uint32_t tag = mstat ? mstat[i] : JRPC_METRICS_NONE;
         uint32_t id = tag & ~JRPC_METRICS_WORKER_ERROR;
-        if (tag != JRPC_METRICS_NONE && id != run) {
-            if (run != JRPC_METRICS_NONE)
+        if (id != run) {
+            if (run != none)
                 method_run(run, run_n, run_errs, took);
             run = id;
             run_n = run_errs = 0;
         }
-        run_n += tag != JRPC_METRICS_NONE;
+        run_n++;
         if (!c->error)
             continue;
         errors++;
         jrpc_metrics_error(c->code);
-        if (tag == JRPC_METRICS_NONE)
+        if (id == none)
             continue;
         jrpc_metrics_method_t *r = &m->meth[id];
         r->calls[tag & JRPC_METRICS_WORKER_ERROR ? JRPC_CALL_ERROR
@@ -148,7 +152,7 @@ void jrpc_metrics_reply(int transport, const jrpc_batch_t *req, const uint32_t *
         jrpc_metrics_method_error(r, c->code);
         run_errs++;
     }
-    if (run != JRPC_METRICS_NONE)
+    if (run != none)
         method_run(run, run_n, run_errs, took);
     unsigned t = jrpc_metrics_transport(transport);
     m->calls[t][0] += answers - errors;

@@ -193,7 +193,7 @@ static int handshake(jrpc_client_zmtp_t *z, int64_t deadline)
         return rc == -EPIPE ? -ECONNRESET : rc;
     bool greeted = false;
     for (;;) {
-        const uint8_t *p = (const uint8_t *)z->in.p + z->off;
+        const uint8_t *p = z->off ? (const uint8_t *)z->in.p + z->off : (const uint8_t *)z->in.p;
         size_t len = z->in.len - z->off, need = JRPC_ZMTP_GREETING_LEN;
         if (!greeted) {
             rc = jrpc_zmtp_greeting_check(p, len, &z->why);

@@ -1378,7 +1378,8 @@ bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *l
     size_t n = h->target_len;
     if (h->target_cut && memchr(u, '?', n) == NULL)
         return false; /* the path itself was cut */
-    if (n >= 7 && strncasecmp(u, "http://", 7) == 0) { /* absolute-form */
+    /* absolute-form (origin-form, "/...", is the usual: one byte tells) */
+    if (n >= 7 && (u[0] | 0x20) == 'h' && strncasecmp(u, "http://", 7) == 0) {
         const char *slash = memchr(u + 7, '/', n - 7);
         if (slash == NULL)
             return false;

@@ -1,6 +1,7 @@
 /* jrpc_http_response — see jrpc_http_response.h. */
 #include "jrpc_http_response.h"
 
+#include <assert.h>
 #include <string.h>
 
 const char *jrpc_http_reason(unsigned status)
@@ -153,4 +154,67 @@ int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
 #undef LIT
 #undef PUT
     return (int)(w - dst);
+}
+
+/* Two digits at a time. */
+static const char pairs[201] = "0001020304050607080910111213141516171819"
+                               "2021222324252627282930313233343536373839"
+                               "4041424344454647484950515253545556575859"
+                               "6061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
+_Static_assert(sizeof "HTTP/1.1 200 OK\r\nDate: \r\nContent-Type: \r\nContent-Length: " - 1 +
+                   JRPC_HTTP_DATE_LEN + JRPC_HTTP_OK_CTYPE_MAX <= JRPC_HTTP_OK_TEXT,
+               "the 200 head's prefix fits the copy");
+
+char *jrpc_http_ok_head(jrpc_http_ok_t *c, time_t now, uint64_t content_length, char *dst)
+{
+    if (c->date.sec != (int64_t)now || c->len == 0) {
+        const char *date = jrpc_http_date(&c->date, now);
+        size_t tl = strlen(c->content_type);
+        assert(tl <= JRPC_HTTP_OK_CTYPE_MAX);
+        char *w = c->text;
+#define LIT(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
+        LIT("HTTP/1.1 200 OK\r\nDate: ");
+        memcpy(w, date, JRPC_HTTP_DATE_LEN);
+        w += JRPC_HTTP_DATE_LEN;
+        LIT("\r\nContent-Type: ");
+        memcpy(w, c->content_type, tl);
+        w += tl;
+        LIT("\r\nContent-Length: ");
+#undef LIT
+        c->len = (uint16_t)(w - c->text);
+    }
+    memcpy(dst, c->text, JRPC_HTTP_OK_TEXT);   /* the padding is overwritten next */
+    char *w = dst + c->len;
+    uint64_t v = content_length;
+    if (v < 100) {
+        if (v < 10) {
+            *w++ = (char)('0' + v);
+        } else {
+            memcpy(w, pairs + 2 * v, 2);
+            w += 2;
+        }
+    } else if (v < 10000) {
+        uint32_t hi = (uint32_t)v / 100, lo = (uint32_t)v - hi * 100;
+        if (hi >= 10) {
+            memcpy(w, pairs + 2 * hi, 2);
+            w += 2;
+        } else {
+            *w++ = (char)('0' + hi);
+        }
+        memcpy(w, pairs + 2 * lo, 2);
+        w += 2;
+    } else {
+        char digits[20], *d = digits + sizeof digits;
+        do {
+            *--d = (char)('0' + v % 10);
+            v /= 10;
+        } while (v != 0);
+        size_t nd = (size_t)(digits + sizeof digits - d);
+        memcpy(w, d, nd);
+        w += nd;
+    }
+    memcpy(w, "\r\n", 2);
+    return w + 2;
 }

@@ -62,4 +62,28 @@ typedef struct jrpc_http_resp {
  * or -1 when it does not fit (dst is then garbage). */
 int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r);
 
+/* The head of the usual answer, "HTTP/1.1 200 OK", its Date and one
+ * Content-Type up to the Content-Length value, kept built per second: the
+ * front's answers copy it whole (a fixed size, no strlen) instead of
+ * writing it line by line (bench/profile.sh http 1). Zero-initialised
+ * storage is a valid cache once content_type is set. */
+#define JRPC_HTTP_OK_CTYPE_MAX 48
+#define JRPC_HTTP_OK_TEXT 144   /* what is copied: the prefix (134 bytes at most), then padding */
+typedef struct jrpc_http_ok {
+    const char      *content_type; /* set once by the owner; at most JRPC_HTTP_OK_CTYPE_MAX bytes */
+    jrpc_http_date_t date;         /* the second text[] shows */
+    uint16_t         len;          /* the prefix's length in text[] (0: none yet) */
+    char             text[JRPC_HTTP_OK_TEXT]; /* "HTTP/1.1 200 OK\r\nDate: ...\r\nContent-Type: ...\r\nContent-Length: " */
+} jrpc_http_ok_t;
+
+/* Room jrpc_http_ok_head needs at dst. */
+#define JRPC_HTTP_OK_MAX (JRPC_HTTP_OK_TEXT + 20 + 2)
+
+/* Writes what jrpc_http_response_head writes for status 200 with the Date
+ * of now, c's content type, content_length and no Connection line, up to
+ * the extra lines: "HTTP/1.1 200 OK\r\nDate: D\r\nContent-Type: T\r\n
+ * Content-Length: N\r\n". The caller adds its lines and the empty line.
+ * dst must hold JRPC_HTTP_OK_MAX bytes. Returns the end of what it wrote. */
+char *jrpc_http_ok_head(jrpc_http_ok_t *c, time_t now, uint64_t content_length, char *dst);
+
 #endif

@@ -237,7 +237,7 @@ int jrpc_tls_feed(jrpc_tls_t *t, const char *p, size_t n)
         return 0;
     }
     /* Bytes of an earlier feed are still unread: keep them, then these. */
-    if (t->in_p >= t->held.p && t->in_p < t->held.p + t->held.len) {
+    if (t->held.p && t->in_p >= t->held.p && t->in_p < t->held.p + t->held.len) {
         memmove(t->held.p, t->in_p, t->in_n);
         t->held.len = t->in_n;
     } else {

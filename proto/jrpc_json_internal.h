@@ -133,6 +133,11 @@ static inline int jrpc_jp_string(jrpc_jp_t *j, jrpc_span_t *raw, bool *plain)
  * (room for n bytes suffices). Returns the number of bytes written. */
 size_t jrpc_json_unescape(const char *raw, size_t n, char *dst);
 
+/* Checks the UTF-8 sequence at p (p < end) for jrpc_json_write.c's string
+ * sizing: the reader's own check. Returns its length, JRPC_JSON_EINCOMPLETE
+ * when end cuts a sequence that is valid so far, or JRPC_JSON_EMALFORMED. */
+int jrpc_json_utf8_seq(const uint8_t *p, const uint8_t *end);
+
 /* Sizing and writing of msgpack as JSON, in two passes so that the writer
  * never checks room: _size checks representability and sets *n to an upper
  * bound of the text's length; _put writes it (only after _size said 0) and

@@ -381,6 +381,20 @@ void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)
     put_batch_end(out, JRPC_WIRE_RESPONSE, nanswers);
 }
 
+int jrpc_wire_put_schemas(jrpc_buf_t *out, const char *schemas, size_t n)
+{
+    assert(n <= JRPC_WIRE_SCHEMAS_MAX);
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    jrpc_mpack_packer_init(&pk, out);
+    PACK(put_head(&pk, 3, JRPC_WIRE_SCHEMAS));
+    PACK(jrpc_mpack_put_str(&pk, schemas, n));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
 /* ---- decoding ---- */
 
 static int get_uint(const msgpack_object *o, uint64_t max, uint64_t *v)
@@ -536,6 +550,15 @@ static int decode_message(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     return 0;
 }
 
+/* [1, 8, schemas]: a str (its JSON is the broker's to check). */
+static int decode_schemas(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    if (a->size < 3 || a->ptr[2].type != MSGPACK_OBJECT_STR)
+        return JRPC_WIRE_EMALFORMED;
+    m->schemas = &a->ptr[2];
+    return 0;
+}
+
 static int decode_items(const msgpack_object_array *a, jrpc_wire_msg_t *m)
 {
     if (a->size < 3)
@@ -566,7 +589,7 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
     if (a->ptr[0].via.u64 != JRPC_WIRE_VERSION)
         return JRPC_WIRE_EVERSION;
     uint64_t type;
-    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_MESSAGE, &type) < 0)
+    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_SCHEMAS, &type) < 0)
         return JRPC_WIRE_EMALFORMED;
     switch (type) {
     case JRPC_WIRE_READY:
@@ -587,6 +610,9 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
         break;
     case JRPC_WIRE_MESSAGE:
         rc = decode_message(a, m);
+        break;
+    case JRPC_WIRE_SCHEMAS:
+        rc = decode_schemas(a, m);
         break;
     default:
         rc = JRPC_WIRE_EMALFORMED;

@@ -33,6 +33,8 @@ enum jrpc_wire_type {
     JRPC_WIRE_REJECT     = 6,  /* worker → broker: a REQUEST it could not decode */
     JRPC_WIRE_MESSAGE    = 7,  /* both ways: a message for the client of a call or a
                                   session, or the client's response / end of session */
+    JRPC_WIRE_SCHEMAS    = 8,  /* worker → broker: its READY "schemas" replaced (the
+                                  methods stay as READY declared them) */
 };
 
 /* MESSAGE bounds (PROTOCOL.md 2.6): a body's bytes, a session id's bytes. */
@@ -136,6 +138,12 @@ void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
  * body.p == NULL, nil. Returns 0 or -ENOMEM. */
 int jrpc_wire_put_message(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t session, jrpc_span_t body);
 
+/* SCHEMAS [1, 8, schemas] (PROTOCOL.md 2.7): JSON text of the READY option's
+ * form, at most JRPC_WIRE_SCHEMAS_MAX bytes (asserted), replacing what the
+ * worker declared for its methods (a discovery document's facts only).
+ * Returns 0 or -ENOMEM. */
+int jrpc_wire_put_schemas(jrpc_buf_t *out, const char *schemas, size_t n);
+
 /* RESPONSE: _begin, then per answer either _result_head followed by the
  * result's msgpack bytes appended by the caller, or _error; then _end. */
 int jrpc_wire_put_response_begin(jrpc_buf_t *out);
@@ -166,8 +174,9 @@ typedef struct jrpc_wire_msg {
                                            NULL when not sent */
     const msgpack_object *service;      /* options "service": a str (not checked against
                                            the token rule here), or NULL when not sent */
-    const msgpack_object *schemas;      /* options "schemas": a str (JSON text, not
-                                           checked here), or NULL when not sent */
+    const msgpack_object *schemas;      /* options "schemas" (or SCHEMAS' own): a str
+                                           (JSON text, not checked here), or NULL when
+                                           not sent */
     /* REQUEST and RESPONSE */
     const msgpack_object *items;        /* the items array */
     uint32_t nitems;                    /* >= 1 */

@@ -273,7 +273,7 @@ static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
     jrpc_buf_t f;
     jrpc_buf_init(&f);
     if (c->b->mcp && strcmp(k->method, "initialize") == 0 &&
-        mcp_caps_filter(res.p, res.n, &f) == 0)
+        mcp_caps_filter(res.p, res.n, jrpc_wcall_messages(k->wc), &f) == 0)
         res = (jrpc_span_t){ f.p, f.len };
     int rc = pass_json(c->b, k->wc, res.p, res.n);
     jrpc_buf_dispose(&f);
@@ -285,6 +285,7 @@ static void answer_result(child_t *c, call_t *k, jrpc_span_t res)
 
 void child_message(child_t *c, const char *p, size_t n)
 {
+    static const char tools_changed[] = "\"notifications/tools/list_changed\"";
     jrpc_child_msg_t m;
     switch (jrpc_child_msg_parse(p, n, &m)) {
     case JRPC_CHILD_GARBAGE:
@@ -292,6 +293,9 @@ void child_message(child_t *c, const char *p, size_t n)
         CHILD_LOG(c, n, JRPC_LOG_WARN, "event=child_garbage pid=%d bytes=%zu", c->pid, n);
         return;
     case JRPC_CHILD_NOTIFICATION:
+        if (c->b->mcp && c->ready && m.method.n == sizeof tools_changed - 1 &&
+            memcmp(m.method.p, tools_changed, m.method.n) == 0)
+            tools_ask(c);   /* and passed on to clients as well */
         if (c->b->mcp && sess_child_message(c, &m, p, n))
             return;
         CHILD_LOG(c, n, JRPC_LOG_DEBUG, "event=child_notification pid=%d method=%.*s", c->pid,
@@ -346,6 +350,11 @@ void child_message(child_t *c, const char *p, size_t n)
     if (k->mcp_init) {
         call_free(k);
         mcp_initialized(c, &m);
+        return;
+    }
+    if (k->mcp_tools) {
+        call_free(k);
+        tools_listed(c, &m);
         return;
     }
     if (k->wc == NULL) {

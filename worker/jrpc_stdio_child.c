@@ -292,6 +292,8 @@ void child_lost(child_t *c, const char *why)
             failed++;
             c->lost++;
         }
+        if (k->mcp_tools)
+            b->tools_pending = false;   /* asked again at the next child's handshake */
         call_fail(k, JRPC_WORKER_FAILED);
         call_free(k);
     }

@@ -17,6 +17,8 @@
  *   jrpc_stdio_mcp.c     --mcp: the method set declared, the handshake with
  *                        each child, a client's initialize answered from
  *                        it, its notifications/initialized swallowed
+ *   jrpc_stdio_tools.c   --mcp: the child's tools/list declared for the
+ *                        broker's discovery document
  *   jrpc_stdio_sess.c    --mcp: sessions (--sessions: ids, the pinning, the
  *                        end, expiry) and the children's messages to
  *                        clients (notifications, requests and their answers)
@@ -85,6 +87,7 @@ typedef struct call {
     uint64_t      deadline;  /* uv_now() ms; UINT64_MAX: none */
     uint64_t      t_sent;    /* uv_hrtime() at the write */
     bool          mcp_init;  /* --mcp: the bridge's own initialize (wc is NULL) */
+    bool          mcp_tools; /* --mcp: the bridge's own tools/list (wc is NULL) */
     unsigned      pin;       /* --sessions: the child slot + 1 its session lives on; 0: any */
     int           pin_pid;   /* that child's pid when the session began */
     uint32_t      nmsg;      /* messages passed to its client (MSG_PER_CALL at most) */
@@ -151,7 +154,12 @@ struct bridge {
     bool           mcp;       /* --mcp */
     jrpc_buf_t     mcp_init;  /* --mcp: the latest child's InitializeResult (JSON, its
                                  capabilities filtered: mcp_caps_filter); empty: none yet */
+    jrpc_buf_t     mcp_init_lc; /* --mcp: the same with listChanged kept (a client whose
+                                   broker passes the server's messages on) */
     call_list_t    init_wait; /* --mcp: clients' initialize calls waiting for the first one */
+    bool           tools_pending; /* --mcp: the bridge's tools/list is out to a child */
+    bool           tools_again;   /* --mcp: ... and the list changed since it was sent */
+    bool           tools_known;   /* --mcp: a child answered one (its tools declared) */
     char          *lsp_init;  /* --lsp-init: the params of the bridge's LSP initialize (a JSON
                                  object, owned); NULL: no LSP handshake */
     uv_timer_t     sweep;
@@ -279,9 +287,13 @@ extern const mcp_method_t mcp_methods[];
 extern const size_t mcp_nmethods;
 #define MCP_NMETHODS mcp_nmethods
 bool mcp_own(bridge_t *b, jrpc_wcall_t *wc, const char *params, size_t n);
-int  mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out);
+int  mcp_caps_filter(const char *p, size_t n, bool list_changed, jrpc_buf_t *out);
 int  mcp_start(child_t *c);
 void mcp_initialized(child_t *c, const jrpc_child_msg_t *m);
+
+/* jrpc_stdio_tools.c */
+void tools_ask(child_t *c);
+void tools_listed(child_t *c, const jrpc_child_msg_t *m);
 
 /* jrpc_stdio_sess.c */
 int  sess_init(bridge_t *b);

@@ -46,6 +46,7 @@ static bool span_is(jrpc_span_t s, const char *lit)
 
 typedef struct caps_walk {
     jrpc_buf_t *out;
+    bool        list_changed; /* listChanged reaches the client: kept */
     int         depth;   /* 0: the result, 1: its capabilities, 2: one capability */
     bool        first;   /* no member written yet at this depth */
     int         rc;      /* the first failure */
@@ -56,7 +57,8 @@ static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
     caps_walk_t *w = arg;
     if (w->rc < 0)
         return;
-    if (w->depth == 2 && (span_is(name, "listChanged") || span_is(name, "subscribe")))
+    if (w->depth == 2 && (span_is(name, "subscribe") ||
+                          (!w->list_changed && span_is(name, "listChanged"))))
         return;   /* a notification that could never reach the client */
     if (w->depth == 1 && span_is(name, "tasks"))
         return;   /* tasks/get, tasks/list, ... are not declared (mcp_methods) */
@@ -67,7 +69,7 @@ static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
     bool inner = value.n > 0 && value.p[0] == '{' &&
                  ((w->depth == 0 && span_is(name, "capabilities")) || w->depth == 1);
     if (rc == 0 && inner) {
-        caps_walk_t sub = { w->out, w->depth + 1, true, 0 };
+        caps_walk_t sub = { w->out, w->list_changed, w->depth + 1, true, 0 };
         rc = jrpc_buf_puts(w->out, "{");
         if (rc == 0 && (rc = jrpc_json_each_member(value.p, value.n, 64, caps_member, &sub)) == 0 &&
             (rc = sub.rc) == 0)
@@ -81,13 +83,15 @@ static void caps_member(void *arg, jrpc_span_t name, jrpc_span_t value)
 
 /* The InitializeResult p[0, n) as a client gets it: its capabilities
  * without what the bridge cannot deliver (docs/MCP.md "Capabilities"):
- * resources.subscribe and every listChanged, since no message goes from
- * server to client here, and tasks, whose methods are not declared. The one place the result is filtered: what a
- * bridge that passes such messages on offers is decided here too.
- * Replaces out's contents; 0, or a negative code (out is then empty). */
-int mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out)
+ * resources.subscribe (resources/subscribe is not declared), tasks (its
+ * methods are not declared), and every listChanged (tools, resources,
+ * prompts) unless list_changed: the client's broker passes the server's
+ * messages on (jrpc_wcall_messages: an MCP POST's stream, a session's GET
+ * stream). The one place the result is filtered. Replaces out's contents;
+ * 0, or a negative code (out is then empty). */
+int mcp_caps_filter(const char *p, size_t n, bool list_changed, jrpc_buf_t *out)
 {
-    caps_walk_t w = { out, 0, true, 0 };
+    caps_walk_t w = { out, list_changed, 0, true, 0 };
     jrpc_buf_reset(out);
     int rc = jrpc_buf_puts(out, "{");
     if (rc == 0 && (rc = jrpc_json_each_member(p, n, 64, caps_member, &w)) == 0 &&
@@ -99,10 +103,12 @@ int mcp_caps_filter(const char *p, size_t n, jrpc_buf_t *out)
 }
 
 /* --mcp: a client's initialize, answered from the cached InitializeResult
- * (filtered when it was kept). */
+ * (filtered when it was kept: with listChanged when the server's messages
+ * reach this client). */
 static void mcp_answer_init(bridge_t *b, jrpc_wcall_t *wc)
 {
-    pass_json(b, wc, b->mcp_init.p, b->mcp_init.len);   /* answers wc whatever happens */
+    const jrpc_buf_t *r = jrpc_wcall_messages(wc) ? &b->mcp_init_lc : &b->mcp_init;
+    pass_json(b, wc, r->p, r->len);   /* answers wc whatever happens */
 }
 
 /* The protocolVersion the children agreed to at the handshake (from the
@@ -222,9 +228,11 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
         pump(b);
         return;
     }
-    if (mcp_caps_filter(m->result.p, m->result.n, &b->mcp_init) < 0 ||
+    if (mcp_caps_filter(m->result.p, m->result.n, false, &b->mcp_init) < 0 ||
+        mcp_caps_filter(m->result.p, m->result.n, true, &b->mcp_init_lc) < 0 ||
         child_write(c, note, sizeof note - 1) < 0) {
         jrpc_buf_reset(&b->mcp_init);
+        jrpc_buf_reset(&b->mcp_init_lc);
         child_lost(c, "out_of_memory");
         return;
     }
@@ -237,5 +245,7 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
         mcp_answer_init(b, k->wc);
         call_free(k);
     }
+    if (!b->tools_known)
+        tools_ask(c);   /* its tools, for the discovery document (jrpc_stdio_tools.c) */
     pump(b);
 }

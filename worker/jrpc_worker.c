@@ -465,6 +465,29 @@ int jrpc_worker_message(jrpc_worker_t *w, const char *session, const char *json,
     return sent;
 }
 
+int jrpc_worker_set_schemas(jrpc_worker_t *w, const char *schemas)
+{
+    size_t n = schemas ? strlen(schemas) : 0;
+    if (n > JRPC_WIRE_SCHEMAS_MAX)
+        return -E2BIG;
+    char *copy = schemas ? strdup(schemas) : NULL;
+    if (schemas && copy == NULL)
+        return -ENOMEM;
+    free(w->schemas);
+    w->schemas = copy;
+    int sent = 0;
+    for (size_t i = 0; i < w->nconns; i++) {
+        conn_t *c = w->conns[i];
+        if (c->sock == NULL)
+            continue;
+        jrpc_buf_reset(&w->tmp);
+        if (jrpc_wire_put_schemas(&w->tmp, copy ? copy : "{}", copy ? n : 2) == 0 &&
+            conn_send(c, w->tmp.p, w->tmp.len) == 0)
+            sent++;
+    }
+    return sent;
+}
+
 int jrpc_worker_messages(jrpc_worker_t *w, const char *instance, jrpc_message_fn fn, void *arg)
 {
     uint64_t v;

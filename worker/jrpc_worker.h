@@ -240,6 +240,14 @@ int jrpc_wcall_message(jrpc_wcall_t *c, const char *session, const char *json, s
  * ended. Returns the number of brokers it was sent to. */
 int jrpc_worker_message(jrpc_worker_t *w, const char *session, const char *json, size_t n);
 
+/* Replaces what the worker declares about its methods (READY "schemas":
+ * the opts field's form; NULL: none): kept for every later READY, and sent
+ * at once to each broker with a session (a SCHEMAS frame, PROTOCOL.md 2.7;
+ * a broker that predates it drops the frame). Copied. Returns the number of
+ * brokers it was sent to, -E2BIG past JRPC_WIRE_SCHEMAS_MAX bytes, or
+ * -ENOMEM (the old declaration kept). */
+int jrpc_worker_set_schemas(jrpc_worker_t *w, const char *schemas);
+
 /* The loop the worker runs on, for handlers' timers and other handles. */
 uv_loop_t *jrpc_worker_loop(jrpc_worker_t *w);
 

@@ -199,6 +199,7 @@ int main(int argc, char **argv)
     msgpack_zone_init(&b.zone, 4096);
     jrpc_buf_init(&b.tmp);
     jrpc_buf_init(&b.mcp_init);
+    jrpc_buf_init(&b.mcp_init_lc);
     /* The command starts after "--": the options parser never sees it. */
     int optc = argc;
     for (int i = 1; i < argc; i++)
@@ -400,6 +401,7 @@ out:
     free(margs);
     jrpc_buf_dispose(&b.tmp);
     jrpc_buf_dispose(&b.mcp_init);
+    jrpc_buf_dispose(&b.mcp_init_lc);
     sess_dispose(&b);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Installs what bench/peers/run.sh compares jrpc with: the Debian packages
-# (servers, client libraries, gnuplot) and jayson from npm into
-# bench/peers/node_modules (local, gitignored; never a global install).
+# (servers, client libraries, gnuplot) and the npm packages of
+# package-lock.json into bench/peers/node_modules (local, gitignored; never a
+# global install): jayson, and for the MCP rows supergateway, mcp-proxy,
+# server-everything and the official MCP SDK (the last two pinned as
+# tests/mcp pins them).
+#
+#   bash bench/peers/install.sh [mcp]
+#
+# With "mcp" (run.sh's MCP section alone) only Node and the npm packages.
 # Skips apt when everything is there. No service is started: run.sh starts
 # its own servers, in a private network namespace. nginx serves two rows:
 # the fixed answer (http1-nginx) and the reverse proxy of the pool (proxy and
@@ -10,7 +17,8 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 pkgs=(nginx-light nats-server libnats-dev rabbitmq-server librabbitmq-dev libjsonrpccpp-dev
-      redis-server redis-tools gnuplot-nox nodejs npm iproute2 util-linux python3 g++)
+      redis-server redis-tools gnuplot-nox nodejs npm iproute2 util-linux python3 g++ curl)
+[ "${1:-}" = mcp ] && pkgs=(nodejs npm iproute2 util-linux python3 curl)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -35,7 +43,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ! -d "$here/node_modules/jayson" ]; then
-    echo "peers: npm ci (jayson) into $here/node_modules" >&2
-    (cd "$here" && npm ci --no-audit --no-fund >/dev/null)
-fi
+# npm ci when node_modules does not match the lock (the tests' installer:
+# it keeps a copy of the lock inside node_modules).
+bash "$here/../../tests/deploy/npm_install.sh" "$here" >&2

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # bench/peers/run.sh — jrpc side by side with what users would pick instead.
 #
-#   bash bench/peers/run.sh [--rounds N] [--duration S] [--warmup S]
+#   bash bench/peers/run.sh [mcp] [--rounds N] [--duration S] [--warmup S]
 #                           [--only PATTERN] [--out DIR] [--list]
+#
+# "mcp" runs the MCP section alone (issue 35; the same as --only 'mcp*'):
+# MCP tools/call through jrpc's broker + jrpc-stdio --mcp vs supergateway
+# (stateful) and vs mcp-proxy, all three in front of the same
+# server-everything, loaded by several processes of official SDK clients
+# (mcp_drive.py, mcp_load.cjs) with 1, 8 and 32 clients, and the server child
+# killed under 8 clients. It needs only Node, npm and curl (no apt peers)
+# and builds only jrpc-broker and jrpc-stdio.
 #
 # For each comparison: jrpc (A) and the peer (B) run the same workload in the
 # same run, interleaved A-B-A-B for N rounds; the ratio A/B is taken per round
@@ -31,6 +39,7 @@ rounds=5 duration=10 warmup=1 only='*' out= list=
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
     case $1 in
+        mcp)        only='mcp*'; shift ;;
         --rounds)   rounds=${2:?}; shift 2 ;;
         --duration) duration=${2:?}; shift 2 ;;
         --warmup)   warmup=${2:?}; shift 2 ;;
@@ -78,6 +87,16 @@ COMPARISONS=(
   "nonce-p1|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 1 (floor)"
   "nonce-p16|signed|info|0|nonces/s of signed single calls vs redis-benchmark SET NX EX, pipeline 16 (floor)"
   "nonce-rate-p16|signed|info|0|claims/s of signed single calls with a rate limit (nonce and rate in one claim, a loop turn's claims as one script: issue 35) vs redis-benchmark SET NX EX, pipeline 16 (issue 35 goal >= 0.5x)"
+  # MCP (issue 35): kind mcp has three goals, calls/s >= , p99 <= and gateway
+  # CPU per call <= (thresholds in that order); mcpkill is a record (info).
+  "mcp1-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 1 SDK client: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcp8-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 8 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcp32-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 32 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcpkill-supergateway|supergateway|mcpkill|0|MCP server child SIGKILLed under 8 SDK clients: what the clients see (errors, fine again when, new sessions), jrpc vs supergateway"
+  "mcp1-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 1 SDK client: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcp8-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 8 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcp32-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 32 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcpkill-mcp-proxy|mcp-proxy|mcpkill|0|MCP server child SIGKILLed under 8 SDK clients: what the clients see (errors, fine again when, new sessions), jrpc vs mcp-proxy"
 )
 if [ -n "$list" ]; then
     for c in "${COMPARISONS[@]}"; do IFS='|' read -r n _ _ _ g <<<"$c"; printf '%-24s %s\n' "$n" "$g"; done
@@ -89,12 +108,20 @@ for c in "${COMPARISONS[@]}"; do
     [[ ${c%%|*} == $only ]] && selected+=("$c")
 done
 [ ${#selected[@]} -gt 0 ] || { echo "run.sh: no comparison matches --only $only (see --list)" >&2; exit 2; }
+# The MCP rows alone need neither the apt peers nor jrpc's ZeroMQ brokers.
+mcp_only=1
+for c in "${selected[@]}"; do [[ $c == mcp* ]] || mcp_only=; done
 
 # ---- outside the namespace: install, build, re-enter --------------------
 if [ -z "${JRPC_PEERS_IN_NETNS:-}" ]; then
-    bash "$here/install.sh"
     source "$root/bench/build_rel.sh"
-    build_rel "$root/build-rel" -DJRPC_BENCH_PEERS=ON
+    if [ -n "$mcp_only" ]; then
+        bash "$here/install.sh" mcp
+        build_rel "$root/build-rel" jrpc-broker jrpc-stdio
+    else
+        bash "$here/install.sh"
+        build_rel "$root/build-rel" -DJRPC_BENCH_PEERS=ON
+    fi
     [ -n "$out" ] || out=$root/bench/results/$(date -u +%Y-%m-%dT%H%MZ)
     mkdir -p "$out/plots"
     out=$(cd "$out" && pwd)
@@ -173,6 +200,34 @@ start_jrpc() {
     wait_for 15 "$B/jrpc" --url "$JRPC_ZMQ" -t 500 call add '[1,2]' >/dev/null || fail_start jrpc broker
     wait_for 15 "$B/jrpc" --url "$SIGNED_ZMQ" -t 500 -k "$KEY_ID" -s "$SECRET" call add '[1,2]' \
         >/dev/null || fail_start "the signed jrpc broker" broker-signed
+}
+# MCP (issue 35): jrpc's side is a broker of its own and jrpc-stdio --mcp,
+# started with the first MCP row, stateless (no --sessions: any child takes
+# any call, so a lost child costs only the calls it held). Two children
+# (the cores of the machine the figures were taken on), 32 calls in flight
+# each (server-everything answers concurrently). The peers run the same
+# server-everything: supergateway --stateful gives each session a child of
+# its own, mcp-proxy shares one child among all sessions; each with its
+# defaults but for its log (supergateway's info level writes a line per
+# message; jrpc runs at warn).
+MCP_NM=$here/node_modules
+MCP_EVERYTHING=$MCP_NM/@modelcontextprotocol/server-everything/dist/index.js
+MCP_JRPC=http://127.0.0.1:8090/mcp
+mcp_ready() {  # mcp_ready URL: a ping answered (for jrpc: by a child)
+    curl -sS -m 2 -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        --data-binary '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$1" 2>/dev/null | grep -q '"result"'
+}
+start_mcp_jrpc() {  # idempotent; start_mcp_jrpc bridge: the bridge again (fresh children)
+    if [ -z "${PGID[mcp-broker]:-}" ]; then
+        start mcp-broker "$B/jrpc-broker" --zmq tcp://127.0.0.1:5595 --workers tcp://127.0.0.1:5596 \
+            --http 127.0.0.1:8090 --log-level warn
+    fi
+    [ "${1:-}" = bridge ] && stop mcp-bridge
+    if [ -z "${PGID[mcp-bridge]:-}" ]; then
+        start mcp-bridge "$B/jrpc-stdio" --connect tcp://127.0.0.1:5596 --mcp --procs 2 --inflight 32 \
+            --log-level warn -- node "$MCP_EVERYTHING" stdio
+    fi
+    wait_for 60 mcp_ready "$MCP_JRPC" || fail_start "jrpc (broker + jrpc-stdio --mcp)" mcp-bridge
 }
 # nginx_conf NAME: writes $T/NAME.conf, one nginx process in the foreground
 # with its files in $T/NAME; stdin is the rest of its http block.
@@ -279,6 +334,17 @@ EOF
         wait_for 10 "$B/jrpc-peer-zmq-forwarder" load --url tcp://127.0.0.1:5585 --batch 1 --connections 1 \
             --duration 0.05 --warmup 0 --timeout-ms 500 >/dev/null ||
             fail_start "the forwarder's echo worker" forwarder-echo ;;
+    supergateway)
+        start_mcp_jrpc
+        start supergateway node "$MCP_NM/supergateway/dist/index.js" --stdio "node $MCP_EVERYTHING stdio" \
+            --outputTransport streamableHttp --stateful --port 8190 --logLevel none
+        wait_for 30 port_open 8190 || fail_start supergateway supergateway ;;
+    mcp-proxy)
+        start_mcp_jrpc
+        start mcp-proxy node "$MCP_NM/mcp-proxy/dist/bin/mcp-proxy.mjs" --host 127.0.0.1 --port 8290 \
+            --server stream --endpoint /mcp -- node "$MCP_EVERYTHING" stdio
+        # It listens once its one child is up.
+        wait_for 60 port_open 8290 || fail_start mcp-proxy mcp-proxy ;;
     signed|self) ;;  # signed: the signed broker and Redis run with jrpc; self: jrpc alone
     esac
 }
@@ -330,7 +396,20 @@ side() {
     nonce-*:A)           echo "$B/jrpc-bench" --url "$SIGNED_ZMQ" --batch 1 --connections 32 \
                               --key-id "$KEY_ID" --secret "$SECRET" ;;
     nonce-*:B)           echo redis ;;  # see run_side
+    mcp*:A)              mcp_side "$n" "$MCP_JRPC" jrpc "${PGID[mcp-broker]},${PGID[mcp-bridge]}" ;;
+    mcp*-supergateway:B) mcp_side "$n" http://127.0.0.1:8190/mcp supergateway "${PGID[supergateway]}" ;;
+    mcp*-mcp-proxy:B)    mcp_side "$n" http://127.0.0.1:8290/mcp mcp-proxy "${PGID[mcp-proxy]}" ;;
     esac
+}
+# mcp_side NAME URL LABEL PIDS: the MCP load of a row; the clients come from
+# the name (mcp8-*: 8), the kill rows have 8. PIDS: the gateway's process
+# tree roots, whose CPU is counted (jrpc: the broker and the bridge).
+mcp_side() {
+    local n=$1 clients=${1%%-*}
+    clients=${clients#mcp}
+    local kill=()
+    [ "$clients" = kill ] && clients=8 kill=(--kill-child server-everything)
+    echo python3 "$here/mcp_drive.py" --url "$2" --label "$3" --gateway "$4" --clients "$clients" "${kill[@]}"
 }
 # redis_set_nx PIPELINE COUNT: the nonce floor, CSV on stdout. One million
 # distinct keys at most, so that Redis' memory stays bounded.
@@ -342,7 +421,22 @@ redis_set_nx() {
 # run_side NAME A|B FILE [--rate R]: runs one side, its JSON into FILE.
 run_side() {
     local n=$1 ab=$2 f=$3; shift 3
-    local cmd
+    local cmd limit=$side_limit
+    case $n:$ab in
+    mcp*)
+        # MCP: up to 32 sessions to set up (for supergateway a child each),
+        # SDK timeouts of 5 s at the end. A kill row begins on fresh servers:
+        # mcp-proxy never recovers from its child's loss (the row shows it).
+        limit=$((side_limit + 120))
+        if [[ $n == mcpkill-* ]]; then
+            if [ "$ab" = A ]; then
+                start_mcp_jrpc bridge
+            else
+                stop_peer "${n#*-}"
+                start_peer "${n#*-}"
+            fi
+        fi ;;
+    esac
     read -r -a cmd <<<"$(side "$n" "$ab")"
     if [ "${cmd[0]}" = redis ]; then
         # redis-benchmark has no duration: a count sized for about --duration
@@ -359,7 +453,7 @@ run_side() {
             "$f.csv" > "$f"
         rm -f "$f.csv"
     else
-        timeout "$side_limit" "${cmd[@]}" "${bench_common[@]}" "$@" > "$f" 2>"$f.err" || true
+        timeout "$limit" "${cmd[@]}" "${bench_common[@]}" "$@" > "$f" 2>"$f.err" || true
     fi
     [ -s "$f" ] || { echo "run.sh: $n side $ab produced nothing: $(tail -n 3 "$f.err")" >&2; }
     [ -s "$f.err" ] || rm -f "$f.err"
@@ -390,7 +484,7 @@ compare() {  # compare NAME KIND
 
 # ---- run ------------------------------------------------------------------
 : > "$out/comparisons.txt"
-start_jrpc
+[ -n "$mcp_only" ] || start_jrpc  # the MCP rows start their own (start_mcp_jrpc)
 current=
 for c in "${selected[@]}"; do
     IFS='|' read -r name peer kind threshold goal <<<"$c"

@@ -157,9 +157,10 @@ void start(jrpc_broker_t *b, bbatch_t *x)
     for (uint32_t i = 0; x->answer && i < x->req.ncalls; i++)
         if (x->req.calls[i].answered)
             stream_answer(b, x, i);
+    /* x->handles[] are all NO_HANDLE here (jrpc_broker_submit): only a
+     * dispatch below sets one. */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
-        x->handles[i] = NO_HANDLE;
         if (c->answered)
             continue;
         if (!c->notification)
@@ -180,11 +181,15 @@ void start(jrpc_broker_t *b, bbatch_t *x)
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
-        jrpc_workers_mcp_t mcp = { x->session, true };
-        int rc = x->mcp ? jrpc_workers_dispatch_mcp(b->workers, c->method, c->params, x->trace,
-                                                    x->deadline, x->t0, &mcp, x, i, &x->handles[i])
-                        : jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp,
-                                                x->trace, x->deadline, x->t0, x, i, &x->handles[i]);
+        int rc;
+        if (x->mcp) {   /* built only here: a store pair per call otherwise */
+            jrpc_workers_mcp_t mcp = { x->session, true };
+            rc = jrpc_workers_dispatch_mcp(b->workers, c->method, c->params, x->trace,
+                                           x->deadline, x->t0, &mcp, x, i, &x->handles[i]);
+        } else {
+            rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp,
+                                       x->trace, x->deadline, x->t0, x, i, &x->handles[i]);
+        }
         x->mstat[i] = jrpc_workers_last_stat(b->workers);
         if (rc == 0) {
             x->outstanding++;

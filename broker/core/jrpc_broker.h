@@ -153,6 +153,13 @@ void jrpc_broker_on_session_message(jrpc_broker_t *b, jrpc_mcp_msg_fn fn, void *
  * a sending error. Never blocks. */
 int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json);
 
+/* Whether session may name a live MCP session, decided here without a
+ * round trip: it is a bridge's id (jrpc_mcp_sid.h) and the bridge instance
+ * it names is connected to this broker. false: no such session (a GET
+ * stream's 404). A session a live bridge has ended or never issued with
+ * that instance still passes (docs/MCP.md "Sessions"). Never blocks. */
+bool jrpc_broker_mcp_session_live(const jrpc_broker_t *b, jrpc_span_t session);
+
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);
 

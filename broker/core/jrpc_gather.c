@@ -132,12 +132,16 @@ void access_log(jrpc_broker_t *b, const bbatch_t *x, const jrpc_admit_t *ad, int
 
 /* Server-Timing (docs/ARCHITECTURE.md): where x's time went, into
  * b->timing, which the front reads during the reply call; NULL when x is
- * not timed. Reads the clock once: the reply has just been written. */
-const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
+ * not timed. Reads the clock once, the reply just written; not for a
+ * single call whose answer's read was the last clock read: its reply
+ * follows in the same callback, written in well under the µs the value
+ * shows, so that read's stamp is the end (one clock read less a body). */
+static JRPC_ALWAYS_INLINE const jrpc_timing_t *timing_fill(jrpc_broker_t *b, const bbatch_t *x)
 {
     if (x->t_in == 0)
         return NULL;
-    uint64_t end = jrpc_metrics_tick();
+    uint64_t end = x->req.ncalls == 1 && x->t_last == jrpc_metrics.now ? x->t_last
+                                                                         : jrpc_metrics_tick();
     jrpc_timing_t *t = &b->timing;
     t->has = 1u << JRPC_TIMING_PARSE | 1u << JRPC_TIMING_TOTAL | x->phases;
     t->ns[JRPC_TIMING_PARSE] = x->t0 - x->t_in;
@@ -152,6 +156,11 @@ const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
     }
     t->ns[JRPC_TIMING_TOTAL] = end - x->t_in;
     return t;
+}
+
+const jrpc_timing_t *timing_of(jrpc_broker_t *b, const bbatch_t *x)
+{
+    return timing_fill(b, x);
 }
 
 void reply(jrpc_broker_t *b, bbatch_t *x)
@@ -175,7 +184,7 @@ void reply(jrpc_broker_t *b, bbatch_t *x)
     jrpc_outcome_t out = { .cls = x->req.body_code ? JRPC_BODY_INVALID : JRPC_BODY_OK,
                            .code = x->req.body_code,
                            .answered = x->answer ? x->streamed : x->req.nanswers,
-                           .timed_out = x->timed_out, .timing = timing_of(b, x) };
+                           .timed_out = x->timed_out, .timing = timing_fill(b, x) };
     /* MCP: a session no worker knows is the front's 404 (docs/MCP.md). */
     if (x->mcp && x->req.ncalls == 1 && x->req.calls[0].error &&
         x->req.calls[0].code == JRPC_SESSION_UNKNOWN)
@@ -286,7 +295,8 @@ void on_done(void *owner, uint32_t i, int kind, int code, jrpc_span_t value, voi
         else if (kind == JRPC_DONE_ERROR && x->mstat[i] != JRPC_METRICS_NONE)
             x->mstat[i] |= JRPC_METRICS_WORKER_ERROR;   /* its outcome: "error" */
         x->unanswered--;
-        stream_answer(b, x, i);
+        if (x->answer)   /* streamed only: no call otherwise (once per call) */
+            stream_answer(b, x, i);
     }
     settle(b, x);
 }

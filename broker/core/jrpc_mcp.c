@@ -68,3 +68,10 @@ int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json
         return -E2BIG;
     return jrpc_workers_message(b->workers, instance, session, json);
 }
+
+bool jrpc_broker_mcp_session_live(const jrpc_broker_t *b, jrpc_span_t session)
+{
+    jrpc_mcp_sid_t sid;
+    return session.n > 0 && jrpc_mcp_sid_parse(session.p, session.n, &sid) == 0 &&
+           jrpc_workers_has_instance(b->workers, sid.instance);
+}

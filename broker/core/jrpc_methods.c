@@ -276,9 +276,10 @@ void jrpc_workers_each_method(jrpc_workers_t *w, jrpc_method_fn fn, void *arg)
                 if (j == wk->nmethods)
                     continue;
                 mi.idempotent = mi.idempotent && wk->idem[j];
-                if (wk->sch != NULL && mi.params.n + mi.result.n == 0) {
-                    mi.params = wk->sch[2 * j];
-                    mi.result = wk->sch[2 * j + 1];
+                if (wk->sch != NULL && mi.decl.n == 0) {
+                    mi.params = wk->sch[3 * j];
+                    mi.result = wk->sch[3 * j + 1];
+                    mi.decl = wk->sch[3 * j + 2];
                 }
             }
             fn(arg, &mi);

@@ -33,4 +33,19 @@ int jrpc_openrpc_write_methods(jrpc_buf_t *out, const jrpc_method_info_t *ms, si
 int jrpc_openrpc_write(jrpc_buf_t *out, jrpc_workers_t *w, const char *version,
                        jrpc_openrpc_allow_fn allow, void *arg);
 
+/* Checks one method's declaration p[0, n) (a member of READY "schemas",
+ * PROTOCOL.md 2.1) as the OpenRPC 1.3.2 meta-schema will judge it in the
+ * document: an object whose "params" is an array of content descriptors
+ * (name a non-empty string, schema a JSON Schema, required and deprecated
+ * booleans, summary and description strings, x-* anything, nothing else),
+ * whose "result" is a content descriptor or a bare JSON Schema, and whose
+ * other members are summary, description, paramStructure or x-* (not
+ * x-jrpc-*: the broker's). A JSON Schema is checked keyword by keyword
+ * against draft-07's meta-schema (types of the known keywords, nested
+ * schemas at most 32 deep; formats are not checked). Pure; linear in n
+ * times the nesting. Returns 0, or -EINVAL with *why (when why is not NULL)
+ * a short token for the log: not_an_object, not_json, bad_params,
+ * bad_result, bad_member, reserved_member, unknown_member. */
+int jrpc_openrpc_decl_check(const char *p, size_t n, const char **why);
+
 #endif

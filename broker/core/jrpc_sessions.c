@@ -17,6 +17,7 @@
 #include "jrpc_errors.h"
 #include "jrpc_json.h"
 #include "jrpc_mpack.h"
+#include "jrpc_openrpc.h"
 
 #define NATIVE_IDLEN 5   /* a zero byte and a 32-bit number, as libzmq makes them */
 
@@ -226,8 +227,24 @@ typedef struct ready_ctx {
     const char     *svc;
     uint32_t        slen;
     char           *key;    /* slen + 1 + max_method_len bytes when slen > 0 */
-    uint32_t        stamp;  /* this READY's mark */
+    uint32_t        stamp;  /* this READY's mark; 0: a SCHEMAS frame (no marks) */
+    uint32_t        dropped; /* methods whose declaration was dropped */
+    bool            mcp;    /* a service's READY that lists "initialize": an MCP server */
+    uint32_t        mcp_refused;      /* MCP's own methods whose bare name another owns */
+    char            mcp_owner[JRPC_WORKERS_SERVICE_MAX + 1]; /* the service owning the
+                                                                first of them ("-": none) */
 } ready_ctx_t;
+
+/* Makes c->key, the "service." buffer its names are looked up in (c->slen
+ * > 0). 0 or -ENOMEM. */
+static int ready_key(ready_ctx_t *c)
+{
+    if ((c->key = malloc(c->slen + 1 + (size_t)c->w->opts.max_method_len)) == NULL)
+        return -ENOMEM;
+    memcpy(c->key, c->svc, c->slen);
+    c->key[c->slen] = '.';
+    return 0;
+}
 
 /* The entry a declared name of this READY is kept under (NULL: none yet). */
 static method_t *ready_find(const ready_ctx_t *c, const char *name, size_t n)
@@ -240,24 +257,53 @@ static method_t *ready_find(const ready_ctx_t *c, const char *name, size_t n)
     return method_find_svc(c->w, c->key, c->slen + 1 + n, c->slen);
 }
 
-/* One member of READY "schemas": {"params": [...], "result": {...}} for a
- * method this READY declared. */
-static void ready_schema(void *arg, jrpc_span_t name, jrpc_span_t value)
+/* mt's index in c's worker's methods (UINT32_MAX: the worker does not
+ * serve it): the mark this READY left, or a walk (SCHEMAS). */
+static uint32_t ready_pos(const ready_ctx_t *c, const method_t *mt)
 {
-    const ready_ctx_t *c = arg;
-    method_t *mt = ready_find(c, name.p, name.n);
-    if (mt == NULL || mt->mark != c->stamp || value.p[0] != '{')
-        return;
-    jrpc_span_t *sp = &c->wk->sch[2 * mt->pos];
-    if (jrpc_json_member(value.p, value.n, "params", &sp[0]) < 0 || sp[0].p[0] != '[')
-        sp[0] = (jrpc_span_t){ NULL, 0 };
-    if (jrpc_json_member(value.p, value.n, "result", &sp[1]) < 0 || sp[1].p[0] != '{')
-        sp[1] = (jrpc_span_t){ NULL, 0 };
+    if (c->stamp)
+        return mt->mark == c->stamp ? mt->pos : UINT32_MAX;
+    for (uint32_t j = 0; j < c->wk->nmethods; j++)
+        if (c->wk->methods[j] == mt)
+            return j;
+    return UINT32_MAX;
 }
 
-/* Keeps the READY's "schemas" (a JSON object by method name) when it is at
- * most JRPC_WIRE_SCHEMAS_MAX bytes of valid JSON; else logged and ignored
- * (schemas are documentation: the worker is served all the same). */
+#define SCHEMA_DROP_LINES 4   /* methods' dropped declarations logged one by one per READY */
+
+/* One member of READY "schemas": {"params": [...], "result": {...}, ...}
+ * for a method this READY declared; kept when jrpc_openrpc_decl_check()
+ * passes it (the document stays valid), else dropped and logged (the
+ * method is served all the same). */
+static void ready_schema(void *arg, jrpc_span_t name, jrpc_span_t value)
+{
+    ready_ctx_t *c = arg;
+    method_t *mt = ready_find(c, name.p, name.n);
+    uint32_t j = mt ? ready_pos(c, mt) : UINT32_MAX;
+    if (j == UINT32_MAX)
+        return;
+    const char *why;
+    if (jrpc_openrpc_decl_check(value.p, value.n, &why) < 0) {
+        char mbuf[65];
+        if (c->dropped++ < SCHEMA_DROP_LINES)
+            JRPC_LOG(JRPC_LOG_WARN, "workers",
+                     "event=schema_dropped worker=%s service=%s method=%s reason=%s bytes=%zu",
+                     c->wk->name, c->wk->service[0] ? c->wk->service : "-",
+                     log_safe(mbuf, name.p, name.n), why, value.n);
+        return;
+    }
+    jrpc_span_t *sp = &c->wk->sch[3 * j];
+    if (jrpc_json_member(value.p, value.n, "params", &sp[0]) < 0)
+        sp[0] = (jrpc_span_t){ NULL, 0 };
+    if (jrpc_json_member(value.p, value.n, "result", &sp[1]) < 0)
+        sp[1] = (jrpc_span_t){ NULL, 0 };
+    sp[2] = value;
+}
+
+/* Keeps the READY's (or SCHEMAS') "schemas" (a JSON object by method name)
+ * when it is at most JRPC_WIRE_SCHEMAS_MAX bytes of valid JSON; else logged
+ * and ignored (schemas are documentation: the worker is served all the
+ * same). Each method's declaration is checked on its own (ready_schema). */
 static void ready_schemas(ready_ctx_t *c, const msgpack_object *sch)
 {
     worker_t *wk = c->wk;
@@ -265,7 +311,7 @@ static void ready_schemas(ready_ctx_t *c, const msgpack_object *sch)
         return;
     size_t n = sch->via.str.size;
     if (n > JRPC_WIRE_SCHEMAS_MAX || (wk->schemas = malloc(n + 1)) == NULL ||
-        (wk->sch = calloc(2 * (size_t)wk->nmethods, sizeof *wk->sch)) == NULL) {
+        (wk->sch = calloc(3 * (size_t)wk->nmethods, sizeof *wk->sch)) == NULL) {
         free(wk->schemas);
         wk->schemas = NULL;
         if (n > JRPC_WIRE_SCHEMAS_MAX)
@@ -284,11 +330,48 @@ static void ready_schemas(ready_ctx_t *c, const msgpack_object *sch)
         wk->sch = NULL;
         wk->schemas = NULL;
     }
+    if (c->dropped > SCHEMA_DROP_LINES)
+        JRPC_LOG(JRPC_LOG_WARN, "workers", "event=schema_dropped worker=%s service=%s methods=%u",
+                 wk->name, wk->service[0] ? wk->service : "-", c->dropped);
+}
+
+void on_schemas(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+{
+    ready_ctx_t c = { .w = w, .wk = wk, .svc = wk->service, .slen = (uint32_t)strlen(wk->service) };
+    if (c.slen && ready_key(&c) < 0)
+        return;
+    free(wk->sch);
+    free(wk->schemas);
+    wk->sch = NULL;
+    wk->schemas = NULL;
+    ready_schemas(&c, m->schemas);
+    free(c.key);
+    JRPC_LOG(JRPC_LOG_INFO, "workers", "event=worker_schemas worker=%s service=%s bytes=%u "
+             "schemas=%s dropped=%u", wk->name, wk->service[0] ? wk->service : "-",
+             m->schemas->via.str.size, wk->schemas ? "yes" : "no", c.dropped);
+}
+
+/* Whether name is one of MCP's own methods (2025-06-18: the lifecycle,
+ * utilities, server features), which every MCP service declares and a
+ * client reaches through /mcp/<service> as service.name. */
+static bool mcp_protocol(const char *name, size_t n)
+{
+    static const char *const exact[] = { "initialize", "ping" };
+    static const char *const prefix[] = { "notifications/", "tools/", "resources/", "prompts/",
+                                          "completion/", "logging/", "tasks/" };
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (n == strlen(exact[i]) && memcmp(name, exact[i], n) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (n > strlen(prefix[i]) && memcmp(name, prefix[i], strlen(prefix[i])) == 0)
+            return true;
+    return false;
 }
 
 /* The bare name of mt (a service's entry this READY lists): taken when
- * free, else refused for it (logged, counted); the worker serves
- * service.method either way. */
+ * free, else refused for it (counted; logged at WARN, except MCP's own
+ * methods of an MCP service, told at INFO in one line per READY); the
+ * worker serves service.method either way. */
 static void ready_bare(ready_ctx_t *c, method_t *mt, const char *name, size_t n)
 {
     if (mt->bare != NULL)
@@ -304,6 +387,12 @@ static void ready_bare(ready_ctx_t *c, method_t *mt, const char *name, size_t n)
     const method_t *owner = method_target(bare);
     char mbuf[65];
     w->methods_refused++;
+    if (c->mcp && mcp_protocol(name, n)) {   /* expected: told in one line (on_ready) */
+        if (c->mcp_refused++ == 0)
+            snprintf(c->mcp_owner, sizeof c->mcp_owner, "%.*s",
+                     owner->slen ? (int)owner->slen : 1, owner->slen ? owner->name : "-");
+        return;
+    }
     JRPC_LOG(JRPC_LOG_WARN, "workers",
              "event=method_refused reason=service_conflict method=%s service=%s owner=%.*s "
              "worker=%s", log_safe(mbuf, name, n), c->wk->service,
@@ -332,11 +421,11 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
             ready_refuse(w, from, "bad_service", n, 0);
             return;
         }
-        if ((c.key = malloc(c.slen + 1 + (size_t)w->opts.max_method_len)) == NULL)
+        if (ready_key(&c) < 0)
             return;
-        memcpy(c.key, c.svc, c.slen);
-        c.key[c.slen] = '.';
     }
+    for (uint32_t i = 0; c.slen && i < n && !c.mcp; i++)
+        c.mcp = names[i].via.str.size == 10 && memcmp(names[i].via.str.ptr, "initialize", 10) == 0;
     uint32_t fresh = 0;   /* names not known yet (a repeated one counted each time) */
     for (uint32_t i = 0; i < n; i++)
         if (names[i].via.str.size <= w->opts.max_method_len) {
@@ -451,6 +540,10 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     }
     ready_schemas(&c, m->schemas);
     free(c.key);
+    if (c.mcp_refused)   /* expected: the first MCP service keeps the bare names */
+        JRPC_LOG(JRPC_LOG_INFO, "workers",
+                 "event=method_refused reason=mcp_protocol methods=%u service=%s owner=%s "
+                 "worker=%s", c.mcp_refused, wk->service, c.mcp_owner, wk->name);
     w->njson_workers += wk->njson > 0;
     wk->next = w->workers;
     w->workers = wk;

@@ -203,11 +203,27 @@ static void on_reject(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
     worker_pull(w, wk);
 }
 
+/* n answers of metrics record stat (none: JRPC_METRICS_NONE), each took ns
+ * at the worker: into the worker-time histograms, broker-wide and the
+ * method's. */
+static void worker_time_run(uint32_t stat, uint64_t took, uint64_t n)
+{
+    if (stat == JRPC_METRICS_NONE)
+        return;
+    jrpc_hist_observe_n(&jrpc_metrics.worker, took, n);
+    jrpc_hist_observe_n(&jrpc_metrics.meth[stat].worker, took, n);
+}
+
 /* The items of a RESPONSE read in place (jrpc_wire_response_open checked
  * the whole frame: nothing is answered from a malformed one). */
 static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
 {
     uint32_t in_time = 0, errors = 0;   /* wk's counters, added once a frame */
+    /* The worker-time histograms are observed by runs: the calls of one
+     * REQUEST left together and are answered in one RESPONSE, so a run of
+     * one method has one time (n observations of one value cost one). */
+    uint32_t run_stat = JRPC_METRICS_NONE;
+    uint64_t run_took = 0, run_n = 0;
     while (r->next < r->nitems) {
         jrpc_wire_answer_raw_t a;
         uint32_t i, k = r->next;
@@ -226,8 +242,14 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         }
         held_end(w, wk, s);
         uint64_t took = jrpc_metrics_since(s->t_ns);
-        jrpc_hist_observe(&jrpc_metrics.worker, took);
-        jrpc_hist_observe(&jrpc_metrics.meth[s->method->stat].worker, took);
+        uint32_t stat = s->method->stat;
+        if (stat != run_stat || took != run_took) {
+            worker_time_run(run_stat, run_took, run_n);
+            run_stat = stat;
+            run_took = took;
+            run_n = 0;
+        }
+        run_n++;
         w->done_queue_ns = s->queue_ns;   /* read by done (jrpc_workers_done_times) */
         w->done_worker_ns = took;
         if (w->opts.hedge_budget_pct)
@@ -249,6 +271,7 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
         }
         slot_finish(w, i, a.is_error ? JRPC_DONE_ERROR : JRPC_DONE_RESULT, 0, a.value);
     }
+    worker_time_run(run_stat, run_took, run_n);
     wk->answered += in_time;
     wk->errors += errors;
     worker_pull(w, wk);
@@ -347,6 +370,9 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
         break;
     case JRPC_WIRE_MESSAGE:
         on_worker_message(w, wk, &m);
+        break;
+    case JRPC_WIRE_SCHEMAS:
+        on_schemas(w, wk, &m);
         break;
     default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
@@ -637,6 +663,14 @@ int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t sessi
         return rc;
     }
     return -ESRCH;
+}
+
+bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance)
+{
+    for (const worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->has_instance && wk->instance == instance)
+            return true;
+    return false;
 }
 
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)

@@ -179,6 +179,10 @@ int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t
 int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t session,
                          jrpc_span_t body);
 
+/* Whether a connected worker's READY "instance" is instance. Linear in
+ * the workers; never blocks. */
+bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance);
+
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)
  * and still returns the worker's credit. why is a jrpc_cancel_why: with
@@ -261,6 +265,8 @@ typedef struct jrpc_method_info {
     uint32_t    workers;    /* connected workers serving it */
     jrpc_span_t params;     /* READY "schemas": params (a JSON array), n == 0: none */
     jrpc_span_t result;     /* READY "schemas": result (a JSON object), n == 0: none */
+    jrpc_span_t decl;       /* READY "schemas": the method's whole declaration (its other
+                               members: summary, x-*, ...), n == 0: none */
 } jrpc_method_info_t;
 
 typedef void (*jrpc_method_fn)(void *arg, const jrpc_method_info_t *m);

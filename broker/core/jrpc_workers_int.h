@@ -141,8 +141,8 @@ struct worker {
                                the client's text); inside idem's block */
     char        service[JRPC_WORKERS_SERVICE_MAX + 1]; /* READY's "service", "" none */
     char       *schemas;    /* READY's "schemas" JSON text (owned), or NULL */
-    jrpc_span_t *sch;       /* per method: its params and result in schemas (2 *
-                               nmethods, n == 0: none), or NULL */
+    jrpc_span_t *sch;       /* per method: its params, result and whole declaration in
+                               schemas (3 * nmethods, n == 0: none), or NULL */
     uint32_t    njson;      /* methods declared json: 0 (none) and nmethods (all)
                                need no lookup */
     const method_t *json_m; /* the last method looked up in json[], and its flag */
@@ -483,6 +483,9 @@ void lat_observe(jrpc_workers_t *w, method_t *m, uint64_t ns);
 
 /* jrpc_sessions.c */
 void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m);
+/* SCHEMAS from wk (PROTOCOL.md 2.7): its declaration replaced, each
+ * method's checked as at READY (jrpc_sessions.c). */
+void on_schemas(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m);
 void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why);
 void reap(jrpc_workers_t *w);
 void worker_unroute(jrpc_workers_t *w, worker_t *wk);

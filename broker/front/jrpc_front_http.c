@@ -489,7 +489,9 @@ static void headers_done(conn_t *c)
         flush(c);
     }
     c->phase = PH_BODY;
-    if (h->chunked || cl > 0)
+    /* A body already in hand is read in this same feed: no deadline (the
+     * read slot's is dropped when it ends), one queue update less. */
+    if (h->chunked || cl > c->in_hand)
         arm(c, T_BODY);
 }
 
@@ -663,6 +665,7 @@ static size_t feed(conn_t *c, const char *p, size_t n)
         }
         switch (ev.kind) {
         case JRPC_HTTP_HEAD:
+            c->in_hand = n - done;
             headers_done(c);
             if (c->upgrading) { /* the rest is the WebSocket's, never HTTP */
                 ws_rest(c, p + done, n - done);
@@ -876,6 +879,8 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
     f->loop = loop;
     f->broker = broker;
     f->opts = *opts;
+    f->ok.content_type = "application/json";
+    f->mcp_path_len = opts->mcp_path ? strlen(opts->mcp_path) : 0;
     if (opts->tls && (f->pbuf = malloc(READ_BUF)) == NULL) {
         close(fd);
         free(f);

@@ -163,6 +163,7 @@ struct conn {
     bool            peer_trusted; /* the peer is a --trusted-proxy: its requests name the client */
     const char     *zc;        /* the whole body, still in the read buffer */
     size_t          zc_len;
+    size_t          in_hand;   /* bytes of the read being fed past the reader's last verdict */
     jrpc_buf_t      body;      /* the body, when it came in pieces */
     jrpc_buf_t      in;        /* bytes read but not parsed (backpressure) */
     jrpc_http_reader_t rd;     /* the request reader: framing, checks, the head */
@@ -187,6 +188,8 @@ struct jrpc_front_http {
     uint32_t        nfree;
     jrpc_buf_t      err;        /* error bodies are written here */
     jrpc_http_date_t date;      /* the Date header, once per second */
+    jrpc_http_ok_t  ok;         /* a 200 JSON answer's head to its Content-Length, once per second */
+    size_t          mcp_path_len; /* strlen(opts.mcp_path), 0 without one */
     uint64_t        refused;    /* connections past --max-conns */
     uint64_t        last_warn;  /* uv_now of the last accept-failure warning */
     uv_timer_t      tick;       /* fires at the earliest deadline of the queues */

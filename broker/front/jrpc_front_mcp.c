@@ -30,8 +30,8 @@ bool mcp_route(const jrpc_front_http_t *f, const jrpc_http_head_t *h, jrpc_span_
         *svc = (jrpc_span_t){ NULL, 0 };
     if (m == NULL || !jrpc_http_head_path(h, &u, &n))
         return false;
-    size_t k = strlen(m);
-    if (n < k || memcmp(u, m, k) != 0)
+    size_t k = f->mcp_path_len;   /* (every POST asks: no strlen, and "/rpc" is told by a byte) */
+    if (n < k || (k > 1 && u[1] != m[1]) || memcmp(u, m, k) != 0)
         return false;
     if (n == k)
         return true;
@@ -265,13 +265,15 @@ void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
 }
 
 /* GET with Mcp-Session-Id: the session's stream, open until the client or
- * the session ends; the servers' messages outside calls come on it. */
+ * the session ends; the servers' messages outside calls come on it. 404
+ * (MCP: a session that does not exist) when the id names no bridge
+ * connected here (jrpc_broker_mcp_session_live). */
 void mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h)
 {
     jrpc_front_http_t *f = c->front;
     jrpc_span_t sid = mcp_session_of(h);
     c->discard = true;
-    if (sid.n > JRPC_MCP_SID_LEN) {
+    if (sid.n > JRPC_MCP_SID_LEN || !jrpc_broker_mcp_session_live(f->broker, sid)) {
         rec_error(c, r, 404, JRPC_SESSION_UNKNOWN, "no such session");
         r->state = R_PARSING;
         return;

@@ -276,9 +276,11 @@ void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
                  jrpc_sentinel_db(r->where), (unsigned long long)r->attempts);
         return;
     }
-    if (kind == CMD_LOAD && rep->type == REDIS_REPLY_STRING && rep->len == 40) {
-        memcpy(r->sha, rep->str, 40);
-        r->sha[40] = '\0';
+    if ((kind == CMD_LOAD || kind == CMD_LOAD_IDEM) && rep->type == REDIS_REPLY_STRING &&
+        rep->len == 40) {
+        char *sha = kind == CMD_LOAD ? r->sha : r->idem_sha;
+        memcpy(sha, rep->str, 40);
+        sha[40] = '\0';
         return;
     }
     if ((kind == CMD_AUTH || kind == CMD_SELECT) && reply_is(rep, "OK"))
@@ -287,6 +289,8 @@ void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     if (kind == CMD_ROLE && jrpc_sentinel_role(rep, role, sizeof role) == 0) {
         /* A master: now the script and the epoch (never written to a replica). */
         int rc = send_handshake(r, CMD_LOAD, sent_ns);
+        if (rc == 0)
+            rc = send_handshake(r, CMD_LOAD_IDEM, sent_ns);
         if (rc == 0)
             rc = send_handshake(r, CMD_HELLO, sent_ns);
         if (rc < 0)
@@ -304,7 +308,8 @@ void handle_handshake(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
                       ? rep->str : "unexpected reply";
     const char *event = kind == CMD_AUTH ? "auth_failed" : kind == CMD_SELECT ? "select_failed"
                       : kind == CMD_ROLE ? "role_failed"
-                      : kind == CMD_LOAD ? "script_load_failed" : "epoch_failed";
+                      : kind == CMD_LOAD || kind == CMD_LOAD_IDEM ? "script_load_failed"
+                      : "epoch_failed";
     JRPC_LOG(JRPC_LOG_ERROR, COMP, "event=%s target=%s%s db=%lu reason=\"%.200s\"", event,
              r->target, r->asking ? " role=sentinel" : "", jrpc_sentinel_db(r->where), why);
     conn_drop(r, "handshake_failed", event);
@@ -466,8 +471,8 @@ static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
         rc = send_cmd(r, p, "SELECT %s", r->dbs);
     } else if (kind == CMD_ROLE) {
         rc = send_cmd(r, p, "ROLE");
-    } else if (kind == CMD_LOAD) {
-        rc = send_cmd(r, p, "SCRIPT LOAD %s", CLAIM_LUA);
+    } else if (kind == CMD_LOAD || kind == CMD_LOAD_IDEM) {
+        rc = send_cmd(r, p, "SCRIPT LOAD %s", kind == CMD_LOAD ? CLAIM_LUA : IDEM_LUA);
     } else {
         char prop[EPOCH_MAX + 1], tag[24];
         proposal(r, prop, sizeof prop);
@@ -482,7 +487,8 @@ static int send_handshake(jrpc_replay_t *r, enum cmd_kind kind, uint64_t now)
 }
 
 /* Queues what a new connection sends first: to a sentinel AUTH and the
- * question; to the master AUTH, SELECT, then SCRIPT LOAD and the epoch, or
+ * question; to the master AUTH, SELECT, then SCRIPT LOAD (the claim script,
+ * then the idempotency keys') and the epoch, or
  * with Sentinel ROLE first (the rest follows once it says master). Its age
  * runs from the start of the connection, so a connect that never completes
  * times out through the watchdog like any command. */
@@ -499,6 +505,8 @@ static int send_opening(jrpc_replay_t *r)
         return rc == 0 ? send_handshake(r, CMD_ROLE, r->open_ns) : rc;
     if (rc == 0)
         rc = send_handshake(r, CMD_LOAD, r->open_ns);
+    if (rc == 0)
+        rc = send_handshake(r, CMD_LOAD_IDEM, r->open_ns);
     return rc == 0 ? send_handshake(r, CMD_HELLO, r->open_ns) : rc;
 }
 
@@ -530,6 +538,7 @@ static void conn_connect(jrpc_replay_t *r, const char *ip)
     r->warned_reply = false;
     r->next_tag = 1;
     r->sha[0] = '\0';
+    r->idem_sha[0] = '\0';
     if (send_opening(r) < 0)
         conn_drop(r, "connect_failed", "cannot queue the handshake");
 }

@@ -142,8 +142,10 @@ const char CLAIM_LUA[] =
  * reply>" once it answered (jrpc_replay_idem_store, with --idempotency-ttl).
  * Replies: {tag,'RUN'} (claimed now: run it), {tag,'WAIT'} (running
  * elsewhere), {tag,'MISMATCH'} (another body under this key), {tag,'DONE',
- * reply}. Sent with EVAL (Redis caches the script by its hash). */
-static const char IDEM_LUA[] =
+ * reply}. Loaded at each connection with CLAIM_LUA and sent with EVALSHA;
+ * after NOSCRIPT (SCRIPT FLUSH) the claim fails closed and the next
+ * connection loads both again (script_error), as for the nonce claims. */
+const char IDEM_LUA[] =
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then "
     "  redis.call('SET', KEYS[1], 'run:' .. ARGV[2], 'PX', ARGV[3]) "
@@ -242,21 +244,37 @@ int adopt_epoch(jrpc_replay_t *r, const char *v, size_t n)
     return 0;
 }
 
+/* What Redis' error reply to a script (claims and idempotency keys) means:
+ * DROP_READONLY (-READONLY: a replica now, a failover demoted it; find the
+ * master), DROP_DESYNC (NOSCRIPT: SCRIPT FLUSH; the next connection loads
+ * the scripts again), else -EAGAIN (fail this one closed, keep the
+ * connection). Logs the first of a connection at WARN. */
+int script_error(jrpc_replay_t *r, const redisReply *rep)
+{
+    int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
+    r->warned_reply = true;
+    JRPC_LOG(level, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target, rep->str);
+    if (jrpc_sentinel_is_readonly(rep))
+        return DROP_READONLY;
+    return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? DROP_DESYNC : -EAGAIN;
+}
+
+/* Drops the connection for why (DROP_READONLY or DROP_DESYNC): what was
+ * sent on it is unanswered for sure and fails closed with the FIFO. */
+void drop_for(jrpc_replay_t *r, int why)
+{
+    conn_drop(r, why == DROP_READONLY ? "not_master" : "desync",
+              why == DROP_READONLY ? "READONLY: Redis is a replica now"
+                                   : "a reply that does not answer the command sent");
+}
+
 /* The claim's answer: 0, -EEXIST, -EAGAIN, -ESTALE; or DROP_DESYNC when
  * the reply does not answer this claim, DROP_READONLY when Redis says it
  * is not a master (the connection must go either way). */
 int claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p)
 {
-    if (rep->type == REDIS_REPLY_ERROR) {
-        int level = r->warned_reply ? JRPC_LOG_DEBUG : JRPC_LOG_WARN;
-        r->warned_reply = true;
-        JRPC_LOG(level, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target, rep->str);
-        /* -READONLY: a replica now (a failover demoted it); find the master. */
-        if (jrpc_sentinel_is_readonly(rep))
-            return DROP_READONLY;
-        /* NOSCRIPT (SCRIPT FLUSH): the next connection loads it again. */
-        return strncmp(rep->str, "NOSCRIPT", 8) == 0 ? DROP_DESYNC : -EAGAIN;
-    }
+    if (rep->type == REDIS_REPLY_ERROR)
+        return script_error(r, rep);
     const redisReply *word = script_word(rep, p);
     if (word == NULL)
         return DROP_DESYNC;
@@ -320,19 +338,12 @@ static void handle_claim(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     int rc = claim_result(r, rep, p);
     if (rc > 0) {
         /* Unanswered for sure: fail it closed with the rest of the FIFO. */
-        conn_drop(r, rc == DROP_READONLY ? "not_master" : "desync",
-                  rc == DROP_READONLY ? "READONLY: Redis is a replica now"
-                                      : "a reply that does not answer the command sent");
+        drop_for(r, rc);
         claim_done(r, p, -EAGAIN);
         return;
     }
     if (rc == 0 && r->wait_n > 0 && p->nonce) {   /* fresh once its WAIT counts enough replicas */
-        p->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = p;
-        else
-            r->held = p;
-        r->held_tail = p;
+        pending_append(&r->held, &r->held_tail, p);
         return;
     }
     claim_done(r, p, rc);
@@ -372,27 +383,25 @@ static void handle_idem(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
     int rc = -EAGAIN;
     const char *v = NULL;
     size_t n = 0;
-    bool desync = true;
+    int drop = DROP_DESYNC;   /* > 0: the connection goes (drop_for) */
     if (p->kind == CMD_STORE) {
         free(p);
         if (rep->type == REDIS_REPLY_ERROR)
             JRPC_LOG(JRPC_LOG_WARN, COMP, "event=idem_store_failed target=%s error=\"%.200s\"",
                      r->target, rep->str);
         else if (rep->type != REDIS_REPLY_STATUS || !str_is(rep, "OK"))
-            conn_drop(r, "desync", "a reply that does not answer the command sent");
+            drop_for(r, DROP_DESYNC);
         return;
     }
     char want[24];
     snprintf(want, sizeof want, "%llu", (unsigned long long)p->tag);
     if (rep->type == REDIS_REPLY_ERROR) {
-        desync = jrpc_sentinel_is_readonly(rep);
-        JRPC_LOG(JRPC_LOG_WARN, COMP, "event=error_reply target=%s error=\"%.200s\"", r->target,
-                 rep->str);
+        drop = script_error(r, rep);
     } else if (rep->type == REDIS_REPLY_ARRAY && (rep->elements == 2 || rep->elements == 3) &&
                rep->element[0]->type == REDIS_REPLY_STRING && str_is(rep->element[0], want) &&
                rep->element[1]->type == REDIS_REPLY_STRING) {
         const redisReply *w = rep->element[1];
-        desync = false;
+        drop = 0;
         if (rep->elements == 2 && str_is(w, "RUN"))
             rc = 0;
         else if (rep->elements == 2 && str_is(w, "WAIT"))
@@ -405,14 +414,14 @@ static void handle_idem(jrpc_replay_t *r, pending_t *p, const redisReply *rep)
             v = rep->element[2]->str;
             n = rep->element[2]->len;
         } else {
-            desync = true;
+            drop = DROP_DESYNC;
         }
     }
     jrpc_replay_idem_cb cb = p->icb;
     void *arg = p->arg;
     free(p);
-    if (desync) {
-        conn_drop(r, "desync", "a reply that does not answer the command sent");
+    if (drop > 0) {
+        drop_for(r, drop);
         cb(arg, -EAGAIN, NULL, 0);
         return;
     }
@@ -733,8 +742,8 @@ int jrpc_replay_idem_claim(jrpc_replay_t *r, jrpc_span_t who, jrpc_span_t key,
     char tag[24], ms[16];
     snprintf(tag, sizeof tag, "%llu", (unsigned long long)p->tag);
     snprintf(ms, sizeof ms, "%u", run_ms ? run_ms : 1);
-    int rc = send_cmd(r, p, "EVAL %s 1 jrpc:idem:%b:%b %s %b %s", IDEM_LUA, who.p, who.n, key.p,
-                      key.n, tag, fp, (size_t)64, ms);
+    int rc = send_cmd(r, p, "EVALSHA %s 1 jrpc:idem:%b:%b %s %b %s", r->idem_sha, who.p, who.n,
+                      key.p, key.n, tag, fp, (size_t)64, ms);
     if (rc < 0)
         free(p);
     return rc;

@@ -99,12 +99,7 @@ static void multi_claim_done(jrpc_replay_t *r, const conn_t *conn, pending_t *c,
             claim_done(r, c, r->closing ? -ECANCELED : -EAGAIN);
             return;
         }
-        c->next = NULL;
-        if (r->held_tail != NULL)
-            r->held_tail->next = c;
-        else
-            r->held = c;
-        r->held_tail = c;
+        pending_append(&r->held, &r->held_tail, c);
         return;
     }
     claim_done(r, c, rc);
@@ -124,7 +119,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
     pending_t *list = p->claims;
     int all = 1;   /* 1: per flag; 2: per verdict; else the rc of every claim */
     bool epoch = false;   /* Redis lost its memory: -ESTALE for those signed too early */
-    const char *drop = NULL;
+    int drop = 0;   /* > 0: the connection goes (drop_for) */
 
     assert(n >= 1 && n <= MULTI_MAX);
     if (rep->type == REDIS_REPLY_ERROR) {
@@ -132,7 +127,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
         int rc = claim_result(r, rep, p);
         all = rc > 0 ? -EAGAIN : rc;
         if (rc > 0)
-            drop = rc == DROP_READONLY ? "not_master" : "desync";
+            drop = rc;
     } else {
         const redisReply *word = script_word(rep, p);
         bool rated = any_rate(list);   /* asked in the long form */
@@ -151,13 +146,12 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
             epoch = true;
         } else {
             all = -EAGAIN;
-            drop = "desync";
+            drop = DROP_DESYNC;
         }
     }
     free(p);
-    if (drop != NULL)   /* unanswered for sure: fail closed with the rest of the FIFO */
-        conn_drop(r, drop, strcmp(drop, "not_master") == 0 ? "READONLY: Redis is a replica now"
-                                  : "a reply that does not answer the command sent");
+    if (drop > 0)   /* unanswered for sure: fail closed with the rest of the FIFO */
+        drop_for(r, drop);
     for (size_t i = 0; list != NULL; i++) {
         pending_t *c = list;
         list = c->next;
@@ -184,12 +178,7 @@ void handle_multi(jrpc_replay_t *r, conn_t *conn, pending_t *p, const redisReply
  * the end of its own loop turn, as before. */
 void batch_push(jrpc_replay_t *r, pending_t *p)
 {
-    p->next = NULL;
-    if (r->batch_tail != NULL)
-        r->batch_tail->next = p;
-    else
-        r->batch = p;
-    r->batch_tail = p;
+    pending_append(&r->batch, &r->batch_tail, p);
     r->nbatch++;
     if (!r->conn->connected)
         set_writing(r->conn, true);

@@ -54,7 +54,7 @@
 #define MULTI_MAX 64          /* claims in one script at most (its run time is bounded) */
 
 enum cmd_kind { CMD_CLAIM, CMD_MULTI, CMD_AUTH, CMD_SELECT, CMD_ROLE, CMD_LOAD, CMD_HELLO,
-                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE };
+                CMD_WAIT, CMD_ASK, CMD_IDEM, CMD_STORE, CMD_LOAD_IDEM };
 
 /* One command written to the current connection and not yet answered. */
 typedef struct pending {
@@ -124,7 +124,8 @@ struct jrpc_replay {
     int64_t            lost_at;     /* when Redis last lost its memory, as far as we know (0: never) */
     char               epoch[EPOCH_MAX + 1]; /* the epoch value we know, "" before the first */
     char               id[33];      /* random, this process: the first half of our proposals */
-    char               sha[41];     /* SCRIPT LOAD's answer on this connection */
+    char               sha[41];     /* SCRIPT LOAD's answer on this connection: CLAIM_LUA */
+    char               idem_sha[41];/* ... and IDEM_LUA (CMD_LOAD_IDEM) */
     char               ttl[24];     /* 2 × window_s, decimal */
     char               dbs[24];     /* database index, decimal */
     jrpc_sentinel_t   *where;       /* the URL: a fixed address, or the master through Sentinel */
@@ -138,14 +139,21 @@ struct jrpc_replay {
 
 /* ---- the FIFO ------------------------------------------------------------ */
 
-static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+/* Appends p to the list from *head to *tail (linked by next): the FIFO,
+ * the batch, the held claims. */
+static inline void pending_append(pending_t **head, pending_t **tail, pending_t *p)
 {
     p->next = NULL;
-    if (r->tail != NULL)
-        r->tail->next = p;
+    if (*tail != NULL)
+        (*tail)->next = p;
     else
-        r->head = p;
-    r->tail = p;
+        *head = p;
+    *tail = p;
+}
+
+static inline void fifo_push(jrpc_replay_t *r, pending_t *p)
+{
+    pending_append(&r->head, &r->tail, p);
     r->npending++;
 }
 
@@ -192,6 +200,9 @@ int  send_cmd(jrpc_replay_t *r, pending_t *p, const char *fmt, ...);
 /* claim_result's answers that drop the connection (it returns them > 0). */
 enum { DROP_DESYNC = 1, DROP_READONLY = 2 };
 extern const char CLAIM_LUA[];
+extern const char IDEM_LUA[];
+int  script_error(jrpc_replay_t *r, const redisReply *rep);
+void drop_for(jrpc_replay_t *r, int why);
 int  claim_result(jrpc_replay_t *r, const redisReply *rep, pending_t *p);
 void claim_done(jrpc_replay_t *r, pending_t *p, int rc);
 pending_t *pending_new(jrpc_replay_t *r, enum cmd_kind kind, void *arg);

@@ -365,6 +365,65 @@ static void test_methods(void **state)
     assert_true(jrpc_hist_quantile(&empty, 0.99) > 29.999 && jrpc_hist_quantile(&empty, 0.99) < 30.001);
 }
 
+/* hist h's observations (its _count) */
+static uint64_t hist_count(const jrpc_hist_t *h)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i <= h->nb; i++)
+        n += h->counts[i];
+    return n;
+}
+
+/* A body's answers are counted per method by runs of one record
+ * (jrpc_metrics_reply): interleaved runs A,A,B,A,B,B with errors inside
+ * them (the worker's own, one the broker made), a notification and a call
+ * not counted per method between them count every call in its own record,
+ * exactly. Counts are read as differences: the records live as long as the
+ * process (after test_methods, or made here when run alone). */
+static void test_reply_runs_exact(void **state)
+{
+    (void)state;
+    if (jrpc_metrics.meth == NULL)
+        jrpc_metrics_init();
+    uint32_t a = jrpc_metrics_method_id("", "add", 3);
+    uint32_t q = jrpc_metrics_method_id(NULL, "q\"\\\n", 4);
+    assert_int_not_equal(a, q);
+    jrpc_metrics_method_t *ra = &jrpc_metrics.meth[a], *rq = &jrpc_metrics.meth[q];
+    uint64_t a_ok = ra->calls[JRPC_CALL_OK], a_err = ra->calls[JRPC_CALL_ERROR];
+    uint64_t q_ok = rq->calls[JRPC_CALL_OK], q_to = rq->calls[JRPC_CALL_TIMEOUT];
+    uint64_t a_n = hist_count(&ra->total), q_n = hist_count(&rq->total);
+    uint64_t ok0 = jrpc_metrics.calls[0][0], err0 = jrpc_metrics.calls[0][1];
+    jrpc_batch_t b;
+    parse(&b, "[{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":2},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"q\",\"id\":3},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\"},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":4},"
+              "{\"id\":5},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"q\",\"id\":6},"
+              "{\"jsonrpc\":\"2.0\",\"method\":\"q\",\"id\":7}]");
+    msgpack_object one = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = 1 };
+    assert_int_equal(jrpc_batch_answer_result(&b, 0, &one), 0);
+    assert_int_equal(jrpc_batch_answer_result(&b, 1, &one), 0);
+    assert_int_equal(jrpc_batch_answer_result(&b, 2, &one), 0);
+    assert_int_equal(jrpc_batch_answer_error(&b, 4, JRPC_INVALID_PARAMS, NULL), 0);
+    assert_int_equal(jrpc_batch_answer_error(&b, 6, JRPC_TIMEOUT, NULL), 0);
+    assert_int_equal(jrpc_batch_answer_result(&b, 7, &one), 0);
+    /* A, A, B, (notification), A (the worker's error), (refused: none), B (timeout), B */
+    const uint32_t tags[8] = { a, a, q, a, a | JRPC_METRICS_WORKER_ERROR, JRPC_METRICS_NONE, q, q };
+    jrpc_metrics.now = 10000000;
+    jrpc_metrics_reply(0, &b, tags, 7000000);
+    jrpc_batch_dispose(&b);
+    assert_int_equal(ra->calls[JRPC_CALL_OK] - a_ok, 2);
+    assert_int_equal(ra->calls[JRPC_CALL_ERROR] - a_err, 1);
+    assert_int_equal(rq->calls[JRPC_CALL_OK] - q_ok, 2);
+    assert_int_equal(rq->calls[JRPC_CALL_TIMEOUT] - q_to, 1);
+    assert_int_equal(hist_count(&ra->total) - a_n, 3);
+    assert_int_equal(hist_count(&rq->total) - q_n, 3);
+    assert_int_equal(jrpc_metrics.calls[0][0] - ok0, 4);    /* 4 results */
+    assert_int_equal(jrpc_metrics.calls[0][1] - err0, 3);   /* the two errors and the refused call */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_error_code_table_bounded),
         cmocka_unit_test(test_page),
         cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_reply_runs_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

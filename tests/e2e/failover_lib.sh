@@ -26,7 +26,7 @@ start_b() { # N: broker N on fresh ports (retried on a collision)
         : > "$E2E_TMP/b$n.log"
         "$JRPC_BIN/jrpc-broker" --zmq "tcp://127.0.0.1:$zp" --workers "${WEP[$n]}" \
             --http "127.0.0.1:${HTTPP[$n]}" --keys "$E2E_TMP/keys" \
-            --redis "redis://127.0.0.1:$RPORT" --timeout-ms 3000 --heartbeat-ms 1000 \
+            --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 2000 --timeout-ms 3000 --heartbeat-ms 1000 \
             --admin "127.0.0.1:${ADMP[$n]}" >>"$E2E_TMP/b$n.log" 2>&1 &
         BPID[$n]=$!; E2E_PIDS+=("${BPID[$n]}")
         e2e_wait_for "[ \$(grep -c event=listening '$E2E_TMP/b$n.log') -ge 4 ]" 10 && return 0

@@ -89,6 +89,23 @@ now=$(date +%s)
 lh=$(val 'jrpc_worker_last_heard_timestamp_seconds{worker="w1"}' | cut -d. -f1)
 check "last heard: within 10 s of now" 1 "$(( lh > now - 10 && lh <= now + 1 ))"
 
+# runs of one method, interleaved (A,A,B,A,B,B; an error inside a run): the
+# broker counts by runs (the reply, the worker's RESPONSE), every call still
+# in its own method's series, exactly
+before="$(calls add ok) $(calls add error) $(calls echo ok) $(val 'jrpc_method_worker_seconds_count{service="",method="add"}') $(val 'jrpc_method_worker_seconds_count{service="",method="echo"}') $(val 'jrpc_method_call_seconds_count{service="",method="echo"}')"
+post '[{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1},
+       {"jsonrpc":"2.0","method":"add","params":[3,4],"id":2},
+       {"jsonrpc":"2.0","method":"echo","params":[1],"id":3},
+       {"jsonrpc":"2.0","method":"add","params":["x"],"id":4},
+       {"jsonrpc":"2.0","method":"echo","params":[2],"id":5},
+       {"jsonrpc":"2.0","method":"echo","params":[3],"id":6}]' >/dev/null
+scrape
+after="$(calls add ok) $(calls add error) $(calls echo ok) $(val 'jrpc_method_worker_seconds_count{service="",method="add"}') $(val 'jrpc_method_worker_seconds_count{service="",method="echo"}') $(val 'jrpc_method_call_seconds_count{service="",method="echo"}')"
+read -ra b0 <<<"$before"; read -ra a0 <<<"$after"
+delta=""; for k in "${!a0[@]}"; do delta="$delta${delta:+ }$(( ${a0[k]} - ${b0[k]} ))"; done
+check "runs A,A,B,A,B,B: add +2 ok +1 error, echo +3 ok, worker time add +3 echo +3, call time echo +3" \
+    "2 1 3 3 3 3" "$delta"
+
 # the access line: path and methods
 check "access: HTTP single call names /rpc and its method" "$((nf + nt))" \
     "$(grep -c 'event=access transport=http path=/rpc .* calls=1 methods=1 method=nope ' "$E2E_TMP/broker.log")"

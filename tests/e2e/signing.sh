@@ -18,7 +18,7 @@ demo      s3cr3t-s3cr3t-s3cr3t
 limited   limited-secret-0123456789   add sum*
 KEYS
 E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
-    --redis-timeout-ms 300
+    --redis-timeout-ms 3000
 e2e_start_worker
 W1=$LAST_PID
 e2e_wait_workers 1

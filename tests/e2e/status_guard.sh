@@ -12,7 +12,7 @@ PY=/usr/bin/python3
 e2e_start_redis
 printf 'demo s3cr3t-s3cr3t-s3cr3t\n' > "$E2E_TMP/keys"
 ADMIN_PORT=$(e2e_pick_port)
-e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 300 \
+e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 3000 \
     --skew 60 --admin "127.0.0.1:$ADMIN_PORT"
 ADMIN="http://127.0.0.1:$ADMIN_PORT"
 e2e_start_worker

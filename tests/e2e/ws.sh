@@ -227,7 +227,7 @@ cat > "$T/keys" <<KEYS
 demo      s3cr3t-s3cr3t-s3cr3t
 limited   limited-secret-0123456789   add
 KEYS
-E2E_HTTP=1 e2e_start_broker --keys "$T/keys" --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 300
+E2E_HTTP=1 e2e_start_broker --keys "$T/keys" --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 3000
 B2=$BROKER_PID
 e2e_start_worker
 e2e_wait_workers 1

@@ -794,6 +794,39 @@ static void response_heads(void **state)
     assert_string_equal(JRPC_HTTP_CONTINUE, "HTTP/1.1 100 Continue\r\n\r\n");
 }
 
+/* The cached 200 head writes what the general writer writes (without the
+ * empty line), for every width of the length and across seconds; into a
+ * heap block of exactly JRPC_HTTP_OK_MAX bytes (an over-write trips ASan). */
+static void ok_heads(void **state)
+{
+    (void)state;
+    static const uint64_t lens[] = { 0, 7, 9, 10, 54, 99, 100, 101, 999, 1000, 1234, 9999,
+                                     10000, 65536, 123456789, UINT64_MAX };
+    static const time_t secs[] = { 784111777, 784111777, 784111778, 1709251199, 0 };
+    static const char *const ctypes[] = { "application/json",
+                                          "application/x-a-content-type-of-48-bytes-exactly" };
+    for (size_t t = 0; t < 2; t++) {
+        assert_int_equal(strlen(ctypes[1]), JRPC_HTTP_OK_CTYPE_MAX);
+        jrpc_http_ok_t ok = { .content_type = ctypes[t] };
+        jrpc_http_date_t d = { 0 };
+        for (size_t s = 0; s < sizeof secs / sizeof *secs; s++) {
+            for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+                jrpc_http_resp_t r = { 200, jrpc_http_date(&d, secs[s]), ctypes[t], lens[i],
+                                       JRPC_HTTP_CONN_NONE, NULL, false };
+                char want[JRPC_HTTP_HEAD_MAX];
+                int n = jrpc_http_response_head(want, sizeof want, &r);
+                assert_true(n > 2);
+                char *dst = malloc(JRPC_HTTP_OK_MAX);
+                assert_non_null(dst);
+                char *e = jrpc_http_ok_head(&ok, secs[s], lens[i], dst);
+                assert_int_equal(e - dst, n - 2);   /* the caller writes the empty line */
+                assert_memory_equal(dst, want, (size_t)n - 2);
+                free(dst);
+            }
+        }
+    }
+}
+
 /* ---- header value lists and Accept weights ------------------------------ */
 
 static void lists_and_accept(void **state)
@@ -859,6 +892,7 @@ int main(void)
         cmocka_unit_test(limits),
         cmocka_unit_test(large_head_limit),
         cmocka_unit_test(response_heads),
+        cmocka_unit_test(ok_heads),
         cmocka_unit_test(lists_and_accept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

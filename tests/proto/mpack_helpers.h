@@ -1,6 +1,7 @@
 /* Helpers shared by the msgpack unit tests (test_jrpc_mpack, test_jrpc_wire,
- * test_jrpc_header): hand-made frames, spans, a fixed-seed generator and the
- * wrong values a typed field is tried with. Include after <cmocka.h>. */
+ * test_jrpc_header, test_jrpc_json, test_jrpc_json_write): hand-made
+ * frames, spans, exact-size copies, a fixed-seed generator and the wrong
+ * values a typed field is tried with. Include after <cmocka.h>. */
 #ifndef MPACK_HELPERS_H
 #define MPACK_HELPERS_H
 
@@ -13,6 +14,17 @@
 #include "jrpc_mpack.h"
 
 #define NOSPAN ((jrpc_span_t){ NULL, 0 })
+
+/* An exact-size heap copy of n bytes (never NUL-terminated): a read past
+ * it trips ASan. */
+static inline char *exact(const void *p, size_t n)
+{
+    char *b = malloc(n ? n : 1);
+    assert_non_null(b);
+    if (n)
+        memcpy(b, p, n);
+    return b;
+}
 
 /* A packer appending to b, for hand-made (possibly invalid) frames. */
 static inline void pk_init(msgpack_packer *pk, jrpc_buf_t *b)

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -72,6 +73,41 @@ static void test_format_all_at_the_bound(void **state)
     t.has = 1u << JRPC_TIMING_PARSE;
     jrpc_timing_format(&t, out);
     assert_string_equal(out, "parse;dur=0.000");
+}
+
+/* The edges of put_ms: nothing, half a µs (rounded up), just under and
+ * at the 32-bit path's bound (9.9995 ms), 999.9995 ms, the largest value
+ * written; each one alone and as a later phase (after ", "). */
+static void test_format_edges(void **state)
+{
+    (void)state;
+    static const struct { uint64_t ns; const char *s; } e[] = {
+        { 0, "0.000" },                   { 499, "0.000" },
+        { 500, "0.001" },                 { 1499, "0.001" },
+        { 1500, "0.002" },                { 99499, "0.099" },
+        { 99500, "0.100" },               { 999499, "0.999" },
+        { 999500, "1.000" },              { 9999499, "9.999" },
+        { 9999500, "10.000" },            { 10000000, "10.000" },
+        { 999999499, "999.999" },         { 999999500, "1000.000" },
+        { 4294967295u, "4294.967" },      { 4294967296u, "4294.967" },
+        { 999999999999999499ull, "999999999999.999" },
+        { 999999999999999500ull, "1000000000000.000" },
+        { UINT64_MAX, "1000000000000.000" },
+    };
+    char out[JRPC_TIMING_MAX], want[JRPC_TIMING_MAX];
+    for (size_t k = 0; k < sizeof e / sizeof *e; k++) {
+        jrpc_timing_t t = { { 0 }, 1u << JRPC_TIMING_QUEUE };
+        t.ns[JRPC_TIMING_QUEUE] = e[k].ns;
+        snprintf(want, sizeof want, "queue;dur=%s", e[k].s);
+        assert_int_equal(jrpc_timing_format(&t, out), strlen(want));
+        assert_string_equal(out, want);
+        t.has |= 1u << JRPC_TIMING_PARSE | 1u << JRPC_TIMING_TOTAL;
+        t.ns[JRPC_TIMING_PARSE] = e[k].ns;
+        t.ns[JRPC_TIMING_TOTAL] = 7000;
+        snprintf(want, sizeof want, "parse;dur=%s, queue;dur=%s, total;dur=0.007", e[k].s, e[k].s);
+        assert_int_equal(jrpc_timing_format(&t, out), strlen(want));
+        assert_string_equal(out, want);
+    }
 }
 
 static void test_round_trip(void **state)
@@ -141,6 +177,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_order_and_digits),
         cmocka_unit_test(test_format_all_at_the_bound),
+        cmocka_unit_test(test_format_edges),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_parse_w3c_forms),
         cmocka_unit_test(test_parse_malformed),

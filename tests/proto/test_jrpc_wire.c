@@ -474,6 +474,37 @@ static void test_reject(void **state)
 #define SID "3f9a0c41d2e87b65-0001-f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
 
 /* MESSAGE [1, 7, seq, session, body] (PROTOCOL.md 2.6), both ways. */
+/* SCHEMAS [1, 8, str]: its bytes, decoded, every prefix malformed, and a
+ * non-str third element malformed. */
+static void test_schemas_frame(void **state)
+{
+    (void)state;
+    jrpc_buf_t b;
+    frame_t f;
+    jrpc_buf_init(&b);
+    static const char sch[] = "{\"tools/call\":{}}";
+    assert_int_equal(jrpc_wire_put_schemas(&b, sch, sizeof sch - 1), 0);
+    static const char head[] = { (char)0x93, 1, 8, (char)(0xa0 + sizeof sch - 1) };
+    assert_int_equal(b.len, sizeof head + sizeof sch - 1);
+    assert_memory_equal(b.p, head, sizeof head);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_int_equal(f.m.type, JRPC_WIRE_SCHEMAS);
+    assert_int_equal(f.m.schemas->via.str.size, sizeof sch - 1);
+    assert_memory_equal(f.m.schemas->via.str.ptr, sch, sizeof sch - 1);
+    frame_dispose(&f);
+    expect_prefixes_malformed(b.p, b.len);
+    static const char bad[] = { (char)0x93, 1, 8, 5 };
+    frame_decode(&f, bad, sizeof bad);
+    assert_int_equal(f.rc, JRPC_WIRE_EMALFORMED);
+    frame_dispose(&f);
+    static const char nine[] = { (char)0x93, 1, 9, (char)0xa0 };
+    frame_decode(&f, nine, sizeof nine);
+    assert_int_equal(f.rc, JRPC_WIRE_EMALFORMED);
+    frame_dispose(&f);
+    jrpc_buf_dispose(&b);
+}
+
 static void test_message(void **state)
 {
     (void)state;
@@ -1643,6 +1674,7 @@ int main(void)
         cmocka_unit_test(test_heartbeat_settings),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_message),
+        cmocka_unit_test(test_schemas_frame),
         cmocka_unit_test(test_instance_and_session),
         cmocka_unit_test(test_peek_type),
         cmocka_unit_test(test_request_item_seq),

@@ -324,6 +324,93 @@ static void test_builder(void **state)
     jrpc_buf_dispose(&out);
 }
 
+/* A declaration checked as the OpenRPC meta-schema will judge it: each
+ * case at the end of a buffer of its own size (an over-read trips ASan). */
+static void check_decl(const char *text, int want, const char *want_why)
+{
+    size_t n = strlen(text);
+    char *p = malloc(n ? n : 1);
+    assert_non_null(p);
+    memcpy(p, text, n);
+    const char *why = NULL;
+    int rc = jrpc_openrpc_decl_check(p, n, &why);
+    if (rc != want || strcmp(why, want_why) != 0)
+        fail_msg("%s: rc=%d why=%s", text, rc, why);
+    free(p);
+}
+
+static void test_decl_check(void **state)
+{
+    (void)state;
+    check_decl("{}", 0, "");
+    check_decl("{\"params\":[],\"result\":{\"type\":\"integer\"}}", 0, "");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"type\":[\"integer\",\"null\"],"
+               "\"minimum\":0,\"enum\":[1,2]},\"required\":true,\"x-k\":[1]}],"
+               "\"result\":{\"name\":\"r\",\"schema\":true},\"paramStructure\":\"by-name\","
+               "\"summary\":\"s\",\"x-mcp-tools\":[{\"any\":1}]}", 0, "");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"properties\":{\"b\":{\"items\":"
+               "[{\"type\":\"string\"},true],\"required\":[\"x\",\"y\"]}},"
+               "\"anyOf\":[{},{\"not\":false}],\"maxLength\":3.0}}]}", 0, "");
+    check_decl("[]", -EINVAL, "not_an_object");
+    check_decl("{\"params\":{}}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":1,\"schema\":{}}]}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":\"\",\"schema\":{}}]}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\"}]}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{},\"other\":1}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"$ref\":\"#/x\"}]}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"type\":5}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"type\":\"int\"}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"enum\":[]}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"enum\":[1,1]}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"minLength\":-1}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"properties\":{\"b\":"
+               "{\"required\":true}}}}]}", -EINVAL, "bad_params");
+    check_decl("{\"params\":[{\"name\":\"a\",\"schema\":{\"anyOf\":[]}}]}", -EINVAL,
+               "bad_params");
+    check_decl("{\"result\":{\"name\":\"r\",\"schema\":{\"multipleOf\":0}}}", -EINVAL,
+               "bad_result");
+    check_decl("{\"result\":5}", -EINVAL, "bad_result");
+    check_decl("{\"result\":{\"name\":\"r\",\"schema\":{}, \"x\":1}}", -EINVAL, "bad_result");
+    check_decl("{\"paramStructure\":\"any\"}", -EINVAL, "bad_member");
+    check_decl("{\"x-jrpc-bare\":true}", -EINVAL, "reserved_member");
+    check_decl("{\"servers\":[]}", -EINVAL, "unknown_member");
+    /* deeper than 32 schema levels */
+    char deep[600] = "{\"result\":";
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "{\"not\":");
+    strcat(deep, "true");
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "}");
+    strcat(deep, "}");
+    check_decl(deep, -EINVAL, "bad_result");
+}
+
+/* What a declaration adds besides params and result is copied into the
+ * method object. */
+static void test_builder_decl_members(void **state)
+{
+    (void)state;
+    jrpc_method_info_t m = { .method = S("m"), .canonical = S("m"), .owns_bare = true,
+                             .workers = 1, .params = S("[]"), .result = S("{}"),
+                             .decl = S("{\"params\":[],\"x-mcp-tools\":[{\"name\":\"t\"}],"
+                                       "\"result\":{},\"summary\":\"s\"}") };
+    jrpc_buf_t out;
+    jrpc_buf_init(&out);
+    assert_int_equal(jrpc_openrpc_write_methods(&out, &m, 1, "1"), 0);
+    char *doc = strndup(out.p, out.len);
+    assert_non_null(strstr(doc, "\"result\":{\"name\":\"result\",\"schema\":{}},"
+                                "\"x-mcp-tools\":[{\"name\":\"t\"}],\"summary\":\"s\","
+                                "\"x-jrpc-bare\":true"));
+    free(doc);
+    jrpc_buf_dispose(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +420,8 @@ int main(void)
         cmocka_unit_test(test_bad_service_refused),
         cmocka_unit_test(test_grace_queue_adopted),
         cmocka_unit_test(test_schemas_and_document),
+        cmocka_unit_test(test_decl_check),
+        cmocka_unit_test(test_builder_decl_members),
         cmocka_unit_test(test_builder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1022,6 +1022,69 @@ static void test_script_flushed(void **state)
     assert_int_equal(claim_wait(&f->loop, f->r, "ks", "n1"), -EEXIST);
 }
 
+/* An idempotency claim's answer (rc, and the stored reply when rc is 1). */
+typedef struct idem_res {
+    int  rc;
+    int  calls;
+    char reply[64];
+} idem_res_t;
+
+static void on_idem_res(void *arg, int rc, const char *reply, size_t n)
+{
+    idem_res_t *res = arg;
+    res->rc = rc;
+    res->calls++;
+    snprintf(res->reply, sizeof res->reply, "%.*s", (int)n, reply ? reply : "");
+}
+
+static bool idem_done(void *ctx)
+{
+    return ((idem_res_t *)ctx)->calls > 0;
+}
+
+/* Claims idempotency key `key` for a body of fingerprint fp and waits for
+ * the answer (the callback's rc, or the immediate rc). */
+static int idem_wait(fx_t *f, const char *key, const char fp[64], idem_res_t *res)
+{
+    memset(res, 0, sizeof *res);
+    int rc = jrpc_replay_idem_claim(f->r, (jrpc_span_t){ "who", 3 },
+                                    (jrpc_span_t){ key, strlen(key) }, fp, 5000, on_idem_res, res);
+    if (rc < 0)
+        return rc;
+    assert_true(run_until(&f->loop, idem_done, res, 5000));
+    return res->rc;
+}
+
+/* Idempotency keys go as EVALSHA of the script loaded at connect: after
+ * SCRIPT FLUSH the claim fails closed (NOSCRIPT drops the connection, as
+ * for nonces), the reconnect loads the scripts again, and the keys are as
+ * they were: the kept reply, a new key claimed once. */
+static void test_idem_script_flushed(void **state)
+{
+    fx_t *f = *state;
+    char fp[64];
+    memset(fp, 'a', sizeof fp);
+    idem_res_t res;
+    srv_start(&f->srv);
+    char url[128];
+    url_of(url, sizeof url, &f->srv, "", "");
+    make_up(f, url, 1000);
+    assert_int_equal(idem_wait(f, "i1", fp, &res), 0);
+    assert_int_equal(jrpc_replay_idem_store(f->r, (jrpc_span_t){ "who", 3 }, (jrpc_span_t){ "i1", 2 },
+                                            fp, "kept", 4, 60), 0);
+    assert_int_equal(idem_wait(f, "i1", fp, &res), 1);   /* after the store: one connection */
+    assert_string_equal(res.reply, "kept");
+    freeReplyObject(srv_cmd(&f->srv, "SCRIPT FLUSH"));
+    assert_int_equal(idem_wait(f, "i2", fp, &res), -EAGAIN);
+    assert_true(run_until(&f->loop, is_up, f->r, 5000));
+    assert_int_equal(idem_wait(f, "i1", fp, &res), 1);
+    assert_string_equal(res.reply, "kept");
+    assert_int_equal(idem_wait(f, "i2", fp, &res), 0);
+    assert_int_equal(idem_wait(f, "i2", fp, &res), -EBUSY);
+    memset(fp, 'b', sizeof fp);
+    assert_int_equal(idem_wait(f, "i2", fp, &res), -EILSEQ);
+}
+
 /* ---- a fault proxy: one unsolicited reply ---------------------------------- */
 
 typedef struct proxy {
@@ -2154,6 +2217,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flushall, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epoch_from_the_future, setup, teardown),
         cmocka_unit_test_setup_teardown(test_script_flushed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idem_script_flushed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsolicited_reply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sentinel_first_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sentinel_nil_error_hang, setup, teardown),
