@@ -2,13 +2,17 @@
 # Broker hot path under callgrind: instructions (Ir) per call, and the top
 # functions by Ir share. Instruction counts repeat from run to run, unlike
 # wall-clock time on a shared machine.
-#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http|zmq-signed|http-signed [BATCH] [SECONDS] [TOP]
+#   [IDLE=N] [METHOD=M] [PARAMS=JSON] [WORKER_OPTS=...] [PROF_CMAKE=...] bash bench/profile.sh zmq|http|ws|zmq-signed|http-signed [BATCH] [SECONDS] [TOP]
 # PROF_CMAKE: more cmake options for build-prof (e.g. -DJRPC_LTO=OFF); without it the
 # defaults are set again (LTO on), so a setting does not outlive its run.
 # IDLE=N first opens N used, idle HTTP keep-alive connections (jrpc-bench-idle)
 # and holds them through the run: what they cost the active calls, in Ir.
 # zmq: batches over ZeroMQ (default batch 100); http: one POST per batch
-# (default batch 1). Starts a Release broker (with -g) under valgrind and one
+# (default batch 1); ws: one text message per batch on a kept WebSocket
+# (default batch 100; driven by jrpc-bench-ws-load --phase ws, `add` [1,2]
+# only, jrpc-bench's body: METHOD and PARAMS do not apply), so `ws 100` and
+# `http 100` compare what a message and a request cost the broker (issue
+# 35). Starts a Release broker (with -g) under valgrind and one
 # demo worker on 127.0.0.1, drives it with jrpc-bench (2 connections, closed
 # loop), stops it with SIGTERM; prints Ir per call (the counters are zeroed
 # when the load starts and dumped when it ends: start-up and shutdown are not
@@ -43,12 +47,12 @@ case $mode in
         signed=(--keys "$T/keys" --redis redis://127.0.0.1:$rport)
         ;;
 esac
-case $transport in zmq) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq or http" >&2; exit 2 ;; esac
+case $transport in zmq|ws) batch=${2:-100} ;; http) batch=${2:-1} ;; *) echo "zmq, http or ws" >&2; exit 2 ;; esac
 secs=${3:-10} top=${4:-25}
 source bench/build_rel.sh
 # shellcheck disable=SC2086  # PROF_CMAKE is a list of options
 build_rel build-prof -DCMAKE_C_FLAGS=-g -DJRPC_LTO=ON ${PROF_CMAKE:-} jrpc-broker jrpc-worker jrpc-bench \
-    jrpc-bench-idle
+    jrpc-bench-idle jrpc-bench-ws-load
 idle=${IDLE:-0}
 [ "$idle" -gt 0 ] && ulimit -n "$(ulimit -Hn)"
 B=build-prof/bin
@@ -65,7 +69,7 @@ trap 'kill $bp $wp $hp 2>/dev/null' EXIT
 [ ${#signed[@]} -gt 0 ] &&
     trap 'kill $bp $wp $hp "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 url=tcp://127.0.0.1:$port
-[ "$transport" = http ] && url=http://127.0.0.1:$((port + 2))
+[ "$transport" = zmq ] || url=http://127.0.0.1:$((port + 2))   # ws: HTTP for the readiness check
 # Ready when a short run gets its answers (valgrind starts slowly on a busy
 # machine: no fixed sleep); the broker gone (a port in use) or 60 s: stop.
 ready=
@@ -83,8 +87,13 @@ if [ "$idle" -gt 0 ]; then
     head -n 1 build-prof/idle.out
 fi
 callgrind_control -z $bp >/dev/null 2>&1   # count the run only: not start-up, not the idle connections' opening
+if [ "$transport" = ws ]; then
+    calls=$($B/jrpc-bench-ws-load --port $((port + 2)) --phase ws --batch "$batch" --connections 2 --duration "$secs" |
+            sed -n 's/.* calls_total=\([0-9]*\).*/\1/p')
+else
 calls=$($B/jrpc-bench --url "$url" ${METHOD:+--method "$METHOD"} ${PARAMS:+--params "$PARAMS"} --batch "$batch" --connections 2 --duration "$secs" --warmup 0 ${signed[@]:+"${sign[@]}"} --json |
         sed -n 's/.*"calls":\([0-9]*\).*/\1/p')
+fi
 callgrind_control -d $bp >/dev/null 2>&1   # a dump now, before shutting down costs anything
 dump=$out.1
 kill -TERM $bp

@@ -291,6 +291,8 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
         batch_free(x);
         return -ENOMEM;
     }
+    if (ad && ad->ncalls)
+        *ad->ncalls = x->req.ncalls ? x->req.ncalls : 1;
     bool notes = false;   /* it may be answered before its calls end: it may be held */
     x->mstat = x->handles + x->req.ncalls;   /* the same block */
     for (uint32_t i = 0; i < x->req.ncalls; i++) {

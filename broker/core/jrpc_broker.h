@@ -122,6 +122,11 @@ typedef struct jrpc_admit {
                                     line and routing see that name; MCP's /mcp/<service>).
                                     Not checked here: a service nobody serves finds no
                                     method (-32601) */
+    uint32_t       *ncalls;      /* non-NULL: set to the body's number of calls (as
+                                    jrpc_batch_count counts) once jrpc_broker_submit has
+                                    parsed it, before any reply; untouched when it is
+                                    refused unparsed. For a front that counts a body's
+                                    calls in flight without a pass of its own */
 } jrpc_admit_t;
 
 /* Receives the reply of one body: JSON text, or len == 0 when the body held

@@ -19,6 +19,7 @@
 /* ---- WebSocket: the upgrade ------------------------------------------------- */
 
 static int ws_write(void *conn, const char *p, size_t n);
+static int ws_write2(void *conn, const char *a, size_t an, const char *p, size_t n);
 static size_t ws_queued(void *conn);
 static void ws_reading(void *conn, bool on);
 static void ws_over(void *conn);
@@ -54,6 +55,7 @@ static void ws_switch(conn_t *c, jrpc_span_t key_id, const uint8_t *key_fp)
         .max_queued = f->opts.ws_max_queued, .ping_ms = f->opts.ws_ping_ms,
         .idle_ms = f->opts.idle_timeout_ms, .stream = hs->stream, .timeout_ms = c->timeout_ms,
         .key_id = key_id, .key_fp = key_fp, .peer = { c->peer, c->peer_len },
+        .write2 = ws_write2,
     };
     JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=ws_open protocol=%s stream=%d peer=%.*s",
              hs->protocol ? hs->protocol : "-", hs->stream, (int)c->peer_len, c->peer);
@@ -192,35 +194,43 @@ static void on_ws_write(uv_write_t *w, int status)
     }
 }
 
-/* The session's bytes: uv_try_write when nothing is queued, the rest
- * copied into a uv_write of its own, under the write-stall deadline.
- * Never closes the connection itself (it runs inside the session). */
-static int ws_write(void *conn, const char *p, size_t n)
+/* The session's bytes, bufs[0, nb) in order: uv_try_write when nothing is
+ * queued, the rest copied into a uv_write of its own, under the
+ * write-stall deadline. Never closes the connection itself (it runs inside
+ * the session). */
+static int ws_writev(conn_t *c, const uv_buf_t *bufs, unsigned nb)
 {
-    conn_t *c = conn;
     if (c->closed || c->finishing || c->wfailed)
         return -EPIPE;
+    size_t n = 0, done = 0;
+    for (unsigned i = 0; i < nb; i++)
+        n += bufs[i].len;
     if (c->nwrites == 0) {
-        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-        int k = io_try_write(c, &b, 1);
+        int k = io_try_write(c, bufs, nb);
         if (k == UV_EAGAIN || k == UV_ENOSYS)
             k = 0;
         if (k < 0) {
             c->wfailed = true;
             return -EPIPE;
         }
-        p += k;
-        n -= (size_t)k;
-        if (n == 0)
+        done = (size_t)k;
+        if (done == n)
             return 0;
     }
-    wblock_t *b = malloc(sizeof *b + n);
+    wblock_t *b = malloc(sizeof *b + (n - done));
     if (b == NULL) {
         c->wfailed = true;
         return -ENOMEM;
     }
     b->conn = c;
-    memcpy(b->data, p, n);
+    size_t at = 0;   /* bytes of bufs passed so far */
+    for (unsigned i = 0; i < nb; i++) {
+        size_t skip = done > at ? done - at : 0;
+        if (skip < bufs[i].len)
+            memcpy(b->data + (at + skip - done), bufs[i].base + skip, bufs[i].len - skip);
+        at += bufs[i].len;
+    }
+    n -= done;
     uv_buf_t ub = uv_buf_init(b->data, (unsigned)n);
     if (io_write(c, &b->req, &ub, 1, on_ws_write) < 0) {
         free(b);
@@ -233,6 +243,18 @@ static int ws_write(void *conn, const char *p, size_t n)
         arm(c, T_WRITE);
     }
     return 0;
+}
+
+static int ws_write(void *conn, const char *p, size_t n)
+{
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    return ws_writev(conn, &b, 1);
+}
+
+static int ws_write2(void *conn, const char *a, size_t an, const char *p, size_t n)
+{
+    uv_buf_t b[2] = { uv_buf_init((char *)a, (unsigned)an), uv_buf_init((char *)p, (unsigned)n) };
+    return ws_writev(conn, b, 2);
 }
 
 static size_t ws_queued(void *conn)

@@ -88,6 +88,10 @@ typedef struct jrpc_front_ws_opts {
                                        copied), or NULL: only the id is checked at a reload
                                        (a client certificate's name) */
     jrpc_span_t       peer;         /* the client's address, for the access line (copied) */
+    /* Optional, beside io's write (NULL: write only): a[0, an) then p[0, n),
+     * as one write() of both would take them (a frame's header and its
+     * payload, uncopied; issue 35). Gets the conn pointer. */
+    int             (*write2)(void *conn, const char *a, size_t an, const char *p, size_t n);
 } jrpc_front_ws_opts_t;
 
 /* What the session needs from the connection under it. Every function gets

@@ -44,6 +44,11 @@ typedef struct jrpc_ws_cbs {
      * session in one piece. Returns 0, or < 0 when they cannot be taken:
      * the session is then over (jrpc_ws_feed/send return < 0). */
     int (*write)(void *arg, const char *p, size_t n);
+    /* Optional (NULL: write is used): a text frame written outside a feed
+     * with nothing before it in the burst, as its header a[0, an) and its
+     * payload p[0, n), the caller's (issue 35: no copy into the burst);
+     * one piece for the peer as write's, and the same result. */
+    int (*write2)(void *arg, const char *a, size_t an, const char *p, size_t n);
 } jrpc_ws_cbs_t;
 
 typedef struct jrpc_ws_opts {

@@ -821,22 +821,32 @@ def _():
 
 @case("--max-conns + 10 idle connections; afterwards a new client is served")
 def _():
-    time.sleep(0.3)  # let the broker see earlier cases' sockets close
     n = CFG["max_conns"] + 10
-    conns, refused = [], 0
-    for _ in range(n):
+    # The broker must first see the earlier cases' sockets close; on a loaded
+    # machine that can take longer than the pause, and then the oldest of
+    # these is over the limit too: tried again (three times, longer pauses).
+    for attempt in range(3):
+        time.sleep(0.3 + attempt)
+        conns, refused = [], 0
+        for _ in range(n):
+            try:
+                conns.append(Conn(timeout=2.0))
+            except OSError:
+                refused += 1
         try:
-            conns.append(Conn(timeout=2.0))
-        except OSError:
-            refused += 1
-    try:
-        # the oldest connection is within the limit and must keep working
-        expect_open(conns[0])
-        time.sleep(0.3)
-        closed = sum(1 for c in conns[1:] if c.state(0.0001) == "closed")
-    finally:
-        for c in conns:
-            c.close()
+            # the oldest connection is within the limit and must keep working
+            try:
+                expect_open(conns[0])
+            except Fail:
+                if attempt == 2:
+                    raise
+                continue
+            time.sleep(0.3)
+            closed = sum(1 for c in conns[1:] if c.state(0.0001) == "closed")
+            break
+        finally:
+            for c in conns:
+                c.close()
     t = time.monotonic()
     fresh_ok(5.0)
     took = time.monotonic() - t

@@ -140,7 +140,7 @@ calls=$(curl -s --max-time 5 "http://$ADMIN/metrics" |
     awk '$1 ~ /^jrpc_calls_total\{.*transport="http"/ { s += $2 } END { print s + 0 }')
 check "metrics: the MCP calls count as HTTP calls" 1 "$(awk -v c="$calls" 'BEGIN { print (c >= 13) }')"
 # A child killed: restarted, handshaken again before it takes calls.
-victim=$(pgrep -f -- "^node $EVERYTHING stdio" | head -n 1)
+victim=$(pgrep -P "$STDIO_PID" -f -- "^node $EVERYTHING stdio" | head -n 1)   # this bridge's child, not another test's
 kill -9 "$victim"
 e2e_wait_for "[ \$(grep -c event=mcp_initialized '$STDIO_LOG') -ge 3 ]" 30
 check "a restarted child gets the handshake again" 3 "$(grep -c event=mcp_initialized "$STDIO_LOG")"

@@ -7,7 +7,10 @@
 source "$JRPC_E2E_LIB"
 command -v curl >/dev/null || { echo "curl is required"; exit 1; }
 command -v pgrep >/dev/null || { echo "pgrep is required"; exit 1; }
-SERVER="$(dirname "$JRPC_E2E_LIB")/stdio_server.py"
+# A copy of its own: the checks find this test's children by their command
+# line, and the same test may run at once in another build (tests/run.sh).
+SERVER=$E2E_TMP/stdio_server.py
+cp "$(dirname "$JRPC_E2E_LIB")/stdio_server.py" "$SERVER"
 E2E_HTTP=1 e2e_start_broker --timeout-ms 10000
 send() { printf '%s' "$1" | "$JRPC" send; }
 hpost() { curl -sS --max-time 10 -H 'Content-Type: application/json' --data-binary "$1" "$HTTP_URL/rpc"; }

@@ -6,7 +6,10 @@
 # and the bridge's log stays small (the child's lines are rate-limited and
 # summarised in child_log_suppressed lines).
 source "$JRPC_E2E_LIB"
-SERVER="$(dirname "$JRPC_E2E_LIB")/stdio_server.py"
+# A copy of its own: the checks find this test's children by their command
+# line, and the same test may run at once in another build (tests/run.sh).
+SERVER=$E2E_TMP/stdio_server.py
+cp "$(dirname "$JRPC_E2E_LIB")/stdio_server.py" "$SERVER"
 FLOOD_MS=4000
 LOG_MAX=$((2 * 1024 * 1024))   # bytes of bridge log allowed for the whole test
 e2e_start_broker --timeout-ms 10000

@@ -138,13 +138,17 @@ static void test_precedence(void **state)
     assert_int_equal(load(NULL, env, file), 0);
     assert_int_equal(num, 200);
     /* JRPC_CONFIG names the file too */
-    FILE *f = fopen("/tmp/test_jrpc_conf.env.ini", "w");
+    char path[64], var[80];   /* per process: the suite runs two builds at once */
+    snprintf(path, sizeof path, "/tmp/test_jrpc_conf.env.%d.ini", (int)getpid());
+    snprintf(var, sizeof var, "JRPC_CONFIG=%s", path);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
     fputs("other = 7\n", f);
     fclose(f);
-    const char *env2[] = { "JRPC_CONFIG=/tmp/test_jrpc_conf.env.ini", NULL };
+    const char *env2[] = { var, NULL };
     assert_int_equal(load(NULL, env2, NULL), 0);
     assert_int_equal(other, 7);
-    unlink("/tmp/test_jrpc_conf.env.ini");
+    unlink(path);
 }
 
 static void test_repeated_flag_last_wins(void **state)

@@ -23,6 +23,7 @@ static struct {
     unsigned   nmsgs;
     bool       fail_write;
     bool       echo;         /* answer each message from inside the callback */
+    unsigned   nwrite2;      /* calls of write2 */
     jrpc_ws_t *ws;
 } T;
 
@@ -42,6 +43,15 @@ static int on_write(void *arg, const char *p, size_t n)
     if (T.fail_write)
         return -1;
     return jrpc_buf_append(&T.out, p, n);
+}
+
+static int on_write2(void *arg, const char *a, size_t an, const char *p, size_t n)
+{
+    (void)arg;
+    T.nwrite2++;
+    if (T.fail_write)
+        return -1;
+    return jrpc_buf_append(&T.out, a, an) < 0 ? -1 : jrpc_buf_append(&T.out, p, n);
 }
 
 static jrpc_ws_t *make(uint64_t max_msg)
@@ -200,6 +210,42 @@ static void test_send(void **state)
     assert_int_equal(feed(&in, 0), 0);
     assert_int_equal(T.out.len, 10);
     assert_memory_equal(T.out.p, "\x81\x03[1]\x81\x03[2]", 10);
+    jrpc_buf_dispose(&in);
+    done();
+}
+
+/* With write2: a text frame sent outside a feed goes out as its header and
+ * the caller's payload (the same bytes, one call); inside a feed it joins
+ * the burst, written once at its end; a failed write2 ends the session. */
+static void test_send_write2(void **state)
+{
+    (void)state;
+    make(1 << 20);
+    jrpc_ws_destroy(&T.ws);
+    jrpc_ws_opts_t o = { .max_msg = 1 << 20 };
+    jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write, .write2 = on_write2 };
+    T.ws = jrpc_ws_new(&o, &cbs, NULL);
+    assert_non_null(T.ws);
+    char big[300];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(jrpc_ws_send_text(T.ws, big, sizeof big), 0);
+    assert_int_equal(T.nwrite2, 1);
+    assert_int_equal(T.out.len, 4 + sizeof big);
+    assert_memory_equal(T.out.p, "\x81\x7e\x01\x2c", 4);
+    assert_memory_equal(T.out.p + 4, big, sizeof big);
+    T.out.len = 0;
+    T.echo = true;
+    jrpc_buf_t in;
+    jrpc_buf_init(&in);
+    text(&in, "[1]");
+    text(&in, "[2]");
+    assert_int_equal(feed(&in, 0), 0);
+    assert_int_equal(T.nwrite2, 1);
+    assert_int_equal(T.out.len, 10);
+    assert_memory_equal(T.out.p, "\x81\x03[1]\x81\x03[2]", 10);
+    T.fail_write = true;
+    assert_int_equal(jrpc_ws_send_text(T.ws, "ok", 2), -EPIPE);
+    assert_true(jrpc_ws_over(T.ws));
     jrpc_buf_dispose(&in);
     done();
 }
@@ -459,17 +505,110 @@ static void test_peer_close_forms(void **state)
     }
 }
 
+/* Whole text frames are read by jrpc_ws itself (issue 35), the rest by
+ * wslay: in one feed, messages of each length form, a ping, a message
+ * whose frame ends in the next feed, and messages after it, come out in
+ * order, echoed in order around the pong; UTF-8 is checked past the ASCII
+ * words (a bad byte after 8 good ones: 1007, nothing after it read). */
+static void test_frames_read_here(void **state)
+{
+    (void)state;
+    make(1 << 20);
+    T.echo = true;
+    static char mid[300], huge[70000];
+    memset(mid, 'm', sizeof mid);
+    memset(huge, 'h', sizeof huge);
+    const char *utf = "[\"abcdefgh\u00e9\xc3\xa9\xe2\x82\xac\"]";   /* ASCII, then 2- and 3-byte */
+    jrpc_buf_t in;
+    jrpc_buf_init(&in);
+    text(&in, utf);
+    frame(&in, true, 1, mid, sizeof mid, true);
+    frame(&in, true, 9, "p", 1, true);
+    frame(&in, true, 1, huge, sizeof huge, true);
+    size_t cut = in.len + 3;   /* the next frame's header and a byte of its key */
+    text(&in, "[\"split\"]");
+    text(&in, "[3]");
+    char *a = malloc(cut), *b = malloc(in.len - cut);
+    memcpy(a, in.p, cut);
+    memcpy(b, in.p + cut, in.len - cut);
+    assert_int_equal(jrpc_ws_feed(T.ws, a, cut), 0);
+    assert_int_equal(T.nmsgs, 3);
+    assert_int_equal(jrpc_ws_feed(T.ws, b, in.len - cut), 0);
+    free(a);
+    free(b);
+    assert_int_equal(T.nmsgs, 5);
+    assert_int_equal(T.lens[0], strlen(utf));
+    assert_memory_equal(T.msgs[0], utf, strlen(utf));
+    assert_int_equal(T.lens[1], sizeof mid);
+    assert_memory_equal(T.msgs[1], mid, sizeof mid);
+    assert_int_equal(T.lens[2], sizeof huge);
+    assert_memory_equal(T.msgs[2], huge, sizeof T.msgs[2]);
+    assert_memory_equal(T.msgs[3], "[\"split\"]", T.lens[3]);
+    assert_memory_equal(T.msgs[4], "[3]", T.lens[4]);
+    /* echoes and the pong, in the order they were asked for */
+    size_t o = 0, ul = strlen(utf);
+    assert_true(T.out.len > 2 + ul);
+    assert_memory_equal(T.out.p, "\x81", 1);
+    assert_int_equal((uint8_t)T.out.p[1], ul);
+    assert_memory_equal(T.out.p + 2, utf, ul);
+    o = 2 + ul;
+    assert_memory_equal(T.out.p + o, "\x81\x7e\x01\x2c", 4);
+    o += 4 + sizeof mid;
+    assert_memory_equal(T.out.p + o, "\x8a\x01p", 3);
+    o += 3;
+    assert_memory_equal(T.out.p + o, "\x81\x7f\0\0\0\0\0\x01\x11\x70", 10);   /* 70000 */
+    o += 10 + sizeof huge;
+    assert_memory_equal(T.out.p + o, "\x81\x09[\"split\"]\x81\x03[3]", 16);
+    assert_int_equal(T.out.len, o + 16);
+    jrpc_buf_dispose(&in);
+    done();
+
+    make(1 << 20);
+    jrpc_buf_init(&in);
+    text(&in, "[1]");
+    text(&in, "[\"abcdefghijklmnopq\xc3\xa9rstuvwxyz0123456789\"]");   /* é among the first 32 */
+    text(&in, "[\"abcdefghijklmnopq\xc3rstuvwxyz0123456789\"]");       /* a lone lead byte */
+    text(&in, "[2]");
+    assert_int_equal(feed(&in, 0), 1);
+    assert_int_equal(T.nmsgs, 2);
+    assert_int_equal(jrpc_ws_code_sent(T.ws), 1007);
+    jrpc_buf_dispose(&in);
+    done();
+
+    /* the same past the first 128 bytes (the widest vector turn) */
+    make(1 << 20);
+    jrpc_buf_init(&in);
+    char wide[300];
+    memset(wide, 'w', sizeof wide);
+    wide[0] = '"';
+    wide[sizeof wide - 1] = '"';
+    memcpy(wide + 140, "\xc3\xa9", 2);
+    frame(&in, true, 1, wide, sizeof wide, true);
+    wide[141] = 'x';   /* a lead byte without its continuation */
+    frame(&in, true, 1, wide, sizeof wide, true);
+    text(&in, "[2]");
+    assert_int_equal(feed(&in, 0), 1);
+    assert_int_equal(T.nmsgs, 1);
+    assert_int_equal(T.lens[0], sizeof wide);
+    assert_int_equal(jrpc_ws_code_sent(T.ws), 1007);
+    assert_true(wrote_close(1007));
+    jrpc_buf_dispose(&in);
+    done();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accept_key),
         cmocka_unit_test(test_messages_any_split),
         cmocka_unit_test(test_send),
+        cmocka_unit_test(test_send_write2),
         cmocka_unit_test(test_peer_close),
         cmocka_unit_test(test_close_codes),
         cmocka_unit_test(test_close_ping_write_failure),
         cmocka_unit_test(test_malformed_headers),
         cmocka_unit_test(test_peer_close_forms),
+        cmocka_unit_test(test_frames_read_here),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
