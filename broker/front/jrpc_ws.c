@@ -386,6 +386,21 @@ static bool all_ascii(v16_t acc, uint8_t hi)
     return !((w[0] | w[1]) & 0x8080808080808080ull) && !(hi & 0x80);
 }
 
+/* The unmasking loop of both widths: four vectors of type V a turn, XORed
+ * with k (the key spread over a vector), their bits OR-ed into acc (a byte
+ * above 0x7f shows there); i is left at the first byte of the tail. */
+#define UNMASK_TURNS(V, dst, src, n, i, k, acc)                  \
+    for (; (i) + 4 * sizeof(V) <= (n); (i) += 4 * sizeof(V)) {   \
+        V v_[4];                                                 \
+        memcpy(v_, (src) + (i), sizeof v_);                      \
+        v_[0] ^= (k);                                            \
+        v_[1] ^= (k);                                            \
+        v_[2] ^= (k);                                            \
+        v_[3] ^= (k);                                            \
+        memcpy((dst) + (i), v_, sizeof v_);                      \
+        (acc) |= (v_[0] | v_[1]) | (v_[2] | v_[3]);              \
+    }
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_PATH 1
 typedef uint8_t v32_t __attribute__((vector_size(32)));
@@ -398,22 +413,7 @@ __attribute__((target("avx2"))) static bool unmask_avx2(uint8_t *dst, const uint
     for (size_t j = 0; j < 32; j++)
         k[j] = key[j & 3];
     size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        v32_t a, b, c, d;
-        memcpy(&a, src + i, 32);
-        memcpy(&b, src + i + 32, 32);
-        memcpy(&c, src + i + 64, 32);
-        memcpy(&d, src + i + 96, 32);
-        a ^= k;
-        b ^= k;
-        c ^= k;
-        d ^= k;
-        memcpy(dst + i, &a, 32);
-        memcpy(dst + i + 32, &b, 32);
-        memcpy(dst + i + 64, &c, 32);
-        memcpy(dst + i + 96, &d, 32);
-        acc |= (a | b) | (c | d);
-    }
+    UNMASK_TURNS(v32_t, dst, src, n, i, k, acc);
     uint8_t w[32];
     memcpy(w, &acc, 32);
     v16_t k16, acc16;
@@ -443,22 +443,7 @@ static bool unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key
     for (size_t j = 0; j < 16; j++)
         k[j] = key[j & 3];
     size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        v16_t a, b, c, d;
-        memcpy(&a, src + i, 16);
-        memcpy(&b, src + i + 16, 16);
-        memcpy(&c, src + i + 32, 16);
-        memcpy(&d, src + i + 48, 16);
-        a ^= k;
-        b ^= k;
-        c ^= k;
-        d ^= k;
-        memcpy(dst + i, &a, 16);
-        memcpy(dst + i + 16, &b, 16);
-        memcpy(dst + i + 32, &c, 16);
-        memcpy(dst + i + 48, &d, 16);
-        acc |= (a | b) | (c | d);
-    }
+    UNMASK_TURNS(v16_t, dst, src, n, i, k, acc);
     uint8_t hi = unmask_tail(dst, src, i, n, key, k, &acc);
     return all_ascii(acc, hi);
 }
