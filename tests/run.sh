@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is needed (and only here), builds twice (plain with
 # gcc and warnings as errors, then AddressSanitizer + UndefinedBehaviorSanitizer with clang
-# and warnings as errors) and runs every test in both; builds Release -O3 with gcc and
-# warnings as errors (the last two builds at the lowest priority, beside the plain tests).
+# and warnings as errors) and runs every test in both, the two passes at once; builds
+# Release -O3 with gcc and warnings as errors at the lowest priority beside them.
 # The last line is the total: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -34,47 +34,38 @@ build() {
     fi
 }
 common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DJRPC_WERROR=ON)
-# The plain build (gcc) first; then, while its tests run, the other builds at
-# the lowest priority, one after another: ASan + UBSan with clang (its
-# warnings differ from gcc's, -Wstring-concatenation reached CI that way, so
-# this build with warnings as errors is also the clang check), then Release
-# with gcc and warnings as errors (-O3 finds warnings, -Wrestrict and
-# -Wmaybe-uninitialized, that -O2 does not), built only.
-# Most tests wait on sockets and timers, not on the CPU (issue 35: 915 s
-# of wall time used ~55 % of two cores): each pass runs twice as many tests
-# as there are cores, and the ASan pass starts as soon as its build is
-# done, beside the end of the plain one. Its output is printed whole when
-# it ends, so that the two passes do not interleave.
+# Two builds first, at full speed: plain with gcc, then ASan + UBSan with
+# clang (its warnings as errors are the clang check: clang warns where gcc
+# does not, -Wstring-concatenation reached CI that way; and its UBSan also
+# refuses arithmetic on a NULL pointer). Then both test passes at once, each
+# running more tests than there are cores (most tests wait on sockets and
+# timers, not on the CPU: issue 35), while a Release build with gcc and
+# warnings as errors (-O3 finds warnings, -Wrestrict and
+# -Wmaybe-uninitialized, that -O2 does not) takes what CPU is left, at the
+# lowest priority, built only. The ASan pass's output is printed whole when
+# it ends, after the plain pass's, so that the two do not interleave.
 stamp "build (plain)"
 plain_ok=1
 build build-test-plain "${common[@]}" || plain_ok=0
+stamp "build (asan, clang)"
+asan_ok=1
+CC=clang build build-test-asan "${common[@]}" -DJRPC_SANITIZE=ON || asan_ok=0
 rm -rf build-test-logs && mkdir -p build-test-logs
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-tjobs=$((jobs * 2))
-# ctest_pass VARIANT [CTEST_OPTION...]: runs the ctest of build-test-VARIANT
-# into build-test-VARIANT/ctest.out.
-ctest_pass() {
-    local dir=build-test-$1; shift
-    ctest --test-dir "$dir" -j"$tjobs" --output-on-failure "$@" > "$dir/ctest.out" 2>&1
-}
 (
-    CC=clang nice -n 19 bash -c "$(declare -f build); jobs=$jobs; build build-test-asan ${common[*]} -DJRPC_SANITIZE=ON" \
-        > build-test-logs/asan.log 2>&1
-    rc=$?
-    echo $rc > build-test-logs/asan.rc
-    [ $rc = 0 ] && { echo "=== tests (asan) started [$SECONDS s]" > build-test-logs/asan.start
-                     ctest_pass asan -LE fuzz; }   # the fuzz run has its own sanitizers
-    echo done > build-test-logs/asan.done
-) &
-asan=$!
-(
-    while [ ! -f build-test-logs/asan.rc ]; do sleep 1; done   # one build at a time
     CC=gcc nice -n 19 bash -c "$(declare -f build); jobs=$jobs; build build-test-release-gcc \
         -DCMAKE_BUILD_TYPE=Release -DJRPC_WERROR=ON" > build-test-logs/release.log 2>&1
     echo $? > build-test-logs/release.rc
 ) &
 release=$!
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+tjobs=$((jobs + 1))
+asan=
+if [ $asan_ok = 1 ]; then
+    ctest --test-dir build-test-asan -j"$tjobs" --output-on-failure -LE fuzz \
+        > build-test-asan/ctest.out 2>&1 &   # the fuzz run has its own sanitizers
+    asan=$!
+fi
 # count VARIANT: adds the counts of build-test-VARIANT/ctest.out to the totals.
 count() {
     local out=build-test-$1/ctest.out line failed all
@@ -86,17 +77,17 @@ count() {
     total_fail=$((total_fail + failed))
 }
 if [ $plain_ok = 1 ]; then
-    stamp "tests (plain)"
+    stamp "tests (plain, and asan beside it)"
     ctest --test-dir build-test-plain -j"$tjobs" --output-on-failure 2>&1 | tee build-test-plain/ctest.out
     count plain
 else
     total_fail=$((total_fail + 1))
 fi
 stamp "waiting for the ASan tests"
-wait $asan
-cat build-test-logs/asan.log
-if [ "$(cat build-test-logs/asan.rc)" = 0 ]; then
-    cat build-test-logs/asan.start build-test-asan/ctest.out
+if [ -n "$asan" ]; then
+    wait $asan
+    echo "=== tests (asan), run beside the plain ones"
+    cat build-test-asan/ctest.out
     count asan
 else
     total_fail=$((total_fail + 1))
