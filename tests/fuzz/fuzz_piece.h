@@ -2,8 +2,8 @@
  * copied to the start of one allocation made per run, and every byte after
  * it is poisoned (ASan), so that reading before or after the piece trips
  * ASan exactly as it would in a buffer of the piece's size — without a
- * malloc and a free per piece (with their stack traces and quarantine,
- * those were a fifth of an execution: docs/RELIABILITY.md, "Fuzzing").
+ * malloc and a free per piece (under ASan each costs a stack unwind and a
+ * quarantine entry, more than feeding a piece of a few bytes).
  * Only for the fuzz build (clang with ASan). */
 #ifndef JRPC_FUZZ_PIECE_H
 #define JRPC_FUZZ_PIECE_H
