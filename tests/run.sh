@@ -59,7 +59,7 @@ rm -rf build-test-logs && mkdir -p build-test-logs
 release=$!
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-tjobs=$((jobs + 1))
+tjobs=$((jobs * 2))
 asan=
 if [ $asan_ok = 1 ]; then
     ctest --test-dir build-test-asan -j"$tjobs" --output-on-failure -LE fuzz \
