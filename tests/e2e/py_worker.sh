@@ -19,7 +19,7 @@ for who in broker cworker pyworker client; do "$JRPC" keygen "$K/$who" >/dev/nul
 cat "$K/cworker.pub" "$K/pyworker.pub" >"$K/workers.allow"
 cat "$K/client.pub" >"$K/clients.allow"
 
-BROKER_ARGS=(--heartbeat-ms 200 --max-depth 1024 --curve-secret "$K/broker"
+BROKER_ARGS=(--heartbeat-ms 200 --liveness 10 --max-depth 1024 --curve-secret "$K/broker"
              --client-keys "$K/clients.allow" --worker-keys "$K/workers.allow")
 export E2E_HTTP=1
 e2e_start_broker "${BROKER_ARGS[@]}"
@@ -40,8 +40,8 @@ PY1=$LAST_PID
 e2e_wait_workers 2
 check "the Python worker's READY: its methods, 5 idempotent" 1 \
     "$(grep -c 'event=worker_ready.*credit=8 .*methods=9 idempotent=5' "$E2E_TMP/broker.log")"
-check "... and it adopted the broker's heartbeat (200 ms)" 1 \
-    "$(grep -c 'event=heartbeat_adopted .*heartbeat_ms=200 liveness=3' "$E2E_TMP/py1.log")"
+check "... and it adopted the broker's heartbeat (200 ms, 10 beats)" 1 \
+    "$(grep -c 'event=heartbeat_adopted .*heartbeat_ms=200 liveness=10' "$E2E_TMP/py1.log")"
 
 send() { printf '%s' "$1" | "$JRPC" "${CURVE_CLIENT[@]}" send; }
 

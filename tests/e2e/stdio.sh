@@ -134,7 +134,9 @@ check "metrics: answers counted and timed per child" yes \
 send '[{"jsonrpc":"2.0","method":"sleep","params":{"ms":600},"id":1},
        {"jsonrpc":"2.0","method":"sleep","params":{"ms":600},"id":2}]' >"$E2E_TMP/term.out" &
 sp=$!
-sleep 0.25
+# Both calls at the children before the signal (a loaded machine may take
+# longer than a fixed pause to get them there).
+e2e_wait_for "[ \"\$(metric jrpc_stdio_inflight)\" = 2 ]" 10
 stop_stdio "$STDIO_PID" A
 wait $sp
 check "calls held at SIGTERM are answered" 2 "$(grep -o '"result":600' "$E2E_TMP/term.out" | wc -l)"
