@@ -311,6 +311,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case JRPC_WIRE_REJECT:
             CHECK(m.request >= 1);
             break;
+        case JRPC_WIRE_MESSAGE:   /* PROTOCOL.md 2.6: its fields are checked by the broker */
+            break;
+        case JRPC_WIRE_SCHEMAS:   /* PROTOCOL.md 2.7: a str, the JSON text not checked here */
+            CHECK(m.schemas != NULL && m.schemas->type == MSGPACK_OBJECT_STR);
+            break;
         default:
             CHECK(!"unknown message type decoded");
         }
