@@ -142,6 +142,14 @@ static inline bool eq_nocase(const char *p, size_t n, const char *lit, size_t li
                 return false;
         return (load8(p + n - 8) | low) == load8(lit + n - 8);
     }
+    if (n >= 4) { /* two words of four, overlapping: the names host, accept, origin */
+        uint32_t a, b, c, d;
+        memcpy(&a, p, 4);
+        memcpy(&b, lit, 4);
+        memcpy(&c, p + n - 4, 4);
+        memcpy(&d, lit + n - 4, 4);
+        return (a | 0x20202020u) == b && (c | 0x20202020u) == d;
+    }
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)(p[i] | 0x20) != (unsigned char)lit[i])
             return false;
@@ -260,6 +268,8 @@ static void keep_end(jrpc_http_reader_t *r, jrpc_http_field_t f)
     jrpc_http_head_t *h = &r->head;
     char *v = h->store + rooms[f].off;
     size_t a = r->val_start, b = h->f[f].n;
+    if (b > a && v[a] != ' ' && v[a] != '\t' && v[b - 1] != ' ' && v[b - 1] != '\t')
+        return; /* nothing to trim (the usual) */
     while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
         b--;
     size_t lead = 0;
@@ -720,6 +730,13 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
         unsigned char ch = (unsigned char)*p;
         switch (r->st) {
         case S_METHOD: {
+            if (r->mlen == 0 && end - p >= 5 && memcmp(p, "POST ", 5) == 0) {
+                r->mname = M_POST; /* the usual request: no copy, no lookup */
+                p += 5;
+                r->st = S_TARGET;
+                r->sub = U_START;
+                break;
+            }
             const char *q = p;
             while (q < end && ((unsigned)(*q - 'A') < 26 || *q == '-'))
                 q++;
@@ -1042,7 +1059,33 @@ static void begin(jrpc_http_reader_t *r)
     h->expect_continue = h->expect_other = h->content_coded = false;
     h->conn_upgrade = h->target_cut = false;
     h->target_len = 0;
+    h->path_ok = false;
     memset(h->f, 0, sizeof h->f);
+}
+
+/* The path of h's target (jrpc_http_head_path), kept in h. */
+static void find_path(jrpc_http_head_t *h)
+{
+    const char *u = h->target;
+    size_t n = h->target_len;
+    h->path_ok = false;
+    h->path_at = h->path_len = 0;
+    if (h->target_cut && memchr(u, '?', n) == NULL)
+        return; /* the path itself was cut */
+    /* absolute-form (origin-form, "/...", is the usual: one byte tells) */
+    if (n >= 7 && (u[0] | 0x20) == 'h' && strncasecmp(u, "http://", 7) == 0) {
+        const char *slash = memchr(u + 7, '/', n - 7);
+        if (slash == NULL)
+            return;
+        n -= (size_t)(slash - u);
+        u = slash;
+    }
+    const char *q = memchr(u, '?', n);
+    if (q)
+        n = (size_t)(q - u);
+    h->path_ok = true;
+    h->path_at = (uint16_t)(u - h->target);
+    h->path_len = (uint16_t)n;
 }
 
 /* The head is in: the checks that need all of it, in the order they have
@@ -1082,6 +1125,7 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     h->has_length = r->cl_seen;
     h->content_length = h->has_length ? r->cl_val : 0;
     h->conn_upgrade = (r->conn & CONN_UPGRADE) != 0;
+    find_path(h);
     /* HTTP/1.1 stays open unless told to close, 1.0 closes unless told to
      * stay; what follows a CONNECT is a tunnel, never another request. */
     h->keep_alive = (v11 ? !(r->conn & CONN_CLOSE) : (r->conn & CONN_KEEP) != 0) &&
@@ -1370,28 +1414,6 @@ jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r)
 {
     return &r->head;
-}
-
-bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)
-{
-    const char *u = h->target;
-    size_t n = h->target_len;
-    if (h->target_cut && memchr(u, '?', n) == NULL)
-        return false; /* the path itself was cut */
-    /* absolute-form (origin-form, "/...", is the usual: one byte tells) */
-    if (n >= 7 && (u[0] | 0x20) == 'h' && strncasecmp(u, "http://", 7) == 0) {
-        const char *slash = memchr(u + 7, '/', n - 7);
-        if (slash == NULL)
-            return false;
-        n -= (size_t)(slash - u);
-        u = slash;
-    }
-    const char *q = memchr(u, '?', n);
-    if (q)
-        n = (size_t)(q - u);
-    *path = u;
-    *len = n;
-    return true;
 }
 
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r)

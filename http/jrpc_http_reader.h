@@ -134,6 +134,8 @@ typedef struct jrpc_http_head {
     bool     target_cut;      /* the target is longer than JRPC_HTTP_TARGET_MAX */
     uint16_t target_len;
     char     target[JRPC_HTTP_TARGET_MAX]; /* the request-target as sent (cut) */
+    bool     path_ok;         /* jrpc_http_head_path's answer, found once at the head's end */
+    uint16_t path_at, path_len; /* its path: target[path_at, path_at + path_len) */
     struct { uint16_t n; uint8_t count; bool cut; } f[JRPC_HTTP_NFIELDS]; /* see _value */
     char     store[JRPC_HTTP_STORE];       /* the kept values, each in its room */
 } jrpc_http_head_t;
@@ -230,8 +232,14 @@ static inline jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h,
 
 /* The path of h's target, without a query and, for an absolute-form target
  * (http://host/path), without scheme and authority. false when the path was
- * cut (a cut query does not matter), or an absolute-form target has none. */
-bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len);
+ * cut (a cut query does not matter), or an absolute-form target has none.
+ * Found once when the head is read (the front asks several times). */
+static inline bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)
+{
+    *path = h->target + h->path_at;
+    *len = h->path_len;
+    return h->path_ok;
+}
 
 /* The method's name ("POST", "M-SEARCH", ...); "" before the request line is read. */
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);

@@ -500,6 +500,50 @@ static void targets(void **state)
     assert_memory_equal(p, "/aaaa", 5);
 }
 
+/* The shortcuts of the usual request (issue 35) read as the general path
+ * does (the splits in expect() take the general path at every byte): POST
+ * whole, names of 4 to 7 bytes in any case, values with nothing to trim;
+ * and the path, found once at the head's end, is each request's own. */
+static void usual_shortcuts(void **state)
+{
+    (void)state;
+    expect("POST /rpc HTTP/1.1\r\nhOsT: x\r\nHOSU: y\r\n\r\n", "H POST /rpc 1.1 ka|E|idle");
+    expect("POST /rpc HTTP/1.1\r\nhOsT: x\r\nHOST: y\r\n\r\n",
+           "R400:exactly one Host header is required|done");
+    expect(POSTH "ACCEPT: a\r\nAccepT: b\r\nAcceps: c\r\nOrIgIn: o\r\nOrigim: p\r\n"
+                 "UPGRADE: ws\r\nupgradf: no\r\n\r\n",
+           "H POST /rpc 1.1 ka accept=a, b#2 upgrade=ws origin=o|E|idle");
+    expect(POSTH "Content-Type: \tapplication/json \t \r\nAccept: x\r\nOrigin:o \r\n\r\n",
+           "H POST /rpc 1.1 ka ct=application/json accept=x origin=o|E|idle");
+    expect("POSTS / HTTP/1.1\r\n" HOST "\r\n", "R400:invalid HTTP method|done");
+    expect("POST  /rpc HTTP/1.1\r\n" HOST "\r\n", "R400:malformed request line|done");
+    expect("POST\r\n", "R400:invalid HTTP method|done");
+    static const char in[] = "POST /a?x HTTP/1.1\r\n" HOST "Content-Length: 0\r\n\r\n"
+                             "GET http://h/bc?/d HTTP/1.1\r\n" HOST "\r\n"
+                             "GET http://h HTTP/1.1\r\n" HOST "\r\n";
+    static const char *const paths[] = { "/a", "/bc", NULL };
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    const char *p;
+    size_t n, done = 0;
+    assert_false(jrpc_http_head_path(jrpc_http_reader_head(&r), &p, &n)); /* no head yet */
+    for (int i = 0; i < 3; i++) {
+        jrpc_http_event_t ev;
+        do
+            done += jrpc_http_reader_feed(&r, in + done, sizeof in - 1 - done, &ev);
+        while (ev.kind == JRPC_HTTP_NEED_MORE && done < sizeof in - 1);
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        bool ok = jrpc_http_head_path(jrpc_http_reader_head(&r), &p, &n);
+        assert_int_equal(ok, paths[i] != NULL);
+        if (ok) {
+            assert_int_equal(n, strlen(paths[i]));
+            assert_memory_equal(p, paths[i], n);
+        }
+        jrpc_http_reader_feed(&r, in + done, sizeof in - 1 - done, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+    }
+}
+
 static void methods(void **state)
 {
     expect("CONNECT a:443 HTTP/1.1\r\n" HOST "Content-Length: 3\r\n\r\nabc",
@@ -885,6 +929,7 @@ int main(void)
         cmocka_unit_test(kept_values),
         cmocka_unit_test(targets),
         cmocka_unit_test(methods),
+        cmocka_unit_test(usual_shortcuts),
         cmocka_unit_test(takeover),
         cmocka_unit_test(refusals_head),
         cmocka_unit_test(refusals_framing),
