@@ -21,6 +21,8 @@ bool content_type_ok(const char *p, size_t n)
 {
     const char *t, *q;
     size_t tn, qn;
+    if (n == 16 && memcmp(p, "application/json", 16) == 0)
+        return true;   /* what nearly every client sends: no split, no strncasecmp */
     jrpc_http_next_elem(&p, &n, ';', &t, &tn);
     if (!eq_nocase(t, tn, "application/json") && !eq_nocase(t, tn, "application/json-rpc"))
         return false;
