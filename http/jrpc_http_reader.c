@@ -881,8 +881,11 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
                         break; /* empty, or not a token: byte by byte */
                 }
                 p = q + 1;
-                while (p < end && (*p == ' ' || *p == '\t'))
-                    p++;
+                if (end - p >= 2 && *p == ' ' && (unsigned char)p[1] > ' ')
+                    p++; /* one space, then the value (the usual) */
+                else
+                    while (p < end && (*p == ' ' || *p == '\t'))
+                        p++;
                 if (p == end) {
                     r->st = S_OWS;
                     goto next;

@@ -137,6 +137,12 @@ jrpc_span_t client_of(const conn_t *c, const jrpc_http_head_t *h, char *buf)
 /* What a request carries to prove who sent it (docs/SIGNING.md). */
 jrpc_auth_req_t auth_req(const jrpc_http_head_t *h)
 {
+    if ((h->f[JRPC_HTTP_F_KEY].count | h->f[JRPC_HTTP_F_TIMESTAMP].count |
+         h->f[JRPC_HTTP_F_NONCE].count | h->f[JRPC_HTTP_F_SIGNATURE].count |
+         h->f[JRPC_HTTP_F_AUTHORIZATION].count) == 0)   /* none: what the five would say */
+        return (jrpc_auth_req_t){ .key = { "", 0 }, .timestamp_text = { "", 0 },
+                                  .nonce = { "", 0 }, .signature = { "", 0 },
+                                  .bearer = { "", 0 } };
     return (jrpc_auth_req_t){ .key = auth_value(h, JRPC_HTTP_F_KEY),
                               .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
                               .nonce = auth_value(h, JRPC_HTTP_F_NONCE),
