@@ -109,6 +109,8 @@ typedef enum jrpc_http_field {
 
 #define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
 #define JRPC_HTTP_STORE      2632 /* the rooms above, together */
+#define JRPC_HTTP_SAME_MAX   256  /* a head kept to compare the next one with (keep-alive
+                                     clients send the same head, its Content-Length aside) */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */
@@ -183,6 +185,14 @@ typedef struct jrpc_http_reader {
     char        hname[24];   /* the name being read (if short enough to matter) */
     char        hval[128];   /* the value being read, of a header whose tokens we check
                                 (Transfer-Encoding, Content-Encoding, Expect) */
+    const char *scan_buf;    /* head_scan: the bytes of this call (valid during it) */
+    uint32_t    cl_at;       /* this head: where its Content-Length's first digit is */
+    uint8_t     cl_n;        /* and how many digits it has */
+    uint8_t     same_cl_n;   /* the kept head's Content-Length digits */
+    uint16_t    same_cl_at;  /* where they start in same[] (0: no Content-Length) */
+    uint16_t    same_len;    /* the last head's bytes in same[]; 0: none kept */
+    char        same[JRPC_HTTP_SAME_MAX]; /* the last head, when it may be read again as is:
+                                read whole in one call, not chunked (reader.c: same_head) */
 } jrpc_http_reader_t;
 
 typedef enum jrpc_http_phase {

@@ -544,6 +544,87 @@ static void usual_shortcuts(void **state)
     }
 }
 
+/* The same head again (keep-alive): read from the kept copy when it is
+ * the last head byte for byte, its Content-Length digits aside; every way
+ * of feeding gives what reading it anew gives (the splits cut heads, so
+ * they read them anew). */
+#define CT "Content-Type: application/json\r\n"
+static void same_head_again(void **state)
+{
+    (void)state;
+    expect(POSTH CT "Content-Length: 2\r\n\r\nab" POSTH CT "Content-Length: 2\r\n\r\ncd"
+           POSTH CT "Content-Length: 1\r\n\r\ne",
+           "H POST /rpc 1.1 ka cl=2 ct=application/json|B:ab|E|"
+           "H POST /rpc 1.1 ka cl=2 ct=application/json|B:cd|E|"
+           "H POST /rpc 1.1 ka cl=1 ct=application/json|B:e|E|idle");
+    /* more digits, fewer, leading zeros, spaces after them, none at all */
+    expect(POSTH "Content-Length: 9 \r\nX-A: 1\r\n\r\n123456789"
+           POSTH "Content-Length: 10 \r\nX-A: 1\r\n\r\n0123456789"
+           POSTH "Content-Length: 002 \r\nX-A: 1\r\n\r\nxy"
+           POSTH "Content-Length: 1 \r\nX-A: 1\r\n\r\nz"
+           POSTH "Content-Length:  \r\nX-A: 1\r\n\r\n",
+           "H POST /rpc 1.1 ka cl=9|B:123456789|E|H POST /rpc 1.1 ka cl=10|B:0123456789|E|"
+           "H POST /rpc 1.1 ka cl=2|B:xy|E|H POST /rpc 1.1 ka cl=1|B:z|E|"
+           "R400:invalid character in content-length header|done");
+    /* a byte elsewhere differs: read anew, its own values */
+    expect(POSTH "Content-Length: 1\r\nX-JRPC-Key: a\r\n\r\nx"
+           POSTH "Content-Length: 1\r\nX-JRPC-Key: b\r\n\r\ny"
+           POSTH "Content-Length: 1\r\nX-JRPC-Key: b\r\nX-Other: 1\r\n\r\nz",
+           "H POST /rpc 1.1 ka cl=1 key=a|B:x|E|H POST /rpc 1.1 ka cl=1 key=b|B:y|E|"
+           "H POST /rpc 1.1 ka cl=1 key=b|B:z|E|idle");
+    /* no Content-Length (GET), twice, then another target */
+    expect("GET /a HTTP/1.1\r\n" HOST "\r\nGET /a HTTP/1.1\r\n" HOST "\r\n\r\n"
+           "GET /b HTTP/1.1\r\n" HOST "\r\n",
+           "H GET /a 1.1 ka|E|H GET /a 1.1 ka|E|H GET /b 1.1 ka|E|idle");
+    /* chunked between the same heads, and a trailer's Content-Length */
+    expect(POSTH "Content-Length: 1\r\n\r\nx" POSTH "Transfer-Encoding: chunked\r\n\r\n"
+           "1\r\ny\r\n0\r\nContent-Length: 7\r\n\r\n" POSTH "Content-Length: 1\r\n\r\nz"
+           POSTH "Content-Length: 1\r\n\r\nw",
+           "H POST /rpc 1.1 ka cl=1|B:x|E|H POST /rpc 1.1 ka chunked|B:y|E|"
+           "H POST /rpc 1.1 ka cl=1|B:z|E|H POST /rpc 1.1 ka cl=1|B:w|E|idle");
+    /* past --max-body, 20 digits (overflow), Connection: close */
+    char in[512], want[512];
+    snprintf(in, sizeof in, POSTH "Content-Length: 1\r\n\r\nx" POSTH "Content-Length: %d\r\n\r\n",
+             MAXBODY + 1);
+    snprintf(want, sizeof want, "H POST /rpc 1.1 ka cl=1|B:x|E|H POST /rpc 1.1 ka cl=%d|"
+             "R413:body larger than %d bytes|done", MAXBODY + 1, MAXBODY);
+    expect(in, want);
+    expect(POSTH "Content-Length: 1\r\n\r\nx" POSTH "Content-Length: 18446744073709551615\r\n\r\n",
+           "H POST /rpc 1.1 ka cl=1|B:x|E|R400:invalid character in content-length header|done");
+    expect(POSTH "Connection: close\r\nContent-Length: 1\r\n\r\nx"
+           POSTH "Connection: close\r\nContent-Length: 1\r\n\r\ny",
+           "H POST /rpc 1.1 cl=1|B:x|E|C|done");
+    /* the head limit: the same head one digit longer is one byte too many */
+    static const char h9[] = POSTH "Content-Length: 9\r\n\r\n";
+    jrpc_http_limits_t lim = { sizeof h9 - 1, MAXBODY };
+    expect_lim(POSTH "Content-Length: 9\r\n\r\n123456789" POSTH "Content-Length: 10\r\n\r\n",
+               sizeof(POSTH "Content-Length: 9\r\n\r\n123456789" POSTH "Content-Length: 10\r\n\r\n") - 1,
+               "H POST /rpc 1.1 ka cl=9|B:123456789|E|R431:request headers too large|done", &lim);
+    /* read whole, the kept copy follows the length's digits */
+    char two[512];
+    int n99 = snprintf(two, sizeof two, POSTH "Content-Length: 99\r\n\r\n%099d", 7);
+    int n = n99 + snprintf(two + n99, sizeof two - (size_t)n99, POSTH "Content-Length: 100\r\n\r\n");
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    jrpc_http_event_t ev;
+    size_t k = jrpc_http_reader_feed(&r, two, (size_t)n, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+    assert_int_equal(r.same_len, k);
+    assert_int_equal(r.same_cl_n, 2);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_BODY);
+    assert_int_equal(ev.len, 99);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_END);
+    assert_int_equal(k, n99);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+    assert_int_equal(k, n);
+    assert_int_equal(jrpc_http_reader_head(&r)->content_length, 100);
+    assert_int_equal(r.same_cl_n, 3); /* read from the kept copy, which now has 3 digits */
+    assert_int_equal(r.same_len, sizeof h9 + 1); /* "9" became "100" */
+}
+
 static void methods(void **state)
 {
     expect("CONNECT a:443 HTTP/1.1\r\n" HOST "Content-Length: 3\r\n\r\nabc",
@@ -930,6 +1011,7 @@ int main(void)
         cmocka_unit_test(targets),
         cmocka_unit_test(methods),
         cmocka_unit_test(usual_shortcuts),
+        cmocka_unit_test(same_head_again),
         cmocka_unit_test(takeover),
         cmocka_unit_test(refusals_head),
         cmocka_unit_test(refusals_framing),
