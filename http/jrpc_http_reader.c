@@ -1095,6 +1095,8 @@ static void find_path(jrpc_http_head_t *h)
     h->path_len = (uint16_t)n;
 }
 
+static size_t body_framing(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used);
+
 /* The head is in: the checks that need all of it, in the order they have
  * always been made (in_head makes the first, http-parser's at the head's
  * last byte, which comes before the limit's). */
@@ -1130,13 +1132,21 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     h->version_minor = r->minor;
     h->chunked = r->n_te > 0;
     h->has_length = r->cl_seen;
-    h->content_length = h->has_length ? r->cl_val : 0;
     h->conn_upgrade = (r->conn & CONN_UPGRADE) != 0;
     find_path(h);
     /* HTTP/1.1 stays open unless told to close, 1.0 closes unless told to
      * stay; what follows a CONNECT is a tunnel, never another request. */
     h->keep_alive = (v11 ? !(r->conn & CONN_CLOSE) : (r->conn & CONN_KEEP) != 0) &&
                     h->method != JRPC_HTTP_M_CONNECT;
+    return body_framing(r, ev, used);
+}
+
+/* How the body of the head in r->head comes: the last step of head_done,
+ * and all of what the same head read again (same_head) changes. */
+static size_t body_framing(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+{
+    jrpc_http_head_t *h = &r->head;
+    h->content_length = h->has_length ? r->cl_val : 0;
     if (h->method == JRPC_HTTP_M_CONNECT)
         r->body = B_NONE; /* RFC 9110 9.3.6: no content */
     else if (h->chunked)
@@ -1178,13 +1188,14 @@ static size_t end(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
 
 /* Keeps the head just read, buf[0, k), to compare the next one with: when
  * it was read whole in this call (it starts at buf), fits, was answered
- * HEAD, and is not chunked (a chunked body's trailer section reads header
- * lines again). Otherwise none is kept. */
+ * HEAD, keeps the connection (no other request follows one that does not:
+ * CONNECT never does), and is not chunked (a chunked body's trailer
+ * section reads header lines again). Otherwise none is kept. */
 static void keep_same(jrpc_http_reader_t *r, const char *buf, size_t k, const jrpc_http_event_t *ev)
 {
     r->same_len = 0;
     if (ev->kind != JRPC_HTTP_HEAD || r->head_bytes != k || k > JRPC_HTTP_SAME_MAX ||
-        r->n_te != 0 || (r->cl_seen && r->cl_at + r->cl_n >= k))
+        r->n_te != 0 || !r->head.keep_alive || (r->cl_seen && r->cl_at + r->cl_n >= k))
         return;
     memcpy(r->same, buf, k);
     r->same_len = (uint16_t)k;
@@ -1259,8 +1270,8 @@ static size_t idle(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_http
         if (r->idle_cr)
             return refuse(r, ev, i, 400, WHY_HEAD);
         size_t k = r->same_len ? same_head(r, buf + i, len - i) : 0;
-        if (k > 0)
-            return head_done(r, ev, i + k);
+        if (k > 0) /* head_done's checks and fields hold: only the length differs */
+            return body_framing(r, ev, i + k);
         begin(r);
     }
     set(ev, JRPC_HTTP_NEED_MORE);
