@@ -111,6 +111,7 @@ typedef enum jrpc_http_field {
 #define JRPC_HTTP_STORE      2632 /* the rooms above, together */
 #define JRPC_HTTP_SAME_MAX   256  /* a head kept to compare the next one with (keep-alive
                                      clients send the same head, its Content-Length aside) */
+#define JRPC_HTTP_SAME_TRIES 4    /* a connection whose heads differ stops keeping them */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */
@@ -191,6 +192,8 @@ typedef struct jrpc_http_reader {
     uint8_t     same_cl_n;   /* the kept head's Content-Length digits */
     uint16_t    same_cl_at;  /* where they start in same[] (0: no Content-Length) */
     uint16_t    same_len;    /* the last head's bytes in same[]; 0: none kept */
+    uint8_t     same_misses; /* heads in a row that were not the kept one (at
+                                JRPC_HTTP_SAME_TRIES none is kept any more) */
     char        same[JRPC_HTTP_SAME_MAX]; /* the last head, when it may be read again as is:
                                 read whole in one call, not chunked (reader.c: same_head) */
 } jrpc_http_reader_t;

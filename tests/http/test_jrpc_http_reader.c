@@ -623,6 +623,24 @@ static void same_head_again(void **state)
     assert_int_equal(jrpc_http_reader_head(&r)->content_length, 100);
     assert_int_equal(r.same_cl_n, 3); /* read from the kept copy, which now has 3 digits */
     assert_int_equal(r.same_len, sizeof h9 + 1); /* "9" became "100" */
+    /* heads that differ every time: after JRPC_HTTP_SAME_TRIES of them none is kept */
+    char many[2048];
+    n = 0;
+    for (int i = 0; i < JRPC_HTTP_SAME_TRIES + 3; i++)
+        n += snprintf(many + n, sizeof many - (size_t)n, POSTH "X-JRPC-Key: k%d\r\n\r\n", i);
+    jrpc_http_reader_init(&r, &LIM);
+    k = 0;
+    for (int i = 0; i < JRPC_HTTP_SAME_TRIES + 3; i++) {
+        k += jrpc_http_reader_feed(&r, many + k, (size_t)n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        jrpc_http_value_t key = jrpc_http_head_value(jrpc_http_reader_head(&r), JRPC_HTTP_F_KEY);
+        assert_int_equal(key.n, i < 10 ? 2 : 3);
+        assert_int_equal(key.p[1], '0' + i % 10);
+        assert_int_equal(r.same_len != 0, i < JRPC_HTTP_SAME_TRIES);
+        k += jrpc_http_reader_feed(&r, many + k, (size_t)n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+    }
+    assert_int_equal(k, n);
 }
 
 static void methods(void **state)
