@@ -1168,10 +1168,16 @@ static size_t body_framing(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t 
     return used;
 }
 
-static size_t end(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+/* The request has ended: what comes next. */
+static void ended(jrpc_http_reader_t *r)
 {
     r->phase = r->head.keep_alive ? JRPC_HTTP_IDLE : JRPC_HTTP_DONE;
     r->idle_cr = false; /* as after a line: empty lines may follow */
+}
+
+static size_t end(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+{
+    ended(r);
     set(ev, JRPC_HTTP_END);
     return used;
 }
@@ -1448,6 +1454,10 @@ static size_t in_body(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_h
             r->body_left -= n;
             r->body_seen += n;
             *ev = (jrpc_http_event_t){ .kind = JRPC_HTTP_BODY, .data = buf, .len = n };
+            if (r->body_left == 0 && r->fused_end) {
+                ended(r);
+                ev->end = true;
+            }
             return n;
         }
         return end(r, ev, 0);
@@ -1506,6 +1516,11 @@ int jrpc_http_reader_takeover(jrpc_http_reader_t *r)
     r->phase = JRPC_HTTP_DONE;
     r->final_status = 0; /* CLOSED from now on */
     return 0;
+}
+
+void jrpc_http_reader_fuse_end(jrpc_http_reader_t *r)
+{
+    r->fused_end = true;
 }
 
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)

@@ -72,6 +72,8 @@ typedef struct jrpc_http_event {
                               (always, for a refusal of the reader) */
     const char    *reason; /* REFUSE: for the client and the log; valid while the
                               reader lives */
+    bool           end;    /* BODY, after jrpc_http_reader_fuse_end: the request ends
+                              with these bytes; this is its END too (none follows) */
 } jrpc_http_event_t;
 
 typedef enum jrpc_http_method {
@@ -186,6 +188,7 @@ typedef struct jrpc_http_reader {
     char        hname[24];   /* the name being read (if short enough to matter) */
     char        hval[128];   /* the value being read, of a header whose tokens we check
                                 (Transfer-Encoding, Content-Encoding, Expect) */
+    bool        fused_end;   /* jrpc_http_reader_fuse_end was called */
     const char *scan_buf;    /* head_scan: the bytes of this call (valid during it) */
     uint32_t    cl_at;       /* this head: where its Content-Length's first digit is */
     uint8_t     cl_n;        /* and how many digits it has */
@@ -208,6 +211,11 @@ typedef enum jrpc_http_phase {
 /* Initialises r to read a connection from its first byte. The limits are
  * copied. */
 void jrpc_http_reader_init(jrpc_http_reader_t *r, const jrpc_http_limits_t *lim);
+
+/* From now on the BODY event that ends a Content-Length body says so (its
+ * .end) and no END event follows it: one call less per request for a
+ * caller that handles .end (the HTTP front); others get END as before. */
+void jrpc_http_reader_fuse_end(jrpc_http_reader_t *r);
 
 /* Reads from buf[0, len) (len may be 0) and fills *ev. Returns the bytes
  * consumed: for NEED_MORE, all of len; for the other events, the bytes up to

@@ -101,12 +101,16 @@ static const char *phase_name(jrpc_http_phase_t p)
     }
 }
 
+static bool fused; /* run() calls jrpc_http_reader_fuse_end */
+
 /* Feeds in[0, n) cut at cuts[0..ncuts) (ascending), writing t. */
 static void run(const char *in, size_t n, const size_t *cuts, size_t ncuts,
                 const jrpc_http_limits_t *lim, trace_t *t)
 {
     jrpc_http_reader_t r;
     jrpc_http_reader_init(&r, lim);
+    if (fused)
+        jrpc_http_reader_fuse_end(&r);
     t->len = t->blen = 0;
     t->text[0] = '\0';
     char *pend = NULL;
@@ -137,6 +141,11 @@ static void run(const char *in, size_t n, const size_t *cuts, size_t ncuts,
                 assert_true(t->blen + ev.len <= sizeof t->body);
                 memcpy(t->body + t->blen, ev.data, ev.len);
                 t->blen += ev.len;
+                assert_true(!ev.end || fused);
+                if (ev.end) { /* its END too (fuse_end): written as one */
+                    tr_flush_body(t);
+                    tr_put(t, "E|");
+                }
             } else if (ev.kind != JRPC_HTTP_NEED_MORE) {
                 tr_flush_body(t);
             }
@@ -193,23 +202,35 @@ static uint64_t rnd(void)
 
 /* Every way of feeding in gives want (whole, bytes, every two-piece split,
  * random pieces). */
+static void expect_one(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim);
+
+/* ... without jrpc_http_reader_fuse_end and with it (the same transcript). */
 static void expect_lim(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim)
+{
+    fused = false;
+    expect_one(in, n, want, lim);
+    fused = true;
+    expect_one(in, n, want, lim);
+    fused = false;
+}
+
+static void expect_one(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim)
 {
     static trace_t t;
     run(in, n, NULL, 0, lim, &t);
     if (strcmp(t.text, want) != 0)
-        fail_msg("whole:\n  got  %s\n  want %s", t.text, want);
+        fail_msg("whole (fused_end %d):\n  got  %s\n  want %s", fused, t.text, want);
     size_t *cuts = malloc((n + 1) * sizeof *cuts);
     for (size_t i = 0; i < n; i++)
         cuts[i] = i + 1;
     run(in, n, cuts, n ? n - 1 : 0, lim, &t);
     if (strcmp(t.text, want) != 0)
-        fail_msg("byte at a time:\n  got  %s\n  want %s", t.text, want);
+        fail_msg("byte at a time (fused_end %d):\n  got  %s\n  want %s", fused, t.text, want);
     for (size_t s = 0; s <= n; s++) {
         cuts[0] = s;
         run(in, n, cuts, 1, lim, &t);
         if (strcmp(t.text, want) != 0)
-            fail_msg("split at %zu:\n  got  %s\n  want %s", s, t.text, want);
+            fail_msg("split at %zu (fused_end %d):\n  got  %s\n  want %s", s, fused, t.text, want);
     }
     for (int round = 0; round < 50; round++) {
         size_t k = 0, at = 0;
@@ -220,7 +241,7 @@ static void expect_lim(const char *in, size_t n, const char *want, const jrpc_ht
         }
         run(in, n, cuts, k, lim, &t);
         if (strcmp(t.text, want) != 0)
-            fail_msg("random pieces (round %d):\n  got  %s\n  want %s", round, t.text, want);
+            fail_msg("random pieces (round %d, fused_end %d):\n  got  %s\n  want %s", round, fused, t.text, want);
     }
     free(cuts);
 }
