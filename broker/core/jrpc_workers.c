@@ -90,6 +90,11 @@ static worker_t *method_pick(const jrpc_workers_t *w, method_t *m)
     uint32_t best_free = 0, n = m->nworkers;
     if (n == 0)
         return NULL;
+    if (n == 1) {   /* the same choice without the walk (once a call) */
+        worker_t *wk = m->workers[0];
+        m->rr++;
+        return worker_has_room(w, wk) && worker_eligible(wk, m) ? wk : NULL;
+    }
     /* From rr on, round the array once: one division a pick, not one a worker. */
     for (uint32_t k = 0, j = m->rr % n; k < n; k++, j = j + 1 == n ? 0 : j + 1) {
         worker_t *wk = m->workers[j];
@@ -570,10 +575,27 @@ static JRPC_ALWAYS_INLINE int dispatch(jrpc_workers_t *w, jrpc_span_t method, jr
         method_check(w, m);
         return -ENOMEM;
     }
-    w->slots[i] = (slot_t){ SLOT_NEW(w, i), .owner = owner, .index = index, .method = m,
-                            .params = params, .params_mp = params_mp, .trace = traceparent,
-                            .deadline = deadline, .msgs = msgs,
-                            .t_ns = submitted_ns };  /* queue time: from the body's arrival */
+    /* Field by field, not the whole 176-byte literal (about 25 instructions
+     * a call less): a free slot's twin and watch links are NIL already
+     * (slot_grow, slot_free, watch_del); what a freed slot may hold stale
+     * (resent, flags, sess) is reset here; state, worker, flush_no, bytes
+     * and queue_ns are written when it is sent or queued, sent_ms when it
+     * is watched. */
+    slot_t *s = &w->slots[i];
+    s->seq = SLOT_SEQ(w, i);
+    s->owner = owner;
+    s->index = index;
+    s->next = NIL;
+    s->resent = 0;
+    s->flags = 0;
+    s->msgs = msgs;
+    s->method = m;
+    s->params = params;
+    s->params_mp = params_mp;
+    s->trace = traceparent;
+    s->sess = (jrpc_span_t){ NULL, 0 };
+    s->deadline = deadline;
+    s->t_ns = submitted_ns;   /* queue time: from the body's arrival */
     m->refs++;
     *handle = i;
     if (best) {
