@@ -290,7 +290,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.arena.pool = &b->arenas;
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
-    if (b->opts.server_timing)
+    if (b->opts.server_timing && !(ad && ad->untimed))
         x->t_in = jrpc_metrics_tick();   /* Server-Timing: the parse counts from here */
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
         (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *

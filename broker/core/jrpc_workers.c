@@ -82,19 +82,11 @@ int send_simple(jrpc_workers_t *w, const peer_t *to, int type)
 
 /* ---- dispatch ---- */
 
-/* The live worker serving m with the most free credit, searching from a
- * rotating start; NULL when all are full. */
-static worker_t *method_pick(const jrpc_workers_t *w, method_t *m)
+/* method_pick() among two or more workers: the walk. */
+static worker_t *method_pick_walk(const jrpc_workers_t *w, method_t *m)
 {
     worker_t *best = NULL;
     uint32_t best_free = 0, n = m->nworkers;
-    if (n == 0)
-        return NULL;
-    if (n == 1) {   /* the same choice without the walk (once a call) */
-        worker_t *wk = m->workers[0];
-        m->rr++;
-        return worker_has_room(w, wk) && worker_eligible(wk, m) ? wk : NULL;
-    }
     /* From rr on, round the array once: one division a pick, not one a worker. */
     for (uint32_t k = 0, j = m->rr % n; k < n; k++, j = j + 1 == n ? 0 : j + 1) {
         worker_t *wk = m->workers[j];
@@ -106,6 +98,18 @@ static worker_t *method_pick(const jrpc_workers_t *w, method_t *m)
     }
     m->rr++;
     return best;
+}
+
+/* The live worker serving m with the most free credit, searching from a
+ * rotating start; NULL when all are full. One worker: the same choice
+ * without the walk, inline (once a call). */
+static inline worker_t *method_pick(const jrpc_workers_t *w, method_t *m)
+{
+    if (m->nworkers != 1)
+        return m->nworkers ? method_pick_walk(w, m) : NULL;
+    worker_t *wk = m->workers[0];
+    m->rr++;
+    return worker_has_room(w, wk) && worker_eligible(wk, m) ? wk : NULL;
 }
 
 static void queue_push(jrpc_workers_t *w, method_t *m, uint32_t i)
