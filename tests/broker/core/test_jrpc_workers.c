@@ -221,6 +221,26 @@ static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
     return h;
 }
 
+/* make(0) with hedging on (a hedge per call earned, thresholds 5 to 20 ms)
+ * and its timer made, not started; undone by destroy_hedging(). */
+static jrpc_workers_t *make_hedging(void)
+{
+    jrpc_workers_t *w = make(0);
+    w->opts.hedge_budget_pct = 100;
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 20;
+    uv_timer_init(&G.loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
+    return w;
+}
+
+static void destroy_hedging(jrpc_workers_t *w)
+{
+    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
+    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy(w);
+}
+
 /* Hedged calls (issue 17): a call older than hedge_max_ms (no p95 known
  * yet) gets a twin at the other worker; the first answer is the one the
  * owner gets, once; the other is dropped (no late answer) and its credit
@@ -319,26 +339,17 @@ static void test_hedge(void **state)
     jrpc_workers_cancel(w, h, JRPC_CANCEL_GONE);
     on_hedge_tick(&w->hedge_timer);
     assert_int_equal(w->whead, NIL);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 
     /* not declared idempotent by the worker holding it: never hedged */
-    w = make(0);
-    w->opts.hedge_budget_pct = 100;
-    w->opts.hedge_min_ms = 5;
-    w->opts.hedge_max_ms = 20;
-    uv_timer_init(&G.loop, &w->hedge_timer);
-    w->hedge_timer.data = w;
+    w = make_hedging();
     ready_m(w, 'A', false);
     ready_m(w, 'B', false);
     assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 11, &h), 0);
     jrpc_workers_flush(w);
     assert_false(w->slots[h].flags & SL_WATCHED);
     assert_int_equal(w->whead, NIL);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 }
 
 static uint64_t hist_n(const jrpc_hist_t *h)
@@ -360,13 +371,8 @@ static void test_slot_reused_clean(void **state)
     (void)state;
     static const char params[] = "[]";
     jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
-    jrpc_workers_t *w = make(0);
+    jrpc_workers_t *w = make_hedging();
     G.done = 0;
-    w->opts.hedge_budget_pct = 100;
-    w->opts.hedge_min_ms = 5;
-    w->opts.hedge_max_ms = 20;
-    uv_timer_init(&G.loop, &w->hedge_timer);
-    w->hedge_timer.data = w;
     ready_m(w, 'A', true);
     ready_m(w, 'B', true);
     worker_t *a = find(w, 'A');
@@ -406,9 +412,7 @@ static void test_slot_reused_clean(void **state)
     assert_true(w->slots[n[0]].twin != NIL);
     jrpc_workers_cancel(w, n[0], JRPC_CANCEL_GONE);
     jrpc_workers_cancel(w, n[1], JRPC_CANCEL_GONE);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 
     /* a call sent again after its worker was lost, then answered: its slot
      * is a new call's, never sent again (resent 0: its queue time counts) */
@@ -485,9 +489,7 @@ static void test_hedge_grows_slots(void **state)
     assert_true(tw->worker != NULL && tw->worker != o->worker);
     assert_true(tw->flags & SL_HEDGE);
     assert_true(tw->seq != 0 && tw->seq != seq);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 }
 
 /* The p95 of a method's answer times, and the threshold it gives. */
