@@ -308,8 +308,9 @@ static inline int slot_grow(jrpc_workers_t *w)
         w->slots = s;
         w->cap_slots = cap;
     }
-    /* A free slot's links are NIL and its flags 0 (slot_free and watch_del
-     * keep them so): dispatch() writes only a call's own fields. */
+    /* A free slot's twin and watch links are NIL (slot_free and watch_del
+     * keep them so): dispatch() writes only a call's own fields and resets
+     * what a freed slot may keep (resent, flags, sess). */
     w->slots[w->nslots] = (slot_t){ .next = NIL, .twin = NIL, .wprev = NIL, .wnext = NIL };
     w->free_head = w->nslots++;
     return 0;
