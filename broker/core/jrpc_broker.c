@@ -144,6 +144,16 @@ static void on_timer(uv_timer_t *t)
     arm_timer(b);
 }
 
+/* Call i of an MCP body to the workers (jrpc_workers_dispatch_mcp). Apart
+ * from start() and not inlined: the usual body's loop stays small. */
+static __attribute__((noinline)) int dispatch_mcp(jrpc_workers_t *wks, bbatch_t *x, uint32_t i)
+{
+    const jrpc_call_t *c = &x->req.calls[i];
+    jrpc_workers_mcp_t mcp = { x->session, true };
+    return jrpc_workers_dispatch_mcp(wks, c->method, c->params, x->trace, x->deadline, x->t0,
+                                     &mcp, x, i, &x->handles[i]);
+}
+
 /* Dispatches the calls of an admitted body (ACL first, per call). Its key
  * is looked up here, in the set in force now: a reload may have removed it
  * while the nonce was in Redis (then the body is refused), or changed its
@@ -163,7 +173,11 @@ void start(jrpc_broker_t *b, bbatch_t *x)
         if (x->req.calls[i].answered)
             stream_answer(b, x, i);
     /* x->handles[] are all NO_HANDLE here (jrpc_broker_submit): only a
-     * dispatch below sets one. */
+     * dispatch below sets one. What every call is sent with is read once
+     * (the loop's stores into x would make the compiler read it again). */
+    jrpc_workers_t *wks = b->workers;
+    const jrpc_span_t trace = x->trace;
+    const uint64_t deadline = x->deadline, t0 = x->t0;
     for (uint32_t i = 0; i < x->req.ncalls; i++) {
         jrpc_call_t *c = &x->req.calls[i];
         if (c->answered)
@@ -175,27 +189,21 @@ void start(jrpc_broker_t *b, bbatch_t *x)
             continue;
         }
         jrpc_span_t svc;   /* ACLs match the canonical name: service.method */
-        jrpc_span_t canon = jrpc_workers_canonical(b->workers, c->method, &svc);
+        jrpc_span_t canon = jrpc_workers_canonical(wks, c->method, &svc);
         if (svc.n && x->service[0] == '\0') {
             memcpy(x->service, svc.p, svc.n);
             x->service[svc.n] = '\0';
         }
         if (key && !jrpc_key_allows(key, canon)) {
             jrpc_metrics.acl_denied++;
-            x->mstat[i] = jrpc_workers_method_stat(b->workers, c->method);
+            x->mstat[i] = jrpc_workers_method_stat(wks, c->method);
             answer_code(x, i, JRPC_UNAUTHORIZED, "this key may not call this method");
             continue;
         }
-        int rc;
-        if (x->mcp) {   /* built only here: a store pair per call otherwise */
-            jrpc_workers_mcp_t mcp = { x->session, true };
-            rc = jrpc_workers_dispatch_mcp(b->workers, c->method, c->params, x->trace,
-                                           x->deadline, x->t0, &mcp, x, i, &x->handles[i]);
-        } else {
-            rc = jrpc_workers_dispatch(b->workers, c->method, c->params, c->params_mp,
-                                       x->trace, x->deadline, x->t0, x, i, &x->handles[i]);
-        }
-        x->mstat[i] = jrpc_workers_last_stat(b->workers);
+        int rc = x->mcp ? dispatch_mcp(wks, x, i)
+                        : jrpc_workers_dispatch(wks, c->method, c->params, c->params_mp, trace,
+                                                deadline, t0, x, i, &x->handles[i]);
+        x->mstat[i] = jrpc_workers_last_stat(wks);
         if (rc == 0) {
             x->outstanding++;
             jrpc_metrics.dispatched++;
@@ -287,7 +295,7 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     x->req.arena.pool = &b->arenas;
     x->req.msgpack_hint = wants_msgpack;   /* transcode now what msgpack workers will get */
     x->req.hint_arg = b->workers;
-    if (b->opts.server_timing)
+    if (b->opts.server_timing && !(ad && ad->untimed))
         x->t_in = jrpc_metrics_tick();   /* Server-Timing: the parse counts from here */
     if (jrpc_batch_parse(&x->req, x->body, len, &b->opts.limits) < 0 ||
         (x->handles = jrpc_arena_alloc(&x->req.arena, 2 * (x->req.ncalls ? x->req.ncalls : 1) *

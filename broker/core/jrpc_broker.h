@@ -122,6 +122,8 @@ typedef struct jrpc_admit {
                                     line and routing see that name; MCP's /mcp/<service>).
                                     Not checked here: a service nobody serves finds no
                                     method (-32601) */
+    bool            untimed;     /* the front shows this body no Server-Timing (a ZeroMQ
+                                    header that did not ask): its stamps are not taken */
     uint32_t       *ncalls;      /* non-NULL: set to the body's number of calls (as
                                     jrpc_batch_count counts) once jrpc_broker_submit has
                                     parsed it, before any reply; untouched when it is

@@ -109,7 +109,7 @@ struct bbatch {
     bbatch_t      *prev, *next;  /* the deadline list */
     uint64_t       t0;           /* uv_hrtime() at submit (metrics, access log) */
     uint64_t       t_in;         /* Server-Timing: metrics clock before the parse; 0: not
-                                    timed (--server-timing off) */
+                                    timed (--server-timing off, or jrpc_admit_t.untimed) */
     uint64_t       t_disp;       /* ... when its calls were dispatched (start) */
     uint64_t       t_claim;      /* ... when its Redis claim went out */
     uint64_t       t_last;       /* ... when the last worker answer was read */

@@ -64,6 +64,8 @@ method_t *method_get_svc(jrpc_workers_t *w, const char *name, size_t len, uint32
     m->name[len] = '\0';
     m->len = len;
     m->slen = slen;
+    size_t off = slen ? slen + 1 : 0;
+    m->wire = (jrpc_span_t){ m->name + off, len - off };
     m->hash = hash(name, len);
     w->nsvc_methods += slen > 0;
     if (slen == 0)   /* an exact no-service name now wins over a cached service.method */

@@ -88,6 +88,7 @@ struct method {
                                (no service), or "service.method" (canonical) */
     size_t      len;        /* bytes in name */
     uint32_t    slen;       /* bytes of the service at name's start; 0: no service */
+    jrpc_span_t wire;       /* in name: the key without its service (method_wire_name) */
     method_t   *bare;       /* a service's entry owning its bare name: that no-service
                                entry (its alias; refs held both ways), else NULL */
     method_t   *to;         /* a bare name owned by a service: that service's entry
@@ -268,11 +269,11 @@ static inline method_t *method_target(method_t *m)
     return m != NULL && m->to != NULL ? m->to : m;
 }
 
-/* The method name sent to workers: the key without its service. */
+/* The method name sent to workers: the key without its service (kept in
+ * the entry: read once for every call sent). */
 static inline jrpc_span_t method_wire_name(const method_t *m)
 {
-    size_t off = m->slen ? m->slen + 1 : 0;
-    return (jrpc_span_t){ m->name + off, m->len - off };
+    return m->wire;
 }
 
 /* An entry nobody refers to goes on the gc list, freed at the next
@@ -307,7 +308,10 @@ static inline int slot_grow(jrpc_workers_t *w)
         w->slots = s;
         w->cap_slots = cap;
     }
-    w->slots[w->nslots].next = NIL;
+    /* A free slot's twin and watch links are NIL (slot_free and watch_del
+     * keep them so): dispatch() writes only a call's own fields and resets
+     * what a freed slot may keep (resent, flags, sess). */
+    w->slots[w->nslots] = (slot_t){ .next = NIL, .twin = NIL, .wprev = NIL, .wnext = NIL };
     w->free_head = w->nslots++;
     return 0;
 }
@@ -316,7 +320,9 @@ static inline int slot_grow(jrpc_workers_t *w)
  * array may move: pointers into it are stale after. The caller then writes
  * the whole slot in one assignment, w->slots[i] = (slot_t){ SLOT_NEW(w, i),
  * ... }: a compound literal assigned in place, no copy on the stack
- * (building it first and copying it in cost about 40 instructions a call). */
+ * (building it first and copying it in cost about 40 instructions a call);
+ * dispatch(), once a call, writes only the fields a free slot may hold
+ * stale (SLOT_SEQ and the rest in its comment). */
 static inline uint32_t slot_take(jrpc_workers_t *w)
 {
     if (w->free_head == NIL && slot_grow(w) < 0)
@@ -328,10 +334,12 @@ static inline uint32_t slot_take(jrpc_workers_t *w)
     return i;
 }
 
+/* The seq of slot i just taken (generation << 32 | (i + 1)). */
+#define SLOT_SEQ(w, i) ((uint64_t)(w)->generation << 32 | (uint64_t)((i) + 1))
+
 /* The fields every new slot i starts with: a new seq, no links. */
 #define SLOT_NEW(w, i)                                                         \
-    .seq = (uint64_t)(w)->generation << 32 | (uint64_t)((i) + 1), .next = NIL, \
-    .twin = NIL, .wprev = NIL, .wnext = NIL
+    .seq = SLOT_SEQ(w, i), .next = NIL, .twin = NIL, .wprev = NIL, .wnext = NIL
 
 static inline void watch_del(jrpc_workers_t *w, uint32_t i)
 {

@@ -208,6 +208,7 @@ static void on_message(jrpc_front_zmq_t *f, const jrpc_span_t *frames, int n, bo
         }
         k++;
     }
+    ad.untimed = !r->timing;   /* no stamps per call for a reply that shows none */
     if (peer)   /* an IP, no port */
         ad.peer = (jrpc_span_t){ peer, strlen(peer) };
     if (frames[k].n > f->max_body) {   /* p is NULL when the native engine skipped it */

@@ -221,6 +221,26 @@ static uint32_t old_call(jrpc_workers_t *w, uint32_t index)
     return h;
 }
 
+/* make(0) with hedging on (a hedge per call earned, thresholds 5 to 20 ms)
+ * and its timer made, not started; undone by destroy_hedging(). */
+static jrpc_workers_t *make_hedging(void)
+{
+    jrpc_workers_t *w = make(0);
+    w->opts.hedge_budget_pct = 100;
+    w->opts.hedge_min_ms = 5;
+    w->opts.hedge_max_ms = 20;
+    uv_timer_init(&G.loop, &w->hedge_timer);
+    w->hedge_timer.data = w;
+    return w;
+}
+
+static void destroy_hedging(jrpc_workers_t *w)
+{
+    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
+    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy(w);
+}
+
 /* Hedged calls (issue 17): a call older than hedge_max_ms (no p95 known
  * yet) gets a twin at the other worker; the first answer is the one the
  * owner gets, once; the other is dropped (no late answer) and its credit
@@ -319,25 +339,107 @@ static void test_hedge(void **state)
     jrpc_workers_cancel(w, h, JRPC_CANCEL_GONE);
     on_hedge_tick(&w->hedge_timer);
     assert_int_equal(w->whead, NIL);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 
     /* not declared idempotent by the worker holding it: never hedged */
-    w = make(0);
-    w->opts.hedge_budget_pct = 100;
-    w->opts.hedge_min_ms = 5;
-    w->opts.hedge_max_ms = 20;
-    uv_timer_init(&G.loop, &w->hedge_timer);
-    w->hedge_timer.data = w;
+    w = make_hedging();
     ready_m(w, 'A', false);
     ready_m(w, 'B', false);
     assert_int_equal(jrpc_workers_dispatch(w, m, p, (jrpc_span_t){ NULL, 0 }, none, 100000, 0, &G, 11, &h), 0);
     jrpc_workers_flush(w);
     assert_false(w->slots[h].flags & SL_WATCHED);
     assert_int_equal(w->whead, NIL);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
+    destroy_hedging(w);
+}
+
+static uint64_t hist_n(const jrpc_hist_t *h)
+{
+    uint64_t n = 0;
+    for (uint32_t b = 0; b <= h->nb; b++)
+        n += h->counts[b];
+    return n;
+}
+
+/* A slot freed from a hedge's twin (SL_HEDGE), from the copy that lost the
+ * race (SL_LOST_RACE) or from a call sent again after its worker was lost
+ * (resent) is a new call's next time: dispatch writes a call's own fields
+ * one by one, not the whole slot, so what a freed slot may still hold is
+ * reset there. Seen from outside: the new call is watched and hedged in
+ * its turn, its queue time is counted, its answer is no late one. */
+static void test_slot_reused_clean(void **state)
+{
+    (void)state;
+    static const char params[] = "[]";
+    jrpc_span_t m = { "m", 1 }, none = { NULL, 0 }, p = { params, 2 };
+    jrpc_workers_t *w = make_hedging();
+    G.done = 0;
+    ready_m(w, 'A', true);
+    ready_m(w, 'B', true);
+    worker_t *a = find(w, 'A');
+    /* a hedged call whose twin answers first: both slots freed, one with
+     * SL_HEDGE, one with SL_LOST_RACE */
+    uint32_t h = old_call(w, 1), t = w->slots[h].twin;
+    assert_true(t != NIL);
+    uint64_t seq = w->slots[h].seq, tseq = w->slots[t].seq;
+    char hid = w->slots[h].worker == a ? 'A' : 'B', tid = hid == 'A' ? 'B' : 'A';
+    answer_from(w, tid, tseq);
+    answer_from(w, hid, seq);
+    assert_int_equal(G.done, 1);
+    assert_int_equal(w->slots[h].state, SLOT_FREE);
+    assert_int_equal(w->slots[t].state, SLOT_FREE);
+    /* as an MCP session's call leaves its slot (jrpc_workers_dispatch_mcp) */
+    w->slots[h].sess = w->slots[t].sess = (jrpc_span_t){ "sid", 3 };
+    w->slots[h].msgs = w->slots[t].msgs = true;
+    uint64_t queued = hist_n(&jrpc_metrics.queue);
+    uint32_t n[2];
+    for (uint32_t k = 0; k < 2; k++)
+        assert_int_equal(jrpc_workers_dispatch(w, m, p, none, none, 100000, 0, &G, 2 + k, &n[k]), 0);
+    assert_true((n[0] == h && n[1] == t) || (n[0] == t && n[1] == h));
+    jrpc_workers_flush(w);
+    assert_int_equal(hist_n(&jrpc_metrics.queue), queued + 2);
+    for (uint32_t k = 0; k < 2; k++) {
+        const slot_t *s = &w->slots[n[k]];
+        assert_int_equal(s->flags, SL_WATCHED);   /* no hedge, no lost race: watched */
+        assert_int_equal(s->resent, 0);
+        assert_int_equal(s->twin, NIL);
+        assert_int_equal(s->sess.n, 0);
+        assert_false(s->msgs);
+        assert_int_equal(s->index, 2 + k);
+    }
+    w->slots[n[0]].sent_ms -= 25;   /* hedged in its turn */
+    on_hedge_tick(&w->hedge_timer);
+    assert_int_equal(w->hedges, 2);
+    assert_true(w->slots[n[0]].twin != NIL);
+    jrpc_workers_cancel(w, n[0], JRPC_CANCEL_GONE);
+    jrpc_workers_cancel(w, n[1], JRPC_CANCEL_GONE);
+    destroy_hedging(w);
+
+    /* a call sent again after its worker was lost, then answered: its slot
+     * is a new call's, never sent again (resent 0: its queue time counts) */
+    w = make(0);
+    G.done = 0;
+    ready_m(w, 'A', true);
+    uint32_t r;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, none, 100000, 0, &G, 5, &r), 0);
+    jrpc_workers_flush(w);
+    ready_m(w, 'B', true);
+    worker_kill(w, find(w, 'A'), "test");
+    assert_int_equal(w->slots[r].resent, 1);
+    assert_ptr_equal(w->slots[r].worker, find(w, 'B'));
+    jrpc_workers_flush(w);
+    answer_from(w, 'B', w->slots[r].seq);
+    assert_int_equal(G.done, 1);
+    reap(w);
+    queued = hist_n(&jrpc_metrics.queue);
+    uint32_t r2;
+    assert_int_equal(jrpc_workers_dispatch(w, m, p, none, none, 100000, 0, &G, 6, &r2), 0);
+    assert_int_equal(r2, r);
+    assert_int_equal(w->slots[r2].resent, 0);
+    assert_int_equal(hist_n(&jrpc_metrics.queue), queued + 1);
+    jrpc_workers_flush(w);
+    answer_from(w, 'B', w->slots[r2].seq);
+    assert_int_equal(G.done, 2);
+    assert_int_equal(w->late, 0);
     destroy(w);
 }
 
@@ -387,9 +489,7 @@ static void test_hedge_grows_slots(void **state)
     assert_true(tw->worker != NULL && tw->worker != o->worker);
     assert_true(tw->flags & SL_HEDGE);
     assert_true(tw->seq != 0 && tw->seq != seq);
-    uv_close((uv_handle_t *)&w->hedge_timer, NULL);
-    uv_run(&G.loop, UV_RUN_NOWAIT);
-    destroy(w);
+    destroy_hedging(w);
 }
 
 /* The p95 of a method's answer times, and the threshold it gives. */
@@ -644,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_json_option_malformed),
         cmocka_unit_test(test_hedge),
         cmocka_unit_test(test_hedge_grows_slots),
+        cmocka_unit_test(test_slot_reused_clean),
         cmocka_unit_test(test_hedge_p95),
         cmocka_unit_test(test_status),
     };
