@@ -142,6 +142,14 @@ static inline bool eq_nocase(const char *p, size_t n, const char *lit, size_t li
                 return false;
         return (load8(p + n - 8) | low) == load8(lit + n - 8);
     }
+    if (n >= 4) { /* two words of four, overlapping: the names host, accept, origin */
+        uint32_t a, b, c, d;
+        memcpy(&a, p, 4);
+        memcpy(&b, lit, 4);
+        memcpy(&c, p + n - 4, 4);
+        memcpy(&d, lit + n - 4, 4);
+        return (a | 0x20202020u) == b && (c | 0x20202020u) == d;
+    }
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)(p[i] | 0x20) != (unsigned char)lit[i])
             return false;
@@ -260,6 +268,8 @@ static void keep_end(jrpc_http_reader_t *r, jrpc_http_field_t f)
     jrpc_http_head_t *h = &r->head;
     char *v = h->store + rooms[f].off;
     size_t a = r->val_start, b = h->f[f].n;
+    if (b > a && v[a] != ' ' && v[a] != '\t' && v[b - 1] != ' ' && v[b - 1] != '\t')
+        return; /* nothing to trim (the usual) */
     while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
         b--;
     size_t lead = 0;
@@ -570,6 +580,8 @@ static size_t cl_bytes(jrpc_http_reader_t *r, const char *p, size_t n, const cha
             r->cl_seen = true;
             r->cl_val = ch - '0';
             r->cl_state = CL_DIGITS;
+            r->cl_at = r->head_bytes + (uint32_t)(p + i - r->scan_buf);
+            r->cl_n = 1;
             break;
         case CL_DIGITS:
             if (ch == ' ') {
@@ -581,6 +593,7 @@ static size_t cl_bytes(jrpc_http_reader_t *r, const char *p, size_t n, const cha
                 return i;
             }
             r->cl_val = r->cl_val * 10 + (ch - '0');
+            r->cl_n++;
             break;
         default:
             if (ch != ' ') {
@@ -714,12 +727,20 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
                         int *res, const char **why)
 {
     const char *p = buf;
+    r->scan_buf = buf;
 #define RAW (r->trailer ? WHY_FRAMING : WHY_HEAD) /* what the raw scan said */
 #define FAIL(w)        do { *why = (w); *res = BAD; return (size_t)(p - buf); } while (0)
     while (p < end) {
         unsigned char ch = (unsigned char)*p;
         switch (r->st) {
         case S_METHOD: {
+            if (r->mlen == 0 && end - p >= 5 && memcmp(p, "POST ", 5) == 0) {
+                r->mname = M_POST; /* the usual request: no copy, no lookup */
+                p += 5;
+                r->st = S_TARGET;
+                r->sub = U_START;
+                break;
+            }
             const char *q = p;
             while (q < end && ((unsigned)(*q - 'A') < 26 || *q == '-'))
                 q++;
@@ -864,8 +885,11 @@ static size_t head_scan(jrpc_http_reader_t *r, const char *const buf, const char
                         break; /* empty, or not a token: byte by byte */
                 }
                 p = q + 1;
-                while (p < end && (*p == ' ' || *p == '\t'))
-                    p++;
+                if (end - p >= 2 && *p == ' ' && (unsigned char)p[1] > ' ')
+                    p++; /* one space, then the value (the usual) */
+                else
+                    while (p < end && (*p == ' ' || *p == '\t'))
+                        p++;
                 if (p == end) {
                     r->st = S_OWS;
                     goto next;
@@ -1042,8 +1066,36 @@ static void begin(jrpc_http_reader_t *r)
     h->expect_continue = h->expect_other = h->content_coded = false;
     h->conn_upgrade = h->target_cut = false;
     h->target_len = 0;
+    h->path_ok = false;
     memset(h->f, 0, sizeof h->f);
 }
+
+/* The path of h's target (jrpc_http_head_path), kept in h. */
+static void find_path(jrpc_http_head_t *h)
+{
+    const char *u = h->target;
+    size_t n = h->target_len;
+    h->path_ok = false;
+    h->path_at = h->path_len = 0;
+    if (h->target_cut && memchr(u, '?', n) == NULL)
+        return; /* the path itself was cut */
+    /* absolute-form (origin-form, "/...", is the usual: one byte tells) */
+    if (n >= 7 && (u[0] | 0x20) == 'h' && strncasecmp(u, "http://", 7) == 0) {
+        const char *slash = memchr(u + 7, '/', n - 7);
+        if (slash == NULL)
+            return;
+        n -= (size_t)(slash - u);
+        u = slash;
+    }
+    const char *q = memchr(u, '?', n);
+    if (q)
+        n = (size_t)(q - u);
+    h->path_ok = true;
+    h->path_at = (uint16_t)(u - h->target);
+    h->path_len = (uint16_t)n;
+}
+
+static size_t body_framing(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used);
 
 /* The head is in: the checks that need all of it, in the order they have
  * always been made (in_head makes the first, http-parser's at the head's
@@ -1080,12 +1132,21 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     h->version_minor = r->minor;
     h->chunked = r->n_te > 0;
     h->has_length = r->cl_seen;
-    h->content_length = h->has_length ? r->cl_val : 0;
     h->conn_upgrade = (r->conn & CONN_UPGRADE) != 0;
+    find_path(h);
     /* HTTP/1.1 stays open unless told to close, 1.0 closes unless told to
      * stay; what follows a CONNECT is a tunnel, never another request. */
     h->keep_alive = (v11 ? !(r->conn & CONN_CLOSE) : (r->conn & CONN_KEEP) != 0) &&
                     h->method != JRPC_HTTP_M_CONNECT;
+    return body_framing(r, ev, used);
+}
+
+/* How the body of the head in r->head comes: the last step of head_done,
+ * and all of what the same head read again (same_head) changes. */
+static size_t body_framing(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+{
+    jrpc_http_head_t *h = &r->head;
+    h->content_length = h->has_length ? r->cl_val : 0;
     if (h->method == JRPC_HTTP_M_CONNECT)
         r->body = B_NONE; /* RFC 9110 9.3.6: no content */
     else if (h->chunked)
@@ -1107,12 +1168,92 @@ static size_t head_done(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t use
     return used;
 }
 
-static size_t end(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+/* The request has ended: what comes next. */
+static void ended(jrpc_http_reader_t *r)
 {
     r->phase = r->head.keep_alive ? JRPC_HTTP_IDLE : JRPC_HTTP_DONE;
     r->idle_cr = false; /* as after a line: empty lines may follow */
+}
+
+static size_t end(jrpc_http_reader_t *r, jrpc_http_event_t *ev, size_t used)
+{
+    ended(r);
     set(ev, JRPC_HTTP_END);
     return used;
+}
+
+/* ---- the same head again ------------------------------------------------------ */
+
+/* A keep-alive client sends the same head request after request, its
+ * Content-Length aside (bench/profile.sh http 1: ~900 Ir of ~7,500 a call
+ * were reading it). The reader is a function of the bytes from begin()'s
+ * state, and what it learnt from the last head (r's scan fields, r->head)
+ * is left as it was until begin() (nothing after head_done changes it for
+ * a body that is not chunked): a head equal to it byte for byte, the
+ * Content-Length digits excepted, is that head with another length. */
+
+/* Keeps the head just read, buf[0, k), to compare the next one with: when
+ * it was read whole in this call (it starts at buf), fits, was answered
+ * HEAD, keeps the connection (no other request follows one that does not:
+ * CONNECT never does), and is not chunked (a chunked body's trailer
+ * section reads header lines again). Otherwise none is kept; nor once
+ * JRPC_HTTP_SAME_TRIES heads in a row were not the kept one (a client
+ * whose heads differ, by a traceparent say, would pay the compare and the
+ * copy on every request: ~170 Ir). */
+static void keep_same(jrpc_http_reader_t *r, const char *buf, size_t k, const jrpc_http_event_t *ev)
+{
+    r->same_len = 0;
+    if (ev->kind != JRPC_HTTP_HEAD || r->head_bytes != k || k > JRPC_HTTP_SAME_MAX ||
+        r->same_misses >= JRPC_HTTP_SAME_TRIES ||
+        r->n_te != 0 || !r->head.keep_alive || (r->cl_seen && r->cl_at + r->cl_n >= k))
+        return;
+    memcpy(r->same, buf, k);
+    r->same_len = (uint16_t)k;
+    r->same_cl_at = r->cl_seen ? (uint16_t)r->cl_at : 0; /* (never 0: a method comes first) */
+    r->same_cl_n = r->cl_seen ? r->cl_n : 0;
+}
+
+/* The length of the head at p[0, n) when it is the kept head (any run of
+ * up to 19 digits in place of its Content-Length's: no overflow, which the
+ * scan would refuse), within the head limit; then r holds what reading it
+ * would have left (the length in cl_val, head_bytes) and the kept head has
+ * its digits' count. 0 otherwise: the head is read as usual. */
+static size_t same_head(jrpc_http_reader_t *r, const char *p, size_t n)
+{
+    size_t k = r->same_len, at = r->same_cl_at;
+    if (at == 0) {
+        if (n < k || memcmp(p, r->same, k) != 0 || k > r->lim.max_header_bytes)
+            return 0;
+        r->head_bytes = (uint32_t)k;
+        r->body_seen = 0;
+        return k;
+    }
+    size_t old = r->same_cl_n, rest = k - at - old, d = 0;
+    if (n < at || memcmp(p, r->same, at) != 0)
+        return 0;
+    uint64_t v = 0;
+    while (d < 20 && at + d < n && is_digit((unsigned char)p[at + d])) {
+        v = v * 10 + (uint64_t)(p[at + d] - '0');
+        d++;
+    }
+    size_t len = at + d + rest;
+    if (d == 0 || d > 19 || len > n || len > r->lim.max_header_bytes ||
+        memcmp(p + at + d, r->same + at + old, rest) != 0)
+        return 0;
+    if (d != old) { /* the same head with a longer or shorter length */
+        if (len > JRPC_HTTP_SAME_MAX) {
+            r->same_len = 0;
+            return 0;
+        }
+        memmove(r->same + at + d, r->same + at + old, rest);
+        r->same_len = (uint16_t)len;
+        r->same_cl_n = (uint8_t)d;
+    }
+    r->cl_val = v;
+    r->cl_n = (uint8_t)d;
+    r->head_bytes = (uint32_t)len;
+    r->body_seen = 0;
+    return len;
 }
 
 /* ---- the phases ------------------------------------------------------------ */
@@ -1138,6 +1279,14 @@ static size_t idle(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_http
     if (i < len) {
         if (r->idle_cr)
             return refuse(r, ev, i, 400, WHY_HEAD);
+        if (r->same_len) {
+            size_t k = same_head(r, buf + i, len - i);
+            if (k > 0) { /* head_done's checks and fields hold: only the length differs */
+                r->same_misses = 0;
+                return body_framing(r, ev, i + k);
+            }
+            r->same_misses++; /* (stops at JRPC_HTTP_SAME_TRIES: none kept from then) */
+        }
         begin(r);
     }
     set(ev, JRPC_HTTP_NEED_MORE);
@@ -1160,8 +1309,11 @@ static size_t in_head(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_h
         return refuse(r, ev, k, 400, WHY_CL_AGAIN);
     if (r->head_bytes > r->lim.max_header_bytes)
         return refuse(r, ev, k, 431, "request headers too large");
-    if (res == DONE)
-        return head_done(r, ev, k);
+    if (res == DONE) {
+        size_t used = head_done(r, ev, k);
+        keep_same(r, buf, k, ev);
+        return used;
+    }
     set(ev, JRPC_HTTP_NEED_MORE);
     return k;
 }
@@ -1302,6 +1454,10 @@ static size_t in_body(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_h
             r->body_left -= n;
             r->body_seen += n;
             *ev = (jrpc_http_event_t){ .kind = JRPC_HTTP_BODY, .data = buf, .len = n };
+            if (r->body_left == 0 && r->fused_end) {
+                ended(r);
+                ev->end = true;
+            }
             return n;
         }
         return end(r, ev, 0);
@@ -1362,6 +1518,11 @@ int jrpc_http_reader_takeover(jrpc_http_reader_t *r)
     return 0;
 }
 
+void jrpc_http_reader_fuse_end(jrpc_http_reader_t *r)
+{
+    r->fused_end = true;
+}
+
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)
 {
     return (jrpc_http_phase_t)r->phase;
@@ -1370,28 +1531,6 @@ jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r)
 {
     return &r->head;
-}
-
-bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)
-{
-    const char *u = h->target;
-    size_t n = h->target_len;
-    if (h->target_cut && memchr(u, '?', n) == NULL)
-        return false; /* the path itself was cut */
-    /* absolute-form (origin-form, "/...", is the usual: one byte tells) */
-    if (n >= 7 && (u[0] | 0x20) == 'h' && strncasecmp(u, "http://", 7) == 0) {
-        const char *slash = memchr(u + 7, '/', n - 7);
-        if (slash == NULL)
-            return false;
-        n -= (size_t)(slash - u);
-        u = slash;
-    }
-    const char *q = memchr(u, '?', n);
-    if (q)
-        n = (size_t)(q - u);
-    *path = u;
-    *len = n;
-    return true;
 }
 
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r)

@@ -72,6 +72,8 @@ typedef struct jrpc_http_event {
                               (always, for a refusal of the reader) */
     const char    *reason; /* REFUSE: for the client and the log; valid while the
                               reader lives */
+    bool           end;    /* BODY, after jrpc_http_reader_fuse_end: the request ends
+                              with these bytes; this is its END too (none follows) */
 } jrpc_http_event_t;
 
 typedef enum jrpc_http_method {
@@ -109,6 +111,9 @@ typedef enum jrpc_http_field {
 
 #define JRPC_HTTP_TARGET_MAX 256 /* request-target bytes kept */
 #define JRPC_HTTP_STORE      2632 /* the rooms above, together */
+#define JRPC_HTTP_SAME_MAX   256  /* a head kept to compare the next one with (keep-alive
+                                     clients send the same head, its Content-Length aside) */
+#define JRPC_HTTP_SAME_TRIES 4    /* a connection whose heads differ stops keeping them */
 
 typedef struct jrpc_http_value {
     const char *p;      /* the value (not NUL-terminated); NULL when absent */
@@ -134,6 +139,8 @@ typedef struct jrpc_http_head {
     bool     target_cut;      /* the target is longer than JRPC_HTTP_TARGET_MAX */
     uint16_t target_len;
     char     target[JRPC_HTTP_TARGET_MAX]; /* the request-target as sent (cut) */
+    bool     path_ok;         /* jrpc_http_head_path's answer, found once at the head's end */
+    uint16_t path_at, path_len; /* its path: target[path_at, path_at + path_len) */
     struct { uint16_t n; uint8_t count; bool cut; } f[JRPC_HTTP_NFIELDS]; /* see _value */
     char     store[JRPC_HTTP_STORE];       /* the kept values, each in its room */
 } jrpc_http_head_t;
@@ -181,6 +188,17 @@ typedef struct jrpc_http_reader {
     char        hname[24];   /* the name being read (if short enough to matter) */
     char        hval[128];   /* the value being read, of a header whose tokens we check
                                 (Transfer-Encoding, Content-Encoding, Expect) */
+    bool        fused_end;   /* jrpc_http_reader_fuse_end was called */
+    const char *scan_buf;    /* head_scan: the bytes of this call (valid during it) */
+    uint32_t    cl_at;       /* this head: where its Content-Length's first digit is */
+    uint8_t     cl_n;        /* and how many digits it has */
+    uint8_t     same_cl_n;   /* the kept head's Content-Length digits */
+    uint16_t    same_cl_at;  /* where they start in same[] (0: no Content-Length) */
+    uint16_t    same_len;    /* the last head's bytes in same[]; 0: none kept */
+    uint8_t     same_misses; /* heads in a row that were not the kept one (at
+                                JRPC_HTTP_SAME_TRIES none is kept any more) */
+    char        same[JRPC_HTTP_SAME_MAX]; /* the last head, when it may be read again as is:
+                                read whole in one call, not chunked (reader.c: same_head) */
 } jrpc_http_reader_t;
 
 typedef enum jrpc_http_phase {
@@ -193,6 +211,11 @@ typedef enum jrpc_http_phase {
 /* Initialises r to read a connection from its first byte. The limits are
  * copied. */
 void jrpc_http_reader_init(jrpc_http_reader_t *r, const jrpc_http_limits_t *lim);
+
+/* From now on the BODY event that ends a Content-Length body says so (its
+ * .end) and no END event follows it: one call less per request for a
+ * caller that handles .end (the HTTP front); others get END as before. */
+void jrpc_http_reader_fuse_end(jrpc_http_reader_t *r);
 
 /* Reads from buf[0, len) (len may be 0) and fills *ev. Returns the bytes
  * consumed: for NEED_MORE, all of len; for the other events, the bytes up to
@@ -230,8 +253,14 @@ static inline jrpc_http_value_t jrpc_http_head_value(const jrpc_http_head_t *h,
 
 /* The path of h's target, without a query and, for an absolute-form target
  * (http://host/path), without scheme and authority. false when the path was
- * cut (a cut query does not matter), or an absolute-form target has none. */
-bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len);
+ * cut (a cut query does not matter), or an absolute-form target has none.
+ * Found once when the head is read (the front asks several times). */
+static inline bool jrpc_http_head_path(const jrpc_http_head_t *h, const char **path, size_t *len)
+{
+    *path = h->target + h->path_at;
+    *len = h->path_len;
+    return h->path_ok;
+}
 
 /* The method's name ("POST", "M-SEARCH", ...); "" before the request line is read. */
 const char *jrpc_http_head_method_name(const jrpc_http_reader_t *r);

@@ -4,6 +4,8 @@
 #include <assert.h>
 #include <string.h>
 
+#include "jrpc_timing.h"
+
 const char *jrpc_http_reason(unsigned status)
 {
     switch (status) {
@@ -156,12 +158,7 @@ int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
     return (int)(w - dst);
 }
 
-/* Two digits at a time. */
-static const char pairs[201] = "0001020304050607080910111213141516171819"
-                               "2021222324252627282930313233343536373839"
-                               "4041424344454647484950515253545556575859"
-                               "6061626364656667686970717273747576777879"
-                               "8081828384858687888990919293949596979899";
+/* Two digits at a time: proto/jrpc_timing's table. */
 
 _Static_assert(sizeof "HTTP/1.1 200 OK\r\nDate: \r\nContent-Type: \r\nContent-Length: " - 1 +
                    JRPC_HTTP_DATE_LEN + JRPC_HTTP_OK_CTYPE_MAX <= JRPC_HTTP_OK_TEXT,
@@ -192,18 +189,18 @@ char *jrpc_http_ok_head(jrpc_http_ok_t *c, time_t now, uint64_t content_length, 
         if (v < 10) {
             *w++ = (char)('0' + v);
         } else {
-            memcpy(w, pairs + 2 * v, 2);
+            memcpy(w, jrpc_timing_pairs + 2 * v, 2);
             w += 2;
         }
     } else if (v < 10000) {
         uint32_t hi = (uint32_t)v / 100, lo = (uint32_t)v - hi * 100;
         if (hi >= 10) {
-            memcpy(w, pairs + 2 * hi, 2);
+            memcpy(w, jrpc_timing_pairs + 2 * hi, 2);
             w += 2;
         } else {
             *w++ = (char)('0' + hi);
         }
-        memcpy(w, pairs + 2 * lo, 2);
+        memcpy(w, jrpc_timing_pairs + 2 * lo, 2);
         w += 2;
     } else {
         char digits[20], *d = digits + sizeof digits;

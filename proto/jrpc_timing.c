@@ -28,12 +28,12 @@ static const struct {
 
 #define MAX_US 1000000000000000ull   /* 10^9 ms: 13 digits before the point */
 
-/* Two digits at a time (the fraction's last two). */
-static const char pairs[201] = "0001020304050607080910111213141516171819"
-                               "2021222324252627282930313233343536373839"
-                               "4041424344454647484950515253545556575859"
-                               "6061626364656667686970717273747576777879"
-                               "8081828384858687888990919293949596979899";
+/* Two digits at a time (the fraction's last two; http/'s heads use it too). */
+const char jrpc_timing_pairs[201] = "0001020304050607080910111213141516171819"
+                                    "2021222324252627282930313233343536373839"
+                                    "4041424344454647484950515253545556575859"
+                                    "6061626364656667686970717273747576777879"
+                                    "8081828384858687888990919293949596979899";
 
 /* us (10 ms and more) as milliseconds with three decimals at p ("200.417"),
  * written backwards once its length is known: no copy. Returns the end. */
@@ -47,7 +47,7 @@ static __attribute__((noinline)) char *put_ms_long(char *p, uint64_t us)
     char *e = p + n + 4;
     e[-4] = '.';
     e[-3] = (char)('0' + h);
-    memcpy(e - 2, pairs + 2 * (f - h * 100), 2);
+    memcpy(e - 2, jrpc_timing_pairs + 2 * (f - h * 100), 2);
     char *q = p + n;
     do {
         *--q = (char)('0' + ms % 10);
@@ -65,10 +65,10 @@ static inline char *put_ms(char *p, uint64_t ns)
 {
     if (ns < 9999500) {
         uint32_t us = ((uint32_t)ns + 500) / 1000, hi = us / 100, lo = us - hi * 100;
-        p[0] = pairs[2 * hi];
+        p[0] = jrpc_timing_pairs[2 * hi];
         p[1] = '.';
-        p[2] = pairs[2 * hi + 1];
-        memcpy(p + 3, pairs + 2 * lo, 2);
+        p[2] = jrpc_timing_pairs[2 * hi + 1];
+        memcpy(p + 3, jrpc_timing_pairs + 2 * lo, 2);
         return p + 5;
     }
     return put_ms_long(p, ns >= MAX_US * 1000 ? MAX_US : (ns + 500) / 1000);

@@ -42,6 +42,11 @@ const char *jrpc_timing_name(int phase);
  * Returns the length (0 when no phase happened). Never fails. */
 size_t jrpc_timing_format(const jrpc_timing_t *t, char *out);
 
+/* "00" "01" ... "99": two decimal digits at 2 * v for v < 100 (and a NUL).
+ * One table for every number this project writes two digits at a time
+ * (Server-Timing here, http/jrpc_http_response's Content-Length). */
+extern const char jrpc_timing_pairs[201];
+
 /* Reads a Server-Timing value s[0, n) (several header lines joined with ","
  * are one value): each metric whose name is a phase's and that has a
  * "dur" parameter sets that phase (the first one wins); other metrics,

@@ -138,7 +138,8 @@ struct jrpc_broker {
     uv_loop_t        *loop;
     jrpc_broker_opts_t opts;
     jrpc_workers_t   *workers;
-    uv_timer_t        timer;       /* fires at the head's deadline */
+    uv_timer_t        timer;       /* fires at the head's deadline (or before: arm_timer) */
+    uint64_t          timer_due;   /* loop ms it is armed for; 0: not armed */
     bbatch_t         *head, *tail; /* open bodies by deadline */
     uint32_t          open;
     jrpc_buf_t        out;         /* the reply being written */

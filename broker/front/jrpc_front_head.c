@@ -21,6 +21,8 @@ bool content_type_ok(const char *p, size_t n)
 {
     const char *t, *q;
     size_t tn, qn;
+    if (n == 16 && memcmp(p, "application/json", 16) == 0)
+        return true;   /* what nearly every client sends: no split, no strncasecmp */
     jrpc_http_next_elem(&p, &n, ';', &t, &tn);
     if (!eq_nocase(t, tn, "application/json") && !eq_nocase(t, tn, "application/json-rpc"))
         return false;
@@ -135,6 +137,12 @@ jrpc_span_t client_of(const conn_t *c, const jrpc_http_head_t *h, char *buf)
 /* What a request carries to prove who sent it (docs/SIGNING.md). */
 jrpc_auth_req_t auth_req(const jrpc_http_head_t *h)
 {
+    if ((h->f[JRPC_HTTP_F_KEY].count | h->f[JRPC_HTTP_F_TIMESTAMP].count |
+         h->f[JRPC_HTTP_F_NONCE].count | h->f[JRPC_HTTP_F_SIGNATURE].count |
+         h->f[JRPC_HTTP_F_AUTHORIZATION].count) == 0)   /* none: what the five would say */
+        return (jrpc_auth_req_t){ .key = { "", 0 }, .timestamp_text = { "", 0 },
+                                  .nonce = { "", 0 }, .signature = { "", 0 },
+                                  .bearer = { "", 0 } };
     return (jrpc_auth_req_t){ .key = auth_value(h, JRPC_HTTP_F_KEY),
                               .timestamp_text = auth_value(h, JRPC_HTTP_F_TIMESTAMP),
                               .nonce = auth_value(h, JRPC_HTTP_F_NONCE),

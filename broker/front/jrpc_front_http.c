@@ -675,7 +675,10 @@ static size_t feed(conn_t *c, const char *p, size_t n)
             break;
         case JRPC_HTTP_BODY:
             body_bytes(c, ev.data, ev.len);
-            break;
+            if (!ev.end || c->closed)
+                break;
+            /* the body's last bytes end the request (jrpc_http_reader_fuse_end) */
+            /* fall through */
         case JRPC_HTTP_END:
             message_done(c);
             if (pipeline_full(c))
@@ -833,6 +836,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->tcp.data = c;
     jrpc_http_reader_init(&c->rd, &(jrpc_http_limits_t){ f->opts.max_header_bytes,
                                                          f->opts.max_body });
+    jrpc_http_reader_fuse_end(&c->rd);   /* feed() takes BODY's .end as its END */
     jrpc_buf_init(&c->body);
     jrpc_buf_init(&c->in);
     c->next = f->conns;

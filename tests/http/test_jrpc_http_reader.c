@@ -101,12 +101,16 @@ static const char *phase_name(jrpc_http_phase_t p)
     }
 }
 
+static bool fused; /* run() calls jrpc_http_reader_fuse_end */
+
 /* Feeds in[0, n) cut at cuts[0..ncuts) (ascending), writing t. */
 static void run(const char *in, size_t n, const size_t *cuts, size_t ncuts,
                 const jrpc_http_limits_t *lim, trace_t *t)
 {
     jrpc_http_reader_t r;
     jrpc_http_reader_init(&r, lim);
+    if (fused)
+        jrpc_http_reader_fuse_end(&r);
     t->len = t->blen = 0;
     t->text[0] = '\0';
     char *pend = NULL;
@@ -137,6 +141,11 @@ static void run(const char *in, size_t n, const size_t *cuts, size_t ncuts,
                 assert_true(t->blen + ev.len <= sizeof t->body);
                 memcpy(t->body + t->blen, ev.data, ev.len);
                 t->blen += ev.len;
+                assert_true(!ev.end || fused);
+                if (ev.end) { /* its END too (fuse_end): written as one */
+                    tr_flush_body(t);
+                    tr_put(t, "E|");
+                }
             } else if (ev.kind != JRPC_HTTP_NEED_MORE) {
                 tr_flush_body(t);
             }
@@ -193,23 +202,35 @@ static uint64_t rnd(void)
 
 /* Every way of feeding in gives want (whole, bytes, every two-piece split,
  * random pieces). */
+static void expect_one(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim);
+
+/* ... without jrpc_http_reader_fuse_end and with it (the same transcript). */
 static void expect_lim(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim)
+{
+    fused = false;
+    expect_one(in, n, want, lim);
+    fused = true;
+    expect_one(in, n, want, lim);
+    fused = false;
+}
+
+static void expect_one(const char *in, size_t n, const char *want, const jrpc_http_limits_t *lim)
 {
     static trace_t t;
     run(in, n, NULL, 0, lim, &t);
     if (strcmp(t.text, want) != 0)
-        fail_msg("whole:\n  got  %s\n  want %s", t.text, want);
+        fail_msg("whole (fused_end %d):\n  got  %s\n  want %s", fused, t.text, want);
     size_t *cuts = malloc((n + 1) * sizeof *cuts);
     for (size_t i = 0; i < n; i++)
         cuts[i] = i + 1;
     run(in, n, cuts, n ? n - 1 : 0, lim, &t);
     if (strcmp(t.text, want) != 0)
-        fail_msg("byte at a time:\n  got  %s\n  want %s", t.text, want);
+        fail_msg("byte at a time (fused_end %d):\n  got  %s\n  want %s", fused, t.text, want);
     for (size_t s = 0; s <= n; s++) {
         cuts[0] = s;
         run(in, n, cuts, 1, lim, &t);
         if (strcmp(t.text, want) != 0)
-            fail_msg("split at %zu:\n  got  %s\n  want %s", s, t.text, want);
+            fail_msg("split at %zu (fused_end %d):\n  got  %s\n  want %s", s, fused, t.text, want);
     }
     for (int round = 0; round < 50; round++) {
         size_t k = 0, at = 0;
@@ -220,7 +241,7 @@ static void expect_lim(const char *in, size_t n, const char *want, const jrpc_ht
         }
         run(in, n, cuts, k, lim, &t);
         if (strcmp(t.text, want) != 0)
-            fail_msg("random pieces (round %d):\n  got  %s\n  want %s", round, t.text, want);
+            fail_msg("random pieces (round %d, fused_end %d):\n  got  %s\n  want %s", round, fused, t.text, want);
     }
     free(cuts);
 }
@@ -498,6 +519,198 @@ static void targets(void **state)
     assert_true(jrpc_http_head_path(jrpc_http_reader_head(&r), &p, &n));
     assert_int_equal(n, 5);
     assert_memory_equal(p, "/aaaa", 5);
+}
+
+/* The shortcuts of the usual request (issue 35) read as the general path
+ * does (the splits in expect() take the general path at every byte): POST
+ * whole, names of 4 to 7 bytes in any case, values with nothing to trim;
+ * and the path, found once at the head's end, is each request's own. */
+static void usual_shortcuts(void **state)
+{
+    (void)state;
+    expect("POST /rpc HTTP/1.1\r\nhOsT: x\r\nHOSU: y\r\n\r\n", "H POST /rpc 1.1 ka|E|idle");
+    expect("POST /rpc HTTP/1.1\r\nhOsT: x\r\nHOST: y\r\n\r\n",
+           "R400:exactly one Host header is required|done");
+    expect(POSTH "ACCEPT: a\r\nAccepT: b\r\nAcceps: c\r\nOrIgIn: o\r\nOrigim: p\r\n"
+                 "UPGRADE: ws\r\nupgradf: no\r\n\r\n",
+           "H POST /rpc 1.1 ka accept=a, b#2 upgrade=ws origin=o|E|idle");
+    expect(POSTH "Content-Type: \tapplication/json \t \r\nAccept: x\r\nOrigin:o \r\n\r\n",
+           "H POST /rpc 1.1 ka ct=application/json accept=x origin=o|E|idle");
+    expect("POSTS / HTTP/1.1\r\n" HOST "\r\n", "R400:invalid HTTP method|done");
+    expect("POST  /rpc HTTP/1.1\r\n" HOST "\r\n", "R400:malformed request line|done");
+    expect("POST\r\n", "R400:invalid HTTP method|done");
+    static const char in[] = "POST /a?x HTTP/1.1\r\n" HOST "Content-Length: 0\r\n\r\n"
+                             "GET http://h/bc?/d HTTP/1.1\r\n" HOST "\r\n"
+                             "GET http://h HTTP/1.1\r\n" HOST "\r\n";
+    static const char *const paths[] = { "/a", "/bc", NULL };
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    const char *p;
+    size_t n, done = 0;
+    assert_false(jrpc_http_head_path(jrpc_http_reader_head(&r), &p, &n)); /* no head yet */
+    for (int i = 0; i < 3; i++) {
+        jrpc_http_event_t ev;
+        do
+            done += jrpc_http_reader_feed(&r, in + done, sizeof in - 1 - done, &ev);
+        while (ev.kind == JRPC_HTTP_NEED_MORE && done < sizeof in - 1);
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        bool ok = jrpc_http_head_path(jrpc_http_reader_head(&r), &p, &n);
+        assert_int_equal(ok, paths[i] != NULL);
+        if (ok) {
+            assert_int_equal(n, strlen(paths[i]));
+            assert_memory_equal(p, paths[i], n);
+        }
+        jrpc_http_reader_feed(&r, in + done, sizeof in - 1 - done, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+    }
+}
+
+/* The same head again (keep-alive): read from the kept copy when it is
+ * the last head byte for byte, its Content-Length digits aside; every way
+ * of feeding gives what reading it anew gives (the splits cut heads, so
+ * they read them anew). */
+#define CT "Content-Type: application/json\r\n"
+static void same_head_again(void **state)
+{
+    (void)state;
+    expect(POSTH CT "Content-Length: 2\r\n\r\nab" POSTH CT "Content-Length: 2\r\n\r\ncd"
+           POSTH CT "Content-Length: 1\r\n\r\ne",
+           "H POST /rpc 1.1 ka cl=2 ct=application/json|B:ab|E|"
+           "H POST /rpc 1.1 ka cl=2 ct=application/json|B:cd|E|"
+           "H POST /rpc 1.1 ka cl=1 ct=application/json|B:e|E|idle");
+    /* more digits, fewer, leading zeros, spaces after them, none at all */
+    expect(POSTH "Content-Length: 9 \r\nX-A: 1\r\n\r\n123456789"
+           POSTH "Content-Length: 10 \r\nX-A: 1\r\n\r\n0123456789"
+           POSTH "Content-Length: 002 \r\nX-A: 1\r\n\r\nxy"
+           POSTH "Content-Length: 1 \r\nX-A: 1\r\n\r\nz"
+           POSTH "Content-Length:  \r\nX-A: 1\r\n\r\n",
+           "H POST /rpc 1.1 ka cl=9|B:123456789|E|H POST /rpc 1.1 ka cl=10|B:0123456789|E|"
+           "H POST /rpc 1.1 ka cl=2|B:xy|E|H POST /rpc 1.1 ka cl=1|B:z|E|"
+           "R400:invalid character in content-length header|done");
+    /* a byte elsewhere differs: read anew, its own values */
+    expect(POSTH "Content-Length: 1\r\nX-JRPC-Key: a\r\n\r\nx"
+           POSTH "Content-Length: 1\r\nX-JRPC-Key: b\r\n\r\ny"
+           POSTH "Content-Length: 1\r\nX-JRPC-Key: b\r\nX-Other: 1\r\n\r\nz",
+           "H POST /rpc 1.1 ka cl=1 key=a|B:x|E|H POST /rpc 1.1 ka cl=1 key=b|B:y|E|"
+           "H POST /rpc 1.1 ka cl=1 key=b|B:z|E|idle");
+    /* no Content-Length (GET), twice, then another target */
+    expect("GET /a HTTP/1.1\r\n" HOST "\r\nGET /a HTTP/1.1\r\n" HOST "\r\n\r\n"
+           "GET /b HTTP/1.1\r\n" HOST "\r\n",
+           "H GET /a 1.1 ka|E|H GET /a 1.1 ka|E|H GET /b 1.1 ka|E|idle");
+    /* chunked between the same heads, and a trailer's Content-Length */
+    expect(POSTH "Content-Length: 1\r\n\r\nx" POSTH "Transfer-Encoding: chunked\r\n\r\n"
+           "1\r\ny\r\n0\r\nContent-Length: 7\r\n\r\n" POSTH "Content-Length: 1\r\n\r\nz"
+           POSTH "Content-Length: 1\r\n\r\nw",
+           "H POST /rpc 1.1 ka cl=1|B:x|E|H POST /rpc 1.1 ka chunked|B:y|E|"
+           "H POST /rpc 1.1 ka cl=1|B:z|E|H POST /rpc 1.1 ka cl=1|B:w|E|idle");
+    /* past --max-body, 20 digits (overflow), Connection: close */
+    char in[512], want[512];
+    snprintf(in, sizeof in, POSTH "Content-Length: 1\r\n\r\nx" POSTH "Content-Length: %d\r\n\r\n",
+             MAXBODY + 1);
+    snprintf(want, sizeof want, "H POST /rpc 1.1 ka cl=1|B:x|E|H POST /rpc 1.1 ka cl=%d|"
+             "R413:body larger than %d bytes|done", MAXBODY + 1, MAXBODY);
+    expect(in, want);
+    expect(POSTH "Content-Length: 1\r\n\r\nx" POSTH "Content-Length: 18446744073709551615\r\n\r\n",
+           "H POST /rpc 1.1 ka cl=1|B:x|E|R400:invalid character in content-length header|done");
+    expect(POSTH "Connection: close\r\nContent-Length: 1\r\n\r\nx"
+           POSTH "Connection: close\r\nContent-Length: 1\r\n\r\ny",
+           "H POST /rpc 1.1 cl=1|B:x|E|C|done");
+    /* the head limit: the same head one digit longer is one byte too many */
+    static const char h9[] = POSTH "Content-Length: 9\r\n\r\n";
+    jrpc_http_limits_t lim = { sizeof h9 - 1, MAXBODY };
+    expect_lim(POSTH "Content-Length: 9\r\n\r\n123456789" POSTH "Content-Length: 10\r\n\r\n",
+               sizeof(POSTH "Content-Length: 9\r\n\r\n123456789" POSTH "Content-Length: 10\r\n\r\n") - 1,
+               "H POST /rpc 1.1 ka cl=9|B:123456789|E|R431:request headers too large|done", &lim);
+    /* read whole, the kept copy follows the length's digits */
+    char two[512];
+    int n99 = snprintf(two, sizeof two, POSTH "Content-Length: 99\r\n\r\n%099d", 7);
+    int n = n99 + snprintf(two + n99, sizeof two - (size_t)n99, POSTH "Content-Length: 100\r\n\r\n");
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    jrpc_http_event_t ev;
+    size_t k = jrpc_http_reader_feed(&r, two, (size_t)n, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+    assert_int_equal(r.same_len, k);
+    assert_int_equal(r.same_cl_n, 2);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_BODY);
+    assert_int_equal(ev.len, 99);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_END);
+    assert_int_equal(k, n99);
+    k += jrpc_http_reader_feed(&r, two + k, (size_t)n - k, &ev);
+    assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+    assert_int_equal(k, n);
+    assert_int_equal(jrpc_http_reader_head(&r)->content_length, 100);
+    assert_int_equal(r.same_cl_n, 3); /* read from the kept copy, which now has 3 digits */
+    assert_int_equal(r.same_len, sizeof h9 + 1); /* "9" became "100" */
+    /* heads that differ every time: after JRPC_HTTP_SAME_TRIES of them none is kept */
+    char many[2048];
+    n = 0;
+    for (int i = 0; i < JRPC_HTTP_SAME_TRIES + 3; i++)
+        n += snprintf(many + n, sizeof many - (size_t)n, POSTH "X-JRPC-Key: k%d\r\n\r\n", i);
+    jrpc_http_reader_init(&r, &LIM);
+    k = 0;
+    for (int i = 0; i < JRPC_HTTP_SAME_TRIES + 3; i++) {
+        k += jrpc_http_reader_feed(&r, many + k, (size_t)n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        jrpc_http_value_t key = jrpc_http_head_value(jrpc_http_reader_head(&r), JRPC_HTTP_F_KEY);
+        assert_int_equal(key.n, i < 10 ? 2 : 3);
+        assert_int_equal(key.p[1], '0' + i % 10);
+        assert_int_equal(r.same_len != 0, i < JRPC_HTTP_SAME_TRIES);
+        k += jrpc_http_reader_feed(&r, many + k, (size_t)n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+    }
+    assert_int_equal(k, n);
+}
+
+/* Streams of heads that are the last one, nearly (a Content-Length of
+ * other digits, leading zeros, a space after them; a byte changed
+ * anywhere; a header more or less), with their bodies: read whole (the
+ * kept head where it matches) and a byte at a time or in random pieces (a
+ * head read anew), with and without fuse_end, to the same transcript. */
+static void same_head_random(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "", "X-A: 1\r\n", "Accept: */*\r\n", "X-JRPC-Key: k\r\n" };
+    static char in[16384];
+    static trace_t a, b;
+    uint64_t saved = rng;
+    rng = 0x9e3779b97f4a7c15u;
+    for (int round = 0; round < 300; round++) {
+        size_t n = 0;
+        int nreq = 2 + (int)(rnd() % 4);
+        for (int q = 0; q < nreq; q++) {
+            unsigned cl = (unsigned)(rnd() % 120);
+            const char *zeros = rnd() % 8 == 0 ? "00" : "";
+            const char *sp = rnd() % 8 == 0 ? " " : "";
+            const char *x = extra[rnd() % 8 < 6 ? 0 : rnd() % 4];
+            size_t at = n;
+            n += (size_t)snprintf(in + n, sizeof in - n,
+                                  POSTH "Content-Type: application/json\r\nContent-Length: %s%u%s\r\n%s\r\n",
+                                  zeros, cl, sp, x);
+            if (rnd() % 10 == 0) /* a byte of the head changed */
+                in[at + rnd() % (n - at)] = (char)(rnd() % 128);
+            memset(in + n, 'b', cl);
+            n += cl;
+        }
+        size_t cuts[64], k = 0;
+        for (size_t pos = 0; k < 64;) {
+            pos += 1 + rnd() % 40;
+            if (pos >= n)
+                break;
+            cuts[k++] = pos;
+        }
+        for (int f = 0; f < 2; f++) {
+            fused = f;
+            run(in, n, NULL, 0, &LIM, &a);
+            run(in, n, cuts, k, &LIM, &b);
+            if (strcmp(a.text, b.text) != 0)
+                fail_msg("round %d fused %d:\n  whole  %s\n  pieces %s", round, f, a.text, b.text);
+        }
+        fused = false;
+    }
+    rng = saved;
 }
 
 static void methods(void **state)
@@ -885,6 +1098,9 @@ int main(void)
         cmocka_unit_test(kept_values),
         cmocka_unit_test(targets),
         cmocka_unit_test(methods),
+        cmocka_unit_test(usual_shortcuts),
+        cmocka_unit_test(same_head_again),
+        cmocka_unit_test(same_head_random),
         cmocka_unit_test(takeover),
         cmocka_unit_test(refusals_head),
         cmocka_unit_test(refusals_framing),

@@ -353,6 +353,49 @@ static void test_deadline(void **state)
     assert_int_equal(G.replies, 1);
 }
 
+/* The deadline timer is not stopped when the body it was armed for leaves
+ * (issue 35: a restart per body): a later body with a later deadline is
+ * still answered at its own when the timer fires early, and one with an
+ * earlier deadline than the timer's moves it up. */
+static void test_deadline_after_others(void **state)
+{
+    (void)state;
+    G.b = broker_make(100, NULL);
+    worker_ready();
+    /* A (100 ms) answered at once: the timer stays armed for its deadline */
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}", 100), 0);
+    want_seen = 1;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[0], 3);
+    want_replies = 1;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}");
+    assert_true(uv_is_active((uv_handle_t *)&G.b->timer));   /* not stopped */
+    /* B (300 ms, later than A's): its worker never answers; the early
+     * firing arms the timer again for it */
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":2}", 300), 0);
+    want_seen = 2;
+    assert_true(pump_until(seen_enough));
+    want_replies = 2;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32003,\"message\":"
+                                "\"Request timeout\"},\"id\":2}");
+    /* C (60 s) open, then D (100 ms, earlier than the timer's): D times out
+     * first, C is still open */
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":3}", 60000), 0);
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":4}", 100), 0);
+    want_seen = 4;
+    assert_true(pump_until(seen_enough));
+    want_replies = 3;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32003,\"message\":"
+                                "\"Request timeout\"},\"id\":4}");
+    jrpc_broker_stats_t st;
+    jrpc_workers_stats_t ws;
+    jrpc_broker_stats(G.b, &st, &ws);
+    assert_int_equal(st.open, 1);   /* C */
+}
+
 /* A worker error that is not a map becomes -32603, and that is its code. */
 static void test_malformed_worker_error(void **state)
 {
@@ -839,6 +882,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_and_partial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idem_key_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_after_others, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_worker_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
