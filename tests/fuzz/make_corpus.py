@@ -197,6 +197,18 @@ def http_reader():
                                      "3c\r\n" + "x" * 60 + "\r\n3c\r\n" + "y" * 60 + "\r\n0\r\n\r\n"),
         "small-exact": "\x02\x03" + "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + "p" * 27 + "\r\n\r\n",
     })
+    # the same head again (the reader reads it from its kept copy): other
+    # lengths, leading zeros, a space after the digits, 20 digits, over the
+    # body limit, a byte changed, then a head that outgrows the head limit
+    # only by its longer length (data[0] 3: max_header_bytes 80)
+    same = "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: "
+    seeds["same-heads"] = big + (same + "2\r\n\r\n[]" + same + "13\r\n\r\n" + '{"a":1234567}'
+                                 + same + "0002\r\n\r\n[]" + same + "2 \r\n\r\n[]"
+                                 + same.replace("x", "y") + "2\r\n\r\n[]" + same + "70000\r\n\r\n"
+                                 + same + "9" * 20 + "\r\n\r\n")
+    for pad in (22, 23):   # the one-digit head 79 and 80 bytes long
+        tight = same.replace("Host: x\r\n", "Host: x\r\nX-P: " + "p" * pad + "\r\n")
+        seeds["same-heads-431-%d" % pad] = "\x03\x00" + tight + "2\r\n\r\n[]" + tight + "13\r\n\r\n" + "x" * 13
     for name, s in seeds.items():
         open(os.path.join(d, name + ".http"), "wb").write(s.encode("latin-1"))
 
