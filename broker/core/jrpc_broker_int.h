@@ -94,6 +94,8 @@ struct bbatch {
     bool           waiting;      /* on the idempotency wait list (another run holds the key) */
     bbatch_t      *wnext;        /* ... its link */
     jrpc_span_t    idem;         /* the idempotency key (in body[] after peer), or empty */
+    /* fp, rwho, key_id and service past its first byte are not cleared at
+     * submit: each is read only up to a length set with it */
     char           fp[64];       /* ... and the body's fingerprint: SHA-256, hex */
     uint8_t        rwho_n;       /* rate limits: rwho's length; 0: no limit applies */
     char           rwho[JRPC_KEYS_ID_MAX + 8]; /* ... who: a key id, or "addr:<ip>" */

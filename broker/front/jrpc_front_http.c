@@ -640,7 +640,8 @@ static void message_done(conn_t *c)
     char client[JRPC_PROXY_ADDR_TEXT];
     r->state = R_SUBMITTED;
     if (c->ad_kept) {   /* the same head again: the same admission, but for the key */
-        c->ad.key_id = cert_key_id(c);   /* asked per body (a reload may revoke it) */
+        if (c->cert_len)   /* asked per body (a reload may revoke it) */
+            c->ad.key_id = cert_key_id(c);
     } else {
         jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
         c->ad = (jrpc_admit_t){
