@@ -90,7 +90,13 @@ void batch_free(bbatch_t *x)
         peer_unref(b, x->pq);
     }
     jrpc_batch_dispose(&x->req);
-    free(x);
+    if (x->pooled && b->bb_nfree < BB_KEEP) {   /* kept for the next small body */
+        x->next = b->bb_free;
+        b->bb_free = x;
+        b->bb_nfree++;
+    } else {
+        free(x);
+    }
     if (h == NULL)
         return;
     h->bytes -= held;
