@@ -84,7 +84,6 @@ struct bbatch {
     bool           replied;
     bool           listed;       /* on the deadline list */
     bool           busy;         /* being submitted: not to be freed yet */
-    bool           pooled;       /* a BB_SMALL block: freed to the broker's bb_free */
     bool           claiming;     /* waiting for Redis: the nonce and/or the rate limit */
     bool           signed_body;  /* claiming a nonce (Redis down: 503, not the local budget) */
     bool           early;        /* its calls went out while its nonce was claimed (all
@@ -130,6 +129,8 @@ struct bbatch {
     jrpc_mcp_msg_fn mcp;         /* an MCP client's body: its messages (docs/MCP.md) */
     jrpc_span_t    session;      /* ... its Mcp-Session-Id (in body[] after idem), or empty */
     uint32_t       mcp_msgs;     /* ... the servers' messages given to its client */
+    bool           pooled;       /* a BB_SMALL block: freed to the broker's bb_free (here,
+                                    not by busy: busy and claiming are tested together) */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body, then trace, then peer */
 };
