@@ -1060,6 +1060,7 @@ static void begin(jrpc_http_reader_t *r)
     r->te_ok = false;
     r->head_bytes = 0;
     r->body_seen = 0;
+    r->again = false;
     h->method = JRPC_HTTP_M_OTHER;
     h->keep_alive = h->chunked = h->has_length = false;
     h->content_length = 0;
@@ -1283,6 +1284,7 @@ static size_t idle(jrpc_http_reader_t *r, const char *buf, size_t len, jrpc_http
             size_t k = same_head(r, buf + i, len - i);
             if (k > 0) { /* head_done's checks and fields hold: only the length differs */
                 r->same_misses = 0;
+                r->again = true;
                 return body_framing(r, ev, i + k);
             }
             r->same_misses++; /* (stops at JRPC_HTTP_SAME_TRIES: none kept from then) */
@@ -1526,6 +1528,11 @@ void jrpc_http_reader_fuse_end(jrpc_http_reader_t *r)
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r)
 {
     return (jrpc_http_phase_t)r->phase;
+}
+
+bool jrpc_http_reader_again(const jrpc_http_reader_t *r)
+{
+    return r->again;
 }
 
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r)

@@ -197,6 +197,8 @@ typedef struct jrpc_http_reader {
     uint16_t    same_len;    /* the last head's bytes in same[]; 0: none kept */
     uint8_t     same_misses; /* heads in a row that were not the kept one (at
                                 JRPC_HTTP_SAME_TRIES none is kept any more) */
+    bool        again;       /* the head last returned was the one before it read again
+                                (jrpc_http_reader_again) */
     char        same[JRPC_HTTP_SAME_MAX]; /* the last head, when it may be read again as is:
                                 read whole in one call, not chunked (reader.c: same_head) */
 } jrpc_http_reader_t;
@@ -234,6 +236,14 @@ int jrpc_http_reader_takeover(jrpc_http_reader_t *r);
 
 /* Where the reader is (for the caller's timers: a head started, a body due). */
 jrpc_http_phase_t jrpc_http_reader_phase(const jrpc_http_reader_t *r);
+
+/* true when the head of the last HEAD event is the connection's previous
+ * head read again: the same bytes, its Content-Length's digits aside (the
+ * reader's kept copy, reader.c same_head). Then every field of
+ * jrpc_http_reader_head() but content_length is as the previous HEAD left
+ * it, so a caller may keep what it derived from that head (not from its
+ * length) and skip deriving it again. false for any head read afresh. */
+bool jrpc_http_reader_again(const jrpc_http_reader_t *r);
 
 /* The current request's head (see jrpc_http_head_t for how long it is valid). */
 const jrpc_http_head_t *jrpc_http_reader_head(const jrpc_http_reader_t *r);

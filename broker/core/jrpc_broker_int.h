@@ -94,6 +94,8 @@ struct bbatch {
     bool           waiting;      /* on the idempotency wait list (another run holds the key) */
     bbatch_t      *wnext;        /* ... its link */
     jrpc_span_t    idem;         /* the idempotency key (in body[] after peer), or empty */
+    /* fp, rwho, key_id and service past its first byte are not cleared at
+     * submit: each is read only up to a length set with it */
     char           fp[64];       /* ... and the body's fingerprint: SHA-256, hex */
     uint8_t        rwho_n;       /* rate limits: rwho's length; 0: no limit applies */
     char           rwho[JRPC_KEYS_ID_MAX + 8]; /* ... who: a key id, or "addr:<ip>" */
@@ -127,12 +129,25 @@ struct bbatch {
     jrpc_mcp_msg_fn mcp;         /* an MCP client's body: its messages (docs/MCP.md) */
     jrpc_span_t    session;      /* ... its Mcp-Session-Id (in body[] after idem), or empty */
     uint32_t       mcp_msgs;     /* ... the servers' messages given to its client */
+    bool           pooled;       /* a BB_SMALL block: freed to the broker's bb_free (here,
+                                    not by busy: busy and claiming are tested together) */
     size_t         len;          /* body bytes */
     char           body[];       /* our copy of the body, then trace, then peer */
 };
 
 #define EARLY_COOL_CELLS  1024   /* keys refused at a claim lately, by hash (early dispatch) */
 #define EARLY_NONCE_CELLS 4096   /* nonces of early bodies in flight, by hash */
+/* A body's record, its copy of the body and the texts after it, when they
+ * fit BB_SMALL bytes, come from a block kept for the next body (a single
+ * call paid ~130 Ir of malloc and free for it; issue 35): at most BB_KEEP
+ * blocks (64 KiB). None kept under ASan, whose use-after-free checks a
+ * reused block would hide. */
+#define BB_SMALL 1024
+#if defined(__SANITIZE_ADDRESS__)
+#define BB_KEEP 0
+#else
+#define BB_KEEP 64
+#endif
 
 struct jrpc_broker {
     uv_loop_t        *loop;
@@ -144,6 +159,8 @@ struct jrpc_broker {
     uint32_t          open;
     jrpc_buf_t        out;         /* the reply being written */
     jrpc_arena_pool_t arenas;      /* the bodies' first arena chunks, kept for the next */
+    bbatch_t         *bb_free;     /* BB_SMALL blocks kept for the next body (linked by next) */
+    uint32_t          bb_nfree;    /* ... how many (at most BB_KEEP) */
     jrpc_buf_t        one;         /* streamed mode: the answer being sent */
     jrpc_timing_t     timing;      /* the reply being handed out: its out.timing */
     void            (*on_empty)(void *);

@@ -361,12 +361,40 @@ void refuse_close(conn_t *c, int status, int code, const char *why)
     flush(c);
 }
 
+/* The previous head read again, after a plain POST to /rpc that was taken
+ * (c->kept): its verdicts hold, as they depend on the head's fields and the
+ * front's options only (fixed while it runs); the caller checked the new
+ * length. What headers_done does for such a head, from what it kept. */
+static void kept_head(conn_t *c, const jrpc_http_head_t *h)
+{
+    c->cors = c->kept_cors;
+    c->mcp = c->openrpc = c->is_head = c->discard = false;
+    c->zc = NULL;
+    c->zc_len = 0;
+    jrpc_buf_reset(&c->body);
+    req_t *r = rec_new(c);
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    r->ka10 = h->version_minor != 1 && h->keep_alive;
+    r->stream = c->kept_stream;
+    c->phase = PH_BODY;
+    if (h->content_length > c->in_hand)
+        arm(c, T_BODY);
+}
+
 /* The head is in (the reader has checked its framing): decide whether the
  * request is ours to serve. */
 static void headers_done(conn_t *c)
 {
     const jrpc_http_head_t *h = jrpc_http_reader_head(&c->rd);
     const jrpc_front_http_opts_t *o = &c->front->opts;
+    if (c->kept && jrpc_http_reader_again(&c->rd) && h->content_length <= o->max_body) {
+        kept_head(c, h);
+        return;
+    }
+    c->kept = c->ad_kept = false;
     bool v11 = h->version_minor == 1;
     int origin = origin_of(c->front, h);
     c->cors = origin > 0 ? (uint16_t)origin : 0;
@@ -487,6 +515,10 @@ static void headers_done(conn_t *c)
     } else if (v11 && h->expect_continue) {
         r->cont = true;
         flush(c);
+    } else if (!c->mcp && !c->peer_trusted && !expecting && !h->chunked) {
+        c->kept = true;   /* a plain POST to /rpc: the same head again decides the same */
+        c->kept_stream = r->stream;
+        c->kept_cors = c->cors;
     }
     c->phase = PH_BODY;
     /* A body already in hand is read in this same feed: no deadline (the
@@ -605,27 +637,33 @@ static void message_done(conn_t *c)
         flush(c);
         return;
     }
-    jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
     char client[JRPC_PROXY_ADDR_TEXT];
     r->state = R_SUBMITTED;
-    jrpc_admit_t ad = {
-        .transport = JRPC_TRANSPORT_HTTP,
-        .timeout_ms = c->timeout_ms,
-        .auth = auth_req(h),
-        /* one, whole: a second one makes both invalid (W3C: no picking) */
-        .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
-                                                : (jrpc_span_t){ "", 0 },
-        .peer = client_of(c, h, client),
-        .answer = r->stream ? on_answer : NULL,
-        .key_id = cert_key_id(c),
-        .idem_key = idem_value(h),
-        .hold = c->hold,
-        .mcp = c->mcp ? mcp_on_message : NULL,
-        .session = c->mcp ? mcp_session_of(h) : (jrpc_span_t){ NULL, 0 },
-        .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
-        .service = svc,
-    };
-    int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &ad, on_reply, r,
+    if (c->ad_kept) {   /* the same head again: the same admission, but for the key */
+        if (c->cert_len)   /* asked per body (a reload may revoke it) */
+            c->ad.key_id = cert_key_id(c);
+    } else {
+        jrpc_http_value_t tp = jrpc_http_head_value(h, JRPC_HTTP_F_TRACEPARENT);
+        c->ad = (jrpc_admit_t){
+            .transport = JRPC_TRANSPORT_HTTP,
+            .timeout_ms = c->timeout_ms,
+            .auth = auth_req(h),
+            /* one, whole: a second one makes both invalid (W3C: no picking) */
+            .traceparent = tp.count == 1 && !tp.cut ? (jrpc_span_t){ tp.p, tp.n }
+                                                    : (jrpc_span_t){ "", 0 },
+            .peer = client_of(c, h, client),
+            .answer = r->stream ? on_answer : NULL,
+            .key_id = cert_key_id(c),
+            .idem_key = idem_value(h),
+            .hold = c->hold,
+            .mcp = c->mcp ? mcp_on_message : NULL,
+            .session = c->mcp ? mcp_session_of(h) : (jrpc_span_t){ NULL, 0 },
+            .path = c->mcp ? c->front->opts.mcp_path : "/rpc",
+            .service = svc,
+        };
+        c->ad_kept = c->kept;   /* (its spans point into the head, which is kept with it) */
+    }
+    int rc = jrpc_broker_submit(c->front->broker, body ? body : "", len, &c->ad, on_reply, r,
                                 &r->handle);
     c->zc = NULL;
     c->zc_len = 0;

@@ -149,6 +149,12 @@ struct conn {
     bool            openrpc;   /* GET (or HEAD) /openrpc.json: the OpenRPC document */
     uint32_t        timeout_ms; /* X-JRPC-Timeout-Ms of the request (0: none) */
     uint16_t        cors;      /* the request's listed Origin (req_t.cors), for its record */
+    /* the previous head's verdicts, for the same head read again (jrpc_http_reader_again) */
+    bool            kept;      /* it was a plain POST to /rpc, taken: kept_* and ad hold */
+    bool            ad_kept;   /* ad was filled for it (at its body) */
+    uint8_t         kept_stream; /* its req_t.stream */
+    uint16_t        kept_cors;   /* its cors */
+    jrpc_admit_t    ad;        /* the admission of the body submitted last (message_done) */
     /* WebSocket: the upgrade, then the session */
     bool            upgrading; /* a WebSocket upgrade was accepted: HTTP is over */
     bool            wfailed;   /* a write of the session failed: close, do not linger */

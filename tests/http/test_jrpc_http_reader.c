@@ -664,6 +664,61 @@ static void same_head_again(void **state)
     assert_int_equal(k, n);
 }
 
+/* jrpc_http_reader_again: true only for the previous head read again (its
+ * length aside), whole; a changed Content-Type or Authorization, a head
+ * read in pieces, the first head: false (the front keeps its verdicts
+ * across heads on this answer alone). */
+static void head_again(void **state)
+{
+    (void)state;
+#define AGAIN_JSON POSTH "Content-Type: application/json\r\n"
+    static const struct { const char *in; bool again; } seq[] = {
+        { AGAIN_JSON "Content-Length: 2\r\n\r\nab", false },   /* the first */
+        { AGAIN_JSON "Content-Length: 2\r\n\r\ncd", true },
+        { AGAIN_JSON "Content-Length: 12\r\n\r\n0123456789ab", true },   /* its length aside */
+        { POSTH "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\nx", false },
+        { POSTH "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\ny", true },
+        { AGAIN_JSON "Content-Length: 1\r\n\r\nz", false },
+        { AGAIN_JSON "Authorization: Bearer a\r\nContent-Length: 1\r\n\r\nz", false },
+        { AGAIN_JSON "Authorization: Bearer b\r\nContent-Length: 1\r\n\r\nz", false },
+        { AGAIN_JSON "Authorization: Bearer b\r\nContent-Length: 1\r\n\r\nz", true },
+        { AGAIN_JSON "Authorization: Bearer b\r\nContent-Length: 1\r\n\r\nz", true },
+        { AGAIN_JSON "Authorization: Bearer B\r\nContent-Length: 1\r\n\r\nz", false },
+    };
+#undef AGAIN_JSON
+    jrpc_http_reader_t r;
+    jrpc_http_reader_init(&r, &LIM);
+    assert_false(jrpc_http_reader_again(&r));
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        jrpc_http_event_t ev;
+        size_t n = strlen(seq[i].in), k = jrpc_http_reader_feed(&r, seq[i].in, n, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        assert_int_equal(jrpc_http_reader_again(&r), seq[i].again);
+        k += jrpc_http_reader_feed(&r, seq[i].in + k, n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_BODY);
+        k += jrpc_http_reader_feed(&r, seq[i].in + k, n - k, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+        assert_int_equal(k, n);
+    }
+    /* the same head again, but in two pieces: read anew */
+    static const char same[] = POSTH "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\n";
+    for (int piece = 0; piece < 2; piece++) {
+        jrpc_http_event_t ev;
+        size_t k = 0, cut = piece ? 9 : sizeof same - 1;
+        k += jrpc_http_reader_feed(&r, same, cut, &ev);
+        if (piece) {
+            assert_int_equal(ev.kind, JRPC_HTTP_NEED_MORE);
+            k += jrpc_http_reader_feed(&r, same + k, sizeof same - 1 - k, &ev);
+        }
+        assert_int_equal(ev.kind, JRPC_HTTP_HEAD);
+        assert_int_equal(jrpc_http_reader_again(&r), false);   /* the first of this head; split */
+        jrpc_http_reader_feed(&r, "q", 1, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_BODY);
+        jrpc_http_reader_feed(&r, "", 0, &ev);
+        assert_int_equal(ev.kind, JRPC_HTTP_END);
+    }
+}
+
 /* Streams of heads that are the last one, nearly (a Content-Length of
  * other digits, leading zeros, a space after them; a byte changed
  * anywhere; a header more or less), with their bodies: read whole (the
@@ -1101,6 +1156,7 @@ int main(void)
         cmocka_unit_test(usual_shortcuts),
         cmocka_unit_test(same_head_again),
         cmocka_unit_test(same_head_random),
+        cmocka_unit_test(head_again),
         cmocka_unit_test(takeover),
         cmocka_unit_test(refusals_head),
         cmocka_unit_test(refusals_framing),

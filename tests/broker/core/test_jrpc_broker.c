@@ -396,6 +396,47 @@ static void test_deadline_after_others(void **state)
     assert_int_equal(st.open, 1);   /* C */
 }
 
+/* A small body's block is kept for the next small body (BB_SMALL, none
+ * under ASan); a large one is never kept; a reused block answers as a new
+ * one (nothing of the body before it shows). */
+static void test_small_blocks_reused(void **state)
+{
+    (void)state;
+    G.b = broker_make(5000, NULL);
+    worker_ready();
+    const uint32_t keep = BB_KEEP > 0 ? 1 : 0;
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":\"first-one\"}", 5000), 0);
+    want_seen = 1;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[0], 3);
+    want_replies = 1;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":\"first-one\"}");
+    assert_int_equal(G.b->bb_nfree, keep);
+    /* a body past BB_SMALL: its own block, freed */
+    char big[BB_SMALL + 128];   /* (white space: a short reply) */
+    snprintf(big, sizeof big, "{\"jsonrpc\":\"2.0\",%*s\"method\":\"add\",\"id\":8}", BB_SMALL, "");
+    assert_int_equal(submit(big, 5000), 0);
+    assert_int_equal(G.b->bb_nfree, keep);
+    want_seen = 2;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[1], 4);
+    want_replies = 2;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":4,\"id\":8}");
+    assert_int_equal(G.b->bb_nfree, keep);
+    /* a small one again: the kept block */
+    assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":2}", 5000), 0);
+    assert_int_equal(G.b->bb_nfree, 0);
+    want_seen = 3;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[2], 5);
+    want_replies = 3;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":5,\"id\":2}");
+    assert_int_equal(G.b->bb_nfree, keep);
+}
+
 /* A worker error that is not a map becomes -32603, and that is its code. */
 static void test_malformed_worker_error(void **state)
 {
@@ -883,6 +924,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idem_key_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_after_others, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_small_blocks_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_worker_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
