@@ -264,13 +264,9 @@ int jrpc_broker_submit(jrpc_broker_t *b, const char *body, size_t len, const jrp
     jrpc_span_t idem = ad ? ad->idem_key : (jrpc_span_t){ NULL, 0 };
     jrpc_span_t sess = ad && ad->mcp ? ad->session : (jrpc_span_t){ NULL, 0 };
     size_t need = sizeof(bbatch_t) + len + tp.n + peer.n + idem.n + sess.n;
-    bbatch_t *x = b->bb_free;
-    if (need <= BB_SMALL && x != NULL) {
-        b->bb_free = x->next;
-        b->bb_nfree--;
-    } else {
+    bbatch_t *x = need <= BB_SMALL ? bb_take(b) : NULL;
+    if (x == NULL)
         x = malloc(need <= BB_SMALL ? BB_SMALL : need);
-    }
     if (x == NULL)
         return -ENOMEM;
     /* Zeroed, but for the rooms read only up to a length set with them (fp:
@@ -473,10 +469,8 @@ static void on_timer_closed(uv_handle_t *h)
     jrpc_buf_dispose(&b->out);
     jrpc_buf_dispose(&b->one);
     jrpc_arena_pool_dispose(&b->arenas);
-    for (bbatch_t *x = b->bb_free, *next; x != NULL; x = next) {
-        next = x->next;
+    for (bbatch_t *x; (x = bb_take(b)) != NULL;)
         free(x);
-    }
     free(b);
 }
 

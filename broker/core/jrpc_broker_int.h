@@ -28,6 +28,7 @@
 #include "jrpc_sign.h"
 
 #include <assert.h>
+#include <sanitizer/asan_interface.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -140,14 +141,10 @@ struct bbatch {
 /* A body's record, its copy of the body and the texts after it, when they
  * fit BB_SMALL bytes, come from a block kept for the next body (a single
  * call paid ~130 Ir of malloc and free for it; issue 35): at most BB_KEEP
- * blocks (64 KiB). None kept under ASan, whose use-after-free checks a
- * reused block would hide. */
+ * blocks (64 KiB). Under ASan a kept block is poisoned but for its link
+ * (bb_keep), so a use after batch_free is still caught, as free's would be. */
 #define BB_SMALL 1024
-#if defined(__SANITIZE_ADDRESS__)
-#define BB_KEEP 0
-#else
-#define BB_KEEP 64
-#endif
+#define BB_KEEP  64
 
 struct jrpc_broker {
     uv_loop_t        *loop;
@@ -181,6 +178,29 @@ struct jrpc_broker {
     jrpc_mcp_msg_fn   on_session;  /* a session's messages that belong to no call */
     void             *on_session_arg;
 };
+
+/* A small body's block kept for the next one (batch_free): poisoned under
+ * ASan but for its link. */
+static inline void bb_keep(jrpc_broker_t *b, bbatch_t *x)
+{
+    x->next = b->bb_free;
+    b->bb_free = x;
+    b->bb_nfree++;
+    ASAN_POISON_MEMORY_REGION(x, offsetof(bbatch_t, next));
+    ASAN_POISON_MEMORY_REGION(&x->next + 1, BB_SMALL - offsetof(bbatch_t, next) - sizeof x->next);
+}
+
+/* A kept block for a body that needs no more than BB_SMALL bytes, or NULL. */
+static inline bbatch_t *bb_take(jrpc_broker_t *b)
+{
+    bbatch_t *x = b->bb_free;
+    if (x == NULL)
+        return NULL;
+    ASAN_UNPOISON_MEMORY_REGION(x, BB_SMALL);
+    b->bb_free = x->next;
+    b->bb_nfree--;
+    return x;
+}
 
 /* The namespace of an idempotency key: idem_who (jrpc_idem.c). */
 #define IDEM_WHO_MAX (JRPC_KEYS_ID_MAX + 8 + 1 + 64)

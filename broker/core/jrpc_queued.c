@@ -90,14 +90,10 @@ void batch_free(bbatch_t *x)
         peer_unref(b, x->pq);
     }
     jrpc_batch_dispose(&x->req);
-    static const uint32_t keep = BB_KEEP;   /* (0 under ASan: no "< 0" for the compiler) */
-    if (x->pooled && b->bb_nfree < keep) {   /* kept for the next small body */
-        x->next = b->bb_free;
-        b->bb_free = x;
-        b->bb_nfree++;
-    } else {
+    if (x->pooled && b->bb_nfree < BB_KEEP)   /* kept for the next small body */
+        bb_keep(b, x);
+    else
         free(x);
-    }
     if (h == NULL)
         return;
     h->bytes -= held;
