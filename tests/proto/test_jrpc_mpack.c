@@ -410,8 +410,14 @@ static void test_unpack_formats(void **state)
     msgpack_zone_destroy(&z);
 }
 
-/* Heap bytes in use, to bound what one decode allocates; 0 when unknown. */
-#if defined(__SANITIZE_ADDRESS__)
+/* Heap bytes in use, to bound what one decode allocates; 0 when unknown.
+ * (clang says ASan by __has_feature, gcc by __SANITIZE_ADDRESS__.) */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_BY_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(HEAP_BY_ASAN)
 size_t __sanitizer_get_current_allocated_bytes(void);
 static size_t heap_in_use(void)
 {
