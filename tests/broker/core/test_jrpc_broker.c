@@ -189,6 +189,18 @@ static void on_answer(void *ctx, uint32_t pos, const char *json, size_t len)
     A.replies_before[A.n++] = G.replies;
 }
 
+/* The n-th call the fake worker has seen answered v, and the n-th reply is
+ * want. */
+static void answer_nth(uint32_t n, uint8_t v, const char *want)
+{
+    want_seen = n;
+    assert_true(pump_until(seen_enough));
+    worker_result(G.seq[n - 1], v);
+    want_replies = n;
+    assert_true(pump_until(replied));
+    assert_string_equal(G.text, want);
+}
+
 static int submit_streamed(const char *body, uint32_t timeout_ms)
 {
     jrpc_admit_t ad = { .timeout_ms = timeout_ms, .transport = JRPC_TRANSPORT_HTTP,
@@ -364,12 +376,7 @@ static void test_deadline_after_others(void **state)
     worker_ready();
     /* A (100 ms) answered at once: the timer stays armed for its deadline */
     assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":1}", 100), 0);
-    want_seen = 1;
-    assert_true(pump_until(seen_enough));
-    worker_result(G.seq[0], 3);
-    want_replies = 1;
-    assert_true(pump_until(replied));
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}");
+    answer_nth(1, 3, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}");
     assert_true(uv_is_active((uv_handle_t *)&G.b->timer));   /* not stopped */
     /* B (300 ms, later than A's): its worker never answers; the early
      * firing arms the timer again for it */
@@ -406,34 +413,19 @@ static void test_small_blocks_reused(void **state)
     worker_ready();
     const uint32_t keep = 1;
     assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":\"first-one\"}", 5000), 0);
-    want_seen = 1;
-    assert_true(pump_until(seen_enough));
-    worker_result(G.seq[0], 3);
-    want_replies = 1;
-    assert_true(pump_until(replied));
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":\"first-one\"}");
+    answer_nth(1, 3, "{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":\"first-one\"}");
     assert_int_equal(G.b->bb_nfree, keep);
     /* a body past BB_SMALL: its own block, freed */
     char big[BB_SMALL + 128];   /* (white space: a short reply) */
     snprintf(big, sizeof big, "{\"jsonrpc\":\"2.0\",%*s\"method\":\"add\",\"id\":8}", BB_SMALL, "");
     assert_int_equal(submit(big, 5000), 0);
     assert_int_equal(G.b->bb_nfree, keep);
-    want_seen = 2;
-    assert_true(pump_until(seen_enough));
-    worker_result(G.seq[1], 4);
-    want_replies = 2;
-    assert_true(pump_until(replied));
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":4,\"id\":8}");
+    answer_nth(2, 4, "{\"jsonrpc\":\"2.0\",\"result\":4,\"id\":8}");
     assert_int_equal(G.b->bb_nfree, keep);
     /* a small one again: the kept block */
     assert_int_equal(submit("{\"jsonrpc\":\"2.0\",\"method\":\"add\",\"id\":2}", 5000), 0);
     assert_int_equal(G.b->bb_nfree, 0);
-    want_seen = 3;
-    assert_true(pump_until(seen_enough));
-    worker_result(G.seq[2], 5);
-    want_replies = 3;
-    assert_true(pump_until(replied));
-    assert_string_equal(G.text, "{\"jsonrpc\":\"2.0\",\"result\":5,\"id\":2}");
+    answer_nth(3, 5, "{\"jsonrpc\":\"2.0\",\"result\":5,\"id\":2}");
     assert_int_equal(G.b->bb_nfree, keep);
 }
 
