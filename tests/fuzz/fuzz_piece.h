@@ -1,5 +1,6 @@
 /* fuzz_piece.h — the buffer a harness feeds its pieces from: each piece is
- * copied to the start of one allocation made per run, and every byte after
+ * copied to the start of one allocation made per run (or once per process:
+ * fuzz_piece_room), and every byte after
  * it is poisoned (ASan), so that reading before or after the piece trips
  * ASan exactly as it would in a buffer of the piece's size — without a
  * malloc and a free per piece (under ASan each costs a stack unwind and a
@@ -43,6 +44,22 @@ static inline const char *fuzz_piece_put(fuzz_piece_t *f, const uint8_t *p, size
     if (k > 0)
         memcpy(f->buf, p, k);
     return (const char *)f->buf;
+}
+
+/* For a harness that keeps one fuzz_piece_t (zeroed: static) for the whole
+ * process: room for pieces of up to cap bytes, the allocation made again
+ * only when it is too small (every byte past the piece is poisoned however
+ * big it is, so a larger one finds what one of cap bytes would). Returns 0,
+ * or -1 out of memory. */
+static inline int fuzz_piece_room(fuzz_piece_t *f, size_t cap)
+{
+    if (f->buf != NULL && f->cap >= cap)
+        return 0;
+    if (f->buf != NULL) {
+        ASAN_UNPOISON_MEMORY_REGION(f->buf, f->cap);
+        free(f->buf);
+    }
+    return fuzz_piece_init(f, cap);
 }
 
 static inline void fuzz_piece_dispose(fuzz_piece_t *f)

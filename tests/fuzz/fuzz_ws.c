@@ -189,8 +189,8 @@ static const char *const server_texts[] = {
  * server's side between pieces. Returns the last feed's result. */
 static int one_run(run_t *r, const uint8_t *p, size_t n, uint8_t seed, bool act)
 {
-    fuzz_piece_t piece;
-    check(fuzz_piece_init(&piece, n) == 0);
+    static fuzz_piece_t piece;   /* one allocation for the process (fuzz_piece.h) */
+    check(fuzz_piece_room(&piece, n) == 0);
     jrpc_ws_opts_t o = { .max_msg = r->max_msg };
     jrpc_ws_cbs_t cbs = { .message = on_message, .write = on_write };
     r->ws = jrpc_ws_new(&o, &cbs, r);
@@ -244,7 +244,6 @@ static int one_run(run_t *r, const uint8_t *p, size_t n, uint8_t seed, bool act)
         rc = frc;
         off += k;
     }
-    fuzz_piece_dispose(&piece);
     check_output(r);
     uint16_t sent = jrpc_ws_code_sent(r->ws);
     check(sent == 0 || close_code_ok(sent) || sent == 1005);   /* 1005: a close without a code */
@@ -260,10 +259,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *p = data + 2;
     size_t n = size - 2;
 
-    run_t a = { .max_msg = max_msg }, b = { .max_msg = max_msg }, c = { .max_msg = max_msg };
-    jrpc_buf_init(&a.out);
-    jrpc_buf_init(&b.out);
-    jrpc_buf_init(&c.out);
+    /* Kept between inputs (all but the output emptied here): their output
+     * buffers grow once, not in every run of every input. */
+    static run_t a, b, c;
+    run_t *const runs[] = { &a, &b, &c };
+    for (size_t i = 0; i < 3; i++) {
+        jrpc_buf_t out = runs[i]->out;
+        *runs[i] = (run_t){ .max_msg = max_msg, .out = out };
+        jrpc_buf_reset(&runs[i]->out);
+    }
     int ra = one_run(&a, p, n, 0, false);
     int rb = one_run(&b, p, n, seed, false);
     /* The pieces change nothing a client relies on: the same messages, the
@@ -280,8 +284,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jrpc_ws_destroy(&a.ws);
     jrpc_ws_destroy(&b.ws);
     jrpc_ws_destroy(&c.ws);
-    jrpc_buf_dispose(&a.out);
-    jrpc_buf_dispose(&b.out);
-    jrpc_buf_dispose(&c.out);
     return 0;
 }
