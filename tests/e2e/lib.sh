@@ -142,12 +142,27 @@ e2e_wait_workers() {
 }
 
 e2e_start_redis() {
-    : "${RPORT:=$(e2e_pick_port)}"
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-        >>"$E2E_TMP/redis.log" 2>&1 &
-    REDIS_PID=$!
-    E2E_PIDS+=("$REDIS_PID")
-    e2e_wait_for "redis-cli -p $RPORT ping 2>/dev/null | grep -q PONG" 10
+    # Ready when its own log says so (a PONG could come from another test's
+    # Redis on a port ours failed to bind). A port picked here that another
+    # process holds: another port (up to five); a port already in use by
+    # this test (a restart) is kept.
+    local try picked=
+    [ -z "${RPORT:-}" ] && picked=1
+    for try in 1 2 3 4 5; do
+        : "${RPORT:=$(e2e_pick_port)}"
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
+            >>"$E2E_TMP/redis.log" 2>&1 &
+        REDIS_PID=$!
+        E2E_PIDS+=("$REDIS_PID")
+        local ready="grep -q '^$REDIS_PID:M .*Ready to accept connections' '$E2E_TMP/redis.log' 2>/dev/null"
+        e2e_wait_for "$ready || ! kill -0 $REDIS_PID 2>/dev/null" 10
+        eval "$ready" && return 0
+        kill -9 "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null
+        [ -n "$picked" ] || return 1
+        echo "# redis-server could not listen on $RPORT: another port"
+        RPORT=
+    done
+    return 1
 }
 
 e2e_finish() {

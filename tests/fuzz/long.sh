@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A long fuzz run outside the suite (issue 19: 10^8 executions per target):
 # builds the targets like run.sh (clang, ASan + UBSan, build-fuzz), then runs
-# each TARGET to RUNS executions on a copy of its seeds, at the lowest CPU
+# each TARGET to RUNS executions on a copy of its seeds (and of the corpus
+# the last long run reached, tests/fuzz/long-corpus/TARGET), at the lowest CPU
 # priority (it takes only what the machine leaves idle), and prints its
 # final statistics. Nothing is written into the tree; the work folder is
 # build-fuzz/fuzz-long/TARGET (corpus, artifacts, fuzz.log).
@@ -26,6 +27,8 @@ for t in "$@"; do
     rm -rf "$w"
     mkdir -p "$w/corpus" "$w/artifacts"
     cp -r "$src/tests/fuzz/corpus/$t/." "$w/corpus/"
+    # the corpus an earlier long run reached, to resume on (long-corpus/README.md)
+    [ -d "$src/tests/fuzz/long-corpus/$t" ] && cp -r "$src/tests/fuzz/long-corpus/$t/." "$w/corpus/"
     start=$(date +%s)
     (cd "$w" && nice -n 19 "$build/bin/jrpc-fuzz-$t" -runs="$runs" -timeout=5 -rss_limit_mb=2048 \
         -dict="$src/tests/fuzz/$t.dict" -print_final_stats=1 -artifact_prefix="$w/artifacts/" \
