@@ -158,8 +158,6 @@ int jrpc_http_response_head(char *dst, size_t cap, const jrpc_http_resp_t *r)
     return (int)(w - dst);
 }
 
-/* Two digits at a time: proto/jrpc_timing's table. */
-
 _Static_assert(sizeof "HTTP/1.1 200 OK\r\nDate: \r\nContent-Type: \r\nContent-Length: " - 1 +
                    JRPC_HTTP_DATE_LEN + JRPC_HTTP_OK_CTYPE_MAX <= JRPC_HTTP_OK_TEXT,
                "the 200 head's prefix fits the copy");
