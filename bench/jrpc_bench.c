@@ -97,10 +97,16 @@ static jrpc_client_opts_t o_tls; /* --cacert, --insecure, --cert, --key (https:/
 static int o_handshakes;    /* --handshakes: 1 full, 2 resumed; 0 keep-alive */
 static int o_timing = 1;    /* --server-timing on|off: ask for and collect the broker's */
 static const char *o_series; /* --plot-series FILE: this run's means appended, all drawn */
+static int o_mcp;           /* --mcp: MCP's Streamable HTTP, a session per connection */
 
 /* Shared. */
 static double t_start, t_warm, t_end;      /* monotonic seconds */
 static atomic_uint_least64_t g_batches, g_fails;  /* for the progress line */
+/* --mcp: the sessions are opened before the clock starts (a gateway may
+ * start a server per session): each thread opens its own and counts itself
+ * in g_ready (g_setup_failed when it could not), then waits for g_go, after
+ * which t_start... are set. */
+static atomic_int g_ready, g_setup_failed, g_go = 1;
 
 typedef struct {
     loop_conn_t c;       /* first: index, thread, histograms, counts */
@@ -360,6 +366,7 @@ static void *conn_main(void *arg)
     jrpc_client_opts_t opts = o_tls;
     opts.timeout_ms = o_timeout_ms;
     opts.server_timing = o_timing;
+    opts.mcp = o_mcp;
     phases_init(&w->ph);
     jrpc_client_t *c = jrpc_client_new(o_url, &opts);
     if (!c) {
@@ -374,6 +381,28 @@ static void *conn_main(void *arg)
     jrpc_buf_t body, reply;
     jrpc_buf_init(&body);
     jrpc_buf_init(&reply);
+    if (o_mcp) {   /* initialize (by the client) and a ping, then wait for the others */
+        static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":\"jrpc-bench-setup\",\"method\":\"ping\"}";
+        /* a gateway may start a server for the session: up to 60 s */
+        int rc = jrpc_client_send(c, ping, sizeof ping - 1, NULL, &reply,
+                                  o_timeout_ms > 60000 ? o_timeout_ms : 60000);
+        bool ok = rc == 0 && jrpc_client_http_status(c) == 200 &&
+                  memmem(reply.p, reply.len, "\"result\"", 8) != NULL;
+        if (!ok) {
+            snprintf(w->last_fail, sizeof w->last_fail, "%s",
+                     rc < 0 ? jrpc_client_last_error(c) : "the setup ping was not answered with a result");
+            atomic_fetch_add(&g_setup_failed, 1);
+        }
+        atomic_fetch_add(&g_ready, 1);
+        while (ok && !atomic_load(&g_go))
+            usleep(1000);
+        if (!ok) {
+            jrpc_buf_dispose(&body);
+            jrpc_buf_dispose(&reply);
+            jrpc_client_destroy(&c);
+            return NULL;
+        }
+    }
     unsigned char *has_id = calloc((size_t)o_batch, 1), *seen = calloc((size_t)o_batch, 1);
     uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(w->c.idx + 1);
     loop_sched_t sch;
@@ -521,6 +550,13 @@ static void usage(FILE *f)
 "                       header flag, HTTP text/event-stream); reports the time\n"
 "                       to the first answer per batch (row 'first') besides the\n"
 "                       last (row 'batch'), and per call each answer's own time\n"
+"  --mcp                http(s):// only: speak MCP's Streamable HTTP (an MCP\n"
+"                       server, or the broker's /mcp) with --batch 1: each\n"
+"                       connection opens a session (initialize) and pings before\n"
+"                       the clock starts (allowing 60 s or --timeout-ms for it),\n"
+"                       and says on stderr when the measured\n"
+"                       window begins and ends (Unix ms), e.g. --method\n"
+"                       tools/call --params '{\"name\":\"echo\",\"arguments\":{...}}'\n"
 "  --zmq-engine E       tcp:// and ipc://: native (default: libjrpc-client's own\n"
 "                       ZMTP on each thread) or libzmq (a context per connection)\n"
 "  --ignore-ids         do not read the replies at all: only for floor servers\n"
@@ -583,7 +619,7 @@ static void parse_args(int argc, char **argv)
     enum { O_URL = 256, O_BATCH, O_METHOD, O_PARAMS, O_NOTIFY, O_INVALID, O_SLEEP, O_SLEEPCALLS, O_SLEEPMS,
            O_CONNS, O_DURATION, O_WARMUP, O_RATE, O_TIMEOUT, O_KEYID, O_SECRET, O_KEYFILE, O_JSON, O_STREAM,
            O_PLOT, O_IGNORE_IDS, O_HELP, O_CACERT, O_INSECURE, O_CERT, O_TLSKEY, O_HANDSHAKES,
-           O_ZMQ_ENGINE, O_TIMING, O_SERIES };
+           O_ZMQ_ENGINE, O_TIMING, O_SERIES, O_MCP };
     static const struct option lo[] = {
         { "url", required_argument, NULL, O_URL },
         { "batch", required_argument, NULL, O_BATCH },
@@ -614,6 +650,7 @@ static void parse_args(int argc, char **argv)
         { "zmq-engine", required_argument, NULL, O_ZMQ_ENGINE },
         { "server-timing", required_argument, NULL, O_TIMING },
         { "plot-series", required_argument, NULL, O_SERIES },
+        { "mcp", no_argument, NULL, O_MCP },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -654,6 +691,7 @@ static void parse_args(int argc, char **argv)
             o_plot = optarg;
             break;
         case O_IGNORE_IDS: o_ignore_ids = 1; break;
+        case O_MCP: o_mcp = 1; break;
         case O_TIMING:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 usage_error("--server-timing: on or off", optarg);
@@ -698,6 +736,10 @@ static void parse_args(int argc, char **argv)
     if (o_handshakes && !https && strncmp(o_url, "http://", 7) != 0)
         usage_error("--handshakes is for http:// and https:// URLs (ZeroMQ keeps its own "
                     "connections)", o_url);
+    if (o_mcp && !https && strncmp(o_url, "http://", 7) != 0)
+        usage_error("--mcp is for http:// and https:// URLs", o_url);
+    if (o_mcp && (o_batch != 1 || o_stream || o_handshakes))
+        usage_error("--mcp takes --batch 1, and neither --stream nor --handshakes", NULL);
     if (o_sleep_calls > o_batch)
         usage_error("--sleep-calls cannot be more than --batch", NULL);
     if (o_notify + o_invalid + o_sleep > 1.0 + 1e-9)
@@ -744,11 +786,35 @@ int main(int argc, char **argv)
         usage_error("--method and --params together are too long (480 bytes at most)", NULL);
     call_head_len = (size_t)hl;
     static worker_t ws[MAX_CONNECTIONS];
+    if (o_mcp) {   /* sessions first: each thread's setup is bounded by --timeout-ms */
+        atomic_store(&g_go, 0);
+        if (loop_start(ws, sizeof *ws, o_conns, conn_main, "jrpc-bench") < 0)
+            return 2;
+        while (atomic_load(&g_ready) < o_conns)
+            usleep(2000);
+        if (atomic_load(&g_setup_failed)) {
+            for (int k = 0; k < o_conns; k++)
+                if (ws[k].last_fail[0]) {
+                    fprintf(stderr, "jrpc-bench: %d of %d MCP sessions could not be set up: %s\n",
+                            atomic_load(&g_setup_failed), o_conns, ws[k].last_fail);
+                    break;
+                }
+            return 2;
+        }
+    }
     t_start = loop_now() + 0.05;  /* let every thread reach its first send */
     t_warm = t_start + o_warmup;
     t_end = t_warm + o_duration;
-    if (loop_start(ws, sizeof *ws, o_conns, conn_main, "jrpc-bench") < 0)
+    if (o_mcp) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        double epoch_ms = (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6, mono = loop_now();
+        fprintf(stderr, "jrpc-bench: %d MCP sessions open; window %.0f %.0f (Unix ms)\n", o_conns,
+                epoch_ms + (t_warm - mono) * 1e3, epoch_ms + (t_end - mono) * 1e3);
+        atomic_store(&g_go, 1);
+    } else if (loop_start(ws, sizeof *ws, o_conns, conn_main, "jrpc-bench") < 0) {
         return 2;
+    }
     int tty = isatty(2);
     uint64_t prev = 0;
     for (double t = t_start + 1; t < t_end + 0.5; t += 1) {

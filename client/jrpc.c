@@ -130,6 +130,13 @@ static const char usage_text[] =
 "                         TOKEN' (a bearer key's token, jrpc bearer-key)\n"
 "                         instead of signing (default: $JRPC_BEARER). Not\n"
 "                         with a signing key.\n"
+"      --mcp              http:// and https://: speak MCP's Streamable HTTP\n"
+"                         transport to an MCP server (the broker's /mcp, or\n"
+"                         any other): a session is opened first (initialize,\n"
+"                         notifications/initialized) and its Mcp-Session-Id\n"
+"                         sent with the call; an answer sent as an event\n"
+"                         stream is printed as its last event's data. E.g.\n"
+"                         --mcp call tools/call '{\"name\":\"echo\",...}'\n"
 "      --curve-secret FILE  Encrypt with CURVE using this client's keypair\n"
 "                         (jrpc keygen FILE); its public key must be in the\n"
 "                         broker's --client-keys. tcp:// and ipc:// only.\n"
@@ -434,7 +441,7 @@ static void print_streamed(void *arg, uint32_t pos, const char *json, size_t len
 
 enum { OPT_CURVE_SECRET = 0x100, OPT_SERVER_KEY, OPT_TRACEPARENT, OPT_CACERT, OPT_INSECURE,
        OPT_CERT, OPT_KEY, OPT_BEARER, OPT_IDEM, OPT_ZMQ_ENGINE,
-       OPT_RETRY, OPT_RETRYABLE };
+       OPT_RETRY, OPT_RETRYABLE, OPT_MCP };
 
 /* A bearer token as RFC 6750 has it (b64token), at most 240 characters. */
 static bool bearer_ok(const char *t)
@@ -563,6 +570,7 @@ int main(int argc, char **argv)
         { "cert",       required_argument, NULL, OPT_CERT },
         { "key",        required_argument, NULL, OPT_KEY },
         { "bearer",     required_argument, NULL, OPT_BEARER },
+        { "mcp",        no_argument,       NULL, OPT_MCP },
         { "idempotency-key", required_argument, NULL, OPT_IDEM },
         { "zmq-engine", required_argument, NULL, OPT_ZMQ_ENGINE },
         { "retry",      required_argument, NULL, OPT_RETRY },
@@ -651,6 +659,9 @@ int main(int argc, char **argv)
         case OPT_BEARER:
             opts.bearer = optarg;
             break;
+        case OPT_MCP:
+            opts.mcp = 1;
+            break;
         case OPT_ZMQ_ENGINE:
             if (strcmp(optarg, "native") != 0 && strcmp(optarg, "libzmq") != 0)
                 return usage_error("--zmq-engine wants native or libzmq, not '%s'", optarg);
@@ -685,6 +696,8 @@ int main(int argc, char **argv)
         return bearer_key(argc - optind - 1, argv + optind + 1);
     if (strcmp(argv[optind], "status") == 0)
         return jrpc_status_cmd(argc - optind - 1, argv + optind + 1, stdout);
+    if (opts.mcp && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return usage_error("--mcp is for http:// and https:// URLs, not '%s'", url);
     if (opts.bearer == NULL)
         opts.bearer = nonempty_env("JRPC_BEARER");
     if (opts.zmq_engine == NULL && (opts.zmq_engine = nonempty_env("JRPC_ZMQ_ENGINE")) &&

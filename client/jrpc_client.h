@@ -67,6 +67,23 @@
  * that is an answer like any other (0). The secret is never logged, never
  * put in an error message, and wiped when the client is destroyed.
  *
+ * MCP (opts.mcp, http:// and https://). Every request says Accept:
+ * application/json, text/event-stream. Before the first call the client
+ * opens a session: an `initialize` (protocol 2025-06-18 offered, the
+ * server's choice kept) and then `notifications/initialized`; the
+ * Mcp-Session-Id the server gave (if any) and MCP-Protocol-Version go with
+ * every later request. An answer sent as an event stream gives its last
+ * event's data as the reply (the response ends the stream; messages before
+ * it, such as progress notifications, are passed over). A 404 to a request
+ * of a session means the server ended it: a new session is opened and the
+ * call sent once more (the server did not run it). The session outlives the
+ * connection (a reconnect keeps it). initialize and the notification are
+ * not signed (use a bearer token with a server that wants a credential);
+ * streamed answers (jrpc_client_send_stream) are not offered (-ENOTSUP).
+ * An initialize the server refuses fails the call: JRPC_CLIENT_EHTTP for
+ * a non-2xx status, -EPROTO for an answer with no result, with
+ * jrpc_client_last_error quoting it.
+ *
  * Several brokers (issue 34). A client made with several URLs (or a
  * dns+tcp:// name with several addresses) sends each body to one broker:
  * the next in turn, those that failed in the last 2 s tried last. When a
@@ -188,6 +205,10 @@ typedef struct jrpc_client_opts {
        its Server-Timing header unasked (--server-timing on), and it is kept
        whether this is set or not. */
     int server_timing;
+    /* http:// and https:// only (ignored by the other transports): non-zero
+       speaks MCP's Streamable HTTP transport to an MCP server (the broker's
+       /mcp, or any other; docs/MCP.md): see "MCP" below. */
+    int mcp;
 } jrpc_client_opts_t;
 
 /* Creates a client for url: one URL, or several separated by commas

@@ -24,6 +24,10 @@
 #include "jrpc_client_tls.h"
 #include "jrpc_client_url.h"
 
+#define MCP_SESSION_MAX 256       /* a longer Mcp-Session-Id is refused */
+#define MCP_VERSION_MAX 15
+#define MCP_OFFERED     "2025-06-18"
+
 typedef struct hconn {
     jrpc_client_t *client;     /* where failures are described */
     jrpc_client_url_t url;     /* host, port, Host header, path, where (for messages) */
@@ -34,6 +38,13 @@ typedef struct hconn {
     jrpc_buf_t     sse_line;   /* streamed answers: the event-stream line being read */
     jrpc_buf_t     sse_data;   /* ... and the event's data */
     char          *bearer;     /* opts->bearer's copy; NULL: none */
+    /* MCP (opts->mcp; jrpc_client.h, "MCP"): */
+    bool           mcp;
+    bool           mcp_open;   /* initialize answered: the two below go with every request */
+    char           mcp_session[MCP_SESSION_MAX + 1]; /* its Mcp-Session-Id; "" none given */
+    char           mcp_version[MCP_VERSION_MAX + 1]; /* the protocol version it chose */
+    char           mcp_given[MCP_SESSION_MAX + 2];   /* the last answer's Mcp-Session-Id */
+    size_t         mcp_given_len; /* its length (MCP_SESSION_MAX + 1: longer than allowed) */
 } hconn_t;
 
 #define set_err(c, ...) jrpc_client_errf((c)->client, __VA_ARGS__)
@@ -182,7 +193,9 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
         || (rc = jrpc_buf_puts(b, c->url.path)) < 0
         || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
         || (rc = jrpc_buf_puts(b, c->url.authority)) < 0
-        || (rc = jrpc_buf_puts(b, stream ? "\r\nContent-Type: application/json\r\n"
+        || (rc = jrpc_buf_puts(b, c->mcp ? "\r\nContent-Type: application/json\r\n"
+                                           "Accept: application/json, text/event-stream\r\n"
+                                 : stream ? "\r\nContent-Type: application/json\r\n"
                                            "Accept: text/event-stream\r\n"
                                          : "\r\nContent-Type: application/json\r\n"
                                            "Accept: application/json\r\n")) < 0
@@ -205,6 +218,12 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
     if ((rc = put_header_line(b, "X-JRPC-Nonce", hdr->nonce)) < 0
         || (rc = put_header_line(b, "X-JRPC-Signature", hdr->signature)) < 0
         || (rc = put_header_line(b, "Idempotency-Key", hdr->idem_key)) < 0)
+        goto out;
+    if (c->mcp_open &&
+        ((rc = put_header_line(b, "Mcp-Session-Id",
+                                 (jrpc_span_t){ c->mcp_session, strlen(c->mcp_session) })) < 0
+         || (rc = put_header_line(b, "MCP-Protocol-Version",
+                                    (jrpc_span_t){ c->mcp_version, strlen(c->mcp_version) })) < 0))
         goto out;
     if (c->bearer && ((rc = jrpc_buf_puts(b, "Authorization: Bearer ")) < 0
                       || (rc = jrpc_buf_puts(b, c->bearer)) < 0
@@ -294,6 +313,11 @@ typedef struct http_answer {
     jrpc_buf_t *data;         /* the event's data */
     uint32_t id;              /* the event's id: its position */
     bool  end_event;          /* "event: end" */
+    /* MCP: an event stream's last event is the reply; Mcp-Session-Id kept */
+    bool  mcp;
+    bool  field_is_session;   /* the current header is Mcp-Session-Id */
+    char *session;            /* where its value goes (MCP_SESSION_MAX + 2 bytes) */
+    size_t *session_len;
     bool  after_cr;           /* the last byte fed was a \r */
 } http_answer_t;
 
@@ -304,7 +328,12 @@ static int sse_line(http_answer_t *a, const char *p, size_t n)
 {
     if (n == 0) {   /* dispatch */
         int rc = 0;
-        if (a->end_event) {
+        if (a->mcp) {   /* the last event with data is the reply */
+            if (a->data->len) {
+                a->reply->len = 0;
+                rc = jrpc_buf_append(a->reply, a->data->p, a->data->len);
+            }
+        } else if (a->end_event) {
             rc = jrpc_buf_append(a->reply, a->data->p, a->data->len);
         } else if (a->data->len) {
             if (a->reply->len + a->data->len > HTTP_MAX_REPLY)
@@ -396,6 +425,10 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         a->in_value = true;
         a->field_is_ctype = a->field_len == 12 && strncasecmp(a->field, "content-type", 12) == 0;
         a->field_is_timing = a->field_len == 13 && strncasecmp(a->field, "server-timing", 13) == 0;
+        a->field_is_session = a->mcp && a->field_len == 14 &&
+                              strncasecmp(a->field, "mcp-session-id", 14) == 0;
+        if (a->field_is_session)
+            *a->session_len = 0;
         if (a->field_is_ctype)
             a->ctype_len = 0;
         if (a->field_is_timing && a->timing_len && a->timing_len + 2 < sizeof a->timing) {
@@ -408,6 +441,12 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         size_t k = n < room ? n : room;
         memcpy(a->timing + a->timing_len, at, k);
         a->timing_len += k;
+    }
+    if (a->field_is_session) {   /* past MCP_SESSION_MAX: marked too long */
+        size_t room = MCP_SESSION_MAX + 1 - *a->session_len;
+        size_t k = n < room ? n : room;
+        memcpy(a->session + *a->session_len, at, k);
+        *a->session_len += k;
     }
     if (a->field_is_ctype) {
         size_t room = sizeof a->ctype - 1 - a->ctype_len;
@@ -430,7 +469,7 @@ static bool is_sse_type(const char *ct)
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     http_answer_t *a = p->data;
-    if (a->on_answer && a->sse < 0)
+    if ((a->on_answer || a->mcp) && a->sse < 0)
         a->sse = p->status_code == 200 && is_sse_type(a->ctype);
     if (a->sse == 1) {
         a->rc = sse_feed(a, at, n);
@@ -454,6 +493,8 @@ static int on_message_complete(http_parser *p)
         a->ctype[0] = '\0';
         a->timing_len = 0;
         a->sse = -1;
+        if (a->mcp)
+            *a->session_len = 0;
         return 0;
     }
     if (a->sse == 1 && a->line->len)   /* a last line without its end */
@@ -510,7 +551,9 @@ static int http_read_answer(hconn_t *c, jrpc_buf_t *reply, int64_t deadline,
     jrpc_buf_reset(&c->sse_line);
     jrpc_buf_reset(&c->sse_data);
     http_answer_t a = { .reply = reply, .on_answer = on_answer, .arg = arg, .sse = -1,
-                        .line = &c->sse_line, .data = &c->sse_data };
+                        .line = &c->sse_line, .data = &c->sse_data, .mcp = c->mcp,
+                        .session = c->mcp_given, .session_len = &c->mcp_given_len };
+    c->mcp_given_len = 0;
     http_parser p;
     bool got_bytes = false, leftover = false;
     int rc;
@@ -588,15 +631,13 @@ static bool is_conn_lost(int rc)
     return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
 }
 
-static int transport_call(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
-                          jrpc_buf_t *reply, int timeout_ms, int *http_status,
-                          jrpc_client_answer_fn on_answer, void *arg, bool once, bool *sent)
+/* One request and its answer: head built from hdr, the body sent (again,
+ * once, under the rule of "Reuse and retry"), the answer read. */
+static int exchange(hconn_t *c, const jrpc_header_t *hdr, const char *body, size_t len,
+                    jrpc_buf_t *reply, int64_t deadline, int timeout_ms, int *http_status,
+                    jrpc_client_answer_fn on_answer, void *arg, bool *sent)
 {
-    (void)once;   /* a refused connection fails at once anyway */
-    hconn_t *c = state;
-    int64_t deadline = jrpc_client_now_ms() + timeout_ms;
     int rc;
-
     /* Built once: a resend below carries the same bytes, and so the same
      * signature and nonce. That is right, since the server never had the
      * whole first copy and so cannot have recorded its nonce. */
@@ -635,6 +676,136 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
     return http_read_answer(c, reply, deadline, timeout_ms, http_status, on_answer, arg);
 }
 
+static const char MCP_INITIALIZE[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":\"jrpc-client-initialize\",\"method\":\"initialize\","
+    "\"params\":{\"protocolVersion\":\"" MCP_OFFERED "\",\"capabilities\":{},"
+    "\"clientInfo\":{\"name\":\"libjrpc-client\",\"version\":\"1\"}}}";
+static const char MCP_INITIALIZED[] =
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+
+/* The protocol version an initialize answer names ("protocolVersion":"V"),
+ * into out; false when it names none that fits. A scan, not a parse: the
+ * name occurs once in an initialize result. */
+static bool mcp_answer_version(const jrpc_buf_t *r, char *out, size_t size)
+{
+    static const char key[] = "\"protocolVersion\"";
+    const char *p = r->len ? memmem(r->p, r->len, key, sizeof key - 1) : NULL;
+    if (p == NULL)
+        return false;
+    const char *end = r->p + r->len;
+    p += sizeof key - 1;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n' || *p == ':'))
+        p++;
+    if (p == end || *p++ != '"')
+        return false;
+    size_t n = 0;
+    while (p + n < end && p[n] != '"' && n < size - 1 &&
+           ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'Z') ||
+            (p[n] >= 'a' && p[n] <= 'z') || p[n] == '-' || p[n] == '.'))
+        n++;
+    if (n == 0 || p + n == end || p[n] != '"')
+        return false;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* The last answer's Mcp-Session-Id as the session's: 0, or -EPROTO with the
+ * message set (longer than MCP_SESSION_MAX, or not visible ASCII). */
+static int mcp_take_session(hconn_t *c)
+{
+    if (c->mcp_given_len > MCP_SESSION_MAX) {
+        set_err(c, "MCP: the Mcp-Session-Id from %s is longer than %d bytes", c->url.where,
+                MCP_SESSION_MAX);
+        return -EPROTO;
+    }
+    for (size_t i = 0; i < c->mcp_given_len; i++)
+        if ((unsigned char)c->mcp_given[i] < 0x21 || (unsigned char)c->mcp_given[i] > 0x7e) {
+            set_err(c, "MCP: the Mcp-Session-Id from %s holds a byte that is not visible "
+                    "ASCII", c->url.where);
+            return -EPROTO;
+        }
+    memcpy(c->mcp_session, c->mcp_given, c->mcp_given_len);
+    c->mcp_session[c->mcp_given_len] = '\0';
+    return 0;
+}
+
+/* Opens an MCP session (jrpc_client.h, "MCP"): initialize, then
+ * notifications/initialized. Returns 0 with c->mcp_open set, or an error
+ * with the message set. */
+static int mcp_open_session(hconn_t *c, int64_t deadline, int timeout_ms, int *http_status)
+{
+    jrpc_buf_t r;
+    bool sent = false;
+    int rc;
+    jrpc_buf_init(&r);
+    c->mcp_open = false;
+    rc = exchange(c, NULL, MCP_INITIALIZE, sizeof MCP_INITIALIZE - 1, &r, deadline, timeout_ms,
+                  http_status, NULL, NULL, &sent);
+    if (rc == 0 && *http_status / 100 != 2) {
+        set_err(c, "MCP: %s refused initialize: HTTP %d: %.*s", c->url.where, *http_status,
+                (int)(r.len < 200 ? r.len : 200), r.p ? r.p : "");
+        rc = JRPC_CLIENT_EHTTP;
+    } else if (rc == 0 && (r.len == 0 || memmem(r.p, r.len, "\"result\"", 8) == NULL)) {
+        set_err(c, "MCP: %s answered initialize without a result: %.*s", c->url.where,
+                (int)(r.len < 200 ? r.len : 200), r.p ? r.p : "");
+        rc = -EPROTO;
+    } else if (rc == JRPC_CLIENT_EHTTP) {
+        set_err(c, "MCP: %s refused initialize: HTTP %d", c->url.where, *http_status);
+    }
+    if (rc == 0 && (rc = mcp_take_session(c)) == 0) {
+        if (!mcp_answer_version(&r, c->mcp_version, sizeof c->mcp_version))
+            memcpy(c->mcp_version, MCP_OFFERED, sizeof MCP_OFFERED);
+        c->mcp_open = true;   /* the notification carries the session already */
+        rc = exchange(c, NULL, MCP_INITIALIZED, sizeof MCP_INITIALIZED - 1, &r, deadline,
+                      timeout_ms, http_status, NULL, NULL, &sent);
+        if ((rc == 0 && *http_status / 100 != 2) || rc == JRPC_CLIENT_EHTTP) {
+            set_err(c, "MCP: %s refused notifications/initialized: HTTP %d", c->url.where,
+                    *http_status);
+            rc = JRPC_CLIENT_EHTTP;
+        }
+        if (rc < 0)
+            c->mcp_open = false;
+    }
+    jrpc_buf_dispose(&r);
+    return rc;
+}
+
+static int transport_call(void *state, const jrpc_header_t *hdr, const char *body, size_t len,
+                          jrpc_buf_t *reply, int timeout_ms, int *http_status,
+                          jrpc_client_answer_fn on_answer, void *arg, bool once, bool *sent)
+{
+    (void)once;   /* a refused connection fails at once anyway */
+    hconn_t *c = state;
+    int64_t deadline = jrpc_client_now_ms() + timeout_ms;
+    int rc;
+
+    if (!c->mcp)
+        return exchange(c, hdr, body, len, reply, deadline, timeout_ms, http_status, on_answer,
+                        arg, sent);
+    if (on_answer) {
+        set_err(c, "MCP: streamed answers are not offered (%s)", c->url.where);
+        return -ENOTSUP;
+    }
+    for (int again = 0;; again++) {
+        if (!c->mcp_open && (rc = mcp_open_session(c, deadline, timeout_ms, http_status)) < 0)
+            return rc;
+        bool had_session = c->mcp_session[0] != '\0';
+        rc = exchange(c, hdr, body, len, reply, deadline, timeout_ms, http_status, NULL, NULL,
+                      sent);
+        /* 404 to a session's request: the server ended the session and did
+         * not run the call; a new one, and the call once more. */
+        if ((rc == 0 || rc == JRPC_CLIENT_EHTTP) && *http_status == 404 && had_session &&
+            again == 0) {
+            c->mcp_open = false;
+            c->mcp_session[0] = '\0';
+            reply->len = 0;
+            continue;
+        }
+        return rc;
+    }
+}
+
 static void transport_close(void *state)
 {
     hconn_t *c = state;
@@ -662,6 +833,7 @@ static int transport_open(jrpc_client_t *client, const char *url,
         return -ENOMEM;
     c->client = client;
     c->fd = -1;
+    c->mcp = opts && opts->mcp;
     jrpc_buf_init(&c->head);
     jrpc_buf_init(&c->out);
     jrpc_buf_init(&c->sse_line);

@@ -4,6 +4,7 @@
     python3 bench/peers/mcp_drive.py --url URL --clients N --gateway PID[,PID...]
         [--procs P] [--duration S] [--warmup S] [--timeout-ms MS]
         [--server TEXT] [--kill-child PATTERN] [--kill-at S] [--label NAME] [--json]
+        [--bench PATH]
 
 Starts P load processes (default min(N, 8)) holding N clients of the
 official MCP SDK between them (mcp_load.cjs: each client its own session, one
@@ -27,6 +28,13 @@ JSON then says what each client saw after it ("kill": errors, whether and
 when it was fine again, whether its last call was answered, new sessions it
 had to open). Errors are expected then; without
 --kill-child any error or lost setup is reported by summarize.py.
+
+--bench PATH: the load is one jrpc-bench process (PATH) speaking MCP
+instead (--mcp: a thread and a session per client, the same tools/call
+"echo", written in C, so that the load is not what sets the pace, as the
+SDK clients are on a small machine); it opens every session before its
+clock starts and says on stderr when its measured window begins and ends,
+and the CPU meters are read over that window. Not with --kill-child.
 
 Exit status: 0 when the load ran and printed its JSON, 1 otherwise."""
 import argparse
@@ -143,6 +151,78 @@ def percentile(sorted_v, q):
     return sorted_v[min(len(sorted_v) - 1, int(q * len(sorted_v)))]
 
 
+def bench_load(a, roots):
+    """The load as one jrpc-bench --mcp process (see --bench above)."""
+    cmd = [a.bench, "--url", a.url, "--mcp", "--batch", "1", "--connections", str(a.clients),
+           "--duration", str(a.duration), "--warmup", str(a.warmup),
+           "--timeout-ms", str(a.timeout_ms), "--server-timing", "off", "--method", "tools/call",
+           "--params", '{"name":"echo","arguments":{"message":"hello"}}', "--json"]
+    load = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Setup: every session open (for supergateway a server child each).
+        setup_limit = time.monotonic() + 75 + a.clients
+        window, err = None, b""
+        while time.monotonic() < setup_limit:
+            ready, _, _ = select.select([load.stderr], [], [], 1)
+            if not ready:
+                continue
+            line = load.stderr.readline()
+            if not line:
+                break
+            err += line
+            f = line.split()
+            if b"MCP sessions open; window" in line:
+                window = (int(f[-4]) / 1000, int(f[-3]) / 1000)
+                break
+        if window is None:
+            print(f"mcp_drive: jrpc-bench did not set up: {err.decode(errors='replace').strip()}",
+                  file=sys.stderr)
+            return 1
+        sleep_until(window[0])
+        meter = CpuMeter(roots, a.server)
+        meter.sample(starting=True)
+        load_meter = CpuMeter([load.pid], a.server)
+        load_meter.sample(starting=True)
+        sleep_until(window[1], meter, load_meter)
+        meter.sample()
+        load_meter.sample()
+        cpu, server_cpu = meter.seconds(), meter.seconds(server_only=True)
+        try:
+            out, rest = load.communicate(timeout=a.timeout_ms / 1000 + 15)
+        except subprocess.TimeoutExpired:
+            print("mcp_drive: jrpc-bench did not report", file=sys.stderr)
+            return 1
+        b = json.loads(out.decode().strip().splitlines()[-1])
+        calls = b["calls"]
+        errors = {f"mcp:{k}": n for k, n in b["errors"].items()}
+        for k, n in b["transport_failures_by_errno"].items():
+            errors[f"transport:{k}"] = n
+        for k in ("lost", "duplicated", "unexpected", "bad_replies"):
+            if b[k]:
+                errors[k] = b[k]
+        r = {"peer": a.label, "url": a.url, "clients": a.clients, "load": "jrpc-bench --mcp",
+             "load_processes": 1, "duration_s": b["duration_s"], "calls": calls,
+             "calls_per_s": b["calls_per_s"],
+             "latency_us": {"call": {"p50": b["latency_us"]["batch"]["p50"],
+                                     "p99": b["latency_us"]["batch"]["p99"]}},
+             "gateway_cpu_s": round(cpu, 3),
+             "cpu_us_per_call": round(cpu * 1e6 / calls, 1) if calls else None,
+             "server_cpu_s": round(server_cpu, 3),
+             "cpu_us_per_call_without_server":
+                 round((cpu - server_cpu) * 1e6 / calls, 1) if calls else None,
+             "load_cpu_s": round(load_meter.seconds(), 3),
+             "cpus": os.cpu_count(),
+             "setup_errors": 0}
+        if errors:
+            r["errors"] = errors
+        print(json.dumps(r))
+        return 0
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True)
@@ -158,7 +238,10 @@ def main():
     ap.add_argument("--kill-at", type=float, default=None)
     ap.add_argument("--label", default="")
     ap.add_argument("--json", action="store_true", help="accepted for run.sh (the output is JSON)")
+    ap.add_argument("--bench", default=None, help="jrpc-bench: the load is it (--mcp), not the SDK")
     a = ap.parse_args()
+    if a.bench and a.kill_child:
+        ap.error("--bench and --kill-child do not go together")
     if a.clients < 1 or a.duration <= 0:
         ap.error("--clients must be >= 1 and --duration > 0")
     if a.kill_child:
@@ -166,6 +249,8 @@ def main():
     roots = [int(p) for p in a.gateway.split(",") if p]
     # Stopped from outside (run.sh's timeout): the load processes go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if a.bench:
+        return bench_load(a, roots)
     procs = max(1, min(a.procs or min(a.clients, 8), a.clients))
     env = dict(os.environ, NODE_PATH=os.path.join(HERE, "node_modules"))
     loads = []

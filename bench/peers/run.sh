@@ -10,7 +10,10 @@
 # server-everything, loaded by several processes of official SDK clients
 # (mcp_drive.py, mcp_load.cjs) with 1, 8 and 32 clients, and the server child
 # killed under 8 clients. It needs only Node, npm and curl (no apt peers)
-# and builds only jrpc-broker and jrpc-stdio.
+# and builds only jrpc-broker, jrpc-stdio and jrpc-bench. The mcp1/8/32 rows
+# are loaded by jrpc-bench --mcp (C, a session per connection: a load that
+# does not set the pace), mcpsdk8 by official SDK clients (Node processes,
+# which on a 2-core machine take most of it), the kill rows by SDK clients.
 #
 # For each comparison: jrpc (A) and the peer (B) run the same workload in the
 # same run, interleaved A-B-A-B for N rounds; the ratio A/B is taken per round
@@ -89,13 +92,15 @@ COMPARISONS=(
   "nonce-rate-p16|signed|info|0|claims/s of signed single calls with a rate limit (nonce and rate in one claim, a loop turn's claims as one script: issue 35) vs redis-benchmark SET NX EX, pipeline 16 (issue 35 goal >= 0.5x)"
   # MCP (issue 35): kind mcp has three goals, calls/s >= , p99 <= and gateway
   # CPU per call <= (thresholds in that order); mcpkill is a record (info).
-  "mcp1-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 1 SDK client: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
-  "mcp8-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 8 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
-  "mcp32-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 32 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcp1-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 1 client (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcp8-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 8 clients (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcp32-supergateway|supergateway|mcp|4,0.3,0.1|MCP tools/call, 32 clients (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x supergateway (stateful)"
+  "mcpsdk8-supergateway|supergateway|mcpinfo|0|MCP tools/call, 8 official SDK clients (Node, 8 processes: the load sets the pace): jrpc vs supergateway (stateful), no goal"
   "mcpkill-supergateway|supergateway|mcpkill|0|MCP server child SIGKILLed under 8 SDK clients: what the clients see (errors, fine again when, new sessions), jrpc vs supergateway"
-  "mcp1-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 1 SDK client: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
-  "mcp8-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 8 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
-  "mcp32-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 32 SDK clients: calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcp1-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 1 client (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcp8-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 8 clients (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcp32-mcp-proxy|mcp-proxy|mcp|4,0.3,0.1|MCP tools/call, 32 clients (jrpc-bench --mcp): calls/s >= 4x, p99 <= 0.3x, gateway CPU per call <= 0.1x mcp-proxy"
+  "mcpsdk8-mcp-proxy|mcp-proxy|mcpinfo|0|MCP tools/call, 8 official SDK clients (Node, 8 processes: the load sets the pace): jrpc vs mcp-proxy, no goal"
   "mcpkill-mcp-proxy|mcp-proxy|mcpkill|0|MCP server child SIGKILLed under 8 SDK clients: what the clients see (errors, fine again when, new sessions), jrpc vs mcp-proxy"
 )
 if [ -n "$list" ]; then
@@ -117,7 +122,7 @@ if [ -z "${JRPC_PEERS_IN_NETNS:-}" ]; then
     source "$root/bench/build_rel.sh"
     if [ -n "$mcp_only" ]; then
         bash "$here/install.sh" mcp
-        build_rel "$root/build-rel" jrpc-broker jrpc-stdio
+        build_rel "$root/build-rel" jrpc-broker jrpc-stdio jrpc-bench
     else
         bash "$here/install.sh"
         build_rel "$root/build-rel" -DJRPC_BENCH_PEERS=ON
@@ -402,14 +407,19 @@ side() {
     esac
 }
 # mcp_side NAME URL LABEL PIDS: the MCP load of a row; the clients come from
-# the name (mcp8-*: 8), the kill rows have 8. PIDS: the gateway's process
+# the name (mcp8-*: 8 jrpc-bench --mcp connections; mcpsdk8-*: 8 SDK
+# clients), the kill rows have 8 SDK clients. PIDS: the gateway's process
 # tree roots, whose CPU is counted (jrpc: the broker and the bridge).
 mcp_side() {
     local n=$1 clients=${1%%-*}
     clients=${clients#mcp}
-    local kill=()
-    [ "$clients" = kill ] && clients=8 kill=(--kill-child server-everything)
-    echo python3 "$here/mcp_drive.py" --url "$2" --label "$3" --gateway "$4" --clients "$clients" "${kill[@]}"
+    local load=(--bench "$B/jrpc-bench") kill=()
+    case $clients in
+        sdk*) clients=${clients#sdk} load=() ;;
+        kill) clients=8 load=() kill=(--kill-child server-everything) ;;
+    esac
+    echo python3 "$here/mcp_drive.py" --url "$2" --label "$3" --gateway "$4" --clients "$clients" \
+        "${load[@]}" "${kill[@]}"
 }
 # redis_set_nx PIPELINE COUNT: the nonce floor, CSV on stdout. One million
 # distinct keys at most, so that Redis' memory stays bounded.

@@ -16,7 +16,9 @@ field as "calls,p99,cpu" (calls/s ratio >=, p99 ratio <=, gateway CPU per
 call ratio <=), one table line each, and a fourth line without a goal: the
 CPU per call without the MCP server children's (the gateway's own); kind "mcpkill" is a record of what the
 clients saw when the server child was killed (mcp_drive.py --kill-child),
-jrpc's side and the peer's in words, no ratio."""
+jrpc's side and the peer's in words, no ratio; kind "mcpinfo" has the four
+lines of "mcp" without goals (the SDK clients' rows, whose load sets the
+pace)."""
 import json
 import os
 import statistics
@@ -86,7 +88,7 @@ def fmt(v, kind, which=None):
         return f"{v / 1000:.2f} ms"
     if which in ("cpu_us_per_call", "cpu_us_per_call_without_server"):
         return f"{v:.0f} µs CPU/call"
-    if kind == "mcp":
+    if kind in ("mcp", "mcpinfo"):
         return f"{v:.0f} /s"
     return f"{v / 1000:.1f} k/s"
 
@@ -142,7 +144,7 @@ def main():
             rounds.append({"round": k, "a": a, "b": b})
             k += 1
         metrics = (["p50", "p99"] if kind == "open" else
-                   [m for m, _ in MCP_METRICS] if kind == "mcp" else
+                   [m for m, _ in MCP_METRICS] if kind in ("mcp", "mcpinfo") else
                    [] if kind == "mcpkill" else
                    ["nonces_per_s" if name.startswith("nonce-") else "calls_per_s"])
         summary = {"name": name, "peer": peer, "kind": kind, "threshold": threshold,
@@ -157,11 +159,13 @@ def main():
             result = "record" + (" (errors: see json)" if problems else "")
             rows.append([name, goal, a_words, b_words, "—", "—", f"{len(rounds)}", result])
         for i, m in enumerate(metrics):
-            which = m if kind in ("open", "mcp") else None
+            which = m if kind in ("open", "mcp", "mcpinfo") else None
             vkind, vthreshold = kind, threshold
             if kind == "mcp":
                 vkind = MCP_METRICS[i][1]
                 vthreshold = thresholds[i] if i < len(thresholds) else 0
+            elif kind == "mcpinfo":
+                vkind = "info"
             good = [r for r in rounds if r["a"] and r["b"]]
             av = [metric(r["a"], kind, which) for r in good]
             bv = [metric(r["b"], kind, which) for r in good]
@@ -175,7 +179,7 @@ def main():
                 if v is not None:
                     s["pass"] = v
             summary["metrics"][m] = s
-            label = name if kind not in ("open", "mcp") else f"{name} {m}"
+            label = name if kind not in ("open", "mcp", "mcpinfo") else f"{name} {m}"
             if not ratios:
                 result, cells = "no data", ["—"] * 4
             else:
@@ -186,7 +190,7 @@ def main():
             if problems:
                 result += " (errors: see json)"
             rows.append([label, goal] + cells + [f"{len(ratios)}", result])
-        if kind in ("mcp", "mcpkill"):
+        if kind in ("mcp", "mcpinfo", "mcpkill"):
             # The load's share of the machine (mcp_drive.py's load_cpu_s):
             # near 1, the clients rather than the gateway set the pace.
             share = {}

@@ -49,6 +49,8 @@ typedef struct server {
     atomic_int   requests;         /* whole requests read */
     char         last_head[1024];  /* head of the last request, for checks */
     char         last_body[1024];  /* its body (truncated), NUL-terminated */
+    char         heads[8][1024];   /* the first 8 requests' heads and bodies, in order */
+    char         bodies[8][1024];
 } server_t;
 
 /* Reads one request (head + Content-Length body). Returns 1, or 0 on EOF,
@@ -97,6 +99,10 @@ static void conn_main(void *owner, int fd)
     size_t have = 0;
     while (read_request(s, fd, buf, sizeof buf, &have)) {
         int n = atomic_fetch_add(&s->requests, 1) + 1;
+        if (n <= 8) {
+            memcpy(s->heads[n - 1], s->last_head, sizeof s->last_head);
+            memcpy(s->bodies[n - 1], s->last_body, sizeof s->last_body);
+        }
         step_t st = (size_t)n <= s->nsteps ? s->steps[n - 1] : (step_t){ DROP, NULL };
         if (st.action == DROP)
             break;
@@ -674,6 +680,177 @@ static void test_signed_zmq_header_frame(void **state)
     zmq_ctx_term(r.ctx);
 }
 
+/* ---- MCP (opts.mcp): the session a client opens and keeps ---- */
+
+static jrpc_client_t *mcp_client(const server_t *s)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/mcp", s->port);
+    jrpc_client_t *c = jrpc_client_new(url, &(jrpc_client_opts_t){ .mcp = 1 });
+    assert_non_null(c);
+    return c;
+}
+
+#define MCP_INIT_SSE_DATA "{\"jsonrpc\":\"2.0\",\"id\":\"jrpc-client-initialize\",\"result\":" \
+    "{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"serverInfo\":{\"name\":\"s\"}}}"
+#define MCP_INIT_SSE_BODY "event: message\r\ndata: " MCP_INIT_SSE_DATA "\r\n\r\n"
+#define MCP_ACCEPTED "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+#define PROGRESS "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}"
+#define CALL_SSE_BODY ": ping\n\nevent: message\ndata: " PROGRESS "\n\nevent: message\ndata: " \
+    OK_BODY "\n\n"
+#define GONE_BODY "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32001,\"message\":\"Session not found\"},\"id\":null}"
+#define MCP_INIT_JSON_BODY "{\"jsonrpc\":\"2.0\",\"id\":\"jrpc-client-initialize\",\"result\":" \
+    "{\"protocolVersion\" : \"2025-06-18\",\"capabilities\":{}}}"
+
+static char *fmt(const char *f, ...)
+{
+    static char bufs[8][1024];
+    static int next;
+    char *b = bufs[next++ % 8];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof bufs[0], f, ap);
+    va_end(ap);
+    return b;
+}
+
+/* initialize (an event stream), the notification, a call answered as an
+ * event stream after a progress notification (the reply: the response
+ * alone), a call the server refuses 404 (the session ended): a new session
+ * (plain JSON this time) and the call again, once. One connection. */
+static void test_mcp_session(void **state)
+{
+    step_t steps[7] = {
+        { ANSWER, fmt("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nMcp-Session-Id: sess-1\r\n"
+                      "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_SSE_BODY), MCP_INIT_SSE_BODY) },
+        { ANSWER, MCP_ACCEPTED },
+        { ANSWER, fmt("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+                      strlen(CALL_SSE_BODY), CALL_SSE_BODY) },
+        { ANSWER, fmt("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n%s", strlen(GONE_BODY), GONE_BODY) },
+        { ANSWER, fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nmcp-session-id: sess-2\r\n"
+                      "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY) },
+        { ANSWER, MCP_ACCEPTED },
+        { ANSWER, OK_RESP },
+    };
+    server_t *s = server_start(steps, 7);
+    jrpc_client_t *c = mcp_client(s);
+    expect_reply(c, 200, OK_BODY);
+    assert_int_equal(atomic_load(&s->requests), 3);
+    expect_reply(c, 200, OK_BODY);
+    assert_int_equal(atomic_load(&s->requests), 7);
+    assert_int_equal(atomic_load(&s->acc.accepts), 1);
+
+    for (int i = 0; i < 7; i++) {
+        assert_non_null(strstr(s->heads[i], "POST /mcp HTTP/1.1\r\n"));
+        assert_non_null(strstr(s->heads[i], "Accept: application/json, text/event-stream\r\n"));
+    }
+    /* 1 and 5: initialize, no session yet */
+    for (int i = 0; i < 7; i += 4) {
+        assert_non_null(strstr(s->bodies[i], "\"method\":\"initialize\""));
+        assert_non_null(strstr(s->bodies[i], "\"protocolVersion\":\"2025-06-18\""));
+        assert_null(strcasestr(s->heads[i], "Mcp-Session-Id"));
+        assert_null(strcasestr(s->heads[i], "MCP-Protocol-Version"));
+        assert_string_equal(s->bodies[i + 1],
+                            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    }
+    /* 2-4: the first session, the version the server chose */
+    for (int i = 1; i < 4; i++) {
+        assert_non_null(strstr(s->heads[i], "\r\nMcp-Session-Id: sess-1\r\n"));
+        assert_non_null(strstr(s->heads[i], "\r\nMCP-Protocol-Version: 2025-03-26\r\n"));
+    }
+    assert_string_equal(s->bodies[2], REQ);
+    assert_string_equal(s->bodies[3], REQ);
+    /* 6-7: the second */
+    for (int i = 5; i < 7; i++) {
+        assert_non_null(strstr(s->heads[i], "\r\nMcp-Session-Id: sess-2\r\n"));
+        assert_non_null(strstr(s->heads[i], "\r\nMCP-Protocol-Version: 2025-06-18\r\n"));
+    }
+    assert_string_equal(s->bodies[6], REQ);
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+}
+
+/* A server with no session ids (stateless): none sent, no new session per
+ * call, and a 404 is then an answer like any other (no session to renew). */
+static void test_mcp_stateless(void **state)
+{
+    step_t steps[4] = {
+        { ANSWER, fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY) },
+        { ANSWER, MCP_ACCEPTED },
+        { ANSWER, OK_RESP },
+        { ANSWER, fmt("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n%s", strlen(GONE_BODY), GONE_BODY) },
+    };
+    server_t *s = server_start(steps, 4);
+    jrpc_client_t *c = mcp_client(s);
+    expect_reply(c, 200, OK_BODY);
+    expect_reply(c, 404, GONE_BODY);
+    assert_int_equal(atomic_load(&s->requests), 4);
+    assert_null(strcasestr(s->heads[2], "Mcp-Session-Id"));
+    assert_non_null(strstr(s->heads[2], "\r\nMCP-Protocol-Version: 2025-06-18\r\n"));
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+}
+
+static void no_answer(void *arg, uint32_t pos, const char *json, size_t len)
+{
+    (void)arg, (void)pos, (void)json, (void)len;
+    fail_msg("an answer streamed over MCP");
+}
+
+/* What fails the call, and says why: initialize refused (401 text), an
+ * initialize answer without a result, a session id past 256 bytes or with
+ * a byte that is not visible ASCII, a refused notification, a stream asked
+ * for. Nothing of the call itself is sent then. */
+static void test_mcp_refusals(void **state)
+{
+    char longid[300];
+    memset(longid, 'a', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    static const char err_body[] = "{\"jsonrpc\":\"2.0\",\"id\":\"jrpc-client-initialize\","
+                                   "\"error\":{\"code\":-32602,\"message\":\"bad version\"}}";
+    struct { const char *resp; int rc; const char *says; int requests; } cases[] = {
+        { "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nno",
+          JRPC_CLIENT_EHTTP, "refused initialize: HTTP 401", 1 },
+        { fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+              strlen(err_body), err_body), -EPROTO, "without a result", 1 },
+        { fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\n"
+              "Content-Length: %zu\r\n\r\n%s", longid, strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY),
+          -EPROTO, "longer than 256", 1 },
+        { fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: a\x80" "b\r\n"
+              "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY),
+          -EPROTO, "not visible ASCII", 1 },
+        { fmt("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s\r\n"
+              "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY),
+          JRPC_CLIENT_EHTTP, "refused notifications/initialized: HTTP 400", 2 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        step_t steps[2] = { { ANSWER, cases[k].resp },
+                            { ANSWER, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" } };
+        server_t *s = server_start(steps, 2);
+        jrpc_client_t *c = mcp_client(s);
+        assert_int_equal(expect_failure(c, 2000), cases[k].rc);
+        if (strstr(jrpc_client_last_error(c), cases[k].says) == NULL)
+            fail_msg("case %zu: %s", k, jrpc_client_last_error(c));
+        assert_int_equal(atomic_load(&s->requests), cases[k].requests);
+        jrpc_client_destroy(&c);
+        server_stop(&s);
+    }
+    server_t *s = server_start(NULL, 0);
+    jrpc_client_t *c = mcp_client(s);
+    jrpc_buf_t end;
+    jrpc_buf_init(&end);
+    assert_int_equal(jrpc_client_send_stream(c, REQ, strlen(REQ), NULL, no_answer, NULL, &end, 500),
+                     -ENOTSUP);
+    assert_int_equal(atomic_load(&s->requests), 0);
+    jrpc_buf_dispose(&end);
+    jrpc_client_destroy(&c);
+    server_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -691,6 +868,9 @@ int main(void)
         cmocka_unit_test(test_signed_http),
         cmocka_unit_test(test_signing_options),
         cmocka_unit_test(test_signed_zmq_header_frame),
+        cmocka_unit_test(test_mcp_session),
+        cmocka_unit_test(test_mcp_stateless),
+        cmocka_unit_test(test_mcp_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
