@@ -2117,7 +2117,7 @@ static void test_batch_rates(void **state)
     };
     enum { N = sizeof claims / sizeof claims[0] };
     ares_t res[N];
-    long long scripts = commandstat(&shared, "evalsha");
+    long long scripts = commandstat(&shared, "evalsha"), gets = commandstat(&shared, "get");
     for (int i = 0; i < N; i++)
         assert_int_equal(admit_one(f->r, "kr", claims[i].nonce, claims[i].who, now_s(), &res[i]), 0);
     for (int i = 0; i < N; i++)
@@ -2129,6 +2129,9 @@ static void test_batch_rates(void **state)
             fail_msg("claim %d: rc %d, expected %d", i, res[i].rc, claims[i].rc);
     }
     assert_int_equal(commandstat(&shared, "evalsha") - scripts, 1);
+    /* GETs: the epoch, and each rate key once however many claims share it
+     * (kr: three; kr2 is never read, its claim a replay) */
+    assert_int_equal(commandstat(&shared, "get") - gets, 4);
     assert_true(res[2].wait_us > 0 && res[2].wait_us <= 100000);
     assert_false(key_exists(&shared, "jrpc:nonce:kr:rate-c"));   /* released: it ran nowhere */
     assert_true(key_exists(&shared, "jrpc:nonce:kr:rate-e"));
@@ -2138,6 +2141,12 @@ static void test_batch_rates(void **state)
     jrpc_replay_stats_t st;
     jrpc_replay_stats(f->r, &st);
     assert_int_equal(st.limited, 1);
+    /* the shared key's TAT written once, after its last claim: both of the
+     * burst are spent, so the next claim waits as the third did */
+    ares_t more;
+    assert_int_equal(admit_one(f->r, "kr", "rate-f", "kr", now_s(), &more), 0);
+    assert_true(run_until(&f->loop, ares_done, &more, 5000));
+    assert_int_equal(more.rc, -EDQUOT);
 }
 
 /* A group with rate limits that Redis answers with an error, or not at all
