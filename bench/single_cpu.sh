@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Where the CPU of a single call goes, process by process (issue 35's
-# nonce-rate row): CPU time, which a busy machine blurs far less than
+# Where the CPU of a call goes, process by process (issue 35's nonce-rate
+# and signed100 rows): CPU time, which a busy machine blurs far less than
 # wall-clock rates, divided by the calls answered.
-#   [PORT=N] bash bench/single_cpu.sh [CONNECTIONS] [SECONDS]
+#   [PORT=N] bash bench/single_cpu.sh [CONNECTIONS] [SECONDS] [BATCH]
 # One redis-server (a unix socket, as deploy/run-local.sh's broker uses),
 # two Release brokers (signed: --keys with a rate-limited key and the replay
 # guard in Redis; unsigned: no keys), one demo worker serving both (credit
-# 256), then jrpc-bench --batch 1 --connections CONNECTIONS (default 32)
-# for SECONDS (default 5, after 1 s of warm-up) against the unsigned broker,
-# then the signed one with the rate-limited key (nonce and rate claimed
-# together: the nonce-rate row). For each: calls/s, and the user + system
+# 256), then jrpc-bench --batch BATCH (default 1) --connections CONNECTIONS
+# (default 32) for SECONDS (default 5, after 1 s of warm-up) against the
+# unsigned broker, then the signed one (a nonce claimed per body: the
+# signed100 rows at BATCH 100), then the signed one with the rate-limited
+# key (nonce and rate claimed together: the nonce-rate row; BATCH 1 only). For each: calls/s, and the user + system
 # CPU microseconds per call of jrpc-bench (which signs), the broker, the
 # worker and redis-server (read from /proc before and after the whole
 # run, warm-up included, divided by every call answered in it), their sum,
@@ -20,7 +21,7 @@
 # 127.0.0.1, stopped at exit.
 set -eu
 cd "$(dirname "$0")/.."
-conns=${1:-32} secs=${2:-5}
+conns=${1:-32} secs=${2:-5} batch=${3:-1}
 source bench/build_rel.sh
 build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
@@ -58,7 +59,7 @@ side() {   # side NAME BROKER_PID URL [jrpc-bench options]
     shift 3
     local b0 w0 r0 out c0 c1
     b0=$(ticks "$bp") w0=$(ticks $wk) r0=$(ticks $redis_pid) c0=$(cmdstat)
-    out=$( { /usr/bin/time -f 'cpu %U %S' $B/jrpc-bench --url "$url" --batch 1 --connections "$conns" \
+    out=$( { /usr/bin/time -f 'cpu %U %S' $B/jrpc-bench --url "$url" --batch "$batch" --connections "$conns" \
              --duration "$secs" --warmup 1 --json "$@"; } 2>&1 )
     local calls rate bench_s
     rate=$(grep -o '"calls_per_s":[0-9.]*' <<<"$out" | cut -d: -f2)
@@ -70,12 +71,14 @@ side() {   # side NAME BROKER_PID URL [jrpc-bench options]
         -v c0="$c0" -v c1="$c1" \
         'BEGIN { u = 1e6 / hz / c; pb = bs * 1e6 / c; s = pb + (b + w + x) * u
                  split(c0, a, " "); split(c1, z, " ")
-                 printf "%-10s %9.0f %8.1f %8.1f %8.1f %8.1f %8.1f %12.0f %9.3f %9.2f\n", n, r, pb, b * u, w * u,
+                 printf "%-10s %9.0f %8.3f %8.3f %8.3f %8.3f %8.3f %12.0f %9.3f %9.2f\n", n, r, pb, b * u, w * u,
                         x * u, s, k * 1e6 / s, (z[1] - a[1]) / c, (z[2] - a[2] - 1) / c }'
     grep -q '"errors":{},"transport_failures":0,' <<<"$out" || echo "  ($name: errors: $(grep -o '"errors":{[^}]*}' <<<"$out"))"
 }
 side unsigned $ub tcp://127.0.0.1:$port
-side nonce-rate $sb tcp://127.0.0.1:$((port + 2)) --key-id $KEY-lim --secret $SECRET
+side signed $sb tcp://127.0.0.1:$((port + 2)) --key-id $KEY --secret $SECRET
+[ "$batch" -gt 1 ] ||   # its rate (10^6 calls/s) would refuse batches
+    side nonce-rate $sb tcp://127.0.0.1:$((port + 2)) --key-id $KEY-lim --secret $SECRET
 r0=$(ticks $redis_pid)
 line=$(redis-benchmark -s "$sock" -c 32 -P 16 -n 2000000 -r 1000000 --csv SET 'nonce:__rand_int__' 1 NX EX 300 |
        awk -F'"' 'NR == 2 { print $4 }')
