@@ -160,6 +160,9 @@ struct bridge {
     bool           tools_pending; /* --mcp: the bridge's tools/list is out to a child */
     bool           tools_again;   /* --mcp: ... and the list changed since it was sent */
     bool           tools_known;   /* --mcp: a child answered one (its tools declared) */
+    jrpc_buf_t     tools_acc;     /* --mcp: the pages read so far of a paginated
+                                     tools/list: their tools as JSON, comma-separated */
+    uint32_t       tools_pages;   /* --mcp: how many pages in tools_acc */
     char          *lsp_init;  /* --lsp-init: the params of the bridge's LSP initialize (a JSON
                                  object, owned); NULL: no LSP handshake */
     uv_timer_t     sweep;

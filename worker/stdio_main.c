@@ -200,6 +200,7 @@ int main(int argc, char **argv)
     jrpc_buf_init(&b.tmp);
     jrpc_buf_init(&b.mcp_init);
     jrpc_buf_init(&b.mcp_init_lc);
+    jrpc_buf_init(&b.tools_acc);
     /* The command starts after "--": the options parser never sees it. */
     int optc = argc;
     for (int i = 1; i < argc; i++)
@@ -402,6 +403,7 @@ out:
     jrpc_buf_dispose(&b.tmp);
     jrpc_buf_dispose(&b.mcp_init);
     jrpc_buf_dispose(&b.mcp_init_lc);
+    jrpc_buf_dispose(&b.tools_acc);
     sess_dispose(&b);
     msgpack_zone_destroy(&b.zone);
     jrpc_conf_destroy(&conf);

@@ -41,13 +41,18 @@ bridge tools "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service tool
     --method shared_custom -- node "$TOOLS"
 bridge bulk MANY_TOOLS=300 "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp --service bulk \
     -- node "$TOOLS"
-e2e_wait_workers 4
+bridge paged MANY_TOOLS=5 PAGE_SIZE=2 "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp \
+    --service paged -- node "$TOOLS"
+bridge endless PAGE_SIZE=1 ENDLESS=1 "$JRPC_BIN/jrpc-stdio" --connect "$WORKERS_EP" --mcp \
+    --service endless -- node "$TOOLS"
+e2e_wait_workers 6
 declared() { grep -c event=mcp_tools_declared "$E2E_TMP/$1.log"; }
 e2e_wait_for "[ \$(declared memory) -ge 1 ] && [ \$(declared everything) -ge 1 ] && \
-              [ \$(declared tools) -ge 1 ] && [ \$(declared bulk) -ge 1 ]" 60
+              [ \$(declared tools) -ge 1 ] && [ \$(declared bulk) -ge 1 ] && \
+              [ \$(declared paged) -ge 1 ] && [ \$(declared endless) -ge 1 ]" 60
 # (server-everything says list_changed once it runs: it may declare twice)
-check "each bridge declared its child's tools (ours once)" "1 1 1" \
-    "$(declared memory) $(declared tools) $(declared bulk)"
+check "each bridge declared its child's tools (ours once)" "1 1 1 1 1" \
+    "$(declared memory) $(declared tools) $(declared bulk) $(declared paged) $(declared endless)"
 
 # ---- the bare names of MCP's methods: the first MCP service keeps them;
 # the others are told at INFO in one line each (12 names: initialize,
@@ -55,12 +60,12 @@ check "each bridge declared its child's tools (ours once)" "1 1 1" \
 # methods (shared_custom, declared by memory and tools) stays a WARN ----
 check "no WARN method_refused for MCP's own methods" 0 \
     "$(grep 'level=warn' "$E2E_TMP/broker.log" | grep 'event=method_refused' | grep -vc 'method=shared_custom')"
-check "three INFO lines, one per later MCP service, 12 names each" "3 3" \
+check "five INFO lines, one per later MCP service, 12 names each" "5 5" \
     "$(grep 'level=info' "$E2E_TMP/broker.log" | grep -c 'event=method_refused reason=mcp_protocol') \
 $(grep -c 'event=method_refused reason=mcp_protocol methods=12 ' "$E2E_TMP/broker.log")"
 check "a real clash of two services' own methods: one WARN" 1 \
     "$(grep 'level=warn' "$E2E_TMP/broker.log" | grep -c 'event=method_refused reason=service_conflict method=shared_custom')"
-check "refusals still counted (3 x 12 + 1)" 37 \
+check "refusals still counted (5 x 12 + 1)" 61 \
     "$(curl -s "http://$ADMIN/metrics" | awk '/^jrpc_methods_refused_total/ {print $2}')"
 
 doc() { curl -s -H "Authorization: Bearer $1" "$HTTP_URL/openrpc.json"; }
@@ -81,7 +86,7 @@ print("tools=%d enum=%d anyof=%d same=%s %s" % (len(tools), len(enum), len(anyof
 PY
 }
 doc "$ALL" > "$E2E_TMP/all.doc"
-check "the document with four MCP services validates" "$E2E_TMP/all.doc: valid" \
+check "the document with six MCP services validates" "$E2E_TMP/all.doc: valid" \
     "$($VALIDATE "$E2E_TMP/all.doc" 2>&1 | head -c 600)"
 f=$(facts "$E2E_TMP/all.doc" memory)
 check "memory.tools/call: server-memory's 9 tools, the same in enum, anyOf and x-mcp-tools" \
@@ -100,6 +105,16 @@ check "bulk: the cut is logged" 1 "$(grep -c 'event=mcp_tools_cut .*tools=302' "
 n=$(facts "$E2E_TMP/all.doc" bulk | sed -E 's/^tools=([0-9]+).*/\1/')
 check "bulk: fewer than 302 tools declared, more than 100" "yes" \
     "$([ "$n" -lt 302 ] && [ "$n" -gt 100 ] && echo yes || echo "no: $n")"
+
+# ---- pagination: tools/list read to its last page (nextCursor) ----
+check "paged: 7 tools in 4 pages of 2, all declared" \
+    "tools=7 enum=7 anyof=7 same=True add_tool bulk_0 bulk_1 bulk_2 bulk_3 bulk_4 hello" \
+    "$(facts "$E2E_TMP/all.doc" paged)"
+check "paged: one declaration of the 4 pages" 1 "$(grep -c 'event=mcp_tools_declared .*tools=7 .*pages=4 ' "$E2E_TMP/paged.log")"
+check "endless: a list that never ends is read to 64 pages, the cut logged" 1 \
+    "$(grep -c 'event=mcp_tools_cut .*pages=64 .*reason=pages' "$E2E_TMP/endless.log")"
+check "endless: the 64 pages' tools declared" "tools=64 True" \
+    "$(facts "$E2E_TMP/all.doc" endless | awk '{print $1, $4}' | sed 's/same=//')"
 
 # ---- ACL: a memory.* key sees memory's tools, none of the others' ----
 doc "$MEM" > "$E2E_TMP/mem.doc"

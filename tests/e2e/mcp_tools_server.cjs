@@ -4,6 +4,10 @@
 // notifications/tools/list_changed before it answers.
 //   MANY_TOOLS=N: N more tools bulk_0..bulk_{N-1} at start, each with a
 //   400-byte description (a tool list over the bridge's 64 KiB cap).
+//   PAGE_SIZE=N: tools/list answers N tools a page, with nextCursor (the
+//   page's start, as text) while more follow.
+//   ENDLESS=1 (with PAGE_SIZE): every page has a nextCursor, the pages past
+//   the list each one tool page_K more (a server that never ends its list).
 //   NODE_PATH=tests/mcp/node_modules node mcp_tools_server.cjs
 const { Server } = require("@modelcontextprotocol/sdk/server/index.js");
 const { StdioServerTransport } = require("@modelcontextprotocol/sdk/server/stdio.js");
@@ -21,7 +25,19 @@ for (let i = 0; i < Number(process.env.MANY_TOOLS || 0); i++)
 let extra = 0;
 const server = new Server({ name: "jrpc-tools-test", version: "1.0.0" },
                           { capabilities: { tools: { listChanged: true } } });
-server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+const pageSize = Number(process.env.PAGE_SIZE || 0);
+server.setRequestHandler(ListToolsRequestSchema, async (req) => {
+    if (!pageSize)
+        return { tools };
+    const at = Number((req.params && req.params.cursor) || 0);
+    if (at >= tools.length)   // ENDLESS: past the list, a new tool a page
+        return { tools: [{ name: `page_${at}`, inputSchema: { type: "object" } }],
+                 nextCursor: String(at + 1) };
+    const page = { tools: tools.slice(at, at + pageSize) };
+    if (at + pageSize < tools.length || process.env.ENDLESS)
+        page.nextCursor = String(at + pageSize);
+    return page;
+});
 server.setRequestHandler(CallToolRequestSchema, async (req) => {
     if (req.params.name === "add_tool") {
         const name = `extra_${extra++}`;
