@@ -14,7 +14,7 @@ secs=${1:-60}
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${JRPC_FUZZ_BUILD:-$src/build-fuzz}
-all_targets="body http http-reader http-diff wire workers redis tls zmtp ws stdio-frame"
+all_targets="body http http-reader http-diff wire workers redis tls zmtp ws stdio-frame proxy"
 targets=${JRPC_FUZZ_TARGETS:-$all_targets}
 # tls runs a third of SECONDS (20 s at 60, at ~400 exec/s on a shared
 # machine: a real handshake per input), so that it adds about 30 s to the
@@ -23,8 +23,9 @@ targets=${JRPC_FUZZ_TARGETS:-$all_targets}
 # replaced) runs a third too: at 40-80 thousand inputs a second, 15 s is
 # about a million, and the suite grows by 15 s, not 45.
 # stdio-frame (jrpc-stdio's frame reader, pure, ~10^5 exec/s or more) runs
-# a third too: 15 s at 45 is over a million inputs.
-short_targets=" tls http-diff stdio-frame "
+# a third too: 15 s at 45 is over a million inputs. proxy (who the client is
+# behind a trusted proxy: a few hundred bytes of headers) as well.
+short_targets=" tls http-diff stdio-frame proxy "
 # zmtp (a small pure decoder, ~10^5 exec/s) and ws (the WebSocket session,
 # three runs per input) get two thirds: 30 s each at 45.
 mid_targets=" zmtp ws "
