@@ -77,7 +77,9 @@
  * it, such as progress notifications, are passed over). A 404 to a request
  * of a session means the server ended it: a new session is opened and the
  * call sent once more (the server did not run it). The session outlives the
- * connection (a reconnect keeps it). initialize and the notification are
+ * connection (a reconnect keeps it); jrpc_client_destroy ends it with the
+ * spec's DELETE (best effort, 1 s at most: a gateway may keep a server
+ * process per session). initialize and the notification are
  * not signed (use a bearer token with a server that wants a credential);
  * streamed answers (jrpc_client_send_stream) are not offered (-ENOTSUP).
  * An initialize the server refuses fails the call: JRPC_CLIENT_EHTTP for

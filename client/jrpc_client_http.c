@@ -806,11 +806,52 @@ static int transport_call(void *state, const jrpc_header_t *hdr, const char *bod
     }
 }
 
+#define MCP_DELETE_MS 1000   /* the session's DELETE at close waits this long at most */
+
+/* Ends c's MCP session at its server (the spec's DELETE with
+ * Mcp-Session-Id), best effort: a server may keep a process per session
+ * (supergateway --stateful), or count them against a limit (jrpc-stdio
+ * --max-sessions). Whatever the answer (204, 404, 405), or none within
+ * MCP_DELETE_MS, the session is forgotten. */
+static void mcp_end_session(hconn_t *c)
+{
+    if (!c->mcp_open || c->mcp_session[0] == '\0')
+        return;
+    int64_t deadline = jrpc_client_now_ms() + MCP_DELETE_MS;
+    jrpc_buf_t *b = &c->head, r;
+    jrpc_buf_init(&r);
+    jrpc_buf_reset(b);
+    int rc = 0, status = 0;
+    if ((rc = jrpc_buf_puts(b, "DELETE ")) < 0 || (rc = jrpc_buf_puts(b, c->url.path)) < 0
+        || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
+        || (rc = jrpc_buf_puts(b, c->url.authority)) < 0 || (rc = jrpc_buf_puts(b, "\r\n")) < 0
+        || (rc = put_header_line(b, "Mcp-Session-Id",
+                                 (jrpc_span_t){ c->mcp_session, strlen(c->mcp_session) })) < 0
+        || (rc = put_header_line(b, "MCP-Protocol-Version",
+                                 (jrpc_span_t){ c->mcp_version, strlen(c->mcp_version) })) < 0
+        || (c->bearer && ((rc = jrpc_buf_puts(b, "Authorization: Bearer ")) < 0
+                          || (rc = jrpc_buf_puts(b, c->bearer)) < 0
+                          || (rc = jrpc_buf_puts(b, "\r\n")) < 0))
+        || (rc = jrpc_buf_puts(b, "Content-Length: 0\r\n\r\n")) < 0)
+        goto out;
+    if (c->fd >= 0 && !http_idle_ok(c))
+        http_close_conn(c);
+    if (c->fd < 0 && http_connect(c, deadline, MCP_DELETE_MS) < 0)
+        goto out;
+    if (http_send_request(c, NULL, 0, deadline) == 0)
+        (void)http_read_answer(c, &r, deadline, MCP_DELETE_MS, &status, NULL, NULL);
+out:
+    c->mcp_open = false;
+    c->mcp_session[0] = '\0';
+    jrpc_buf_dispose(&r);
+}
+
 static void transport_close(void *state)
 {
     hconn_t *c = state;
     if (c == NULL)
         return;
+    mcp_end_session(c);
     http_close_conn(c);
     jrpc_client_tls_destroy(&c->tls);
     jrpc_client_url_dispose(&c->url);

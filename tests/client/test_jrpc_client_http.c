@@ -717,10 +717,11 @@ static char *fmt(const char *f, ...)
 /* initialize (an event stream), the notification, a call answered as an
  * event stream after a progress notification (the reply: the response
  * alone), a call the server refuses 404 (the session ended): a new session
- * (plain JSON this time) and the call again, once. One connection. */
+ * (plain JSON this time) and the call again, once; at destroy the session
+ * ends with a DELETE. One connection. */
 static void test_mcp_session(void **state)
 {
-    step_t steps[7] = {
+    step_t steps[8] = {
         { ANSWER, fmt("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nMcp-Session-Id: sess-1\r\n"
                       "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_SSE_BODY), MCP_INIT_SSE_BODY) },
         { ANSWER, MCP_ACCEPTED },
@@ -733,8 +734,9 @@ static void test_mcp_session(void **state)
                       "Content-Length: %zu\r\n\r\n%s", strlen(MCP_INIT_JSON_BODY), MCP_INIT_JSON_BODY) },
         { ANSWER, MCP_ACCEPTED },
         { ANSWER, OK_RESP },
+        { ANSWER, "HTTP/1.1 204 No Content\r\n\r\n" },
     };
-    server_t *s = server_start(steps, 7);
+    server_t *s = server_start(steps, 8);
     jrpc_client_t *c = mcp_client(s);
     expect_reply(c, 200, OK_BODY);
     assert_int_equal(atomic_load(&s->requests), 3);
@@ -769,6 +771,10 @@ static void test_mcp_session(void **state)
     }
     assert_string_equal(s->bodies[6], REQ);
     jrpc_client_destroy(&c);
+    assert_int_equal(atomic_load(&s->requests), 8);
+    assert_non_null(strstr(s->heads[7], "DELETE /mcp HTTP/1.1\r\n"));
+    assert_non_null(strstr(s->heads[7], "\r\nMcp-Session-Id: sess-2\r\n"));
+    assert_non_null(strstr(s->heads[7], "\r\nContent-Length: 0\r\n"));
     server_stop(&s);
 }
 
@@ -792,6 +798,7 @@ static void test_mcp_stateless(void **state)
     assert_null(strcasestr(s->heads[2], "Mcp-Session-Id"));
     assert_non_null(strstr(s->heads[2], "\r\nMCP-Protocol-Version: 2025-06-18\r\n"));
     jrpc_client_destroy(&c);
+    assert_int_equal(atomic_load(&s->requests), 4);   /* no session: nothing to DELETE */
     server_stop(&s);
 }
 

@@ -3,7 +3,8 @@
 # issue 35's load that is not the bottleneck) against the real thing: the
 # broker's /mcp, jrpc-stdio --mcp --sessions, npm server-everything.
 #   - `jrpc --mcp call tools/call` opens a session (the bridge logs its
-#     session_begin: initialize reached it) and prints the tool's answer;
+#     session_begin: initialize reached it), prints the tool's answer and
+#     ends the session at exit (DELETE: session_end reason=deleted);
 #     `jrpc --mcp` with a tcp:// URL is a usage error (exit 2);
 #   - `jrpc-bench --mcp`, 4 connections: 4 sessions begun, every call
 #     answered with its own id (lost 0, errors {}), the window on stderr;
@@ -31,6 +32,8 @@ echo "$out"
 check "jrpc --mcp call tools/call: exit 0" 0 "$rc"
 check "jrpc --mcp: the tool's answer printed" 1 "$(grep -c 'Echo: hello over mcp' <<<"$out")"
 check "jrpc --mcp: a session begun on the bridge (initialize reached it)" 1 "$(sessions)"
+e2e_wait_for "grep -q 'event=session_end .*reason=deleted' '$LOG'" 10
+check "jrpc --mcp: its session ended at exit (DELETE)" 1 "$(grep -c 'event=session_end .*reason=deleted' "$LOG")"
 out=$("$JRPC_BIN/jrpc" --url "$URL" --mcp call ping 2>&1); rc=$?
 check "jrpc --mcp with a tcp:// URL: usage error" 2 "$rc"
 check "jrpc --mcp with a tcp:// URL: says why" 1 "$(grep -c -- '--mcp is for http:// and https://' <<<"$out")"
@@ -42,6 +45,8 @@ check "jrpc --mcp with a tcp:// URL: says why" 1 "$(grep -c -- '--mcp is for htt
 cat "$E2E_TMP/bench.json" "$E2E_TMP/bench.err"
 check "jrpc-bench --mcp: exit 0" 0 "$rc"
 check "jrpc-bench --mcp: 4 more sessions begun" 5 "$(sessions)"
+e2e_wait_for "[ \$(grep -c 'event=session_end .*reason=deleted' '$LOG') -ge 5 ]" 10
+check "jrpc-bench --mcp: the 4 sessions ended at its exit" 5 "$(grep -c 'event=session_end .*reason=deleted' "$LOG")"
 check "jrpc-bench --mcp: the window said on stderr" 1 \
     "$(grep -cE '^jrpc-bench: 4 MCP sessions open; window [0-9]+ [0-9]+ \(Unix ms\)$' "$E2E_TMP/bench.err")"
 calls=$(grep -o '"calls":[0-9]*' "$E2E_TMP/bench.json" | cut -d: -f2)
