@@ -12,19 +12,29 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # run MODE...: one run of the script; MODE is --open or nothing (signed).
 run() {
     local tag=$1; shift
-    local base log zp
-    base=$(e2e_pick_port); zp=$base
+    local base log zp script try
     log=$E2E_TMP/run-local-$tag.log
-    # Job control on around the launch: the script gets a process group of
-    # its own (as a terminal's foreground job does) and SIGINT is not
-    # ignored in it (a background job without job control would ignore it).
-    set -m
-    bash "$ROOT/deploy/run-local.sh" "$@" --no-install --bin "$JRPC_BIN" --dir "$E2E_TMP/dev-$tag" \
-        --zmq-port "$zp" --workers-port $((base + 1)) --http-port $((base + 2)) \
-        --admin-port $((base + 3)) --redis-port $((base + 4)) >"$log" 2>&1 &
-    local script=$!
-    set +m
-    E2E_PIDS+=("$script")
+    # Five ports picked at random: another test may hold one (the script
+    # then says "not ready ... a port taken?" and stops): new ones, again.
+    for try in 1 2 3 4 5; do
+        base=$(e2e_pick_port); zp=$base
+        # Job control on around the launch: the script gets a process group
+        # of its own (as a terminal's foreground job does) and SIGINT is not
+        # ignored in it (a background job without job control would ignore it).
+        set -m
+        bash "$ROOT/deploy/run-local.sh" "$@" --no-install --bin "$JRPC_BIN" --dir "$E2E_TMP/dev-$tag" \
+            --zmq-port "$zp" --workers-port $((base + 1)) --http-port $((base + 2)) \
+            --admin-port $((base + 3)) --redis-port $((base + 4)) >"$log" 2>&1 &
+        script=$!
+        set +m
+        E2E_PIDS+=("$script")
+        e2e_wait_for "grep -q -e '^jrpc: ready' -e '^jrpc: not ready' '$log'" 60
+        grep -q '^jrpc: not ready' "$log" && grep -q -e 'event=bind_failed' -e 'Address already in use' "$log" ||
+            break
+        wait "$script"
+        cp "$log" "$log.try$try"
+        echo "($tag: a port of $base-$((base + 4)) was taken, another try)"
+    done
     check "$tag: the script leads its own process group" "$script" "$(ps -o pgid= -p "$script" | tr -d ' ')"
     e2e_wait_for "grep -q '^jrpc: ready' '$log'" 60
     check "$tag: banner after the readiness check" 1 "$(grep -c '^jrpc: ready: .* with 2 workers' "$log")"
