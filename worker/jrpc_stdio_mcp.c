@@ -245,7 +245,10 @@ void mcp_initialized(child_t *c, const jrpc_child_msg_t *m)
         mcp_answer_init(b, k->wc);
         call_free(k);
     }
-    if (!b->tools_known)
-        tools_ask(c);   /* its tools, for the discovery document (jrpc_stdio_tools.c) */
+    /* Its tools, for the discovery document (jrpc_stdio_tools.c): once, by
+     * the first child up; another child's handshake while that list is
+     * being read changes nothing (the same server: not a list_changed) */
+    if (!b->tools_known && !b->tools_pending)
+        tools_ask(c);
     pump(b);
 }
