@@ -151,6 +151,26 @@ def percentile(sorted_v, q):
     return sorted_v[min(len(sorted_v) - 1, int(q * len(sorted_v)))]
 
 
+def result(a, procs, duration, calls, p50, p99, meter, load_meter, setup_errors, errors):
+    """The JSON a row reads: calls/s, a call's p50 and p99 (µs), the
+    gateway's CPU per call with and without the server children, the load's."""
+    cpu, server_cpu = meter.seconds(), meter.seconds(server_only=True)
+    r = {"peer": a.label, "url": a.url, "clients": a.clients, "load_processes": procs,
+         "duration_s": duration, "calls": calls, "calls_per_s": calls / duration,
+         "latency_us": {"call": {"p50": p50, "p99": p99}},
+         "gateway_cpu_s": round(cpu, 3),
+         "cpu_us_per_call": round(cpu * 1e6 / calls, 1) if calls else None,
+         "server_cpu_s": round(server_cpu, 3),
+         "cpu_us_per_call_without_server":
+             round((cpu - server_cpu) * 1e6 / calls, 1) if calls else None,
+         "load_cpu_s": round(load_meter.seconds(), 3),
+         "cpus": os.cpu_count(),
+         "setup_errors": setup_errors}
+    if errors:
+        r["errors"] = errors
+    return r
+
+
 def bench_load(a, roots):
     """The load as one jrpc-bench --mcp process (see --bench above)."""
     cmd = [a.bench, "--url", a.url, "--mcp", "--batch", "1", "--connections", str(a.clients),
@@ -186,7 +206,6 @@ def bench_load(a, roots):
         sleep_until(window[1], meter, load_meter)
         meter.sample()
         load_meter.sample()
-        cpu, server_cpu = meter.seconds(), meter.seconds(server_only=True)
         try:
             out, rest = load.communicate(timeout=a.timeout_ms / 1000 + 15)
         except subprocess.TimeoutExpired:
@@ -200,21 +219,9 @@ def bench_load(a, roots):
         for k in ("lost", "duplicated", "unexpected", "bad_replies"):
             if b[k]:
                 errors[k] = b[k]
-        r = {"peer": a.label, "url": a.url, "clients": a.clients, "load": "jrpc-bench --mcp",
-             "load_processes": 1, "duration_s": b["duration_s"], "calls": calls,
-             "calls_per_s": b["calls_per_s"],
-             "latency_us": {"call": {"p50": b["latency_us"]["batch"]["p50"],
-                                     "p99": b["latency_us"]["batch"]["p99"]}},
-             "gateway_cpu_s": round(cpu, 3),
-             "cpu_us_per_call": round(cpu * 1e6 / calls, 1) if calls else None,
-             "server_cpu_s": round(server_cpu, 3),
-             "cpu_us_per_call_without_server":
-                 round((cpu - server_cpu) * 1e6 / calls, 1) if calls else None,
-             "load_cpu_s": round(load_meter.seconds(), 3),
-             "cpus": os.cpu_count(),
-             "setup_errors": 0}
-        if errors:
-            r["errors"] = errors
+        r = result(a, 1, b["duration_s"], calls, b["latency_us"]["batch"]["p50"],
+                   b["latency_us"]["batch"]["p99"], meter, load_meter, 0, errors)
+        r["load"] = "jrpc-bench --mcp"
         print(json.dumps(r))
         return 0
     finally:
@@ -302,7 +309,6 @@ def main():
         # The load processes end their sessions only once stdin closes
         # (communicate), after this last reading: a gateway that stops a
         # session's child then does so outside the window.
-        cpu, server_cpu = meter.seconds(), meter.seconds(server_only=True)
         outs = []
         for p in loads:
             try:
@@ -317,19 +323,8 @@ def main():
         for o in outs:
             for key, n in o["errors"].items():
                 errors[key] = errors.get(key, 0) + n
-        r = {"peer": a.label, "url": a.url, "clients": a.clients, "load_processes": procs,
-             "duration_s": a.duration, "calls": calls, "calls_per_s": calls / a.duration,
-             "latency_us": {"call": {"p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99)}},
-             "gateway_cpu_s": round(cpu, 3),
-             "cpu_us_per_call": round(cpu * 1e6 / calls, 1) if calls else None,
-             "server_cpu_s": round(server_cpu, 3),
-             "cpu_us_per_call_without_server":
-                 round((cpu - server_cpu) * 1e6 / calls, 1) if calls else None,
-             "load_cpu_s": round(load_meter.seconds(), 3),
-             "cpus": os.cpu_count(),
-             "setup_errors": sum(o["setup_errors"] for o in outs)}
-        if errors:
-            r["errors"] = errors
+        r = result(a, procs, a.duration, calls, percentile(lat, 0.50), percentile(lat, 0.99), meter,
+                   load_meter, sum(o["setup_errors"] for o in outs), errors)
         if killed:
             per = [c for o in outs for c in o["per_client"]]
             k_at = killed["at_ms"]
