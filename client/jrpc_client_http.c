@@ -171,7 +171,8 @@ static int put_header_line(jrpc_buf_t *b, const char *name, jrpc_span_t value)
 /* Writes the request head into c->head: every field of hdr that is set has
  * an HTTP form (the signing fields are the X-JRPC-* headers of the wire
  * contract). Returns 0, -EINVAL or -ENOMEM with the message set. */
-static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, bool stream)
+static int http_build_head(hconn_t *c, const char *method, const jrpc_header_t *hdr, size_t len,
+                           bool stream)
 {
     static const jrpc_header_t none;
     char line[64];
@@ -189,7 +190,7 @@ static int http_build_head(hconn_t *c, const jrpc_header_t *hdr, size_t len, boo
     }
     jrpc_buf_reset(b);
     snprintf(line, sizeof line, "Content-Length: %zu\r\n", len);
-    if ((rc = jrpc_buf_puts(b, "POST ")) < 0
+    if ((rc = jrpc_buf_puts(b, method)) < 0 || (rc = jrpc_buf_putc(b, ' ')) < 0
         || (rc = jrpc_buf_puts(b, c->url.path)) < 0
         || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
         || (rc = jrpc_buf_puts(b, c->url.authority)) < 0
@@ -641,7 +642,7 @@ static int exchange(hconn_t *c, const jrpc_header_t *hdr, const char *body, size
     /* Built once: a resend below carries the same bytes, and so the same
      * signature and nonce. That is right, since the server never had the
      * whole first copy and so cannot have recorded its nonce. */
-    if ((rc = http_build_head(c, hdr, len, on_answer != NULL)) < 0)
+    if ((rc = http_build_head(c, "POST", hdr, len, on_answer != NULL)) < 0)
         return rc;
     for (int attempt = 0;; attempt++) {
         bool reused = c->fd >= 0;
@@ -818,21 +819,10 @@ static void mcp_end_session(hconn_t *c)
     if (!c->mcp_open || c->mcp_session[0] == '\0')
         return;
     int64_t deadline = jrpc_client_now_ms() + MCP_DELETE_MS;
-    jrpc_buf_t *b = &c->head, r;
+    jrpc_buf_t r;
     jrpc_buf_init(&r);
-    jrpc_buf_reset(b);
-    int rc = 0, status = 0;
-    if ((rc = jrpc_buf_puts(b, "DELETE ")) < 0 || (rc = jrpc_buf_puts(b, c->url.path)) < 0
-        || (rc = jrpc_buf_puts(b, " HTTP/1.1\r\nHost: ")) < 0
-        || (rc = jrpc_buf_puts(b, c->url.authority)) < 0 || (rc = jrpc_buf_puts(b, "\r\n")) < 0
-        || (rc = put_header_line(b, "Mcp-Session-Id",
-                                 (jrpc_span_t){ c->mcp_session, strlen(c->mcp_session) })) < 0
-        || (rc = put_header_line(b, "MCP-Protocol-Version",
-                                 (jrpc_span_t){ c->mcp_version, strlen(c->mcp_version) })) < 0
-        || (c->bearer && ((rc = jrpc_buf_puts(b, "Authorization: Bearer ")) < 0
-                          || (rc = jrpc_buf_puts(b, c->bearer)) < 0
-                          || (rc = jrpc_buf_puts(b, "\r\n")) < 0))
-        || (rc = jrpc_buf_puts(b, "Content-Length: 0\r\n\r\n")) < 0)
+    int status = 0;
+    if (http_build_head(c, "DELETE", NULL, 0, false) < 0)   /* the session's headers with it */
         goto out;
     if (c->fd >= 0 && !http_idle_ok(c))
         http_close_conn(c);
