@@ -138,9 +138,22 @@ check "no replay accepted at any point" 0 "$replays_accepted"
 check "replays refused 409 -32005 before and after the failover" 1 \
     "$(awk -v k="$t_kill" '$4 == "R" && $2 == 409 && $3 == -32005 { if ($1 < k) b = 1; else a = 1 } END { print b && a }' "$TMP/trace")"
 check "the broker found the new master" 1 \
-    "$(grep -c "event=master_found .*master=127.0.0.1:$NEW changed=1" "$TMP/broker.log")"
-check "after the failover: the body accepted before is refused 409 -32005" "409 -32005" \
-    "$(signed "$TMP/b0")"
+    "$(grep -q "event=master_found .*master=127.0.0.1:$NEW changed=1" "$TMP/broker.log" && echo 1)"
+# Under load Sentinel may fail over a second time (a failover that outlives
+# its timeout is started again by another sentinel, promoting the other
+# replica: seen in CI, the broker answered 503 until it found that one).
+# While the broker has no master it fails closed (503 -32006); once it has
+# one the body must be refused: never accepted, whichever replica won.
+b0_after() {
+    local r i
+    for ((i = 0; i < 100; i++)); do
+        r=$(signed "$TMP/b0")
+        [ "$r" = "503 -32006" ] || break
+        sleep 0.1
+    done
+    echo "$r"
+}
+check "after the failover: the body accepted before is refused 409 -32005" "409 -32005" "$(b0_after)"
 
 # The figures: when the 503s were, when the results came back.
 read -r first503 last503 resumed n503 <<<"$(awk -v k="$t_kill" '$4 != "R" {
