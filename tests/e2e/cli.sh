@@ -23,12 +23,7 @@ run() {
     ERR=$(cat "$TMP/err"; printf x); ERR=${ERR%x}
 }
 
-# A TCP port nothing listens on (bound then released).
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' \
-        2>/dev/null || e2e_pick_port
-}
-DEAD_URL="tcp://127.0.0.1:$(free_port)"
+DEAD_URL="tcp://127.0.0.1:$(e2e_free_port)"
 
 # ---- no broker needed ----
 

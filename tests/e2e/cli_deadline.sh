@@ -18,7 +18,7 @@ for url in "$URL" "$HTTP_URL"; do
         '1 {"code":-32003,"message":"Request timeout"}' "$? $out"
 done
 # No broker at all: the CLI waits the deadline and a little more, then says so.
-DEAD=tcp://127.0.0.1:$(e2e_pick_port)
+DEAD=tcp://127.0.0.1:$(e2e_free_port)
 out=$("$JRPC" -u "$DEAD" -t 300 call add '[1,2]' 2>&1)
 check "no broker: exit 2 and what happened" \
     "2 jrpc: timed out after 800 ms waiting for the broker at $DEAD: no answer (is it running and reachable?); the broker was asked to answer within 300 ms" \

@@ -23,8 +23,7 @@ RSS_MB=${FLOOD_RSS_MB:-100}
 # Default bounds; a 2 s deadline so that what a flood left is let go soon.
 start() {
     e2e_start_broker --admin 127.0.0.1:0 --timeout-ms 2000 "$@"
-    ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-        "$E2E_TMP/broker.log" | tail -n 1 | sed 's|.*admin://||')
+    ADMIN=$(e2e_admin_url)
 }
 start
 # One slow worker: one call at a time, 200 ms each.

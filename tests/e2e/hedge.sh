@@ -15,8 +15,8 @@ source "$JRPC_E2E_LIB"
 # only the quick worker and no -32003 at all (it failed so now and then).
 E2E_HTTP=1 e2e_start_broker --hedge on --hedge-budget 10 --hedge-min-ms 20 --hedge-max-ms 200 \
     --timeout-ms 1000 --eject-after 0 --admin 127.0.0.1:0 --access-log off
-ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
-metric() { curl -s --max-time 5 "http://$ADMIN/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+ADMIN=$(e2e_admin_url)
+metric() { curl -s --max-time 5 "$ADMIN/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 e2e_start_worker --slow-percent 4 --slow-ms 1500 --name slow
 e2e_start_worker --name quick
 e2e_wait_workers 2
@@ -41,7 +41,7 @@ won=$(metric jrpc_hedges_won_total)
 echo "calls=$calls -32003=$timeouts hedges=$hedges won=$won"
 check "hedging on: no call of an idempotent method missed its deadline" 0 "$timeouts"
 check "hedges were sent and won" 1 "$(awk -v h="$hedges" -v w="$won" 'BEGIN { print (h > 0 && w > 0) }')"
-served=$(curl -s --max-time 5 "http://$ADMIN/metrics" | awk '$1 ~ /^jrpc_calls_total\{/ { s += $2 } END { print s + 0 }')
+served=$(curl -s --max-time 5 "$ADMIN/metrics" | awk '$1 ~ /^jrpc_calls_total\{/ { s += $2 } END { print s + 0 }')
 check "hedges within the budget (10 % of the calls served, and a burst of 20)" 1 \
     "$(awk -v h="$hedges" -v c="$served" 'BEGIN { print (h <= c * 0.10 + 20) }')"
 # The losers' answers come 1500 ms late: then nothing is in flight, and

@@ -245,7 +245,7 @@ check "cli send over --max-body: JSON-RPC error, id null" yes \
     "$([[ $OUT == '{"jsonrpc":"2.0","error":{"code":'*'"id":null}'$'\n' ]] && echo yes || echo "no: $OUT $ERR")"
 
 # Nothing listens on a port just released.
-DEAD_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+DEAD_PORT=$(e2e_free_port)
 run "$JRPC" --url "http://127.0.0.1:$DEAD_PORT" --timeout-ms 2000 call subtract '[42,23]'
 check "cli refused: exit 2" 2 "$RC"
 check "cli refused: no stdout" "" "$OUT"

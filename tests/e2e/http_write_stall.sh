@@ -19,8 +19,7 @@ e2e_start_broker --write-timeout-ms $WRITE_TO --idle-timeout-ms 600000 \
     --header-timeout-ms 600000 --body-timeout-ms 600000 --admin 127.0.0.1:0
 e2e_start_worker
 e2e_wait_workers 1
-ADMIN=$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 
 python3 - "$HTTP_PORT" "$ADMIN" "$BROKER_PID" > "$E2E_TMP/stall.out" 2>&1 <<'PY'
 import errno, json, socket, struct, sys, time, urllib.request
@@ -32,7 +31,7 @@ OFFER = 300           # requests each one offers (about 60 MB)
 
 
 def metric(name):
-    with urllib.request.urlopen("http://%s/metrics" % ADMIN, timeout=5) as r:
+    with urllib.request.urlopen(ADMIN + "/metrics", timeout=5) as r:
         for line in r.read().decode().splitlines():
             if line.startswith(name + " "):
                 return int(float(line.split()[1]))

@@ -63,6 +63,13 @@ e2e_pick_port() {
     echo $((10000 + (RANDOM * 32768 + RANDOM + $$) % 22000))
 }
 
+# A port the kernel just gave and took back (its ephemeral range, where no
+# test's broker listens): for "nothing listens there", or for a server
+# that cannot be told to bind port 0.
+e2e_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 e2e_broker_up() {
     local want=2
     [ -n "${E2E_HTTP:-}" ] && want=3
@@ -108,6 +115,13 @@ e2e_start_broker() {
         kill -9 "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null
     done
     echo "could not start the broker"; cat "$E2E_TMP/broker.log"; exit 1
+}
+
+# The admin listener's URL, from the broker's log: start it with
+# --admin 127.0.0.1:0 (the kernel's port; a picked one may be another test's).
+e2e_admin_url() {
+    echo "http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
+        "$E2E_TMP/broker.log" | tail -n 1 | sed 's|.*admin://||')"
 }
 
 e2e_restart_broker() {

@@ -135,8 +135,8 @@ check "--max-body applies on /mcp: 413" 413 "$(curl -s --max-time 10 -o /dev/nul
     -H 'Content-Type: application/json' -H "$ACC" --data-binary @"$big" "$MCP")"
 check "/rpc still JSON-RPC's own" 1 \
     "$(curl -sS --max-time 10 -H 'Content-Type: application/json' --data-binary '{"jsonrpc":"2.0","id":7,"method":"ping"}' "$HTTP_URL/rpc" | grep -c '"result":{}')"
-ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
-calls=$(curl -s --max-time 5 "http://$ADMIN/metrics" |
+ADMIN=$(e2e_admin_url)
+calls=$(curl -s --max-time 5 "$ADMIN/metrics" |
     awk '$1 ~ /^jrpc_calls_total\{.*transport="http"/ { s += $2 } END { print s + 0 }')
 check "metrics: the MCP calls count as HTTP calls" 1 "$(awk -v c="$calls" 'BEGIN { print (c >= 13) }')"
 # A child killed: restarted, handshaken again before it takes calls.

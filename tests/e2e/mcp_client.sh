@@ -58,7 +58,7 @@ check "jrpc-bench --mcp: every id back once, no error" 1 \
 check "jrpc-bench --mcp --batch 100: usage error" 2 "$rc"
 "$JRPC_BIN/jrpc-bench" --url "$URL" --mcp --batch 1 --duration 1 >/dev/null 2>&1; rc=$?
 check "jrpc-bench --mcp with a tcp:// URL: usage error" 2 "$rc"
-port=$(e2e_pick_port)
+port=$(e2e_free_port)
 out=$("$JRPC_BIN/jrpc-bench" --url "http://127.0.0.1:$port/mcp" --mcp --batch 1 --connections 2 \
       --duration 1 --timeout-ms 1000 2>&1); rc=$?
 echo "$out"

@@ -26,7 +26,7 @@ MEM=mcp-openrpc-mem-0123456789abcdefghijklmnopqrs
 } > "$E2E_TMP/keys"
 chmod 600 "$E2E_TMP/keys"
 E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --keys "$E2E_TMP/keys" --admin 127.0.0.1:0
-ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 bridge() {   # bridge SERVICE [ENV=V...] -- COMMAND...
     local svc=$1
     shift
@@ -66,7 +66,7 @@ $(grep -c 'event=method_refused reason=mcp_protocol methods=12 ' "$E2E_TMP/broke
 check "a real clash of two services' own methods: one WARN" 1 \
     "$(grep 'level=warn' "$E2E_TMP/broker.log" | grep -c 'event=method_refused reason=service_conflict method=shared_custom')"
 check "refusals still counted (5 x 12 + 1)" 61 \
-    "$(curl -s "http://$ADMIN/metrics" | awk '/^jrpc_methods_refused_total/ {print $2}')"
+    "$(curl -s "$ADMIN/metrics" | awk '/^jrpc_methods_refused_total/ {print $2}')"
 
 doc() { curl -s -H "Authorization: Bearer $1" "$HTTP_URL/openrpc.json"; }
 # facts FILE SERVICE: "tools=N enum=N anyof=N same=true|false NAMES..." of SERVICE.tools/call

@@ -19,7 +19,7 @@ CLIENT="$HERE/mcp_services_client.cjs"
 sdk() { NODE_PATH=$NODE_MODS timeout 120 node "$CLIENT" "$@" 2>&1; }
 
 E2E_HTTP=1 e2e_start_broker --timeout-ms 20000 --admin 127.0.0.1:0
-ADMIN=$(grep -o 'event=listening endpoint=admin://[0-9.:]*' "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 ROOT=$E2E_TMP/fsroot
 mkdir -p "$ROOT"
 echo "hello from the filesystem server" > "$ROOT/note.txt"
@@ -100,7 +100,7 @@ check "SDK: the capabilities it got, the version it asked" \
     "$(echo "$out" | grep '^caps')"
 
 # ---- GET on the MCP path: 405, not counted as an invalid body ----
-invalid() { curl -s --max-time 5 "http://$ADMIN/metrics" | grep '^jrpc_bodies_total{transport="http",outcome="invalid"}' | awk '{print $2}'; }
+invalid() { curl -s --max-time 5 "$ADMIN/metrics" | grep '^jrpc_bodies_total{transport="http",outcome="invalid"}' | awk '{print $2}'; }
 before=$(invalid)
 get=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code} %header{allow}' -H 'Accept: text/event-stream' "$HTTP_URL/mcp/memory")
 check "GET /mcp/memory: 405, Allow: POST" "405 POST" "$get"

@@ -14,8 +14,7 @@ $PY -c 'import websockets' 2>/dev/null || { echo "python3-websockets is not inst
 # ---- the load ----
 start() { # [BROKER ARGS...]
     E2E_HTTP=1 e2e_start_broker --admin 127.0.0.1:0 --timeout-ms 400 --heartbeat-ms 200 "$@"
-    ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-        "$E2E_TMP/broker.log" | tail -n 1 | sed 's|.*admin://||')
+    ADMIN=$(e2e_admin_url)
 }
 scrape() { curl -s "$ADMIN/metrics" > "$E2E_TMP/m"; }
 # val 'name{labels}' -> its value in the last scrape (0 when absent)
@@ -126,8 +125,7 @@ check "access: ZeroMQ says path=zmq" 2 \
 # ---- the bound: --metrics-max-methods 2 ----
 E2E_HTTP=1 e2e_restart_broker --admin 127.0.0.1:0 --timeout-ms 400 --heartbeat-ms 200 \
     --metrics-max-methods 2
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | tail -n 1 | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_wait_for "curl -s $ADMIN/metrics | grep -q '^jrpc_workers_connected 2'" 20 ||
     check "workers back after the restart" 2 0
 # the first READY's first two names have records (subtract, sum); the rest: other

@@ -22,8 +22,7 @@ limited   limited-secret-0123456789   add
 KEYS
 E2E_HTTP=1 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" \
     --admin 127.0.0.1:0 --ready-methods add,echo
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 APORT=${ADMIN##*:}
 
 # get PATH -> "STATUS BODY" (one line per body line)

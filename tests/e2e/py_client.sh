@@ -119,6 +119,6 @@ E2E_HTTP=1 e2e_restart_broker --heartbeat-ms 200 --zmq "$IPC" \
     --tls-cert "$C/server.pem" --tls-key "$C/server.key"
 start_workers
 export HTTPS=https://127.0.0.1:$HTTP_PORT WSS=wss://127.0.0.1:$HTTP_PORT/rpc
-export DOWN=tcp://127.0.0.1:$(( $(e2e_pick_port) ))
+export DOWN=tcp://127.0.0.1:$(e2e_free_port)
 run_checks open
 e2e_finish

@@ -24,8 +24,7 @@ C $SC
 e2e_start_redis
 E2E_HTTP=1 e2e_start_broker --keys "$KF" --redis "redis://127.0.0.1:$RPORT" \
     --admin 127.0.0.1:0
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_start_worker
 e2e_wait_workers 1
 

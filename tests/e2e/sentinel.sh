@@ -24,12 +24,11 @@ done
 
 TMP=$E2E_TMP
 MPASS=m4ster-pass SPASS=s3ntinel-pass NAME=jrpcmaster
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cli() { local port=$1 pass=$2; shift 2; redis-cli -p "$port" --no-auth-warning -a "$pass" "$@" 2>/dev/null; }
 now() { date +%s.%N; }
 
 # ---- Redis: a master and two replicas ------------------------------------
-R=("$(free_port)" "$(free_port)" "$(free_port)")
+R=("$(e2e_free_port)" "$(e2e_free_port)" "$(e2e_free_port)")
 start_redis() {   # INDEX [--replicaof 127.0.0.1 PORT]
     local i=$1; shift
     mkdir -p "$TMP/r$i"
@@ -45,8 +44,8 @@ start_redis 1 --replicaof 127.0.0.1 "${R[0]}"
 start_redis 2 --replicaof 127.0.0.1 "${R[0]}"
 
 # ---- Sentinel ×3: 1 s to call the master down, 3 s failover timeout ------
-S=("$(free_port)" "$(free_port)" "$(free_port)")
-DEAD=$(free_port)   # listed first in the URL; nothing listens there
+S=("$(e2e_free_port)" "$(e2e_free_port)" "$(e2e_free_port)")
+DEAD=$(e2e_free_port)   # listed first in the URL; nothing listens there
 for i in 0 1 2; do
     mkdir -p "$TMP/s$i"
     cat >"$TMP/s$i/sentinel.conf" <<EOF

@@ -18,8 +18,7 @@ printf 'ops bearer-sha256:%s\n' "$(printf %s "$OPS" | sha256sum | cut -d' ' -f1)
 chmod 600 "$E2E_TMP/keys"
 
 E2E_HTTP=1 e2e_start_broker --admin 127.0.0.1:0 --keys "$E2E_TMP/keys" --heartbeat-ms 200
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_start_worker --service billing --name wa --heartbeat-ms 200
 WA=$LAST_PID
 e2e_wait_workers 1

@@ -11,10 +11,9 @@ command -v chromium >/dev/null || { echo "chromium is required (bash deploy/deps
 PY=/usr/bin/python3
 e2e_start_redis
 printf 'demo s3cr3t-s3cr3t-s3cr3t\n' > "$E2E_TMP/keys"
-ADMIN_PORT=$(e2e_pick_port)
 e2e_start_broker --keys "$E2E_TMP/keys" --redis "redis://127.0.0.1:$RPORT" --redis-timeout-ms 3000 \
-    --skew 60 --admin "127.0.0.1:$ADMIN_PORT"
-ADMIN="http://127.0.0.1:$ADMIN_PORT"
+    --skew 60 --admin 127.0.0.1:0
+ADMIN=$(e2e_admin_url)
 e2e_start_worker
 e2e_wait_workers 1
 signed() { "$JRPC" --url "$URL" --key-id demo --secret s3cr3t-s3cr3t-s3cr3t call update '[1]' 2>&1; }

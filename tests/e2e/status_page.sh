@@ -16,9 +16,8 @@ export JRPC_ARTEFACTS=${JRPC_ARTEFACTS:-$E2E_TMP/artefacts}
 rm -f "$JRPC_ARTEFACTS/status_page.png"
 
 export E2E_HTTP=1
-ADMIN_PORT=$(e2e_pick_port)
-e2e_start_broker --admin "127.0.0.1:$ADMIN_PORT" --heartbeat-ms 200
-ADMIN="http://127.0.0.1:$ADMIN_PORT"
+e2e_start_broker --admin 127.0.0.1:0 --heartbeat-ms 200
+ADMIN=$(e2e_admin_url)
 e2e_wait_for "curl -sf $ADMIN/healthz >/dev/null" 10 || { check "admin up" ok down; e2e_finish; }
 e2e_start_worker --name alpha --heartbeat-ms 200
 e2e_start_worker --name beta --heartbeat-ms 200

@@ -5,6 +5,10 @@
  *   wire_peer --broker ENDPOINT [--timeout-ms N] STEP...   binds a ROUTER
  *   wire_peer --worker ENDPOINT [--timeout-ms N] STEP...   connects a DEALER
  *
+ * --bound-file FILE (a broker): once bound, the endpoint bound is written to
+ * FILE (whole, by a rename): bind "tcp://127.0.0.1:*" for a port no other
+ * test holds, and start the worker on what FILE says.
+ *
  * Steps run in order; each step that waits gives up after --timeout-ms
  * (default 5000; exit status 2). HEARTBEATs received are answered with one (so that the
  * other side keeps the session) and otherwise skipped.
@@ -216,9 +220,22 @@ static void answer_last(msgpack_zone *zone)
     send_out();
 }
 
+/* Writes the endpoint the ROUTER bound to PATH, whole: PATH.tmp, renamed. */
+static void write_bound(const char *path)
+{
+    char bound[256], tmp[4096];
+    size_t n = sizeof bound;
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, bound, &n) != 0)
+        fail(zmq_strerror(zmq_errno()));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fprintf(f, "%s\n", bound) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        fail("cannot write the --bound-file");
+}
+
 int main(int argc, char **argv)
 {
-    const char *ep = NULL;
+    const char *ep = NULL, *bound_file = NULL;
     int i = 1;
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
         if (strcmp(argv[i], "--broker") == 0 || strcmp(argv[i], "--worker") == 0) {
@@ -226,12 +243,14 @@ int main(int argc, char **argv)
             ep = argv[i + 1];
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {
             timeout_ms = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--bound-file") == 0) {
+            bound_file = argv[i + 1];
         } else {
             break;
         }
     }
     if (ep == NULL || i >= argc)
-        return fail("usage: wire_peer --broker|--worker ENDPOINT [--timeout-ms N] STEP...");
+        return fail("usage: wire_peer --broker|--worker ENDPOINT [--timeout-ms N] [--bound-file FILE] STEP...");
     setvbuf(stdout, NULL, _IOLBF, 0);
     void *ctx = zmq_ctx_new();
     sock = zmq_socket(ctx, is_broker ? ZMQ_ROUTER : ZMQ_DEALER);
@@ -240,6 +259,8 @@ int main(int argc, char **argv)
     zmq_setsockopt(sock, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
     if ((is_broker ? zmq_bind(sock, ep) : zmq_connect(sock, ep)) != 0)
         return fail(zmq_strerror(zmq_errno()));
+    if (bound_file != NULL)
+        write_bound(bound_file);
     static char buf[MAX_FRAME];
     msgpack_zone zone;
     msgpack_zone_init(&zone, 4096);

@@ -20,9 +20,10 @@ TMP=$E2E_TMP
 PEER=$JRPC_BIN/jrpc-test-wire-peer
 
 # ---- 1. a rogue broker, the real worker ---------------------------------------------
-EP="tcp://127.0.0.1:$(e2e_pick_port)"
+# The peer binds a port the kernel picks (a random one may be another
+# test's) and says which in a file; the worker connects once it is there.
 REQ=930102                                        # [1, 2, ...
-"$PEER" --broker "$EP" --timeout-ms 10000 ready \
+"$PEER" --broker "tcp://127.0.0.1:*" --bound-file "$TMP/rb.ep" --timeout-ms 10000 ready \
     call:7 send:95010701c0c4027b7d send:95010700a178c0 \
     send:${REQ}919408a46563686fc100 \
     send:93020290 send:c1 \
@@ -32,9 +33,11 @@ REQ=930102                                        # [1, 2, ...
     call:11 \
     recv:6 >"$TMP/rogue_broker.out" 2>&1 &
 RB=$!
-"$JRPC_BIN/jrpc-worker" --connect "$EP" >"$TMP/worker-rb.log" 2>&1 &
+E2E_PIDS+=("$RB")
+e2e_wait_for "[ -s '$TMP/rb.ep' ]" 10 || { echo "the rogue broker did not bind: $(cat "$TMP/rogue_broker.out")"; exit 1; }
+"$JRPC_BIN/jrpc-worker" --connect "$(cat "$TMP/rb.ep")" >"$TMP/worker-rb.log" 2>&1 &
 WRB=$!
-E2E_PIDS+=("$RB" "$WRB")
+E2E_PIDS+=("$WRB")
 wait "$RB"; rc=$?
 check "rogue broker: the worker answered every REQUEST, one way or another" "0
 ready credit=64

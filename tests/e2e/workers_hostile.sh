@@ -25,10 +25,6 @@ PYPROM=python3; [ -x /usr/bin/python3 ] && PYPROM=/usr/bin/python3
 $PYPROM -c 'import prometheus_client' 2>/dev/null ||
     { echo "python3-prometheus-client is not installed (deploy/deps.sh)"; exit 1; }
 
-admin_url() {
-    echo "http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-        "$E2E_TMP/broker.log" | tail -n 1 | sed 's|.*admin://||')"
-}
 scrape() { curl -s "$ADMIN/metrics" > "$E2E_TMP/m"; }
 val() { awk -v k="$1" '$1 == k { v = $2 } END { print v == "" ? 0 : v }' "$E2E_TMP/m"; }
 call() { # METHOD PARAMS -> the answer body
@@ -47,7 +43,7 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$BROKER_PID/status"; }
 # ---- High 1: a READY with 100,000 names, defaults (cap 1024) ----
 export E2E_HTTP=1
 e2e_start_broker --admin 127.0.0.1:0
-ADMIN=$(admin_url)
+ADMIN=$(e2e_admin_url)
 e2e_start_worker --name honest --credit 8
 e2e_wait_workers 1
 scrape
@@ -102,7 +98,7 @@ check "... and back to the honest worker's once the rogue is gone" "$BASE" "$(va
 
 # ---- High 1: READY handling is linear: 200,000 names taken at once ----
 e2e_restart_broker --admin 127.0.0.1:0 --max-worker-methods 300000 --max-methods 400000
-ADMIN=$(admin_url)
+ADMIN=$(e2e_admin_url)
 e2e_wait_for "[ \"\$(grep -c 'event=worker_ready' \"$E2E_TMP/broker.log\")\" -ge 1 ]" 15
 rogue --methods 200000 --credit 1 --run-ms 30000
 e2e_wait_for "grep -q 'event=worker_ready .*methods=200000 ' \"$E2E_TMP/broker.log\"" 60
@@ -123,7 +119,7 @@ stop_rogue
 # ---- High 4: credit 2^32-1, never answering: capped, then ejected ----
 e2e_restart_broker --admin 127.0.0.1:0 --timeout-ms 800 --eject-after 3 --eject-ms 60000 \
     --max-worker-credit 16
-ADMIN=$(admin_url)
+ADMIN=$(e2e_admin_url)
 e2e_wait_for "[ \"\$(grep -c 'event=worker_ready' \"$E2E_TMP/broker.log\")\" -ge 1 ]" 15
 rogue --method add --credit 4294967295 --name-hex 726f677565 --run-ms 60000
 e2e_wait_for "scrape; grep -q '^jrpc_worker_credit{worker=\"rogue\"}' \"$E2E_TMP/m\"" 15
@@ -146,7 +142,7 @@ stop_rogue
 # loaded machine left 6 bodies more in flight at once: +16.8 MiB, nothing held)
 MALLOC_MMAP_THRESHOLD_=131072 e2e_restart_broker --admin 127.0.0.1:0 --timeout-ms 1500 --eject-after 0 \
     --max-worker-bytes 2097152
-ADMIN=$(admin_url)
+ADMIN=$(e2e_admin_url)
 e2e_wait_for "[ \"\$(grep -c 'event=worker_ready' \"$E2E_TMP/broker.log\")\" -ge 1 ]" 15
 python3 -c "
 import json

@@ -31,8 +31,7 @@ E2E_HTTP=1 e2e_start_broker --max-body 65536 --ws-max-inflight 4 --ws-max-queued
     --ws-ping-ms 1000 --idle-timeout-ms 2000 --admin 127.0.0.1:0 \
     --cors-origin https://app.example,http://localhost:3000
 B1=$BROKER_PID
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$T/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_start_worker --credit 64
 W1=$LAST_PID
 e2e_wait_workers 1

@@ -29,8 +29,7 @@ gone $GONE
 "
 e2e_start_redis
 E2E_HTTP=1 e2e_start_broker --keys "$T/keys" --redis "redis://127.0.0.1:$RPORT" --admin 127.0.0.1:0
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$T/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_start_worker
 e2e_wait_workers 1
 WS=ws://127.0.0.1:$HTTP_PORT/rpc

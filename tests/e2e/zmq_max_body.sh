@@ -10,8 +10,7 @@
 # keeps serving.
 source "$JRPC_E2E_LIB"
 E2E_HTTP=1 e2e_start_broker --max-body 1000 --admin 127.0.0.1:0
-ADMIN=http://$(grep -o 'comp=admin event=listening endpoint=admin://[0-9.]*:[0-9]*' \
-    "$E2E_TMP/broker.log" | sed 's|.*admin://||')
+ADMIN=$(e2e_admin_url)
 e2e_start_worker
 e2e_wait_workers 1
 invalid() { curl -s "$ADMIN/metrics" |
