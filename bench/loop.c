@@ -40,7 +40,10 @@ double loop_sched_next(loop_sched_t *s)
     }
     double sched = s->next;
     s->next += s->interval;
-    if (sched >= s->end)
+    /* Behind schedule past the end (answers slower than the rate: a broker
+     * gone, every batch waiting its timeout): no more batches. Catching up
+     * would send each one missed, a timeout each, long after the run. */
+    if (sched >= s->end || loop_now() >= s->end)
         return -1;
     if (sched > loop_now())
         loop_sleep_until(sched);

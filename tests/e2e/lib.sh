@@ -20,8 +20,11 @@ E2E_FAIL=0
 BROKER_PID=
 JRPC="$JRPC_BIN/jrpc"
 
+# shellcheck source=own.sh
+source "$(dirname "${BASH_SOURCE[0]}")/own.sh"
+
 e2e_cleanup() {
-    for p in "${E2E_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${E2E_PIDS[@]}"; do e2e_own "$p" && kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     if [ "$E2E_FAIL" -gt 0 ] || [ -n "${E2E_KEEP:-}" ]; then
         for f in "$E2E_TMP"/*.log; do

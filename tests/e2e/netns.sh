@@ -21,6 +21,8 @@
 #   run_on HOST CMD...      the same in the foreground
 #   check NAME EXPECTED ACTUAL, wait_for COND [SECONDS], netns_finish
 set -u
+# shellcheck source=own.sh
+source "$(dirname "${BASH_SOURCE[0]}")/own.sh"
 
 netns_start() {
     local name=$1 secs=$2 tool left pid rc
@@ -63,7 +65,7 @@ NS_MADE=()
 
 netns_cleanup() {
     local p ns
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do e2e_own "$p" && kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     for ns in "${NS_MADE[@]}"; do ip netns del "$ns" 2>/dev/null; done
     if [ "$FAIL" -gt 0 ] || [ -n "${E2E_KEEP:-}" ]; then
