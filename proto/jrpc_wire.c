@@ -48,7 +48,8 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     bool has_inst = opts && opts->instance != NULL;
     bool has_svc = opts && opts->service != NULL;
     bool has_sch = opts && opts->schemas != NULL;
-    bool any = has_name || has_idem || has_json || has_svc || has_sch || has_inst;
+    bool has_prb = opts && opts->probes;
+    bool any = has_name || has_idem || has_json || has_svc || has_sch || has_inst || has_prb;
     msgpack_packer pk;
     jrpc_mpack_packer_init(&pk, out);
     PACK(put_head(&pk, any ? 5 : 4, JRPC_WIRE_READY));
@@ -61,7 +62,8 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     if (!any)
         return 0;
     PACK(msgpack_pack_map(&pk, (size_t)has_name + (size_t)has_idem + (size_t)has_json +
-                                   (size_t)has_svc + (size_t)has_sch + (size_t)has_inst));
+                                   (size_t)has_svc + (size_t)has_sch + (size_t)has_inst +
+                                   (size_t)has_prb));
     if (has_inst) {
         PACK(jrpc_mpack_put_str(&pk, "instance", 8));
         PACK(jrpc_mpack_put_str(&pk, opts->instance, strlen(opts->instance)));
@@ -93,6 +95,10 @@ int jrpc_wire_put_ready_opts(jrpc_buf_t *out, uint32_t credit, const char *const
     if (has_sch) {
         PACK(jrpc_mpack_put_str(&pk, "schemas", 7));
         PACK(jrpc_mpack_put_str(&pk, opts->schemas, strlen(opts->schemas)));
+    }
+    if (has_prb) {
+        PACK(jrpc_mpack_put_str(&pk, "probes", 6));
+        PACK(msgpack_pack_true(&pk));
     }
     return 0;
 nomem:
@@ -381,6 +387,22 @@ void jrpc_wire_put_response_end(jrpc_buf_t *out, uint32_t nanswers)
     put_batch_end(out, JRPC_WIRE_RESPONSE, nanswers);
 }
 
+int jrpc_wire_put_probe(jrpc_buf_t *out, uint64_t probe, jrpc_span_t session, int live)
+{
+    assert(probe >= 1 && session.n > 0 && session_ok(session.p, session.n));
+    size_t len0 = out->len;
+    msgpack_packer pk;
+    jrpc_mpack_packer_init(&pk, out);
+    PACK(put_head(&pk, 5, JRPC_WIRE_PROBE));
+    PACK(msgpack_pack_uint64(&pk, probe));
+    PACK(jrpc_mpack_put_str(&pk, session.p, session.n));
+    PACK(live < 0 ? msgpack_pack_nil(&pk) : live ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
+    return 0;
+nomem:
+    out->len = len0;
+    return -ENOMEM;
+}
+
 int jrpc_wire_put_schemas(jrpc_buf_t *out, const char *schemas, size_t n)
 {
     assert(n <= JRPC_WIRE_SCHEMAS_MAX);
@@ -424,7 +446,7 @@ static int decode_ready_options(const msgpack_object *options, const msgpack_obj
                                 const msgpack_object **json, const msgpack_object **service,
                                 const msgpack_object **schemas, jrpc_wire_msg_t *m)
 {
-    bool seen_name = false;
+    bool seen_name = false, seen_probes = false;
     for (uint32_t i = 0; i < options->via.map.size; i++) {
         const msgpack_object *k = &options->via.map.ptr[i].key;
         const msgpack_object *v = &options->via.map.ptr[i].val;
@@ -455,6 +477,11 @@ static int decode_ready_options(const msgpack_object *options, const msgpack_obj
             if (*schemas != NULL || v->type != MSGPACK_OBJECT_STR)
                 return JRPC_WIRE_EMALFORMED;
             *schemas = v;
+        } else if (jrpc_mpack_str_is(k, "probes")) {
+            if (seen_probes || v->type != MSGPACK_OBJECT_BOOLEAN)
+                return JRPC_WIRE_EMALFORMED;
+            seen_probes = true;
+            m->probes = v->via.boolean;
         }
     }
     return 0;
@@ -550,6 +577,25 @@ static int decode_message(const msgpack_object_array *a, jrpc_wire_msg_t *m)
     return 0;
 }
 
+/* [1, 9, probe, session, live]: probe >= 1, a session (not nil), live nil
+ * or a bool. */
+static int decode_probe(const msgpack_object_array *a, jrpc_wire_msg_t *m)
+{
+    uint64_t probe;
+    if (a->size < 5 || get_uint(&a->ptr[2], UINT64_MAX, &probe) < 0 || probe == 0 ||
+        get_session(&a->ptr[3], &m->session) < 0 || m->session.n == 0)
+        return JRPC_WIRE_EMALFORMED;
+    const msgpack_object *l = &a->ptr[4];
+    if (l->type == MSGPACK_OBJECT_NIL)
+        m->live = -1;
+    else if (l->type == MSGPACK_OBJECT_BOOLEAN)
+        m->live = l->via.boolean;
+    else
+        return JRPC_WIRE_EMALFORMED;
+    m->probe = probe;
+    return 0;
+}
+
 /* [1, 8, schemas]: a str (its JSON is the broker's to check). */
 static int decode_schemas(const msgpack_object_array *a, jrpc_wire_msg_t *m)
 {
@@ -589,7 +635,7 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
     if (a->ptr[0].via.u64 != JRPC_WIRE_VERSION)
         return JRPC_WIRE_EVERSION;
     uint64_t type;
-    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_SCHEMAS, &type) < 0)
+    if (a->size < 2 || get_uint(&a->ptr[1], JRPC_WIRE_PROBE, &type) < 0)
         return JRPC_WIRE_EMALFORMED;
     switch (type) {
     case JRPC_WIRE_READY:
@@ -613,6 +659,9 @@ int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_ms
         break;
     case JRPC_WIRE_SCHEMAS:
         rc = decode_schemas(a, m);
+        break;
+    case JRPC_WIRE_PROBE:
+        rc = decode_probe(a, m);
         break;
     default:
         rc = JRPC_WIRE_EMALFORMED;

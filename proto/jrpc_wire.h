@@ -35,6 +35,8 @@ enum jrpc_wire_type {
                                   session, or the client's response / end of session */
     JRPC_WIRE_SCHEMAS    = 8,  /* worker → broker: its READY "schemas" replaced (the
                                   methods stay as READY declared them) */
+    JRPC_WIRE_PROBE      = 9,  /* broker → worker: does this MCP session exist? worker
+                                  → broker: the answer (PROTOCOL.md 2.8) */
 };
 
 /* MESSAGE bounds (PROTOCOL.md 2.6): a body's bytes, a session id's bytes. */
@@ -80,6 +82,8 @@ typedef struct jrpc_wire_ready_opts {
                                         {"params": [...], "result": {...}}} (PROTOCOL.md
                                         2.1), at most JRPC_WIRE_SCHEMAS_MAX bytes; NULL:
                                         not sent */
+    bool               probes;       /* "probes": true, the worker answers PROBE frames
+                                        (with instance only); false: not sent */
 } jrpc_wire_ready_opts_t;
 
 /* The largest READY "schemas" text a broker reads (bytes); a longer one is
@@ -138,6 +142,12 @@ void jrpc_wire_put_request_end(jrpc_buf_t *out, uint32_t ncalls);
  * body.p == NULL, nil. Returns 0 or -ENOMEM. */
 int jrpc_wire_put_message(jrpc_buf_t *out, jrpc_seq_t seq, jrpc_span_t session, jrpc_span_t body);
 
+/* PROBE [1, 9, probe, session, live] (PROTOCOL.md 2.8): probe >= 1, session
+ * 1..JRPC_WIRE_SESSION_MAX visible ASCII bytes (both asserted); live < 0:
+ * nil (the broker's question), 0: false, > 0: true (the worker's answer).
+ * Returns 0 or -ENOMEM. */
+int jrpc_wire_put_probe(jrpc_buf_t *out, uint64_t probe, jrpc_span_t session, int live);
+
 /* SCHEMAS [1, 8, schemas] (PROTOCOL.md 2.7): JSON text of the READY option's
  * form, at most JRPC_WIRE_SCHEMAS_MAX bytes (asserted), replacing what the
  * worker declared for its methods (a discovery document's facts only).
@@ -188,6 +198,12 @@ typedef struct jrpc_wire_msg {
     /* READY option "instance" */
     bool     has_instance;
     uint64_t instance;
+    /* READY option "probes" (true: the worker answers PROBE frames) */
+    bool     probes;
+    /* PROBE: probe (>= 1), session (below, never nil), live: -1 nil (a
+     * question), 0 false, 1 true */
+    uint64_t probe;
+    int      live;
     /* MESSAGE: spans borrowed from the frame */
     jrpc_seq_t  seq;                    /* the call it belongs to; 0: none */
     jrpc_span_t session;                /* n == 0: nil */
@@ -224,8 +240,9 @@ typedef struct jrpc_wire_answer {       /* one RESPONSE item */
  * fully checked here;
  * MESSAGE (seq, session of 1..JRPC_WIRE_SESSION_MAX visible ASCII bytes or
  * nil, body a bin of at most JRPC_WIRE_MESSAGE_MAX bytes or nil; session and
- * body not both nil) and the READY option "instance" (16 lower-case hex
- * digits) too;
+ * body not both nil), PROBE (probe >= 1, a session as MESSAGE's, live nil
+ * or a bool) and the READY options "instance" (16 lower-case hex digits)
+ * and "probes" (a bool) too;
  * REQUEST and RESPONSE items are checked by the _item functions.
  * Returns 0, JRPC_WIRE_EMALFORMED, JRPC_WIRE_EVERSION or -ENOMEM. */
 int jrpc_wire_decode(const char *buf, size_t n, msgpack_zone *zone, jrpc_wire_msg_t *m);

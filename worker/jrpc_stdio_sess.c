@@ -45,6 +45,7 @@ static int random_bytes(void *p, size_t n)
 }
 
 static void on_client_message(const char *session, const char *json, size_t n, void *arg);
+static bool on_probe(const char *session, void *arg);
 
 /* The instance (random), the table; the worker told it sends MESSAGE frames. */
 int sess_init(bridge_t *b)
@@ -55,7 +56,9 @@ int sess_init(bridge_t *b)
     jrpc_mcp_instance_format(b->instance_v, b->instance);
     if (b->sessions && (b->sess = calloc(b->max_sessions, sizeof *b->sess)) == NULL)
         return -ENOMEM;
-    return jrpc_worker_messages(b->w, b->instance, on_client_message, b);
+    if ((rc = jrpc_worker_messages(b->w, b->instance, on_client_message, b)) < 0)
+        return rc;
+    return jrpc_worker_probes(b->w, on_probe, b);
 }
 
 void sess_dispose(bridge_t *b)
@@ -72,6 +75,15 @@ static sess_t *sess_find(bridge_t *b, const char *id)
         if (b->sess[i].id[0] && strcmp(b->sess[i].id, id) == 0)
             return &b->sess[i];
     return NULL;
+}
+
+/* A broker asks whether a session is ours and alive (PROTOCOL.md 2.8): one
+ * issued here, not ended (DELETE, idle) and its child not replaced since. */
+static bool on_probe(const char *session, void *arg)
+{
+    bridge_t *b = arg;
+    const sess_t *s = sess_find(b, session);
+    return s != NULL && b->children[s->slot].pid == s->pid;
 }
 
 static void sess_end(bridge_t *b, sess_t *s, const char *why, bool tell)

@@ -88,7 +88,8 @@ static int conn_send_ready(conn_t *c)
                                   .name = w->name[0] ? w->name : NULL,
                                   .instance = w->instance[0] ? w->instance : NULL,
                                   .service = w->service[0] ? w->service : NULL,
-                                  .schemas = w->schemas };
+                                  .schemas = w->schemas,
+                                  .probes = w->on_probe != NULL };
     for (size_t i = 0; i < w->nhandlers; i++) {
         names[i] = w->handlers[i].name;
         if (w->handlers[i].flags & JRPC_WORKER_IDEMPOTENT)
@@ -465,6 +466,15 @@ int jrpc_worker_message(jrpc_worker_t *w, const char *session, const char *json,
     return sent;
 }
 
+int jrpc_worker_probes(jrpc_worker_t *w, jrpc_probe_answer_fn fn, void *arg)
+{
+    if (w->instance[0] == '\0')
+        return -EINVAL;
+    w->on_probe = fn;
+    w->on_probe_arg = arg;
+    return 0;
+}
+
 int jrpc_worker_set_schemas(jrpc_worker_t *w, const char *schemas)
 {
     size_t n = schemas ? strlen(schemas) : 0;
@@ -723,6 +733,19 @@ static void handle_frame(conn_t *c, const char *p, size_t n)
             break;
         }
         JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=message_dropped endpoint=%s", c->endpoint);
+        break;
+    case JRPC_WIRE_PROBE:   /* answered at once, on the connection that asked */
+        if (w->on_probe != NULL && m.live < 0) {
+            char sid[JRPC_WIRE_SESSION_MAX + 1];
+            memcpy(sid, m.session.p, m.session.n);
+            sid[m.session.n] = '\0';
+            bool live = w->on_probe(sid, w->on_probe_arg);
+            jrpc_buf_reset(&w->tmp);
+            if (jrpc_wire_put_probe(&w->tmp, m.probe, m.session, live) == 0)
+                (void)conn_send(c, w->tmp.p, w->tmp.len);
+            break;
+        }
+        JRPC_LOG(JRPC_LOG_DEBUG, "worker", "event=probe_dropped endpoint=%s", c->endpoint);
         break;
     default:
         JRPC_LOG(JRPC_LOG_WARN, "worker", "event=frame_dropped endpoint=%s type=%d err=\"unexpected\"",

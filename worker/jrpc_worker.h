@@ -219,6 +219,17 @@ typedef void (*jrpc_message_fn)(const char *session, const char *json, size_t n,
  * before jrpc_worker_connect(). Returns 0 or -EINVAL (instance malformed). */
 int jrpc_worker_messages(jrpc_worker_t *w, const char *instance, jrpc_message_fn fn, void *arg);
 
+/* Whether session exists at this worker (PROTOCOL.md 2.8): a broker asks
+ * before it opens a GET stream or sends a DELETE. session is borrowed for
+ * the call. */
+typedef bool (*jrpc_probe_answer_fn)(const char *session, void *arg);
+
+/* Makes a worker of jrpc_worker_messages() one that answers brokers'
+ * PROBE frames (READY "probes": true), each at once with fn's verdict. Call
+ * before jrpc_worker_connect(). Returns 0, or -EINVAL when
+ * jrpc_worker_messages() was not called first. */
+int jrpc_worker_probes(jrpc_worker_t *w, jrpc_probe_answer_fn fn, void *arg);
+
 /* Whether the broker takes MESSAGE frames for this call (it sent the
  * call's 6th element): only then may jrpc_wcall_message() be used. */
 bool jrpc_wcall_messages(const jrpc_wcall_t *c);

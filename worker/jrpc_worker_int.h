@@ -143,6 +143,9 @@ struct jrpc_worker {
     char         instance[JRPC_MCP_INSTANCE_LEN + 1]; /* READY "instance"; empty: not sent */
     jrpc_message_fn on_message; /* MESSAGE frames from brokers; NULL: dropped */
     void        *on_message_arg;
+    jrpc_probe_answer_fn on_probe; /* PROBE frames from brokers; NULL: READY says
+                                      nothing of them, and they are dropped */
+    void        *on_probe_arg;
 };
 
 static inline const handler_t *find_handler(const jrpc_worker_t *w, jrpc_span_t method)

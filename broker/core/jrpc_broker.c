@@ -414,8 +414,10 @@ jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts)
     jrpc_buf_init(&b->one);
     b->arenas.max = 32;   /* 512 KiB of 16 KiB chunks at most */
     b->workers = jrpc_workers_new(loop, &opts->workers, on_done, b);
-    if (b->workers)
+    if (b->workers) {
         jrpc_workers_on_message(b->workers, on_worker_msg, b);
+        jrpc_workers_on_probe(b->workers, on_worker_probe, b);
+    }
     b->signer = b->workers ? jrpc_signer_new() : NULL;
     if (b->signer == NULL) {
         jrpc_workers_destroy(&b->workers);

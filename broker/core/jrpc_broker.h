@@ -155,12 +155,20 @@ void jrpc_broker_on_session_message(jrpc_broker_t *b, jrpc_mcp_msg_fn fn, void *
  * a sending error. Never blocks. */
 int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json);
 
-/* Whether session may name a live MCP session, decided here without a
- * round trip: it is a bridge's id (jrpc_mcp_sid.h) and the bridge instance
- * it names is connected to this broker. false: no such session (a GET
- * stream's 404). A session a live bridge has ended or never issued with
- * that instance still passes (docs/MCP.md "Sessions"). Never blocks. */
-bool jrpc_broker_mcp_session_live(const jrpc_broker_t *b, jrpc_span_t session);
+/* Whether a session exists, asked of the worker that issued it (PROTOCOL.md
+ * 2.8): the answer to probe (a number jrpc_broker_mcp_probe gave) comes to
+ * fn(ctx, probe, session, live), session borrowed for the call, which must
+ * not call back into the broker. NULL: answers dropped. */
+typedef void (*jrpc_mcp_probe_fn)(void *ctx, uint64_t probe, jrpc_span_t session, bool live);
+void jrpc_broker_on_session_probe(jrpc_broker_t *b, jrpc_mcp_probe_fn fn, void *ctx);
+
+/* Asks the worker session's id names whether that session exists there
+ * (a GET stream's or a DELETE's 404 for one it ended or never issued).
+ * Returns 0 with *probe set (the answer comes to the fn above, or never: a
+ * caller bounds the wait), -ESRCH (no such session: not a bridge's id, or
+ * no connected worker has its instance), -ENOTSUP (that worker answers no
+ * probes: a worker that predates them), or a sending error. Never blocks. */
+int jrpc_broker_mcp_probe(jrpc_broker_t *b, jrpc_span_t session, uint64_t *probe);
 
 /* Creates the broker and binds its worker socket. NULL on failure (logged). */
 jrpc_broker_t *jrpc_broker_new(uv_loop_t *loop, const jrpc_broker_opts_t *opts);

@@ -177,6 +177,9 @@ struct jrpc_broker {
     peerq_t          *peers[PEER_BUCKETS]; /* the addresses among them */
     jrpc_mcp_msg_fn   on_session;  /* a session's messages that belong to no call */
     void             *on_session_arg;
+    jrpc_mcp_probe_fn on_probe;    /* the workers' answers to jrpc_broker_mcp_probe */
+    void             *on_probe_arg;
+    uint64_t          probes;      /* the last probe number given */
 };
 
 /* A small body's block kept for the next one (batch_free): poisoned under
@@ -247,6 +250,7 @@ void wait_del(jrpc_broker_t *b, bbatch_t *x);
 
 /* jrpc_mcp.c */
 void on_worker_msg(void *owner, uint32_t i, jrpc_span_t session, jrpc_span_t body, void *arg);
+void on_worker_probe(uint64_t probe, jrpc_span_t session, bool live, void *arg);
 
 /* jrpc_queued.c */
 peerq_t *peer_ref(jrpc_broker_t *b, jrpc_span_t peer);

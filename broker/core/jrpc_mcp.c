@@ -69,9 +69,28 @@ int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json
     return jrpc_workers_message(b->workers, instance, session, json);
 }
 
-bool jrpc_broker_mcp_session_live(const jrpc_broker_t *b, jrpc_span_t session)
+/* jrpc_probe_fn of the workers. */
+void on_worker_probe(uint64_t probe, jrpc_span_t session, bool live, void *arg)
+{
+    jrpc_broker_t *b = arg;
+    if (b->on_probe)
+        b->on_probe(b->on_probe_arg, probe, session, live);
+}
+
+void jrpc_broker_on_session_probe(jrpc_broker_t *b, jrpc_mcp_probe_fn fn, void *ctx)
+{
+    b->on_probe = fn;
+    b->on_probe_arg = ctx;
+}
+
+int jrpc_broker_mcp_probe(jrpc_broker_t *b, jrpc_span_t session, uint64_t *probe)
 {
     jrpc_mcp_sid_t sid;
-    return session.n > 0 && jrpc_mcp_sid_parse(session.p, session.n, &sid) == 0 &&
-           jrpc_workers_has_instance(b->workers, sid.instance);
+    if (session.n == 0 || jrpc_mcp_sid_parse(session.p, session.n, &sid) < 0)
+        return -ESRCH;
+    uint64_t id = b->probes + 1;
+    int rc = jrpc_workers_probe(b->workers, sid.instance, id, session);
+    if (rc == 0)
+        *probe = b->probes = id;
+    return rc;
 }

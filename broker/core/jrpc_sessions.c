@@ -460,6 +460,7 @@ void on_ready(jrpc_workers_t *w, const peer_t *from, const jrpc_wire_msg_t *m)
     }
     worker_name(wk, jrpc_mpack_map_get(m->options, "name"));
     wk->has_instance = m->has_instance;
+    wk->probes = m->has_instance && m->probes;
     wk->instance = m->instance;
     if (from->ip)
         snprintf(wk->host, sizeof wk->host, "%s", from->ip);

@@ -310,6 +310,21 @@ static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_m
         w->on_msg(NULL, 0, m->session, m->body, w->on_msg_arg);
 }
 
+/* A PROBE from wk: an answer (live not nil) about a session of its own
+ * instance, from a worker that said it answers them; else dropped. */
+static void on_worker_probe(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
+{
+    jrpc_mcp_sid_t sid;
+    if (w->on_probe == NULL || !wk->probes || m->live < 0 ||
+        jrpc_mcp_sid_parse(m->session.p, m->session.n, &sid) < 0 || sid.instance != wk->instance) {
+        w->msgs_dropped++;
+        JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=probe_dropped worker=%s probe=%llu", wk->name,
+                 (unsigned long long)m->probe);
+        return;
+    }
+    w->on_probe(m->probe, m->session, m->live > 0, w->on_probe_arg);
+}
+
 static void on_stranger(jrpc_workers_t *w, const peer_t *from, int type, uint32_t nitems)
 {
     if (type == JRPC_WIRE_RESPONSE)
@@ -382,6 +397,9 @@ static void on_message(jrpc_workers_t *w, const peer_t *from, const char *p, siz
         break;
     case JRPC_WIRE_SCHEMAS:
         on_schemas(w, wk, &m);
+        break;
+    case JRPC_WIRE_PROBE:
+        on_worker_probe(w, wk, &m);
         break;
     default: /* REQUEST is not for us (a RESPONSE never gets here) */
         w->malformed++;
@@ -672,32 +690,55 @@ int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t
     return 0;
 }
 
+/* The connected worker whose READY "instance" is instance; NULL: none. */
+static worker_t *instance_worker(jrpc_workers_t *w, uint64_t instance)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->has_instance && wk->instance == instance)
+            return wk;
+    return NULL;
+}
+
+/* Sends b's bytes to wk and disposes of b; rc: what building them returned. */
+static int send_built(jrpc_workers_t *w, worker_t *wk, jrpc_buf_t *b, int rc)
+{
+    if (rc == 0) {
+        peer_t to = worker_peer(wk);
+        rc = send_to(w, &to, b->p, b->len);
+    }
+    jrpc_buf_dispose(b);
+    return rc;
+}
+
 int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t session,
                          jrpc_span_t body)
 {
-    for (worker_t *wk = w->workers; wk; wk = wk->next) {
-        if (wk->dead || !wk->has_instance || wk->instance != instance)
-            continue;
-        jrpc_buf_t b;
-        jrpc_buf_init(&b);
-        int rc = jrpc_wire_put_message(&b, 0, session, body);
-        if (rc == 0) {
-            peer_t to = worker_peer(wk);
-            rc = send_to(w, &to, b.p, b.len);
-        }
-        jrpc_buf_dispose(&b);
-        return rc;
-    }
-    return -ESRCH;
+    worker_t *wk = instance_worker(w, instance);
+    if (wk == NULL)
+        return -ESRCH;
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    return send_built(w, wk, &b, jrpc_wire_put_message(&b, 0, session, body));
 }
 
-bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance)
+int jrpc_workers_probe(jrpc_workers_t *w, uint64_t instance, uint64_t probe, jrpc_span_t session)
 {
-    for (const worker_t *wk = w->workers; wk; wk = wk->next)
-        if (!wk->dead && wk->has_instance && wk->instance == instance)
-            return true;
-    return false;
+    worker_t *wk = instance_worker(w, instance);
+    if (wk == NULL)
+        return -ESRCH;
+    if (!wk->probes)
+        return -ENOTSUP;
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    return send_built(w, wk, &b, jrpc_wire_put_probe(&b, probe, session, -1));
 }
+
+void jrpc_workers_on_probe(jrpc_workers_t *w, jrpc_probe_fn fn, void *arg)
+{
+    w->on_probe = fn;
+    w->on_probe_arg = arg;
+}
+
 
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
 {

@@ -179,9 +179,20 @@ int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t
 int jrpc_workers_message(jrpc_workers_t *w, uint64_t instance, jrpc_span_t session,
                          jrpc_span_t body);
 
-/* Whether a connected worker's READY "instance" is instance. Linear in
- * the workers; never blocks. */
-bool jrpc_workers_has_instance(const jrpc_workers_t *w, uint64_t instance);
+/* A worker's answer to a PROBE (PROTOCOL.md 2.8): whether session, one of
+ * the answering worker's own (its instance), exists there. session borrows
+ * from the frame. */
+typedef void (*jrpc_probe_fn)(uint64_t probe, jrpc_span_t session, bool live, void *arg);
+
+/* Sets the receiver of PROBE answers (NULL: they are dropped, counted). */
+void jrpc_workers_on_probe(jrpc_workers_t *w, jrpc_probe_fn fn, void *arg);
+
+/* Sends the question PROBE [probe, session, nil] to the connected worker
+ * whose READY "instance" is instance. Returns 0, -ESRCH (no such worker),
+ * -ENOTSUP (it answers no PROBE: its READY had no "probes"), or a sending
+ * error. */
+int jrpc_workers_probe(jrpc_workers_t *w, uint64_t instance, uint64_t probe, jrpc_span_t session);
+
 
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)

@@ -150,6 +150,7 @@ struct worker {
     bool        json_v;
     uint32_t    nmethods;
     bool        has_instance; /* READY "instance": it sends MESSAGE frames */
+    bool        probes;     /* READY "probes" (with "instance"): it answers PROBE frames */
     uint64_t    instance;   /* names its MCP sessions (jrpc_mcp_sid.h) */
     uint32_t    flushes;    /* REQUESTs handed to ZeroMQ successfully */
     jrpc_buf_t  out;        /* REQUEST being built for the next flush */
@@ -171,7 +172,9 @@ struct jrpc_workers {
     void           *done_arg;
     jrpc_msg_fn     on_msg;        /* MESSAGE frames; NULL: dropped */
     void           *on_msg_arg;
-    uint64_t        msgs_dropped;  /* MESSAGE frames nobody took */
+    uint64_t        msgs_dropped;  /* MESSAGE and PROBE frames nobody took */
+    jrpc_probe_fn   on_probe;      /* PROBE answers; NULL: dropped */
+    void           *on_probe_arg;
     uint64_t        done_queue_ns;  /* the call being answered (a worker's answer): its time */
     uint64_t        done_worker_ns; /* ... in its method's queue, and at its worker (ns) */
     worker_t       *workers;       /* list of connected workers */

@@ -45,8 +45,9 @@ req_t *rec_new(conn_t *c)
     r->state = R_PARSING;
     r->close = r->ka10 = r->cont = r->borrowed = r->hdr_built = r->preflight = false;
     r->mcp = false;   /* headers_done says */
-    r->sse_ok = r->switched = r->gstream = false;
+    r->sse_ok = r->switched = r->gstream = r->probe_del = false;
     r->gnext = NULL;
+    r->probe = 0;
     r->sid_len = 0;
     r->cors = c->cors;
     r->stream = S_NONE;
@@ -949,8 +950,10 @@ jrpc_front_http_t *jrpc_front_http_new(uv_loop_t *loop, jrpc_broker_t *broker,
         return NULL; /* freed by the close callback */
     }
     jrpc_listen_log(&f->listener, COMP, opts->tls ? "https" : "http");
-    if (f->opts.mcp_path != NULL)   /* the sessions' GET streams are here */
+    if (f->opts.mcp_path != NULL) {   /* the sessions' GET streams are here */
         jrpc_broker_on_session_message(broker, mcp_on_session, f);
+        jrpc_broker_on_session_probe(broker, mcp_on_probe, f);
+    }
     return f;
 }
 
@@ -1029,8 +1032,10 @@ void jrpc_front_http_destroy(jrpc_front_http_t **self_p)
     if (f == NULL)
         return;
     *self_p = NULL;
-    if (f->opts.mcp_path != NULL)
+    if (f->opts.mcp_path != NULL) {
         jrpc_broker_on_session_message(f->broker, NULL, NULL);
+        jrpc_broker_on_session_probe(f->broker, NULL, NULL);
+    }
     jrpc_front_http_pause(f);
     f->destroying = true;
     front_maybe_free(f); /* or by the last close callback */

@@ -102,8 +102,12 @@ typedef struct req {
                                  message before the answer makes it a stream */
     bool         switched;    /* MCP: made a stream by such a message (not streamed at
                                  submit): the reply is its last event */
-    bool         gstream;     /* MCP: a session's GET stream (docs/MCP.md) */
+    bool         gstream;     /* MCP: a session's GET stream (docs/MCP.md), or a GET or
+                                 DELETE waiting for its probe's answer */
+    bool         probe_del;   /* ... that probe is a DELETE's */
     struct req  *gnext;       /* ... the front's list of them */
+    uint64_t     probe;       /* MCP: the probe it waits for (PROTOCOL.md 2.8); 0: none */
+    uint64_t     probe_at;    /* ... until this uv_now() */
     uint8_t      sid_len;     /* MCP: the Mcp-Session-Id its answer carries (0: none), */
     char         sid[JRPC_MCP_SID_LEN + 1]; /* ... or that its GET stream is of */
     jrpc_buf_t   s_out;       /* streamed: bytes queued, not yet handed to a write */
@@ -206,7 +210,9 @@ struct jrpc_front_http {
     conn_t         *dirty;      /* connections with streamed bytes to write */
     uv_timer_t      ping;       /* ": ping" on SSE streams every opts.stream_ping_ms */
     uint32_t        nstreams;   /* streamed answers begun and not ended */
-    req_t          *gstreams;   /* MCP sessions' GET streams open here */
+    req_t          *gstreams;   /* MCP sessions' GET streams open here, and GETs and
+                                   DELETEs waiting for a probe's answer */
+    uint32_t        nprobes;    /* ... of which these wait */
     char            rbuf[READ_BUF];
     char           *pbuf;       /* TLS: plaintext of one read's records (READ_BUF; NULL: no TLS) */
 };
@@ -235,6 +241,7 @@ void   plain_in(conn_t *c, const char *p, size_t n);
 void   tq_remove(conn_t *c, enum tslot s);
 void   arm(conn_t *c, enum tmode mode);
 void   disarm_read(conn_t *c);
+void   tick_by(jrpc_front_http_t *f, uint64_t at);
 
 /* jrpc_front_head.c */
 bool   content_type_ok(const char *p, size_t n);
@@ -279,6 +286,8 @@ void   mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h);
 void   mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h);
 void   mcp_gstream_drop(jrpc_front_http_t *f, req_t *r);
 void   mcp_on_session(void *arg, jrpc_span_t session, jrpc_span_t json);
+void   mcp_on_probe(void *ctx, uint64_t probe, jrpc_span_t session, bool live);
+uint64_t mcp_probes_expire(jrpc_front_http_t *f, uint64_t now);
 const char *mcp_sid_line(const req_t *r, const char *base, char *buf, size_t cap);
 
 /* jrpc_front_upgrade.c */

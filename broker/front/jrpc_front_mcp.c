@@ -243,11 +243,16 @@ void mcp_on_message(void *ctx, jrpc_span_t session, jrpc_span_t json)
     gevent(r, json);
 }
 
-/* DELETE with Mcp-Session-Id: the session's worker told (204), or 404 when
- * no connected worker has it. The client's body, if any, is skipped. */
-void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
+/* ---- GET and DELETE of a session: the bridge asked first ---------------- */
+
+/* How long a GET or DELETE waits for the answer to its probe (PROTOCOL.md
+ * 2.8) before it is answered 503: a bridge answers at once, from memory. */
+#define PROBE_MS 2000
+
+/* DELETE: the session's worker told (204), or 404 when no connected worker
+ * has it, 503 when it could not be told. */
+static void delete_send(conn_t *c, req_t *r, jrpc_span_t sid)
 {
-    jrpc_span_t sid = mcp_session_of(h);
     int rc = jrpc_broker_mcp_send(c->front->broker, sid, (jrpc_span_t){ NULL, 0 });
     /* the id's first 21 bytes (instance and child), never its secret */
     JRPC_LOG(JRPC_LOG_INFO, COMP, "event=mcp_session_delete session=%.*s ok=%d",
@@ -259,36 +264,143 @@ void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
     } else {
         rec_error(c, r, rc == -ESRCH ? 404 : 503, JRPC_SESSION_UNKNOWN,
                   rc == -ESRCH ? "no such session" : "the session's worker is unreachable");
-        r->state = R_PARSING;   /* ready once the body is skipped */
     }
-    c->discard = true;
 }
 
-/* GET with Mcp-Session-Id: the session's stream, open until the client or
- * the session ends; the servers' messages outside calls come on it. 404
- * (MCP: a session that does not exist) when the id names no bridge
- * connected here (jrpc_broker_mcp_session_live). */
-void mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h)
+/* GET: r becomes the session's stream, open until the client or the
+ * session ends; the servers' messages outside calls come on it. */
+static void gstream_open(conn_t *c, req_t *r)
 {
     jrpc_front_http_t *f = c->front;
-    jrpc_span_t sid = mcp_session_of(h);
-    c->discard = true;
-    if (sid.n > JRPC_MCP_SID_LEN || !jrpc_broker_mcp_session_live(f->broker, sid)) {
-        rec_error(c, r, 404, JRPC_SESSION_UNKNOWN, "no such session");
-        r->state = R_PARSING;
-        return;
-    }
-    memcpy(r->sid, sid.p, sid.n);
-    r->sid[sid.n] = '\0';
-    r->sid_len = (uint8_t)sid.n;
-    r->state = R_SUBMITTED;   /* never R_READY: it ends with the session or the connection */
     r->stream = S_MCP;
-    r->gstream = true;
-    r->gnext = f->gstreams;
-    f->gstreams = r;
+    if (!r->gstream) {
+        r->gstream = true;
+        r->gnext = f->gstreams;
+        f->gstreams = r;
+    }
     if (stream_begin(c, r) < 0)
         c->broken = true;
     mark_dirty(c);
+}
+
+/* A GET or DELETE (del) of session sid: the worker that issued it is asked
+ * whether it still has it (jrpc_broker_mcp_probe), r waits on the front's
+ * list for the answer (mcp_on_probe) or PROBE_MS (mcp_probes_expire).
+ * A worker that answers no probes (one that predates them): as before, a
+ * GET opens its stream and a DELETE is sent, on the instance alone. */
+static void probe_start(conn_t *c, req_t *r, jrpc_span_t sid, bool del)
+{
+    jrpc_front_http_t *f = c->front;
+    c->discard = true;   /* the client's body, if any, is skipped */
+    r->state = R_SUBMITTED;   /* answered from here, never from the skipped body */
+    uint64_t id = 0;
+    int rc = -ESRCH;   /* longer than a bridge's ids: no bridge issued it */
+    if (sid.n <= JRPC_MCP_SID_LEN) {
+        memcpy(r->sid, sid.p, sid.n);
+        r->sid[sid.n] = '\0';
+        r->sid_len = (uint8_t)sid.n;
+        rc = jrpc_broker_mcp_probe(f->broker, sid, &id);
+    }
+    JRPC_LOG(JRPC_LOG_DEBUG, COMP, "event=mcp_probe session=%.*s probe=%llu del=%d rc=%d",
+             (int)(sid.n < 21 ? sid.n : 21), sid.p, (unsigned long long)id, del, rc);
+    if (rc == 0) {
+        r->probe = id;
+        r->probe_del = del;
+        r->probe_at = uv_now(f->loop) + PROBE_MS;
+        r->gstream = true;
+        r->gnext = f->gstreams;
+        f->gstreams = r;
+        f->nprobes++;
+        tick_by(f, r->probe_at);
+        return;
+    }
+    if (rc == -ENOTSUP && !del) {
+        gstream_open(c, r);
+        return;
+    }
+    r->sid_len = 0;   /* the answer carries no Mcp-Session-Id */
+    if (rc == -ENOTSUP)
+        delete_send(c, r, sid);
+    else
+        rec_error(c, r, rc == -ESRCH ? 404 : 503, JRPC_SESSION_UNKNOWN,
+                  rc == -ESRCH ? "no such session" : "the session's worker is unreachable");
+    r->state = R_READY;
+    flush(c);
+}
+
+/* r's probe is answered: live 1 (the session exists), 0 (it does not: 404),
+ * -1 (no answer in PROBE_MS: 503). A GET of a live session opens its
+ * stream; a DELETE of one is sent to the worker. */
+static void probe_done(jrpc_front_http_t *f, req_t *r, int live)
+{
+    conn_t *c = r->conn;
+    jrpc_span_t sid = { r->sid, r->sid_len };
+    if (live > 0 && !r->probe_del) {
+        r->probe = 0;
+        f->nprobes--;
+        gstream_open(c, r);
+        return;
+    }
+    mcp_gstream_drop(f, r);
+    char id[JRPC_MCP_SID_LEN + 1];
+    memcpy(id, r->sid, r->sid_len);
+    sid.p = id;
+    r->sid_len = 0;
+    if (live > 0)
+        delete_send(c, r, sid);
+    else
+        rec_error(c, r, live == 0 ? 404 : 503, JRPC_SESSION_UNKNOWN,
+                  live == 0 ? "no such session" : "the session's worker did not answer in time");
+    r->state = R_READY;
+    flush(c);
+}
+
+/* jrpc_mcp_probe_fn of the broker: the request waiting for probe, if it
+ * is still here (its connection may have closed) and names that session. */
+void mcp_on_probe(void *ctx, uint64_t probe, jrpc_span_t session, bool live)
+{
+    jrpc_front_http_t *f = ctx;
+    for (req_t *r = f->gstreams; r != NULL; r = r->gnext)
+        if (r->probe == probe) {
+            if (r->sid_len == session.n && memcmp(r->sid, session.p, session.n) == 0)
+                probe_done(f, r, live);
+            return;
+        }
+}
+
+/* Answers 503 the requests whose probe had no answer by now; returns the
+ * earliest deadline of those still waiting (0: none). */
+uint64_t mcp_probes_expire(jrpc_front_http_t *f, uint64_t now)
+{
+    uint64_t next = 0;
+    for (req_t *r = f->gstreams, *after; r != NULL; r = after) {
+        after = r->gnext;
+        if (r->probe == 0)
+            continue;
+        if (r->probe_at <= now)
+            probe_done(f, r, -1);
+        else if (next == 0 || r->probe_at < next)
+            next = r->probe_at;
+    }
+    return next;
+}
+
+/* DELETE with Mcp-Session-Id: 204 once the session's worker has it and is
+ * told; 404 when it has not (ended, never issued) or no connected worker
+ * has its instance. The client's body, if any, is skipped. */
+void mcp_delete(conn_t *c, req_t *r, const jrpc_http_head_t *h)
+{
+    r->close = !h->keep_alive;
+    probe_start(c, r, mcp_session_of(h), true);
+}
+
+/* GET with Mcp-Session-Id: the session's stream, once its worker says it
+ * has the session; 404 (MCP: a session that does not exist) when it has
+ * not, or when the id names no worker connected here. */
+void mcp_get(conn_t *c, req_t *r, const jrpc_http_head_t *h)
+{
+    r->close = !h->keep_alive;
+    probe_start(c, r, mcp_session_of(h), false);
 }
 
 /* r leaves the front's list of GET streams (its record is freed). */
@@ -300,6 +412,10 @@ void mcp_gstream_drop(jrpc_front_http_t *f, req_t *r)
             break;
         }
     r->gstream = false;
+    if (r->probe) {
+        r->probe = 0;
+        f->nprobes--;
+    }
 }
 
 /* jrpc_mcp_msg_fn of the broker for messages of a session outside any
@@ -312,6 +428,11 @@ void mcp_on_session(void *arg, jrpc_span_t session, jrpc_span_t json)
         next = r->gnext;
         if (r->sid_len != session.n || memcmp(r->sid, session.p, session.n) != 0 || r->s_ended)
             continue;
+        if (r->probe) {   /* not open yet: an end is the probe's answer, a message is lost */
+            if (json.p == NULL)
+                probe_done(f, r, 0);
+            continue;
+        }
         if (json.p != NULL) {
             gevent(r, json);
             continue;

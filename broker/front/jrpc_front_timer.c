@@ -84,8 +84,13 @@ void arm(conn_t *c, enum tmode mode)
     else
         f->tq[mode].head = c;
     f->tq[mode].tail = c;
-    if (f->tick_at == 0 || l->deadline < f->tick_at)
-        tick_arm(f, l->deadline);
+    tick_by(f, l->deadline);
+}
+
+void tick_by(jrpc_front_http_t *f, uint64_t at)
+{
+    if (f->tick_at == 0 || at < f->tick_at)
+        tick_arm(f, at);
 }
 
 /* Stops the reading side's deadline (the write deadline is on its own). */
@@ -156,7 +161,7 @@ static void on_tick(uv_timer_t *t)
             expire(c, (enum tmode)m);
         }
     }
-    uint64_t next = 0;
+    uint64_t next = f->nprobes ? mcp_probes_expire(f, now) : 0;
     for (int m = T_NONE + 1; m < T_NMODES; m++) {
         const conn_t *h = f->tq[m].head;
         uint64_t d = h ? h->tl[slot_of((enum tmode)m)].deadline : 0;

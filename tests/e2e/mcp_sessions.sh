@@ -73,11 +73,25 @@ code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE \
     -H 'Mcp-Session-Id: 0123456789abcdef-0000-00000000000000000000000000000000' "$MCP")
 check "DELETE of a session id no bridge issued: 404" 404 "$code"
 # a GET stream for a session that does not exist: 404 (MCP transports), not a 200 stream
-gcode() { curl -s --max-time 5 -o /dev/null -w '%{http_code}' -H 'Accept: text/event-stream' \
+gcode() { curl -s --max-time "${2:-5}" -o /dev/null -w '%{http_code}' -H 'Accept: text/event-stream' \
               -H "Mcp-Session-Id: $1" "$MCP"; }
 check "GET stream, a session id no bridge issued: 404" 404 \
     "$(gcode 0123456789abcdef-0000-00000000000000000000000000000000)"
 check "GET stream, not a session id at all: 404" 404 "$(gcode not-a-session)"
+# The bridge is asked (PROTOCOL.md 2.8): an id of its instance it never
+# issued, or one it has ended, is 404 to GET and DELETE, not a 200 stream
+# that never carries anything or a 204 for nothing.
+dcode() { curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X DELETE -H "Mcp-Session-Id: $1" "$MCP"; }
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+sid=$(curl -s --max-time 20 -D - -o /dev/null -H 'Content-Type: application/json' -H "$ACC" \
+      --data-binary "$INIT" "$MCP" | tr -d '\r' | sed -n 's/^[Mm][Cc][Pp]-[Ss]ession-[Ii][Dd]: //p')
+check "a session begun with curl: an id of 54 bytes" 54 "${#sid}"
+forged=${sid:0:22}00000000000000000000000000000007   # its instance and child, another secret
+check "GET stream of the live session: 200" 200 "$(gcode "$sid" 1)"
+check "GET stream, the live bridge's instance with a secret it never issued: 404" 404 "$(gcode "$forged")"
+check "DELETE of that id: 404" 404 "$(dcode "$forged")"
+check "DELETE of the live session: 204, then its GET stream 404, DELETE again 404" "204 404 404" \
+    "$(dcode "$sid") $(gcode "$sid") $(dcode "$sid")"
 bridge_stop
 
 # ---- progress notifications reach the client --------------------------------

@@ -22,7 +22,14 @@
  *                    RESPONSE ("response seq=S result=R" or "response seq=S
  *                    error=CODE"), "reject request=N", "disconnect"
  * As a worker:
- *   ready:CREDIT:M1,M2,...   sends READY; REQUESTs are counted from 1 again
+ *   ready:CREDIT:M1,M2,...[:INSTANCE[:probes]]   sends READY (with "instance",
+ *                    and "probes": true, when given); REQUESTs are counted
+ *                    from 1 again
+ *   probe:ANSWER     waits for a PROBE (PROTOCOL.md 2.8); prints "probe
+ *                    session=S"; answers live (true), gone (false) or none
+ *   message          waits for a MESSAGE; prints "message seq=N session=S
+ *                    body=nil" (or body=BYTES)
+ *   idle:MS          answers HEARTBEATs for MS ms; anything else is an error
  *   request          waits for a REQUEST; prints "request N calls=K"
  *   reject           sends REJECT for the last REQUEST
  *   answer           answers each call of the last REQUEST with its params
@@ -290,12 +297,57 @@ int main(int argc, char **argv)
             size_t n = 0;
             if (sscanf(st, "ready:%llu:%1023s", &a, methods) != 2)
                 fail("bad ready step");
+            jrpc_wire_ready_opts_t ro = { 0 };
+            char *inst = strchr(methods, ':');
+            if (inst != NULL) {
+                *inst++ = '\0';
+                char *pr = strchr(inst, ':');
+                if (pr != NULL) {
+                    *pr++ = '\0';
+                    ro.probes = strcmp(pr, "probes") == 0;
+                }
+                ro.instance = inst;
+            }
             for (char *tok = strtok(methods, ","); tok && n < 64; tok = strtok(NULL, ","))
                 names[n++] = tok;
             jrpc_buf_reset(&out);
-            jrpc_wire_put_ready(&out, (uint32_t)a, names, n);
+            jrpc_wire_put_ready_opts(&out, (uint32_t)a, names, n, &ro);
             send_out();
             requests = 0;
+        } else if (!is_broker && strncmp(st, "probe:", 6) == 0) {
+            recv_decoded(buf, &zone, &m);
+            if (m.type != JRPC_WIRE_PROBE || m.live >= 0)
+                fail("expected a PROBE question");
+            printf("probe session=%.*s\n", (int)m.session.n, m.session.p);
+            if (strcmp(st + 6, "none") != 0) {
+                jrpc_buf_reset(&out);
+                jrpc_wire_put_probe(&out, m.probe, m.session, strcmp(st + 6, "live") == 0);
+                send_out();
+            }
+        } else if (!is_broker && strcmp(st, "message") == 0) {
+            recv_decoded(buf, &zone, &m);
+            if (m.type != JRPC_WIRE_MESSAGE)
+                fail("expected a MESSAGE");
+            printf("message seq=%llu session=%.*s body=", (unsigned long long)m.seq,
+                   (int)m.session.n, m.session.p ? m.session.p : "");
+            if (m.body.p == NULL)
+                printf("nil\n");
+            else
+                printf("%zu\n", m.body.n);
+        } else if (!is_broker && sscanf(st, "idle:%llu", &a) == 1) {
+            int64_t until = now_ms() + (int64_t)a;
+            zmq_pollitem_t pi = { .socket = sock, .events = ZMQ_POLLIN };
+            while (now_ms() < until) {
+                if (zmq_poll(&pi, 1, (long)(until - now_ms())) <= 0)
+                    continue;
+                deadline = now_ms() + timeout_ms;
+                size_t n = recv_msg(buf);
+                msgpack_zone_clear(&zone);
+                if (jrpc_wire_decode(buf, n, &zone, &m) < 0 || m.type != JRPC_WIRE_HEARTBEAT)
+                    fail("expected nothing but HEARTBEATs");
+                jrpc_wire_put_heartbeat(&out);
+                send_out();
+            }
         } else if (!is_broker && strcmp(st, "request") == 0) {
             size_t n = recv_decoded(buf, &zone, &m);
             if (m.type != JRPC_WIRE_REQUEST)

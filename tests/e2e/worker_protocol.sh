@@ -9,11 +9,14 @@
 #     -32603 and the worker's credit (1) is back: the next call reaches it;
 #  3. a rogue worker sends READY again mid-call: the broker ends the old
 #     session as if the worker were lost (the call held: -32004) and serves
-#     the new one.
+#     the new one;
+#  4. PROBE (2.8): a rogue MCP worker answers the broker's questions about
+#     its sessions: GET /mcp and DELETE follow its answers (200/204, 404,
+#     503 without one); a worker without "probes" is asked nothing.
 # MESSAGE frames (PROTOCOL.md 2.6) sent to a peer that did not ask for them
 # (a worker without messages, a broker for a worker without "instance") are
 # dropped: not counted as REQUESTs, not malformed, the session goes on.
-# ~5 s.
+# ~10 s.
 # shellcheck source=lib.sh
 source "$JRPC_E2E_LIB"
 TMP=$E2E_TMP
@@ -96,4 +99,50 @@ request 1 calls=1" "$rc
 $(cat "$TMP/ready_again.out")"
 check "READY again: the broker ended the old session as a lost worker" 1 \
     "$(grep -c 'event=worker_lost reason=ready_again inflight=1 redispatched=0 failed=1' "$TMP/broker.log")"
+
+# ---- 4. PROBE: a session's GET and DELETE asked of its worker first (2.8) -------------
+# A worker whose READY has "instance" and "probes": a GET stream opens (200)
+# only for a session it says it has, a DELETE is sent (204) only then; one
+# it says it has not is 404 both ways; no answer in 2 s is 503. A worker
+# without "probes" (one that predates them) is asked nothing: the GET opens
+# and the DELETE is sent, as before.
+E2E_HTTP=1 e2e_restart_broker --heartbeat-ms 500 --timeout-ms 3000
+INST=00112233445566aa
+LIVE=$INST-0000-000102030405060708090a0b0c0d0e0f
+GONE=$INST-0001-f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff
+gstat() { curl -s --max-time "${2:-1}" -o /dev/null -w '%{http_code}' -H 'Accept: text/event-stream' \
+              -H "Mcp-Session-Id: $1" "$HTTP_URL/mcp"; }
+dstat() { curl -s --max-time 5 -o /dev/null -w '%{http_code}' -X DELETE -H "Mcp-Session-Id: $1" \
+              "$HTTP_URL/mcp"; }
+"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:initialize:$INST:probes \
+    probe:live probe:gone probe:live message probe:gone probe:none idle:3000 \
+    >"$TMP/probe.out" 2>&1 &
+PP=$!
+E2E_PIDS+=("$PP")
+e2e_wait_workers 1
+got="$(gstat "$LIVE") $(gstat "$GONE") $(dstat "$LIVE") $(dstat "$GONE") $(gstat "$LIVE" 5)"
+check "probes: GET live 200, GET gone 404, DELETE live 204, DELETE gone 404, no answer 503" \
+    "200 404 204 404 503" "$got"
+wait "$PP"; rc=$?
+check "probes: the worker was asked each time, and told of the DELETE it had the session of" "0
+probe session=$LIVE
+probe session=$GONE
+probe session=$LIVE
+message seq=0 session=$LIVE body=nil
+probe session=$GONE
+probe session=$LIVE" "$rc
+$(cat "$TMP/probe.out")"
+check "probes: an id longer than a bridge's asks no worker: 404" 404 "$(gstat "${LIVE}0")"
+e2e_wait_workers 0
+"$PEER" --worker "$WORKERS_EP" --timeout-ms 10000 ready:1:initialize:$INST message idle:1500 \
+    >"$TMP/noprobe.out" 2>&1 &
+PP=$!
+E2E_PIDS+=("$PP")
+e2e_wait_workers 1
+check "no probes (a worker that predates them): GET opens 200, DELETE 204" "200 204" \
+    "$(gstat "$GONE") $(dstat "$GONE")"
+wait "$PP"; rc=$?
+check "no probes: the DELETE reached the worker, nothing else did" "0
+message seq=0 session=$GONE body=nil" "$rc
+$(cat "$TMP/noprobe.out")"
 e2e_finish

@@ -316,6 +316,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case JRPC_WIRE_SCHEMAS:   /* PROTOCOL.md 2.7: a str, the JSON text not checked here */
             CHECK(m.schemas != NULL && m.schemas->type == MSGPACK_OBJECT_STR);
             break;
+        case JRPC_WIRE_PROBE: {   /* PROTOCOL.md 2.8: written again, the same fields */
+            CHECK(m.probe >= 1 && m.session.n >= 1 && m.session.n <= JRPC_WIRE_SESSION_MAX &&
+                  m.live >= -1 && m.live <= 1);
+            jrpc_buf_t pb;
+            jrpc_buf_init(&pb);
+            CHECK(jrpc_wire_put_probe(&pb, m.probe, m.session, m.live) == 0);
+            msgpack_zone pz;
+            msgpack_zone_init(&pz, 256);
+            jrpc_wire_msg_t m2;
+            CHECK(jrpc_wire_decode(pb.p, pb.len, &pz, &m2) == 0 && m2.type == JRPC_WIRE_PROBE &&
+                  m2.probe == m.probe && m2.live == m.live && m2.session.n == m.session.n &&
+                  memcmp(m2.session.p, m.session.p, m.session.n) == 0);
+            msgpack_zone_destroy(&pz);
+            jrpc_buf_dispose(&pb);
+            break;
+        }
         default:
             CHECK(!"unknown message type decoded");
         }

@@ -59,7 +59,7 @@ static int check_bytes(const void *bytes, size_t n)
     frame_decode(&f, bytes, n);
     int rc = f.rc;
     if (rc == 0) {
-        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_MESSAGE);
+        assert_true(f.m.type >= JRPC_WIRE_READY && f.m.type <= JRPC_WIRE_PROBE);
         /* Whatever decodes, its head reads the same way. */
         assert_int_equal(jrpc_wire_peek_type(f.buf, n), f.m.type);
         for (uint32_t i = 0; i < f.m.nitems && rc == 0; i++) {
@@ -498,8 +498,8 @@ static void test_schemas_frame(void **state)
     frame_decode(&f, bad, sizeof bad);
     assert_int_equal(f.rc, JRPC_WIRE_EMALFORMED);
     frame_dispose(&f);
-    static const char nine[] = { (char)0x93, 1, 9, (char)0xa0 };
-    frame_decode(&f, nine, sizeof nine);
+    static const char ten[] = { (char)0x93, 1, 10, (char)0xa0 };   /* no such type */
+    frame_decode(&f, ten, sizeof ten);
     assert_int_equal(f.rc, JRPC_WIRE_EMALFORMED);
     frame_dispose(&f);
     jrpc_buf_dispose(&b);
@@ -582,6 +582,81 @@ static void test_message(void **state)
     assert_int_equal(jrpc_buf_append(&b, huge, JRPC_WIRE_MESSAGE_MAX + 1), 0);
     assert_int_equal(check_bytes(b.p, b.len), JRPC_WIRE_EMALFORMED);
     free(huge);
+    jrpc_buf_dispose(&b);
+}
+
+/* PROBE [1, 9, probe, session, live] (PROTOCOL.md 2.8): the question (live
+ * nil), both answers, READY's "probes" option, and what is malformed. */
+static void test_probe(void **state)
+{
+    (void)state;
+    jrpc_buf_t b;
+    frame_t f;
+    jrpc_buf_init(&b);
+    jrpc_span_t sid = { SID, sizeof SID - 1 };
+    static const char head[] = { (char)0x95, 1, 9, 7, (char)0xd9, sizeof SID - 1 };   /* str 8 */
+    for (int live = -1; live <= 1; live++) {
+        jrpc_buf_reset(&b);
+        assert_int_equal(jrpc_wire_put_probe(&b, 7, sid, live), 0);
+        assert_int_equal(b.len, sizeof head + sizeof SID - 1 + 1);
+        assert_memory_equal(b.p, head, sizeof head);
+        assert_memory_equal(b.p + sizeof head, SID, sizeof SID - 1);
+        assert_int_equal((unsigned char)b.p[b.len - 1], live < 0 ? 0xc0 : live ? 0xc3 : 0xc2);
+        frame_decode(&f, b.p, b.len);
+        assert_int_equal(f.rc, 0);
+        assert_int_equal(f.m.type, JRPC_WIRE_PROBE);
+        assert_true(f.m.probe == 7);
+        assert_int_equal(f.m.live, live);
+        assert_int_equal(f.m.session.n, sizeof SID - 1);
+        assert_memory_equal(f.m.session.p, SID, sizeof SID - 1);
+        assert_int_equal(jrpc_wire_peek_type(f.buf, b.len), JRPC_WIRE_PROBE);
+        frame_dispose(&f);
+        expect_prefixes_malformed(b.p, b.len);
+    }
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_probe(&b, UINT64_MAX, sid, 1), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_true(f.m.probe == UINT64_MAX);
+    frame_dispose(&f);
+    static const bytes_case_t bad[] = {
+        CASE("\x94\x01\x09\x01\xa1" "s"),              /* no live */
+        CASE("\x95\x01\x09\x00\xa1" "s\xc0"),          /* probe 0 */
+        CASE("\x95\x01\x09\xff\xa1" "s\xc0"),          /* probe -1 */
+        CASE("\x95\x01\x09\xc0\xa1" "s\xc0"),          /* probe nil */
+        CASE("\x95\x01\x09\x01\xc0\xc0"),              /* session nil */
+        CASE("\x95\x01\x09\x01\xa0\xc0"),              /* session "" */
+        CASE("\x95\x01\x09\x01\xa2" " x\xc0"),          /* session with a space */
+        CASE("\x95\x01\x09\x01\xa1" "s\x01"),          /* live 1 */
+        CASE("\x95\x01\x09\x01\xa1" "s\xa4" "true"),   /* live a str */
+    };
+    expect_malformed(bad, sizeof bad / sizeof *bad, "bad probe");
+    /* READY "probes": true sent only when set; a bool, else malformed */
+    const char *methods[] = { "initialize" };
+    jrpc_wire_ready_opts_t o = { .instance = "0123456789abcdef", .probes = true };
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 4, methods, 1, &o), 0);
+    frame_decode(&f, b.p, b.len);
+    assert_int_equal(f.rc, 0);
+    assert_true(f.m.probes && f.m.has_instance);
+    frame_dispose(&f);
+    o.probes = false;
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 4, methods, 1, &o), 0);
+    assert_null(memmem(b.p, b.len, "probes", 6));
+    frame_decode(&f, b.p, b.len);
+    assert_false(f.m.probes);
+    frame_dispose(&f);
+    static const char no[] = "\x95\x01\x01\x01\x91\xa1" "m\x81\xa6" "probes\xc2";
+    frame_decode(&f, no, sizeof no - 1);
+    assert_int_equal(f.rc, 0);
+    assert_false(f.m.probes);
+    frame_dispose(&f);
+    static const bytes_case_t bad_ready[] = {
+        CASE("\x95\x01\x01\x01\x91\xa1" "m\x81\xa6" "probes\x01"),        /* not a bool */
+        CASE("\x95\x01\x01\x01\x91\xa1" "m\x82\xa6" "probes\xc3\xa6" "probes\xc3"), /* twice */
+    };
+    expect_malformed(bad_ready, sizeof bad_ready / sizeof *bad_ready, "bad probes");
     jrpc_buf_dispose(&b);
 }
 
@@ -1676,6 +1751,7 @@ int main(void)
         cmocka_unit_test(test_message),
         cmocka_unit_test(test_schemas_frame),
         cmocka_unit_test(test_instance_and_session),
+        cmocka_unit_test(test_probe),
         cmocka_unit_test(test_peek_type),
         cmocka_unit_test(test_request_item_seq),
         cmocka_unit_test(test_request_round_trip),

@@ -511,6 +511,54 @@ static void test_ready_name_credit(void **state)
     assert_int_equal(errno, EINVAL);
 }
 
+/* ---- PROBE (PROTOCOL.md 2.8) ---- */
+
+static int probes_asked;
+
+static bool probe_live(const char *session, void *arg)
+{
+    (void)arg;
+    probes_asked++;
+    return strcmp(session, "s-live") == 0;
+}
+
+static void no_message(const char *session, const char *json, size_t n, void *arg)
+{
+    (void)session, (void)json, (void)n, (void)arg;
+}
+
+/* A worker of jrpc_worker_probes() says so in READY ("probes": true, with
+ * its "instance") and answers each question at once, on the connection
+ * that asked, with the callback's verdict; an answer sent to it (live not
+ * nil) asks nothing. Without jrpc_worker_messages() first: -EINVAL. */
+static void test_probes(void **state)
+{
+    (void)state;
+    G.w = jrpc_worker_new(&(jrpc_worker_opts_t){ .credit = 4, .heartbeat_ms = 1000,
+                                                  .liveness = 3, .linger_ms = 100 });
+    assert_non_null(G.w);
+    assert_int_equal(jrpc_worker_handle(G.w, "echo", h_echo, NULL), 0);
+    assert_int_equal(jrpc_worker_probes(G.w, probe_live, NULL), -EINVAL);
+    assert_int_equal(jrpc_worker_messages(G.w, "00112233445566aa", no_message, NULL), 0);
+    assert_int_equal(jrpc_worker_probes(G.w, probe_live, NULL), 0);
+    char ep[64], buf[512];
+    G.router = bind_router(ep, sizeof ep);
+    assert_int_equal(jrpc_worker_connect(G.w, ep), 0);
+    int n = recv_ok(JRPC_WIRE_READY, buf, sizeof buf);
+    jrpc_wire_msg_t m;
+    assert_int_equal(jrpc_wire_decode(buf, (size_t)n, &G.zone, &m), 0);
+    assert_true(m.has_instance && m.probes);
+    probes_asked = 0;
+    /* [1, 9, 5, "s-live", nil] -> [1, 9, 5, "s-live", true] */
+    send_hex("95010905a6732d6c697665c0");
+    expect_msg(JRPC_WIRE_PROBE, "95010905a6732d6c697665c3");
+    /* an answer sent to the worker: dropped; then [1, 9, 6, "s-gone", nil] -> false */
+    send_hex("95010905a6732d6c697665c3");
+    send_hex("95010906a6732d676f6e65c0");
+    expect_msg(JRPC_WIRE_PROBE, "95010906a6732d676f6e65c2");
+    assert_int_equal(probes_asked, 2);
+}
+
 /* ---- calls and answers ---- */
 
 /* PROTOCOL.md 3's example: the REQUEST's bytes in, the RESPONSE's bytes out
@@ -1070,6 +1118,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ready, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_name_credit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_protocol_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_async_any_order, setup, teardown),

@@ -556,6 +556,97 @@ static void recv_request(int k, jrpc_buf_t *b)
     }
 }
 
+/* ---- PROBE (PROTOCOL.md 2.8) ---- */
+
+#define INST_A "00112233445566aa"
+#define SID_A INST_A "-0000-000102030405060708090a0b0c0d0e0f"
+#define SID_B "00112233445566bb-0001-000102030405060708090a0b0c0d0e0f"
+
+static struct {
+    int      calls;
+    uint64_t probe;
+    bool     live;
+    char     sid[64];
+} P;
+
+static void on_probe_t(uint64_t probe, jrpc_span_t session, bool live, void *arg)
+{
+    (void)arg;
+    P.calls++;
+    P.probe = probe;
+    P.live = live;
+    snprintf(P.sid, sizeof P.sid, "%.*s", (int)session.n, session.p);
+}
+
+/* READY with "instance" (and "probes" when asked) from id. */
+static void ready_mcp(jrpc_workers_t *w, char id, const char *instance, bool probes)
+{
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    const char *methods[] = { "initialize" };
+    jrpc_wire_ready_opts_t o = { .instance = instance, .probes = probes };
+    assert_int_equal(jrpc_wire_put_ready_opts(&b, 4, methods, 1, &o), 0);
+    jrpc_metrics_tick();
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+/* PROBE [probe, session, live] from id (live < 0: nil). */
+static void probe_from(jrpc_workers_t *w, char id, uint64_t probe, const char *sid, int live)
+{
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    assert_int_equal(jrpc_wire_put_probe(&b, probe, (jrpc_span_t){ sid, strlen(sid) }, live), 0);
+    on_message(w, &(peer_t){ .id = &id, .idlen = 1 }, b.p, b.len);
+    jrpc_buf_dispose(&b);
+}
+
+/* A question goes to the worker of the session's instance that said it
+ * answers them (-ENOTSUP to one that did not, -ESRCH to none); its answer
+ * reaches on_probe only from a worker that said so, about a session of its
+ * own instance, and only as an answer (live not nil): else dropped. */
+static void test_probes(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    memset(&P, 0, sizeof P);
+    jrpc_workers_on_probe(w, on_probe_t, NULL);
+    ready_mcp(w, 'A', INST_A, true);
+    ready_mcp(w, 'B', "00112233445566bb", false);
+    assert_true(find(w, 'A')->probes);
+    assert_false(find(w, 'B')->probes);
+    jrpc_span_t a = { SID_A, sizeof SID_A - 1 }, bs = { SID_B, sizeof SID_B - 1 };
+    assert_int_equal(jrpc_workers_probe(w, 0x00112233445566aaull, 7, a), 0);
+    assert_int_equal(jrpc_workers_probe(w, 0x00112233445566bbull, 8, bs), -ENOTSUP);
+    assert_int_equal(jrpc_workers_probe(w, 0x00112233445566ccull, 9, a), -ESRCH);
+    char frame[256];
+    int n;
+    while ((n = zmq_recv(G.dealers[0], frame, sizeof frame, ZMQ_DONTWAIT)) > 0 &&
+           jrpc_wire_peek_type(frame, (size_t)n) != JRPC_WIRE_PROBE)
+        ;
+    jrpc_buf_t want;
+    jrpc_buf_init(&want);
+    assert_int_equal(jrpc_wire_put_probe(&want, 7, a, -1), 0);
+    assert_int_equal(n, (int)want.len);
+    assert_memory_equal(frame, want.p, want.len);
+    jrpc_buf_dispose(&want);
+    uint64_t dropped = w->msgs_dropped;
+    probe_from(w, 'A', 7, SID_A, 1);
+    assert_int_equal(P.calls, 1);
+    assert_true(P.probe == 7 && P.live);
+    assert_string_equal(P.sid, SID_A);
+    probe_from(w, 'A', 7, SID_A, 0);
+    assert_int_equal(P.calls, 2);
+    assert_false(P.live);
+    probe_from(w, 'A', 8, SID_B, 1);      /* another instance's session */
+    probe_from(w, 'B', 8, SID_B, 1);      /* a worker that answers none */
+    probe_from(w, 'A', 9, SID_A, -1);     /* a question, to the broker */
+    probe_from(w, 'A', 9, "not-a-sid", 1);
+    assert_int_equal(P.calls, 2);
+    assert_true(w->msgs_dropped == dropped + 4);
+    destroy(w);
+}
+
 #define SPACED "[1, {\"a\" : 2.50, \"b\":\"x\\u00e9\"} ,null]"
 
 /* A call goes out as the client's very bytes to a worker that declared its
@@ -747,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_slot_reused_clean),
         cmocka_unit_test(test_hedge_p95),
         cmocka_unit_test(test_status),
+        cmocka_unit_test(test_probes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
