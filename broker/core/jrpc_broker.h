@@ -157,8 +157,9 @@ int jrpc_broker_mcp_send(jrpc_broker_t *b, jrpc_span_t session, jrpc_span_t json
 
 /* Whether a session exists, asked of the worker that issued it (PROTOCOL.md
  * 2.8): the answer to probe (a number jrpc_broker_mcp_probe gave) comes to
- * fn(ctx, probe, session, live), session borrowed for the call, which must
- * not call back into the broker. NULL: answers dropped. */
+ * fn(ctx, probe, session, live), session borrowed for the call. fn may
+ * call jrpc_broker_mcp_send (a DELETE passed on once its session is known
+ * to exist), nothing else of the broker. NULL: answers dropped. */
 typedef void (*jrpc_mcp_probe_fn)(void *ctx, uint64_t probe, jrpc_span_t session, bool live);
 void jrpc_broker_on_session_probe(jrpc_broker_t *b, jrpc_mcp_probe_fn fn, void *ctx);
 
