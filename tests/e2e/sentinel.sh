@@ -136,8 +136,9 @@ check "the failover was felt: some bodies refused 503 (fail closed)" 1 "$(( ${re
 check "no replay accepted at any point" 0 "$replays_accepted"
 check "replays refused 409 -32005 before and after the failover" 1 \
     "$(awk -v k="$t_kill" '$4 == "R" && $2 == 409 && $3 == -32005 { if ($1 < k) b = 1; else a = 1 } END { print b && a }' "$TMP/trace")"
-check "the broker found the new master" 1 \
-    "$(grep -q "event=master_found .*master=127.0.0.1:$NEW changed=1" "$TMP/broker.log" && echo 1)"
+check "the broker found a new master (a promoted replica)" 1 \
+    "$(grep -q -e "event=master_found .*master=127.0.0.1:${R[1]} changed=1" \
+               -e "event=master_found .*master=127.0.0.1:${R[2]} changed=1" "$TMP/broker.log" && echo 1)"
 # Under load Sentinel may fail over a second time (a failover that outlives
 # its timeout is started again by another sentinel, promoting the other
 # replica: seen in CI, the broker answered 503 until it found that one).
