@@ -429,10 +429,10 @@ static void *conn_main(void *arg)
         atomic_fetch_add(&g_batches, 1);
         if (rc < 0) {
             atomic_fetch_add(&g_fails, 1);
+            snprintf(w->last_fail, sizeof w->last_fail, "%s", jrpc_client_last_error(c));
             if (measured) {
                 w->fails++;
                 codes_add(&w->fail_codes, rc, 1);
-                snprintf(w->last_fail, sizeof w->last_fail, "%s", jrpc_client_last_error(c));
             }
             continue;
         }
@@ -565,7 +565,8 @@ static void usage(FILE *f)
 "A batch's calls answered together have no latency of their own: the 'call'\n"
 "row is reported with --stream only (each answer's own arrival).\n"
 "Exit status: 0; 1 if an id came back lost, twice, or unknown; 2 usage error\n"
-"(or gnuplot missing for --plot); 3 the run was done but the plot failed.\n");
+"(or gnuplot missing for --plot); 3 the run was done but the plot failed;\n"
+"4 no batch was answered at all (every send failed: is the broker there?).\n");
 }
 
 static void usage_error(const char *msg, const char *arg)
@@ -933,6 +934,12 @@ int main(int argc, char **argv)
         free(o_secret);
     }
     free(o_key_id);
+    uint64_t failed = atomic_load(&g_fails);
+    if (tot.c.batches == 0 && failed > 0) {
+        fprintf(stderr, "jrpc-bench: no batch was answered: %" PRIu64 " failed (last: %s)\n",
+                failed, last_fail[0] ? last_fail : "?");
+        return 4;
+    }
     if (tot.lost || tot.duplicated || tot.unexpected)
         return 1;
     return plot_failed ? 3 : 0;

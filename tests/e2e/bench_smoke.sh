@@ -61,6 +61,17 @@ check "open-tcp: about 400 batches (200/s for 2 s)" 1 \
 check "closed-http: invalid requests counted as -32600" 1 \
     "$(grep -q '"errors":{[^}]*"-32600":[1-9]' "$E2E_TMP/closed-http.json" && echo 1 || echo 0)"
 
+# No broker at all, open loop: every batch waits its timeout and the run
+# falls behind schedule; it ends once its time is up (it used to send each
+# missed batch, a timeout each: 200 a connection here, 60 s) and exits 4,
+# saying so.
+start=$(date +%s)
+"$BENCH" --url "tcp://127.0.0.1:$(e2e_free_port)" --rate 400 --duration 2 --warmup 0 \
+    --timeout-ms 300 --json > "$E2E_TMP/dead.json" 2> "$E2E_TMP/dead.err"
+check "no broker: exit 4" 4 $?
+check "no broker: says no batch was answered" 1 "$(grep -c '^jrpc-bench: no batch was answered: [1-9][0-9]* failed (last: ' "$E2E_TMP/dead.err")"
+check "no broker: the run ends with its time, not after every missed batch" 1 "$(( $(date +%s) - start < 20 ? 1 : 0 ))"
+
 # The human table.
 "$BENCH" --url "$URL" --duration 0.5 --warmup 0 --batch 1 > "$E2E_TMP/table.txt" 2>&1
 check "table: exit status" 0 $?
