@@ -300,6 +300,7 @@ void child_lost(child_t *c, const char *why)
     JRPC_LOG(b->stopping ? JRPC_LOG_INFO : JRPC_LOG_WARN, "stdio",
              "event=child_lost pid=%d slot=%u reason=%s failed=%u requeued=%u", c->pid, c->slot,
              why, failed, requeued);
+    sess_child_lost(b, c);
     child_kill(c);  /* exited too: what it started may still run */
     child_close_all(c);
     pump(b);

@@ -305,6 +305,7 @@ int  sess_pin(bridge_t *b, jrpc_wcall_t *wc, call_t *k);
 bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc);
 bool sess_child_message(child_t *c, const jrpc_child_msg_t *m, const char *p, size_t n);
 void sess_sweep(bridge_t *b, uint64_t now);
+void sess_child_lost(bridge_t *b, const child_t *c);
 
 /* jrpc_stdio_metrics.c */
 int  write_metrics(void *arg, jrpc_buf_t *out);

@@ -185,6 +185,15 @@ bool sess_initialized(bridge_t *b, jrpc_wcall_t *wc)
     return true;
 }
 
+/* Child c is lost: its sessions end now (their state was its), and the
+ * brokers close their GET streams; a later call or PROBE finds none. */
+void sess_child_lost(bridge_t *b, const child_t *c)
+{
+    for (uint32_t i = 0; b->sess && i < b->max_sessions; i++)
+        if (b->sess[i].id[0] && b->sess[i].slot == c->slot && b->sess[i].pid == c->pid)
+            sess_end(b, &b->sess[i], "child_lost", true);
+}
+
 void sess_sweep(bridge_t *b, uint64_t now)
 {
     for (size_t i = 0; i < PEND_MAX; i++) {

@@ -92,6 +92,23 @@ check "GET stream, the live bridge's instance with a secret it never issued: 404
 check "DELETE of that id: 404" 404 "$(dcode "$forged")"
 check "DELETE of the live session: 204, then its GET stream 404, DELETE again 404" "204 404 404" \
     "$(dcode "$sid") $(gcode "$sid") $(dcode "$sid")"
+# A session's child killed: the bridge ends its sessions at once, so the
+# broker ends the session's open GET stream and its id is 404 from then on.
+sid=$(curl -s --max-time 20 -D - -o /dev/null -H 'Content-Type: application/json' -H "$ACC" \
+      --data-binary "$INIT" "$MCP" | tr -d '\r' | sed -n 's/^[Mm][Cc][Pp]-[Ss]ession-[Ii][Dd]: //p')
+curl -s -N --max-time 30 -D "$E2E_TMP/gstream.h" -o "$E2E_TMP/gstream.out" -w '%{http_code}' \
+    -H 'Accept: text/event-stream' -H "Mcp-Session-Id: $sid" "$MCP" > "$E2E_TMP/gstream.code" &
+GS=$!
+E2E_PIDS+=("$GS")
+e2e_wait_for "grep -q '^HTTP/1.1 200' '$E2E_TMP/gstream.h'" 10   # the stream is open
+pid=$(grep "event=session_begin session=${sid:0:21}" "$E2E_TMP/b2.log" | sed -n 's/.* pid=\([0-9]*\).*/\1/p' | tail -n 1)
+t0=$(date +%s)
+kill -9 "$pid"
+wait "$GS"
+check "child killed: its session's GET stream (200) ends at once, not at curl's 30 s" "200 1" \
+    "$(cat "$E2E_TMP/gstream.code") $(( $(date +%s) - t0 < 20 ? 1 : 0 ))"
+check "child killed: the bridge ended the session, its id is 404" "1 404" \
+    "$(grep -c "event=session_end session=${sid:0:21} .*reason=child_lost" "$E2E_TMP/b2.log") $(gcode "$sid")"
 bridge_stop
 
 # ---- progress notifications reach the client --------------------------------
