@@ -154,7 +154,10 @@ t0=$(date +%s%N)
 e2e_wait_for "! kill -0 $PY3 2>/dev/null" 5
 wait "$PY3"
 check "drain timeout: the worker exits 0 with a handler still running" 0 $?
-check "... within 2 s of SIGTERM" yes "$([ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 2000 ] && echo yes)"
+# (the handler blocks 5 s: an exit before 4 s is the drain timeout's, with
+# room for a loaded machine)
+check "... within 4 s of SIGTERM, before the 5 s handler ends" yes \
+    "$([ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 4000 ] && echo yes)"
 check "... after giving up on what it held" 1 "$(grep -c 'event=drained reason=timeout abandoned=1' "$E2E_TMP/py3.log")"
 wait "$STUCK"
 check "... and the broker answers that call -32004" '-32004' \
