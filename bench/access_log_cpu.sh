@@ -14,7 +14,7 @@ build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 tmp=$(mktemp -d)
 trap 'kill $wp 2>/dev/null; rm -rf "$tmp"' EXIT
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 $B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn & wp=$!
 tick=$(getconf CLK_TCK)
 for r in $(seq "$rounds"); do

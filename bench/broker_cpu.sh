@@ -9,7 +9,7 @@ nb=${1:-5000} bs=${2:-100} conc=${3:-4}
 source bench/build_rel.sh
 build_rel build-rel jrpc-broker jrpc-worker jrpc-bench-zmq-load
 B=build-rel/bin
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) --http none \
     --log-level warn & bp=$!
 $B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn & wp=$!

@@ -15,7 +15,7 @@ source bench/build_rel.sh
 build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 out=$(mktemp -d)
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 common=(--log-level warn --access-log off)
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \
     --http 127.0.0.1:$((port + 2)) --admin 127.0.0.1:$((port + 6)) "${common[@]}" & b1=$!

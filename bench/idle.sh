@@ -20,7 +20,7 @@ fi
 source bench/build_rel.sh
 build_rel build-rel jrpc-broker jrpc-worker jrpc-bench jrpc-bench-idle
 B=build-rel/bin
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 http=127.0.0.1:$((port + 2))
 tmp=$(mktemp -d /tmp/jrpc-idle.XXXXXX)
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \

@@ -18,7 +18,7 @@ hz=$(getconf CLK_TCK)
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null' EXIT
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 
 # $1 label, $2.. the load command (prints --json); the server pids in SERVERS.
 measure() {

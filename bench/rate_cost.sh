@@ -20,7 +20,7 @@ B=build-rel/bin
 out=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$out"' EXIT
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & pids+=($!)
 printf 'bench s3cr3t-s3cr3t-s3cr3t-bench\n' > "$out/keys"
 names=(open open+rate signed signed+rate)

@@ -3,7 +3,7 @@
 # default random), T (a scratch folder, removed on exit), pids (killed on
 # exit), KEY and SECRET, sign (jrpc-bench's options for them) and $T/keys
 # (the broker's --keys); defines ir and start_redis.
-port=${PORT:-$((30000 + RANDOM % 20000))}
+port=${PORT:-$((10000 + RANDOM % 22000))}
 T=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT

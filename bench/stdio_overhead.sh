@@ -17,7 +17,7 @@ build_rel build-rel jrpc-broker jrpc-worker jrpc-stdio jrpc-bench jrpc-bench-std
     jrpc-bench-stdio-floor
 B=build-rel/bin
 out=$(mktemp -d); echo "results: $out" >&2
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) --http none \
     --log-level warn --access-log off & bp=$!
 trap 'kill $bp ${sp:-} ${wp:-} 2>/dev/null; [ -n "${JRPC_BENCH_KEEP:-}" ] || rm -rf "$out"' EXIT

@@ -14,7 +14,7 @@ rounds=${1:-2} secs=${2:-5} sleep_ms=${3:-200}
 source bench/build_rel.sh
 build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \
     --http 127.0.0.1:$((port + 2)) --log-level warn & bp=$!
 $B/jrpc-worker --connect tcp://127.0.0.1:$((port + 1)) --credit 256 --log-level warn & wp=$!

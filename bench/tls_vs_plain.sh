@@ -18,7 +18,7 @@ build_rel build-rel jrpc-broker jrpc-worker jrpc-bench
 B=build-rel/bin
 out=$(mktemp -d)
 bash tests/e2e/tls_certs.sh "$out/certs"
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000))
 common=(--log-level warn --access-log off --max-conns 100000)
 $B/jrpc-broker --zmq tcp://127.0.0.1:$port --workers tcp://127.0.0.1:$((port + 1)) \
     --http 127.0.0.1:$((port + 2)) "${common[@]}" & b1=$!
