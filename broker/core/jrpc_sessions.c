@@ -18,6 +18,7 @@
 #include "jrpc_json.h"
 #include "jrpc_mpack.h"
 #include "jrpc_openrpc.h"
+#include "jrpc_mcp_sid.h"
 
 #define NATIVE_IDLEN 5   /* a zero byte and a 32-bit number, as libzmq makes them */
 
@@ -120,6 +121,23 @@ static void worker_free(jrpc_workers_t *w, worker_t *wk)
     free(wk);
 }
 
+/* A worker with READY "instance" left: when no connected worker has that
+ * instance any more, its sessions are gone with it, and the receiver of
+ * MESSAGE frames is told so as for one session's end (session = the
+ * instance alone, 16 hex digits; body nil): their GET streams end. */
+static void instance_gone(jrpc_workers_t *w, uint64_t instance)
+{
+    for (const worker_t *o = w->workers; o; o = o->next)
+        if (!o->dead && o->has_instance && o->instance == instance)
+            return;
+    if (w->on_msg == NULL)
+        return;
+    char text[JRPC_MCP_INSTANCE_LEN + 1];
+    jrpc_mcp_instance_format(instance, text);
+    w->on_msg(NULL, 0, (jrpc_span_t){ text, JRPC_MCP_INSTANCE_LEN }, (jrpc_span_t){ NULL, 0 },
+              w->on_msg_arg);
+}
+
 /* Frees the workers marked dead (never from inside a loop over them). */
 void reap(jrpc_workers_t *w)
 {
@@ -134,7 +152,11 @@ void reap(jrpc_workers_t *w)
                          w->nworkers);
             }
             *pp = wk->next;
+            bool had = wk->has_instance && !w->destroying;
+            uint64_t instance = wk->instance;
             worker_free(w, wk);
+            if (had)
+                instance_gone(w, instance);
         } else {
             pp = &wk->next;
         }

@@ -145,7 +145,9 @@ int jrpc_workers_dispatch(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t par
 
 /* A MESSAGE from a worker: for the client of the call (owner, index) when
  * owner is not NULL (body p == NULL: "this call began session"), else for
- * session's stream (body p == NULL: the session ended at the worker).
+ * session's stream (body p == NULL: the session ended at the worker; a
+ * session of JRPC_MCP_INSTANCE_LEN bytes, an instance alone: the last
+ * worker of that instance left, every session of it ended).
  * Spans borrow from the frame: use them before returning. */
 typedef void (*jrpc_msg_fn)(void *owner, uint32_t index, jrpc_span_t session, jrpc_span_t body,
                             void *arg);

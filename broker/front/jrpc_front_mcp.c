@@ -424,9 +424,14 @@ void mcp_gstream_drop(jrpc_front_http_t *f, req_t *r)
 void mcp_on_session(void *arg, jrpc_span_t session, jrpc_span_t json)
 {
     jrpc_front_http_t *f = arg;
+    /* an instance alone (its bridge left): every session whose id it begins */
+    bool all = json.p == NULL && session.n == JRPC_MCP_INSTANCE_LEN;
     for (req_t *r = f->gstreams, *next; r != NULL; r = next) {
         next = r->gnext;
-        if (r->sid_len != session.n || memcmp(r->sid, session.p, session.n) != 0 || r->s_ended)
+        bool of = all ? r->sid_len > session.n && r->sid[session.n] == '-' &&
+                            memcmp(r->sid, session.p, session.n) == 0
+                      : r->sid_len == session.n && memcmp(r->sid, session.p, session.n) == 0;
+        if (!of || r->s_ended)
             continue;
         if (r->probe) {   /* not open yet: an end is the probe's answer, a message is lost */
             if (json.p == NULL)

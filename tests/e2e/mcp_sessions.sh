@@ -109,7 +109,27 @@ check "child killed: its session's GET stream (200) ends at once, not at curl's 
     "$(cat "$E2E_TMP/gstream.code") $(( $(date +%s) - t0 < 20 ? 1 : 0 ))"
 check "child killed: the bridge ended the session, its id is 404" "1 404" \
     "$(grep -c "event=session_end session=${sid:0:21} .*reason=child_lost" "$E2E_TMP/b2.log") $(gcode "$sid")"
-bridge_stop
+# The whole bridge SIGKILLed (it tells nothing): the broker, losing the last
+# worker of that instance, ends the streams of every session of it.
+e2e_wait_for "[ \$(grep -c event=mcp_initialized '$E2E_TMP/b2.log') -ge 3 ]" 30   # the child restarted
+sid=$(curl -s --max-time 20 -D - -o /dev/null -H 'Content-Type: application/json' -H "$ACC" \
+      --data-binary "$INIT" "$MCP" | tr -d '\r' | sed -n 's/^[Mm][Cc][Pp]-[Ss]ession-[Ii][Dd]: //p')
+rm -f "$E2E_TMP/gstream.h"
+curl -s -N --max-time 30 -D "$E2E_TMP/gstream.h" -o "$E2E_TMP/gstream.out" -w '%{http_code}' \
+    -H 'Accept: text/event-stream' -H "Mcp-Session-Id: $sid" "$MCP" > "$E2E_TMP/gstream.code" &
+GS=$!
+E2E_PIDS+=("$GS")
+e2e_wait_for "grep -q '^HTTP/1.1 200' '$E2E_TMP/gstream.h'" 10
+kids=$(pgrep -P "$BRIDGE")
+t0=$(date +%s)
+kill -9 "$BRIDGE"
+wait "$BRIDGE" 2>/dev/null
+for k in $kids; do kill -9 -- "-$k" 2>/dev/null; done   # each child leads its own group
+wait "$GS"
+check "bridge killed: its session's GET stream (200) ends at once, not at curl's 30 s" "200 1" \
+    "$(cat "$E2E_TMP/gstream.code") $(( $(date +%s) - t0 < 20 ? 1 : 0 ))"
+check "bridge killed: the session's id is 404" 404 "$(gcode "$sid")"
+e2e_wait_workers 0
 
 # ---- progress notifications reach the client --------------------------------
 bridge "$E2E_TMP/b3.log" --sessions -- node "$EVERYTHING" stdio

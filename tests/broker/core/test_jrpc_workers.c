@@ -647,6 +647,50 @@ static void test_probes(void **state)
     destroy(w);
 }
 
+static int msgs_seen;
+static char msg_sid[64];
+
+static void on_msg_t(void *owner, uint32_t index, jrpc_span_t session, jrpc_span_t body, void *arg)
+{
+    (void)owner, (void)index, (void)body, (void)arg;
+    msgs_seen++;
+    snprintf(msg_sid, sizeof msg_sid, "%.*s", (int)session.n, session.p);
+}
+
+/* A session's MESSAGE (seq 0) is taken only about a session of the
+ * sender's own instance (a worker never ends or speaks for another's
+ * sessions); when the last worker of an instance leaves, the receiver is
+ * told that instance's sessions ended (the instance alone as session). */
+static void test_session_messages(void **state)
+{
+    (void)state;
+    jrpc_workers_t *w = make(0);
+    msgs_seen = 0;
+    jrpc_workers_on_message(w, on_msg_t, NULL);
+    ready_mcp(w, 'A', INST_A, true);
+    ready_mcp(w, 'B', "00112233445566bb", false);
+    jrpc_buf_t b;
+    jrpc_buf_init(&b);
+    char a = 'A';
+    assert_int_equal(jrpc_wire_put_message(&b, 0, (jrpc_span_t){ SID_B, sizeof SID_B - 1 },
+                                           (jrpc_span_t){ NULL, 0 }), 0);
+    on_message(w, &(peer_t){ .id = &a, .idlen = 1 }, b.p, b.len);
+    assert_int_equal(msgs_seen, 0);   /* B's session, from A: dropped */
+    jrpc_buf_reset(&b);
+    assert_int_equal(jrpc_wire_put_message(&b, 0, (jrpc_span_t){ SID_A, sizeof SID_A - 1 },
+                                           (jrpc_span_t){ NULL, 0 }), 0);
+    on_message(w, &(peer_t){ .id = &a, .idlen = 1 }, b.p, b.len);
+    assert_int_equal(msgs_seen, 1);
+    assert_string_equal(msg_sid, SID_A);
+    jrpc_buf_dispose(&b);
+    worker_kill(w, find(w, 'A'), "test");
+    reap(w);
+    assert_int_equal(msgs_seen, 2);
+    assert_string_equal(msg_sid, INST_A);   /* every session of A's instance ended */
+    destroy(w);
+    assert_int_equal(msgs_seen, 2);   /* B freed at destroy: nobody told */
+}
+
 #define SPACED "[1, {\"a\" : 2.50, \"b\":\"x\\u00e9\"} ,null]"
 
 /* A call goes out as the client's very bytes to a worker that declared its
@@ -839,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_hedge_p95),
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_probes),
+        cmocka_unit_test(test_session_messages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
