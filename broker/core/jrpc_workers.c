@@ -290,8 +290,10 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
  * it to start over. Its answers are for calls we gave up on or sent
  * elsewhere. */
 /* A MESSAGE from wk: for a call it holds that was sent with messages, or
- * for a session of its own instance (a bridge's id whose instance is wk's:
- * a worker never speaks for another's sessions); anything else is dropped. */
+ * for a session of its own instance; a session it names (the one a call
+ * began, or whose stream a message is for) must be a bridge's id of wk's
+ * instance: a worker never hands out or speaks for another's sessions.
+ * Anything else is dropped. */
 static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
 {
     uint32_t i;
@@ -300,8 +302,9 @@ static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_m
     if (w->on_msg == NULL || !wk->has_instance ||
         (m->seq && (s == NULL || s->state != SLOT_SENT || s->worker != wk || !s->msgs ||
                     s->owner == NULL)) ||
-        (m->seq == 0 && (jrpc_mcp_sid_parse(m->session.p, m->session.n, &sid) < 0 ||
-                         sid.instance != wk->instance))) {
+        (m->seq == 0 && m->session.n == 0) ||
+        (m->session.n && (jrpc_mcp_sid_parse(m->session.p, m->session.n, &sid) < 0 ||
+                          sid.instance != wk->instance))) {
         w->msgs_dropped++;
         JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=message_dropped worker=%s seq=%llu", wk->name,
                  (unsigned long long)m->seq);

@@ -682,6 +682,23 @@ static void test_session_messages(void **state)
     on_message(w, &(peer_t){ .id = &a, .idlen = 1 }, b.p, b.len);
     assert_int_equal(msgs_seen, 1);
     assert_string_equal(msg_sid, SID_A);
+    msgs_seen = 0;
+    /* a call's message "this call began session": only a session of A's own */
+    jrpc_workers_mcp_t mcp = { .session = { NULL, 0 }, .messages = true };
+    uint32_t h;
+    assert_int_equal(jrpc_workers_dispatch_mcp(w, (jrpc_span_t){ "initialize", 10 },
+                                               (jrpc_span_t){ NULL, 0 }, (jrpc_span_t){ NULL, 0 },
+                                               100000, 0, &mcp, &G, 0, &h), 0);
+    assert_ptr_equal(w->slots[h].worker, find(w, 'A'));   /* most credit, or by order */
+    jrpc_workers_flush(w);
+    for (int k = 0; k < 2; k++) {
+        jrpc_buf_reset(&b);
+        const char *sid = k ? SID_A : SID_B;
+        assert_int_equal(jrpc_wire_put_message(&b, w->slots[h].seq, (jrpc_span_t){ sid, strlen(sid) },
+                                               (jrpc_span_t){ NULL, 0 }), 0);
+        on_message(w, &(peer_t){ .id = &a, .idlen = 1 }, b.p, b.len);
+        assert_int_equal(msgs_seen, k);   /* B's id dropped, A's own taken */
+    }
     jrpc_buf_dispose(&b);
     worker_kill(w, find(w, 'A'), "test");
     reap(w);
