@@ -121,16 +121,21 @@ static void worker_free(jrpc_workers_t *w, worker_t *wk)
     free(wk);
 }
 
+worker_t *instance_worker(jrpc_workers_t *w, uint64_t instance)
+{
+    for (worker_t *wk = w->workers; wk; wk = wk->next)
+        if (!wk->dead && wk->has_instance && wk->instance == instance)
+            return wk;
+    return NULL;
+}
+
 /* A worker with READY "instance" left: when no connected worker has that
  * instance any more, its sessions are gone with it, and the receiver of
  * MESSAGE frames is told so as for one session's end (session = the
  * instance alone, 16 hex digits; body nil): their GET streams end. */
 static void instance_gone(jrpc_workers_t *w, uint64_t instance)
 {
-    for (const worker_t *o = w->workers; o; o = o->next)
-        if (!o->dead && o->has_instance && o->instance == instance)
-            return;
-    if (w->on_msg == NULL)
+    if (w->on_msg == NULL || instance_worker(w, instance) != NULL)
         return;
     char text[JRPC_MCP_INSTANCE_LEN + 1];
     jrpc_mcp_instance_format(instance, text);

@@ -294,17 +294,21 @@ static void on_response(jrpc_workers_t *w, worker_t *wk, jrpc_wire_rsp_t *r)
  * began, or whose stream a message is for) must be a bridge's id of wk's
  * instance: a worker never hands out or speaks for another's sessions.
  * Anything else is dropped. */
+/* Whether session is a bridge's id of wk's own instance. */
+static bool own_session(const worker_t *wk, jrpc_span_t session)
+{
+    jrpc_mcp_sid_t sid;
+    return jrpc_mcp_sid_parse(session.p, session.n, &sid) == 0 && sid.instance == wk->instance;
+}
+
 static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
 {
     uint32_t i;
-    jrpc_mcp_sid_t sid;
     slot_t *s = m->seq ? slot_by_seq(w, m->seq, &i) : NULL;
     if (w->on_msg == NULL || !wk->has_instance ||
         (m->seq && (s == NULL || s->state != SLOT_SENT || s->worker != wk || !s->msgs ||
                     s->owner == NULL)) ||
-        (m->seq == 0 && m->session.n == 0) ||
-        (m->session.n && (jrpc_mcp_sid_parse(m->session.p, m->session.n, &sid) < 0 ||
-                          sid.instance != wk->instance))) {
+        (m->seq == 0 && m->session.n == 0) || (m->session.n && !own_session(wk, m->session))) {
         w->msgs_dropped++;
         JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=message_dropped worker=%s seq=%llu", wk->name,
                  (unsigned long long)m->seq);
@@ -320,9 +324,7 @@ static void on_worker_message(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_m
  * instance, from a worker that said it answers them; else dropped. */
 static void on_worker_probe(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m)
 {
-    jrpc_mcp_sid_t sid;
-    if (w->on_probe == NULL || !wk->probes || m->live < 0 ||
-        jrpc_mcp_sid_parse(m->session.p, m->session.n, &sid) < 0 || sid.instance != wk->instance) {
+    if (w->on_probe == NULL || !wk->probes || m->live < 0 || !own_session(wk, m->session)) {
         w->msgs_dropped++;
         JRPC_LOG(JRPC_LOG_DEBUG, "workers", "event=probe_dropped worker=%s probe=%llu", wk->name,
                  (unsigned long long)m->probe);
@@ -696,15 +698,6 @@ int jrpc_workers_dispatch_mcp(jrpc_workers_t *w, jrpc_span_t method, jrpc_span_t
     return 0;
 }
 
-/* The connected worker whose READY "instance" is instance; NULL: none. */
-static worker_t *instance_worker(jrpc_workers_t *w, uint64_t instance)
-{
-    for (worker_t *wk = w->workers; wk; wk = wk->next)
-        if (!wk->dead && wk->has_instance && wk->instance == instance)
-            return wk;
-    return NULL;
-}
-
 /* Sends b's bytes to wk and disposes of b; rc: what building them returned. */
 static int send_built(jrpc_workers_t *w, worker_t *wk, jrpc_buf_t *b, int rc)
 {
@@ -744,7 +737,6 @@ void jrpc_workers_on_probe(jrpc_workers_t *w, jrpc_probe_fn fn, void *arg)
     w->on_probe = fn;
     w->on_probe_arg = arg;
 }
-
 
 void jrpc_workers_cancel(jrpc_workers_t *w, uint32_t handle, int why)
 {

@@ -195,7 +195,6 @@ void jrpc_workers_on_probe(jrpc_workers_t *w, jrpc_probe_fn fn, void *arg);
  * error. */
 int jrpc_workers_probe(jrpc_workers_t *w, uint64_t instance, uint64_t probe, jrpc_span_t session);
 
-
 /* Forgets a dispatched call: on_done will not be called for it. A queued
  * call leaves the queue; an answer that arrives later is dropped (counted)
  * and still returns the worker's credit. why is a jrpc_cancel_why: with

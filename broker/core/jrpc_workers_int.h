@@ -500,6 +500,8 @@ void on_schemas(jrpc_workers_t *w, worker_t *wk, const jrpc_wire_msg_t *m);
 void worker_kill(jrpc_workers_t *w, worker_t *wk, const char *why);
 void reap(jrpc_workers_t *w);
 void worker_unroute(jrpc_workers_t *w, worker_t *wk);
+/* The connected worker whose READY "instance" is instance; NULL: none. */
+worker_t *instance_worker(jrpc_workers_t *w, uint64_t instance);
 void worker_set_ejected(jrpc_workers_t *w, worker_t *wk, bool on);
 void on_heartbeat(uv_timer_t *t);
 void free_workers(jrpc_workers_t *w);
